@@ -1,0 +1,289 @@
+//! Conversions between the SDK's types and the WIT types, and the entry points the
+//! export macro calls.
+
+use crate::wit::wconverge::plugin::types as wit;
+use crate::{
+    Attribute, Behaviour, Change, DataType, PathAccess, Provider, ProviderInfo, Resource, State,
+    TypeSchema, Value,
+};
+
+/// Values nest at most this deep; deeper input from the host is refused rather than
+/// risking the guest's stack.
+const MAX_DEPTH: usize = 512;
+
+pub(crate) fn value_to_wit(value: &Value) -> wit::Value {
+    let mut nodes = Vec::new();
+    push_value(value, &mut nodes);
+    wit::Value { nodes }
+}
+
+fn push_value(value: &Value, nodes: &mut Vec<wit::ValueNode>) -> u32 {
+    let idx = nodes.len();
+    nodes.push(wit::ValueNode::Undef);
+    let node = match value {
+        Value::Undef => wit::ValueNode::Undef,
+        Value::Boolean(b) => wit::ValueNode::Boolean(*b),
+        Value::Integer(i) => wit::ValueNode::Integer(*i),
+        Value::Float(f) => wit::ValueNode::Float(*f),
+        Value::String(s) => wit::ValueNode::String(s.clone()),
+        Value::Array(items) => {
+            wit::ValueNode::Array(items.iter().map(|item| push_value(item, nodes)).collect())
+        }
+        Value::Hash(entries) => wit::ValueNode::Hash(
+            entries
+                .iter()
+                .map(|(key, value)| wit::HashEntry {
+                    key: key.clone(),
+                    value: push_value(value, nodes),
+                })
+                .collect(),
+        ),
+        Value::Sensitive(inner) => wit::ValueNode::Sensitive(push_value(inner, nodes)),
+    };
+    nodes[idx] = node;
+    u32::try_from(idx).expect("a value has fewer than 2^32 nodes")
+}
+
+pub(crate) fn value_from_wit(value: &wit::Value) -> Result<Value, String> {
+    if value.nodes.is_empty() {
+        return Err("a value from the host has no nodes".to_owned());
+    }
+    node_to_value(&value.nodes, 0, 0)
+}
+
+fn node_to_value(nodes: &[wit::ValueNode], idx: usize, depth: usize) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("a value from the host nests deeper than {MAX_DEPTH}"));
+    }
+    let child = |child_idx: u32| -> Result<Value, String> {
+        let child_idx = child_idx as usize;
+        if child_idx <= idx || child_idx >= nodes.len() {
+            return Err(format!(
+                "a value from the host refers to node {child_idx} from node {idx}"
+            ));
+        }
+        node_to_value(nodes, child_idx, depth + 1)
+    };
+    Ok(match &nodes[idx] {
+        wit::ValueNode::Undef => Value::Undef,
+        wit::ValueNode::Boolean(b) => Value::Boolean(*b),
+        wit::ValueNode::Integer(i) => Value::Integer(*i),
+        wit::ValueNode::Float(f) => Value::Float(*f),
+        wit::ValueNode::String(s) => Value::String(s.clone()),
+        wit::ValueNode::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|item| child(*item))
+                .collect::<Result<_, _>>()?,
+        ),
+        wit::ValueNode::Hash(entries) => Value::Hash(
+            entries
+                .iter()
+                .map(|entry| Ok((entry.key.clone(), child(entry.value)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        wit::ValueNode::Sensitive(inner) => Value::Sensitive(Box::new(child(*inner)?)),
+    })
+}
+
+fn data_type_to_wit(data_type: &DataType) -> wit::DataType {
+    let mut nodes = Vec::new();
+    push_type(data_type, &mut nodes);
+    wit::DataType { nodes }
+}
+
+fn push_type(data_type: &DataType, nodes: &mut Vec<wit::TypeNode>) -> u32 {
+    let idx = nodes.len();
+    nodes.push(wit::TypeNode::Any);
+    let node = match data_type {
+        DataType::Any => wit::TypeNode::Any,
+        DataType::Boolean => wit::TypeNode::Boolean,
+        DataType::Integer => wit::TypeNode::Integer,
+        DataType::Float => wit::TypeNode::Float,
+        DataType::String => wit::TypeNode::String,
+        DataType::Enum(cases) => wit::TypeNode::Enumeration(cases.clone()),
+        DataType::Array(of) => wit::TypeNode::Array(push_type(of, nodes)),
+        DataType::Hash(of) => wit::TypeNode::Hash(push_type(of, nodes)),
+        DataType::OneOf(options) => wit::TypeNode::OneOf(
+            options
+                .iter()
+                .map(|option| push_type(option, nodes))
+                .collect(),
+        ),
+        DataType::Named(name) => wit::TypeNode::Named(name.clone()),
+    };
+    nodes[idx] = node;
+    u32::try_from(idx).expect("a data type has fewer than 2^32 nodes")
+}
+
+fn attribute_schema_to_wit(attribute: &Attribute) -> wit::AttributeSchema {
+    wit::AttributeSchema {
+        name: attribute.name.clone(),
+        doc: attribute.doc.clone(),
+        data_type: data_type_to_wit(&attribute.data_type),
+        min: attribute.min,
+        max: attribute.max,
+        default: attribute.default.as_ref().map(value_to_wit),
+        behaviour: match attribute.behaviour {
+            Behaviour::Property => wit::Behaviour::Property,
+            Behaviour::Parameter => wit::Behaviour::Parameter,
+            Behaviour::Namevar => wit::Behaviour::Namevar,
+            Behaviour::ReadOnly => wit::Behaviour::ReadOnly,
+            Behaviour::InitOnly => wit::Behaviour::InitOnly,
+        },
+        sensitive: attribute.sensitive,
+        unsettable: attribute.unsettable,
+        path_access: match attribute.path_access {
+            PathAccess::None => wit::PathAccess::None,
+            PathAccess::Read => wit::PathAccess::Read,
+            PathAccess::ReadWrite => wit::PathAccess::ReadWrite,
+        },
+        checks: Vec::new(),
+    }
+}
+
+fn type_schema_to_wit(schema: &TypeSchema) -> wit::TypeSchema {
+    wit::TypeSchema {
+        name: schema.name.clone(),
+        doc: schema.doc.clone(),
+        attributes: schema
+            .attributes
+            .iter()
+            .map(attribute_schema_to_wit)
+            .collect(),
+        invariants: Vec::new(),
+        refreshable: schema.refreshable,
+    }
+}
+
+fn provider_info_to_wit(info: &ProviderInfo) -> wit::ProviderInfo {
+    wit::ProviderInfo {
+        name: info.name.clone(),
+        version: info.version.clone(),
+        types: info.types.iter().map(type_schema_to_wit).collect(),
+    }
+}
+
+fn attributes_from_wit(attributes: Vec<wit::Attribute>) -> Result<Vec<(String, Value)>, String> {
+    attributes
+        .into_iter()
+        .map(|attribute| Ok((attribute.name, value_from_wit(&attribute.value)?)))
+        .collect()
+}
+
+fn attributes_to_wit(attributes: Vec<(String, Value)>) -> Vec<wit::Attribute> {
+    attributes
+        .into_iter()
+        .map(|(name, value)| wit::Attribute {
+            value: value_to_wit(&value),
+            name,
+        })
+        .collect()
+}
+
+fn resource_from_wit(resource: wit::Resource) -> Result<Resource, String> {
+    Ok(Resource::from_parts(
+        resource.type_name,
+        resource.title,
+        attributes_from_wit(resource.attributes)?,
+    ))
+}
+
+fn change_to_wit(change: &Change) -> wit::Change {
+    wit::Change {
+        attribute: change.attribute.clone(),
+        current: change.current.as_ref().map(value_to_wit),
+        desired: change.desired.as_ref().map(value_to_wit),
+        message: change.message.clone(),
+    }
+}
+
+fn change_from_wit(change: wit::Change) -> Result<Change, String> {
+    Ok(Change {
+        attribute: change.attribute,
+        current: change.current.as_ref().map(value_from_wit).transpose()?,
+        desired: change.desired.as_ref().map(value_from_wit).transpose()?,
+        message: change.message,
+    })
+}
+
+/// Entry point of the `describe` export.
+pub fn describe<P: Provider>() -> wit::ProviderInfo {
+    provider_info_to_wit(&P::describe())
+}
+
+/// Entry point of the `validate` export.
+pub fn validate<P: Provider>(resource: wit::Resource) -> Vec<String> {
+    match resource_from_wit(resource) {
+        Ok(resource) => P::validate(&resource),
+        Err(message) => vec![message],
+    }
+}
+
+/// Entry point of the `current-state` export.
+pub fn current_state<P: Provider>(resource: wit::Resource) -> Result<Vec<wit::Attribute>, String> {
+    let resource = resource_from_wit(resource)?;
+    let state = P::current_state(&resource).map_err(|error| error.0)?;
+    Ok(attributes_to_wit(state.into_parts()))
+}
+
+/// Entry point of the `plan` export.
+pub fn plan<P: Provider>(
+    resource: wit::Resource,
+    current: Vec<wit::Attribute>,
+) -> Result<Vec<wit::Change>, String> {
+    let resource = resource_from_wit(resource)?;
+    let current = State::from_parts(attributes_from_wit(current)?);
+    let changes = P::plan(&resource, &current).map_err(|error| error.0)?;
+    Ok(changes.iter().map(change_to_wit).collect())
+}
+
+/// Entry point of the `apply` export.
+pub fn apply<P: Provider>(resource: wit::Resource, changes: Vec<wit::Change>) -> Result<(), String> {
+    let resource = resource_from_wit(resource)?;
+    let changes = changes
+        .into_iter()
+        .map(change_from_wit)
+        .collect::<Result<Vec<_>, _>>()?;
+    P::apply(&resource, &changes).map_err(|error| error.0)
+}
+
+/// Entry point of the `refresh` export.
+pub fn refresh<P: Provider>(resource: wit::Resource) -> Result<(), String> {
+    let resource = resource_from_wit(resource)?;
+    P::refresh(&resource).map_err(|error| error.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_values_survive_the_round_trip() {
+        let value = Value::Hash(vec![
+            (
+                "list".to_owned(),
+                Value::Array(vec![1i64.into(), "two".into(), Value::Undef]),
+            ),
+            (
+                "secret".to_owned(),
+                Value::Sensitive(Box::new("hunter2".into())),
+            ),
+            ("empty".to_owned(), Value::Hash(vec![])),
+        ]);
+        let wit = value_to_wit(&value);
+        assert_eq!(wit.nodes.len(), 8);
+        assert_eq!(value_from_wit(&wit), Ok(value));
+    }
+
+    #[test]
+    fn a_child_index_pointing_backwards_is_refused() {
+        let wit = wit::Value {
+            nodes: vec![wit::ValueNode::Array(vec![0])],
+        };
+        assert_eq!(
+            value_from_wit(&wit),
+            Err("a value from the host refers to node 0 from node 0".to_owned())
+        );
+    }
+}

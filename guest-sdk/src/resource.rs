@@ -1,0 +1,172 @@
+//! Resources, observed state and changes.
+
+use crate::{Error, Result, Value};
+
+/// A resource as the provider sees it: the host has filled in defaults, and the namevar
+/// is always set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resource {
+    /// The type, as manifests write it (`file`).
+    pub type_name: String,
+    /// The title (`/etc/motd`).
+    pub title: String,
+    attributes: Vec<(String, Value)>,
+}
+
+impl Resource {
+    /// A resource with no attributes; add them with [`Resource::with`] (for tests).
+    ///
+    /// ```no_run
+    /// # use wconverge_sdk::Resource;
+    /// let motd = Resource::new("file", "/etc/motd")
+    ///     .with("path", "/etc/motd")
+    ///     .with("content", "hello\n");
+    /// ```
+    pub fn new(type_name: &str, title: &str) -> Self {
+        Resource {
+            type_name: type_name.to_owned(),
+            title: title.to_owned(),
+            attributes: Vec::new(),
+        }
+    }
+
+    /// The resource with `name` set to `value`.
+    pub fn with(mut self, name: &str, value: impl Into<Value>) -> Self {
+        self.attributes.retain(|(existing, _)| existing != name);
+        self.attributes.push((name.to_owned(), value.into()));
+        self
+    }
+
+    pub(crate) fn from_parts(
+        type_name: String,
+        title: String,
+        attributes: Vec<(String, Value)>,
+    ) -> Self {
+        Resource {
+            type_name,
+            title,
+            attributes,
+        }
+    }
+
+    /// The attribute's value, if set.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.attributes
+            .iter()
+            .find(|(existing, _)| existing == name)
+            .map(|(_, value)| value)
+    }
+
+    /// The attribute's string value, if set and a string.
+    pub fn get_str(&self, name: &str) -> Option<&str> {
+        self.get(name).and_then(Value::as_str)
+    }
+
+    /// The attribute's boolean value, if set and a boolean.
+    pub fn get_bool(&self, name: &str) -> Option<bool> {
+        self.get(name).and_then(Value::as_bool)
+    }
+
+    /// The attribute's string value, or an error naming it.
+    pub fn require_str(&self, name: &str) -> Result<&str> {
+        self.get_str(name).ok_or_else(|| {
+            Error::new(format!(
+                "{}[{}]: attribute `{name}` must be a string",
+                self.type_name, self.title
+            ))
+        })
+    }
+
+    /// Every attribute, in order.
+    pub fn attributes(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.attributes
+            .iter()
+            .map(|(name, value)| (name.as_str(), value))
+    }
+}
+
+/// What a provider observed: attribute values as they are on the machine.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct State {
+    attributes: Vec<(String, Value)>,
+}
+
+impl State {
+    /// An empty state.
+    pub fn new() -> Self {
+        State::default()
+    }
+
+    /// The state with `name` set to `value`.
+    ///
+    /// ```no_run
+    /// # use wconverge_sdk::State;
+    /// let state = State::new().with("ensure", "absent");
+    /// ```
+    pub fn with(mut self, name: &str, value: impl Into<Value>) -> Self {
+        self.set(name, value);
+        self
+    }
+
+    /// Sets `name` to `value`.
+    pub fn set(&mut self, name: &str, value: impl Into<Value>) {
+        self.attributes.retain(|(existing, _)| existing != name);
+        self.attributes.push((name.to_owned(), value.into()));
+    }
+
+    /// The observed value, if any.
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.attributes
+            .iter()
+            .find(|(existing, _)| existing == name)
+            .map(|(_, value)| value)
+    }
+
+    /// The observed string value, if any.
+    pub fn get_str(&self, name: &str) -> Option<&str> {
+        self.get(name).and_then(Value::as_str)
+    }
+
+    pub(crate) fn into_parts(self) -> Vec<(String, Value)> {
+        self.attributes
+    }
+
+    pub(crate) fn from_parts(attributes: Vec<(String, Value)>) -> Self {
+        State { attributes }
+    }
+}
+
+/// One change a provider would make.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// The attribute that changes (declared by the type).
+    pub attribute: String,
+    /// The value observed now.
+    pub current: Option<Value>,
+    /// The value it converges to.
+    pub desired: Option<Value>,
+    /// What happens, in words (`created with mode 0644`).
+    pub message: String,
+}
+
+impl Change {
+    /// A change of `attribute` from `current` to `desired`.
+    ///
+    /// ```no_run
+    /// # use wconverge_sdk::Change;
+    /// let change = Change::new("mode", Some("0600".into()), Some("0644".into()), "mode changed");
+    /// ```
+    pub fn new(
+        attribute: &str,
+        current: Option<Value>,
+        desired: Option<Value>,
+        message: impl Into<String>,
+    ) -> Self {
+        Change {
+            attribute: attribute.to_owned(),
+            current,
+            desired,
+            message: message.into(),
+        }
+    }
+}

@@ -1,0 +1,237 @@
+//! Builders for what `describe` returns: the provider, its types and their attributes.
+
+use crate::Value;
+
+/// The data type of one value of an attribute.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DataType {
+    /// Any value.
+    Any,
+    /// `true` or `false`.
+    Boolean,
+    /// An integer.
+    Integer,
+    /// A float.
+    Float,
+    /// A string.
+    String,
+    /// One of these strings, exactly.
+    Enum(Vec<String>),
+    /// An array of values of one data type.
+    Array(Box<DataType>),
+    /// A hash from strings to values of one data type.
+    Hash(Box<DataType>),
+    /// A value of any of these data types.
+    OneOf(Vec<DataType>),
+    /// A type declared in a manifest, by name.
+    Named(String),
+}
+
+impl DataType {
+    /// `Enum[...]` from string slices.
+    ///
+    /// ```no_run
+    /// # use wconverge_sdk::DataType;
+    /// let ensure = DataType::enumeration(["file", "absent"]);
+    /// ```
+    pub fn enumeration<const N: usize>(cases: [&str; N]) -> Self {
+        DataType::Enum(cases.iter().map(|case| (*case).to_owned()).collect())
+    }
+
+    /// `Array[of]`.
+    pub fn array_of(of: DataType) -> Self {
+        DataType::Array(Box::new(of))
+    }
+
+    /// `Hash[String, of]`.
+    pub fn hash_of(of: DataType) -> Self {
+        DataType::Hash(Box::new(of))
+    }
+}
+
+/// What an attribute is, in the terms of Puppet's resource API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behaviour {
+    /// State the provider reads and converges.
+    Property,
+    /// An input that is not state of the machine.
+    Parameter,
+    /// Identifies the resource; defaults to its title.
+    Namevar,
+    /// Reported by the provider, never set by a manifest.
+    ReadOnly,
+    /// Settable only when the resource is created.
+    InitOnly,
+}
+
+/// Whether an attribute's value is a path the provider must reach, and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathAccess {
+    /// Not a path the provider opens.
+    None,
+    /// Read: the host grants the nearest existing directory containing the path,
+    /// read-only.
+    Read,
+    /// Read and write: the host grants the directory containing the path.
+    ReadWrite,
+}
+
+/// One attribute of a type, built with chained calls.
+///
+/// ```no_run
+/// # use wconverge_sdk::{Attribute, DataType};
+/// let mode = Attribute::new("mode", DataType::String, "Permission bits, like '0644'.");
+/// let returns = Attribute::new("returns", DataType::Integer, "Expected exit codes.")
+///     .many()
+///     .default(vec![0i64])
+///     .parameter();
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attribute {
+    pub(crate) name: String,
+    pub(crate) doc: String,
+    pub(crate) data_type: DataType,
+    pub(crate) min: u32,
+    pub(crate) max: Option<u32>,
+    pub(crate) default: Option<Value>,
+    pub(crate) behaviour: Behaviour,
+    pub(crate) sensitive: bool,
+    pub(crate) unsettable: bool,
+    pub(crate) path_access: PathAccess,
+}
+
+impl Attribute {
+    /// An optional, single-valued property.
+    pub fn new(name: &str, data_type: DataType, doc: &str) -> Self {
+        Attribute {
+            name: name.to_owned(),
+            doc: doc.to_owned(),
+            data_type,
+            min: 0,
+            max: Some(1),
+            default: None,
+            behaviour: Behaviour::Property,
+            sensitive: false,
+            unsettable: false,
+            path_access: PathAccess::None,
+        }
+    }
+
+    /// Must be set (minimum one value).
+    pub fn required(mut self) -> Self {
+        self.min = self.min.max(1);
+        self
+    }
+
+    /// Takes any number of values: a single value or an array of them.
+    pub fn many(mut self) -> Self {
+        self.max = None;
+        self
+    }
+
+    /// The value used when a resource does not set it.
+    pub fn default(mut self, value: impl Into<Value>) -> Self {
+        self.default = Some(value.into());
+        self
+    }
+
+    /// The namevar: identifies the resource and defaults to its title.
+    pub fn namevar(mut self) -> Self {
+        self.behaviour = Behaviour::Namevar;
+        self
+    }
+
+    /// An input, not state of the machine.
+    pub fn parameter(mut self) -> Self {
+        self.behaviour = Behaviour::Parameter;
+        self
+    }
+
+    /// Reported by the provider, never set by a manifest.
+    pub fn read_only(mut self) -> Self {
+        self.behaviour = Behaviour::ReadOnly;
+        self
+    }
+
+    /// Settable only when the resource is created.
+    pub fn init_only(mut self) -> Self {
+        self.behaviour = Behaviour::InitOnly;
+        self
+    }
+
+    /// Values are redacted in every output.
+    pub fn sensitive(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+
+    /// Setting an empty value differs from not setting the attribute.
+    pub fn unsettable(mut self) -> Self {
+        self.unsettable = true;
+        self
+    }
+
+    /// The value is a path the provider needs to reach (see [`PathAccess`]).
+    pub fn path_access(mut self, access: PathAccess) -> Self {
+        self.path_access = access;
+        self
+    }
+}
+
+/// A resource type, built with chained calls.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TypeSchema {
+    pub(crate) name: String,
+    pub(crate) doc: String,
+    pub(crate) attributes: Vec<Attribute>,
+    pub(crate) refreshable: bool,
+}
+
+impl TypeSchema {
+    /// A type named as manifests write it (`file`), with its documentation.
+    pub fn new(name: &str, doc: &str) -> Self {
+        TypeSchema {
+            name: name.to_owned(),
+            doc: doc.to_owned(),
+            attributes: Vec::new(),
+            refreshable: false,
+        }
+    }
+
+    /// Adds an attribute.
+    pub fn attribute(mut self, attribute: Attribute) -> Self {
+        self.attributes.push(attribute);
+        self
+    }
+
+    /// `refresh` does something for this type.
+    pub fn refreshable(mut self) -> Self {
+        self.refreshable = true;
+        self
+    }
+}
+
+/// What `describe` returns.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderInfo {
+    pub(crate) name: String,
+    pub(crate) version: String,
+    pub(crate) types: Vec<TypeSchema>,
+}
+
+impl ProviderInfo {
+    /// A provider with its name and version and no types yet.
+    pub fn new(name: &str, version: &str) -> Self {
+        ProviderInfo {
+            name: name.to_owned(),
+            version: version.to_owned(),
+            types: Vec::new(),
+        }
+    }
+
+    /// Adds a type.
+    pub fn with_type(mut self, schema: TypeSchema) -> Self {
+        self.types.push(schema);
+        self
+    }
+}

@@ -1,0 +1,103 @@
+//! A test plugin that misbehaves on request, to prove the sandbox holds.
+//!
+//! Built only for the end-to-end tests, never embedded in `wconverge`. Its `hostile`
+//! type does what its `action` attribute says when applied; `path` names a file whose
+//! directory the host grants read-write, and `target` a path the action aims at.
+
+use wconverge_sdk::process::Command;
+use wconverge_sdk::{
+    Attribute, Change, DataType, Error, PathAccess, Provider, ProviderInfo, Resource, Result,
+    State, TypeSchema, export_provider, log,
+};
+
+struct Hostile;
+
+impl Provider for Hostile {
+    fn describe() -> ProviderInfo {
+        ProviderInfo::new("hostile", "0.0.0").with_type(
+            TypeSchema::new("hostile", "Misbehaves when applied, as `action` says.")
+                .attribute(
+                    Attribute::new("path", DataType::String, "A path in the granted directory.")
+                        .namevar()
+                        .path_access(PathAccess::ReadWrite),
+                )
+                .attribute(
+                    Attribute::new(
+                        "action",
+                        DataType::enumeration([
+                            "read_file",
+                            "launch",
+                            "loop_forever",
+                            "allocate_forever",
+                            "flood_stdout",
+                            "flood_log",
+                            "trap",
+                            "behave",
+                        ]),
+                        "What to do when applied.",
+                    )
+                    .required(),
+                )
+                .attribute(Attribute::new(
+                    "target",
+                    DataType::String,
+                    "The file to read or the program to launch.",
+                )),
+        )
+    }
+
+    fn current_state(_resource: &Resource) -> Result<State> {
+        Ok(State::new().with("action", "not done"))
+    }
+
+    fn plan(resource: &Resource, _current: &State) -> Result<Vec<Change>> {
+        let action = resource.require_str("action")?;
+        Ok(vec![Change::new(
+            "action",
+            Some("not done".into()),
+            Some(action.into()),
+            format!("{action} done"),
+        )])
+    }
+
+    fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
+        let target = resource.get_str("target").unwrap_or_default();
+        match resource.require_str("action")? {
+            "read_file" => {
+                let content = std::fs::read_to_string(target)
+                    .map_err(|error| Error::new(format!("reading `{target}` failed: {error}")))?;
+                // Reaching here is a sandbox escape: make it loud in the report.
+                log::notice(&format!("read `{target}`: {content}"));
+                Ok(())
+            }
+            "launch" => {
+                let output = Command::new(target).run()?;
+                log::notice(&format!("launched `{target}`: {:?}", output.status));
+                Ok(())
+            }
+            "loop_forever" => {
+                let mut counter = 0u64;
+                loop {
+                    counter = std::hint::black_box(counter.wrapping_add(1));
+                }
+            }
+            "allocate_forever" => {
+                let mut hoard: Vec<Vec<u8>> = Vec::new();
+                loop {
+                    hoard.push(std::hint::black_box(vec![1u8; 1 << 20]));
+                }
+            }
+            "flood_stdout" => loop {
+                println!("{}", "flood ".repeat(100));
+            },
+            "flood_log" => loop {
+                log::notice(&"flood ".repeat(100));
+            },
+            "trap" => panic!("deliberate panic in the hostile plugin"),
+            "behave" => Ok(()),
+            other => Err(Error::new(format!("unknown action `{other}`"))),
+        }
+    }
+}
+
+export_provider!(Hostile);
