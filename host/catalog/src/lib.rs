@@ -1,0 +1,482 @@
+//! The catalog: the resources a run converges, their relationships and where they were
+//! declared, as one serializable document (**API boundary**: the JSON format is
+//! documented in `docs/catalog-format.md` and versioned by `format_version`).
+//!
+//! This crate knows nothing of plugins, wasmtime or the file system: it parses and
+//! prints text that others read and write.
+#![warn(clippy::disallowed_methods)]
+
+mod reference;
+mod schema;
+mod value;
+
+pub use reference::{ResourceRef, display_type_name};
+pub use schema::{AttributeSchema, Behaviour, DataType, Invariant, PathAccess, TypeSchema};
+pub use value::{MAX_DEPTH, Value};
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::HashMap;
+use std::fmt;
+
+/// The catalog format this crate reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Metaparameters the catalog reserves: a type may not declare an attribute so named.
+pub const METAPARAMETERS: &[&str] = &["require", "before", "notify", "subscribe", "tag", "noop"];
+
+/// A compiled catalog.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Catalog {
+    /// Always [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The node the catalog was compiled for, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub resources: Vec<Resource>,
+    /// Relationships declared apart from resources (chaining arrows in manifests).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub edges: Vec<Edge>,
+}
+
+/// One resource.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resource {
+    /// Lowercase type name: `file`, `exec`.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    pub title: String,
+    #[serde(default)]
+    pub attributes: Attributes,
+    #[serde(default, skip_serializing_if = "Metaparams::is_empty")]
+    pub metaparams: Metaparams,
+    /// Where the resource was declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLocation>,
+}
+
+impl Resource {
+    pub fn reference(&self) -> ResourceRef {
+        ResourceRef::new(&self.type_name, &self.title)
+    }
+}
+
+/// Metaparameters: attributes every resource has, whatever its type.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metaparams {
+    /// Resources applied before this one.
+    #[serde(default, deserialize_with = "one_or_many_refs")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub require: Vec<ResourceRef>,
+    /// Resources applied after this one.
+    #[serde(default, deserialize_with = "one_or_many_refs")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub before: Vec<ResourceRef>,
+    /// Resources applied after this one and refreshed when it changes.
+    #[serde(default, deserialize_with = "one_or_many_refs")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notify: Vec<ResourceRef>,
+    /// Resources applied before this one, which refresh it when they change.
+    #[serde(default, deserialize_with = "one_or_many_refs")]
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub subscribe: Vec<ResourceRef>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// Report what would change without changing it, whatever the run's mode.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub noop: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Metaparams {
+    pub fn is_empty(&self) -> bool {
+        *self == Metaparams::default()
+    }
+}
+
+/// A file and line (and column, when known) in a manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceLocation {
+    pub file: String,
+    pub line: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<u32>,
+}
+
+impl fmt::Display for SourceLocation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.column {
+            Some(column) => write!(f, "{}:{}:{column}", self.file, self.line),
+            None => write!(f, "{}:{}", self.file, self.line),
+        }
+    }
+}
+
+/// An ordering relationship declared apart from the resources.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edge {
+    #[serde(with = "ref_string")]
+    pub source: ResourceRef,
+    #[serde(with = "ref_string")]
+    pub target: ResourceRef,
+    pub kind: EdgeKind,
+    /// Where the relationship was declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared: Option<SourceLocation>,
+}
+
+/// `before` orders (`->`); `notify` orders and refreshes (`~>`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EdgeKind {
+    Before,
+    Notify,
+}
+
+/// Attribute values in declaration order; a JSON object in the catalog.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Attributes(pub Vec<(String, Value)>);
+
+impl Attributes {
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.0
+            .iter()
+            .find(|(existing, _)| existing == name)
+            .map(|(_, value)| value)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &Value)> {
+        self.0.iter().map(|(name, value)| (name.as_str(), value))
+    }
+
+    pub fn set(&mut self, name: &str, value: Value) {
+        match self.0.iter_mut().find(|(existing, _)| existing == name) {
+            Some((_, existing)) => *existing = value,
+            None => self.0.push((name.to_owned(), value)),
+        }
+    }
+}
+
+impl Serialize for Attributes {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut map = serializer.serialize_map(Some(self.0.len()))?;
+        for (name, value) in &self.0 {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+impl<'de> Deserialize<'de> for Attributes {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AttributesVisitor;
+        impl<'de> Visitor<'de> for AttributesVisitor {
+            type Value = Attributes;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object of attribute values")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Attributes, A::Error> {
+                let mut attributes: Vec<(String, Value)> = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    if attributes.iter().any(|(existing, _)| *existing == name) {
+                        return Err(de::Error::custom(format!(
+                            "attribute `{name}` is set twice"
+                        )));
+                    }
+                    let value = map.next_value()?;
+                    attributes.push((name, value));
+                }
+                Ok(Attributes(attributes))
+            }
+        }
+        deserializer.deserialize_map(AttributesVisitor)
+    }
+}
+
+fn one_or_many_refs<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ResourceRef>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    let texts = match OneOrMany::deserialize(deserializer)? {
+        OneOrMany::One(text) => vec![text],
+        OneOrMany::Many(texts) => texts,
+    };
+    texts
+        .iter()
+        .map(|text| ResourceRef::parse(text).map_err(de::Error::custom))
+        .collect()
+}
+
+impl Serialize for ResourceRef {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+mod ref_string {
+    use super::ResourceRef;
+    use serde::{Deserialize, Deserializer, Serializer, de};
+
+    pub(super) fn serialize<S: Serializer>(
+        reference: &ResourceRef,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(reference)
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<ResourceRef, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        ResourceRef::parse(&text).map_err(de::Error::custom)
+    }
+}
+
+/// Something wrong with a catalog or a resource, with where it was declared and what to
+/// do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub resource: Option<ResourceRef>,
+    pub location: Option<SourceLocation>,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+impl Problem {
+    pub fn new(message: impl Into<String>) -> Self {
+        Problem {
+            resource: None,
+            location: None,
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    pub fn of(resource: &Resource, message: impl Into<String>) -> Self {
+        Problem {
+            resource: Some(resource.reference()),
+            location: resource.source.clone(),
+            message: message.into(),
+            help: None,
+        }
+    }
+
+    pub fn with_help(mut self, help: impl Into<String>) -> Self {
+        self.help = Some(help.into());
+        self
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(location) = &self.location {
+            write!(f, "{location}: ")?;
+        }
+        if let Some(resource) = &self.resource {
+            write!(f, "{resource}: ")?;
+        }
+        f.write_str(&self.message)?;
+        if let Some(help) = &self.help {
+            write!(f, "\n  help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a catalog could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{message} (line {line}, column {column})")]
+    Syntax {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+    #[error("the catalog is invalid:\n{}", render(.0))]
+    Invalid(Vec<Problem>),
+}
+
+fn render(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(|problem| format!("  {problem}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Catalog {
+    /// An empty catalog.
+    pub fn new() -> Self {
+        Catalog {
+            format_version: FORMAT_VERSION,
+            node: None,
+            resources: Vec::new(),
+            edges: Vec::new(),
+        }
+    }
+
+    /// Parses and checks a catalog: the format version, type names, titles and
+    /// uniqueness. Schema checks are the engine's, which knows the types.
+    pub fn from_json(text: &str) -> Result<Catalog> {
+        let catalog: Catalog = serde_json::from_str(text).map_err(|error| Error::Syntax {
+            message: error.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
+            line: error.line(),
+            column: error.column(),
+        })?;
+        let problems = catalog.check();
+        if problems.is_empty() {
+            Ok(catalog)
+        } else {
+            Err(Error::Invalid(problems))
+        }
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).expect("a catalog always serializes")
+    }
+
+    /// Problems visible without type schemas.
+    pub fn check(&self) -> Vec<Problem> {
+        let mut problems = Vec::new();
+        if self.format_version != FORMAT_VERSION {
+            problems.push(
+                Problem::new(format!(
+                    "catalog format version {} is not supported; this wconverge reads version \
+                     {FORMAT_VERSION}",
+                    self.format_version
+                ))
+                .with_help("compile the catalog with the same wconverge version that applies it"),
+            );
+            return problems;
+        }
+        let mut seen: HashMap<ResourceRef, &Resource> = HashMap::new();
+        for resource in &self.resources {
+            if let Err(message) = ResourceRef::parse(&format!("{}[x]", resource.type_name)) {
+                problems.push(Problem::of(resource, message));
+                continue;
+            }
+            if resource.type_name != resource.type_name.to_ascii_lowercase() {
+                problems.push(
+                    Problem::of(resource, format!("type `{}` is not lowercase", resource.type_name))
+                        .with_help("write types in lowercase in the catalog: `file`, not `File`"),
+                );
+            }
+            if resource.title.is_empty() {
+                problems.push(Problem::of(resource, "the title is empty"));
+            }
+            let reference = resource.reference();
+            if let Some(first) = seen.get(&reference) {
+                let first_at = first
+                    .source
+                    .as_ref()
+                    .map_or_else(|| "earlier".to_owned(), |location| format!("at {location}"));
+                problems.push(
+                    Problem::of(resource, format!("declared twice; first declared {first_at}"))
+                        .with_help("rename one of them, or merge the two declarations"),
+                );
+            } else {
+                seen.insert(reference, resource);
+            }
+            for (name, _) in resource.attributes.iter() {
+                if METAPARAMETERS.contains(&name) {
+                    problems.push(
+                        Problem::of(resource, format!("`{name}` is a metaparameter, not an attribute"))
+                            .with_help(format!("move `{name}` into the resource's `metaparams`")),
+                    );
+                }
+            }
+        }
+        problems
+    }
+}
+
+impl Default for Catalog {
+    fn default() -> Self {
+        Catalog::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_catalog_round_trips_through_json() {
+        let text = r#"{
+  "format_version": 1,
+  "resources": [
+    {
+      "type": "file",
+      "title": "/tmp/a",
+      "attributes": { "content": "hi", "mode": "0644" },
+      "metaparams": { "require": "Exec[setup]", "tags": ["demo"] },
+      "source": { "file": "site.wcv", "line": 3 }
+    },
+    { "type": "exec", "title": "setup", "attributes": { "command": ["/bin/true"] } }
+  ],
+  "edges": [ { "source": "Exec[setup]", "target": "File[/tmp/a]", "kind": "notify" } ]
+}"#;
+        let catalog = Catalog::from_json(text).expect("valid catalog");
+        assert_eq!(
+            catalog.resources[0].metaparams.require,
+            vec![ResourceRef::new("exec", "setup")]
+        );
+        assert_eq!(
+            catalog.resources[0].attributes.get("mode"),
+            Some(&Value::from("0644"))
+        );
+        let again = Catalog::from_json(&catalog.to_json()).expect("round trip");
+        assert_eq!(again, catalog);
+    }
+
+    #[test]
+    fn syntax_errors_carry_line_and_column() {
+        let error = Catalog::from_json("{\n  \"format_version\": 1,\n  \"resources\": [,]\n}")
+            .expect_err("bad json");
+        assert!(
+            matches!(error, Error::Syntax { line: 3, .. }),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn unknown_fields_and_metaparameters_are_refused() {
+        let error = Catalog::from_json(
+            r#"{"format_version": 1, "resources": [{"type": "file", "title": "/a", "metaparams": {"requires": []}}]}"#,
+        )
+        .expect_err("unknown metaparameter");
+        assert!(error.to_string().contains("unknown field `requires`"), "{error}");
+    }
+
+    #[test]
+    fn duplicates_and_bad_versions_are_problems() {
+        let error = Catalog::from_json(
+            r#"{"format_version": 1, "resources": [
+                {"type": "file", "title": "/a", "source": {"file": "a.wcv", "line": 1}},
+                {"type": "file", "title": "/a", "source": {"file": "a.wcv", "line": 7}}]}"#,
+        )
+        .expect_err("duplicate");
+        assert_eq!(
+            error.to_string(),
+            "the catalog is invalid:\n  a.wcv:7: File[/a]: declared twice; first declared at \
+             a.wcv:1\n  help: rename one of them, or merge the two declarations"
+        );
+        let error = Catalog::from_json(r#"{"format_version": 9, "resources": []}"#)
+            .expect_err("version");
+        assert!(error.to_string().contains("version 9 is not supported"), "{error}");
+    }
+}

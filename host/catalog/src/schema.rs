@@ -1,0 +1,279 @@
+//! Type schemas: the one model for resource types, whether a provider declared them
+//! through WIT or (later) a manifest declared them in the language.
+
+use crate::Value;
+use serde::Serialize;
+use std::fmt;
+
+/// The data type of one value of an attribute.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DataType {
+    Any,
+    Boolean,
+    Integer,
+    Float,
+    String,
+    Enum(Vec<String>),
+    Array(Box<DataType>),
+    Hash(Box<DataType>),
+    OneOf(Vec<DataType>),
+    /// A type declared by name elsewhere.
+    Named(String),
+}
+
+impl DataType {
+    /// Whether `value` has this data type; the error says what was expected and found.
+    pub fn check(&self, value: &Value) -> Result<(), String> {
+        let value = value.unwrap_sensitive();
+        let matches = match (self, value) {
+            (DataType::Any, _) => true,
+            (DataType::Boolean, Value::Boolean(_))
+            | (DataType::Integer, Value::Integer(_))
+            | (DataType::Float, Value::Float(_))
+            | (DataType::String, Value::String(_)) => true,
+            (DataType::Enum(cases), Value::String(s)) => {
+                if cases.contains(s) {
+                    true
+                } else {
+                    return Err(format!("expects {self}, got '{s}'"));
+                }
+            }
+            (DataType::Array(of), Value::Array(items)) => {
+                for (idx, item) in items.iter().enumerate() {
+                    of.check(item)
+                        .map_err(|message| format!("element {idx} {message}"))?;
+                }
+                true
+            }
+            (DataType::Hash(of), Value::Hash(entries)) => {
+                for (key, item) in entries {
+                    of.check(item)
+                        .map_err(|message| format!("key '{key}' {message}"))?;
+                }
+                true
+            }
+            (DataType::OneOf(options), value) => {
+                options.iter().any(|option| option.check(value).is_ok())
+            }
+            (DataType::Named(name), _) => {
+                return Err(format!(
+                    "expects a `{name}`, a type that no manifest or provider declares"
+                ));
+            }
+            _ => false,
+        };
+        if matches {
+            Ok(())
+        } else {
+            Err(format!("expects {self}, got {}", value.type_name()))
+        }
+    }
+}
+
+impl fmt::Display for DataType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DataType::Any => f.write_str("Any"),
+            DataType::Boolean => f.write_str("Boolean"),
+            DataType::Integer => f.write_str("Integer"),
+            DataType::Float => f.write_str("Float"),
+            DataType::String => f.write_str("String"),
+            DataType::Enum(cases) => {
+                let cases: Vec<String> = cases.iter().map(|case| format!("'{case}'")).collect();
+                write!(f, "Enum[{}]", cases.join(", "))
+            }
+            DataType::Array(of) => write!(f, "Array[{of}]"),
+            DataType::Hash(of) => write!(f, "Hash[String, {of}]"),
+            DataType::OneOf(options) => {
+                let options: Vec<String> = options.iter().map(ToString::to_string).collect();
+                write!(f, "Variant[{}]", options.join(", "))
+            }
+            DataType::Named(name) => f.write_str(name),
+        }
+    }
+}
+
+/// What an attribute is, in the terms of Puppet's resource API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Behaviour {
+    Property,
+    Parameter,
+    Namevar,
+    ReadOnly,
+    InitOnly,
+}
+
+/// Whether an attribute's value is a path the provider must reach.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathAccess {
+    None,
+    Read,
+    ReadWrite,
+}
+
+/// One attribute of a type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AttributeSchema {
+    pub name: String,
+    pub doc: String,
+    pub data_type: DataType,
+    pub min: u32,
+    /// `None`: unbound.
+    pub max: Option<u32>,
+    pub default: Option<Value>,
+    pub behaviour: Behaviour,
+    pub sensitive: bool,
+    pub unsettable: bool,
+    pub path_access: PathAccess,
+    pub checks: Vec<String>,
+}
+
+impl AttributeSchema {
+    /// Whether `value` fits the data type and multiplicity. With a maximum above one, a
+    /// single value counts as one and an array as its elements.
+    pub fn check(&self, value: &Value) -> Result<(), String> {
+        if self.max == Some(1) || self.max == Some(0) {
+            return self.data_type.check(value);
+        }
+        let count = match value.unwrap_sensitive() {
+            Value::Array(items) if !matches!(self.data_type, DataType::Array(_)) => {
+                for (idx, item) in items.iter().enumerate() {
+                    self.data_type
+                        .check(item)
+                        .map_err(|message| format!("element {idx} {message}"))?;
+                }
+                items.len()
+            }
+            single => {
+                self.data_type.check(single)?;
+                1
+            }
+        };
+        if count < self.min as usize {
+            return Err(format!(
+                "expects at least {} values, got {count}",
+                self.min
+            ));
+        }
+        if let Some(max) = self.max
+            && count > max as usize
+        {
+            return Err(format!("expects at most {max} values, got {count}"));
+        }
+        Ok(())
+    }
+
+    pub fn required(&self) -> bool {
+        self.min > 0
+    }
+
+    /// The multiplicity as the types seed writes it: `[0..1]`, `[1..*]`.
+    pub fn multiplicity(&self) -> String {
+        match self.max {
+            Some(max) => format!("[{}..{max}]", self.min),
+            None => format!("[{}..*]", self.min),
+        }
+    }
+}
+
+/// A rule over several attributes (reserved for type declarations in manifests).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Invariant {
+    pub title: Option<String>,
+    pub source: String,
+}
+
+/// A resource type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TypeSchema {
+    pub name: String,
+    pub doc: String,
+    pub attributes: Vec<AttributeSchema>,
+    pub invariants: Vec<Invariant>,
+    pub refreshable: bool,
+}
+
+impl TypeSchema {
+    pub fn attribute(&self, name: &str) -> Option<&AttributeSchema> {
+        self.attributes
+            .iter()
+            .find(|attribute| attribute.name == name)
+    }
+
+    pub fn namevar(&self) -> Option<&AttributeSchema> {
+        self.attributes
+            .iter()
+            .find(|attribute| attribute.behaviour == Behaviour::Namevar)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attribute(data_type: DataType, min: u32, max: Option<u32>) -> AttributeSchema {
+        AttributeSchema {
+            name: "x".to_owned(),
+            doc: String::new(),
+            data_type,
+            min,
+            max,
+            default: None,
+            behaviour: Behaviour::Property,
+            sensitive: false,
+            unsettable: false,
+            path_access: PathAccess::None,
+            checks: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn data_types_check_values_puppet_style() {
+        let ensure = DataType::Enum(vec!["file".to_owned(), "absent".to_owned()]);
+        assert_eq!(ensure.check(&"file".into()), Ok(()));
+        assert_eq!(
+            ensure.check(&"dir".into()),
+            Err("expects Enum['file', 'absent'], got 'dir'".to_owned())
+        );
+        assert_eq!(
+            DataType::String.check(&Value::Integer(1)),
+            Err("expects String, got Integer".to_owned())
+        );
+        let command = DataType::OneOf(vec![
+            DataType::String,
+            DataType::Array(Box::new(DataType::String)),
+        ]);
+        assert_eq!(command.check(&Value::Array(vec!["/bin/true".into()])), Ok(()));
+        assert_eq!(
+            command.check(&Value::Array(vec![Value::Integer(1)])),
+            Err("expects Variant[String, Array[String]], got Array".to_owned())
+        );
+        assert_eq!(
+            DataType::String.check(&Value::Sensitive(Box::new("s".into()))),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn multiplicity_accepts_a_single_value_or_an_array() {
+        let returns = attribute(DataType::Integer, 0, None);
+        assert_eq!(returns.check(&Value::Integer(0)), Ok(()));
+        assert_eq!(
+            returns.check(&Value::Array(vec![Value::Integer(0), Value::Integer(2)])),
+            Ok(())
+        );
+        assert_eq!(
+            returns.check(&Value::Array(vec!["a".into()])),
+            Err("element 0 expects Integer, got String".to_owned())
+        );
+        let pair = attribute(DataType::Integer, 2, Some(2));
+        assert_eq!(
+            pair.check(&Value::Integer(1)),
+            Err("expects at least 2 values, got 1".to_owned())
+        );
+        assert_eq!(pair.multiplicity(), "[2..2]");
+    }
+}

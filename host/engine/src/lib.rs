@@ -1,0 +1,141 @@
+//! The engine: validates a catalog against type schemas, orders it into a graph, and
+//! runs it resource by resource through the [`PluginHost`] trait, producing a
+//! [`report::Report`].
+//!
+//! The engine never touches the machine: everything it learns or changes goes through
+//! [`PluginHost`], which the runtime implements with sandboxed plugins (and tests with
+//! an in-memory host).
+#![warn(clippy::disallowed_methods)]
+
+mod graph;
+mod redact;
+pub mod report;
+mod run;
+mod validate;
+
+pub use graph::Graph;
+pub use run::{Mode, run};
+pub use validate::{Prepared, PreparedResource, prepare};
+
+use std::fmt;
+use wconverge_catalog::{TypeSchema, Value};
+
+/// How the engine reaches providers. The runtime implements it with wasm components;
+/// each call gets only the capabilities the resource needs, as the policy allows.
+pub trait PluginHost {
+    /// The schema of a type, or `None` when no plugin provides it. May load the plugin.
+    fn schema(&self, type_name: &str) -> Result<Option<TypeSchema>, PluginError>;
+
+    /// Provider checks of one resource that its schema cannot express; no file system,
+    /// no processes.
+    fn validate(&self, resource: &PreparedResource) -> Call<Vec<String>>;
+
+    /// Reads the resource's current state and plans the changes, with read-only access.
+    fn plan(&self, resource: &PreparedResource) -> Call<Vec<Change>>;
+
+    /// Makes the planned changes, with the access the resource needs.
+    fn apply(&self, resource: &PreparedResource, changes: &[Change]) -> Call<()>;
+
+    /// Refreshes a resource that was notified.
+    fn refresh(&self, resource: &PreparedResource) -> Call<()>;
+}
+
+/// The outcome of one plugin call and what the plugin logged during it.
+#[derive(Debug)]
+pub struct Call<T> {
+    pub outcome: Result<T, PluginError>,
+    pub logs: Vec<LogRecord>,
+}
+
+impl<T> Call<T> {
+    pub fn new(outcome: Result<T, PluginError>, logs: Vec<LogRecord>) -> Self {
+        Call { outcome, logs }
+    }
+}
+
+/// One change a provider planned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    pub attribute: String,
+    pub current: Option<Value>,
+    pub desired: Option<Value>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Level {
+    Debug,
+    Info,
+    Notice,
+    Warning,
+    Error,
+}
+
+impl Level {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Level::Debug => "debug",
+            Level::Info => "info",
+            Level::Notice => "notice",
+            Level::Warning => "warning",
+            Level::Error => "error",
+        }
+    }
+}
+
+/// A message a plugin (or the host, about a plugin) logged during a call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LogRecord {
+    pub level: Level,
+    pub message: String,
+}
+
+/// What went wrong in a plugin call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginError {
+    pub plugin: String,
+    pub kind: PluginErrorKind,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginErrorKind {
+    /// The provider returned an error: the resource could not be converged.
+    Provider,
+    /// The host refused a capability the resource needs (a path the policy does not
+    /// grant, say); nothing was attempted.
+    Denied,
+    /// The plugin trapped or exceeded a limit (memory, CPU, output); its instance is
+    /// gone and the run goes on.
+    Fault,
+    /// The plugin could not be loaded or instantiated.
+    Load,
+}
+
+impl PluginError {
+    pub fn new(plugin: &str, kind: PluginErrorKind, message: impl Into<String>) -> Self {
+        PluginError {
+            plugin: plugin.to_owned(),
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for PluginError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            PluginErrorKind::Provider => f.write_str(&self.message),
+            PluginErrorKind::Denied => write!(f, "denied: {}", self.message),
+            PluginErrorKind::Fault => write!(f, "plugin `{}` faulted: {}", self.plugin, self.message),
+            PluginErrorKind::Load => {
+                write!(f, "plugin `{}` could not be loaded: {}", self.plugin, self.message)
+            }
+        }
+    }
+}
+
+impl std::error::Error for PluginError {}
+
+#[cfg(test)]
+mod tests;

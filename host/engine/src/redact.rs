@@ -1,0 +1,53 @@
+//! Redaction: sensitive values never reach an output.
+//!
+//! The engine knows every sensitive string a resource carries (values wrapped as
+//! sensitive in the catalog and all values of attributes the schema marks sensitive).
+//! Whatever a plugin sends back about that resource (logs, errors, change messages) is
+//! scrubbed of those strings before it goes into the report, whatever the plugin does.
+
+/// What gets written in place of a secret.
+pub(crate) const REDACTED: &str = "[redacted]";
+
+/// The sensitive strings of one resource.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Secrets(Vec<String>);
+
+impl Secrets {
+    pub(crate) fn new(mut secrets: Vec<String>) -> Self {
+        // Longest first, so a secret containing another is replaced whole.
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        secrets.dedup();
+        Secrets(secrets)
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `text` with every secret replaced. A very short secret garbles unrelated text;
+    /// that is the price of never leaking it.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        let mut text = text.to_owned();
+        for secret in &self.0 {
+            if text.contains(secret.as_str()) {
+                text = text.replace(secret.as_str(), REDACTED);
+            }
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_occurrence_of_every_secret_is_replaced() {
+        let secrets = Secrets::new(vec!["hunter2".to_owned(), "hunter22".to_owned()]);
+        assert_eq!(
+            secrets.scrub("pw hunter22 and hunter2 again"),
+            "pw [redacted] and [redacted] again"
+        );
+        assert_eq!(Secrets::default().scrub("plain"), "plain");
+    }
+}

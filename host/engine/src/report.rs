@@ -1,0 +1,119 @@
+//! The report of a run (**API boundary**: `wconverge apply --format json` prints it;
+//! the format is versioned by `format_version`). Sensitive values never appear in it:
+//! the engine redacts before it fills these types.
+
+use serde::Serialize;
+use wconverge_catalog::SourceLocation;
+
+/// The report format this engine writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub format_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `apply` or `noop`.
+    pub mode: &'static str,
+    pub duration_ms: f64,
+    pub summary: Summary,
+    /// In application order.
+    pub resources: Vec<ResourceReport>,
+    /// Puppet's `--detailed-exitcodes`: 0 no change, 2 changes, 4 failures, 6 both.
+    pub exit_code: i32,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    pub resources: usize,
+    pub changed: usize,
+    pub unchanged: usize,
+    pub would_change: usize,
+    pub failed: usize,
+    pub skipped: usize,
+    pub refreshed: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    Changed,
+    Unchanged,
+    /// Noop: the plan has changes that were not made.
+    WouldChange,
+    Failed,
+    /// A resource it depends on failed (or was skipped for that reason).
+    SkippedFailedDependency,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Changed => "changed",
+            Status::Unchanged => "unchanged",
+            Status::WouldChange => "would change",
+            Status::Failed => "failed",
+            Status::SkippedFailedDependency => "skipped",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ResourceReport {
+    /// `File[/etc/motd]`.
+    pub resource: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub source: Option<SourceLocation>,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ChangeReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refresh: Option<RefreshReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For a skipped resource: the failed resources it depends on.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed_dependencies: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logs: Vec<LogReport>,
+    pub duration_ms: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ChangeReport {
+    pub attribute: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub from: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub to: Option<String>,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RefreshReport {
+    /// The resources whose changes notified this one.
+    pub triggered_by: Vec<String>,
+    /// `refreshed`, `would_refresh` (noop) or `failed`.
+    pub outcome: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct LogReport {
+    pub level: &'static str,
+    pub message: String,
+}
+
+impl Report {
+    /// The exit code for the summary, in Puppet's `--detailed-exitcodes` convention. A
+    /// noop run with pending changes counts as changes, so drift can be detected.
+    pub fn detailed_exit_code(summary: &Summary) -> i32 {
+        let changes = summary.changed + summary.would_change > 0;
+        let failures = summary.failed + summary.skipped > 0;
+        match (changes, failures) {
+            (false, false) => 0,
+            (true, false) => 2,
+            (false, true) => 4,
+            (true, true) => 6,
+        }
+    }
+}

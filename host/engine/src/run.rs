@@ -1,0 +1,198 @@
+//! The run loop: each resource in graph order, through its provider, with failure
+//! isolation and refresh notifications.
+
+use crate::redact::{REDACTED, Secrets};
+use crate::report::{
+    ChangeReport, LogReport, RefreshReport, Report, ResourceReport, Status, Summary,
+};
+use crate::validate::Prepared;
+use crate::{Call, Change, LogRecord, PluginHost};
+use std::time::Instant;
+use wconverge_catalog::EdgeKind;
+
+/// Whether a run changes the machine. The harmless value is the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Report what would change; change nothing.
+    #[default]
+    Noop,
+    Apply,
+}
+
+/// Runs a prepared catalog. Failures of single resources are outcomes in the report;
+/// this function itself does not fail.
+pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
+    let started = Instant::now();
+    let graph = &prepared.graph;
+    let n_resources = prepared.resources.len();
+    let mut statuses: Vec<Option<Status>> = vec![None; n_resources];
+    // For each resource, the resources whose changes notified it.
+    let mut notified_by: Vec<Vec<usize>> = vec![Vec::new(); n_resources];
+    let mut reports = Vec::with_capacity(n_resources);
+    let mut summary = Summary {
+        resources: n_resources,
+        ..Summary::default()
+    };
+    for &idx in graph.order() {
+        let resource = &prepared.resources[idx];
+        let resource_started = Instant::now();
+        let mut report = ResourceReport {
+            resource: resource.reference.to_string(),
+            source: resource.source.clone(),
+            status: Status::Unchanged,
+            changes: Vec::new(),
+            refresh: None,
+            error: None,
+            failed_dependencies: Vec::new(),
+            logs: Vec::new(),
+            duration_ms: 0.0,
+        };
+        let failed_dependencies: Vec<String> = graph
+            .predecessors(idx)
+            .iter()
+            .filter(|dependency| {
+                matches!(
+                    statuses[**dependency],
+                    Some(Status::Failed | Status::SkippedFailedDependency)
+                )
+            })
+            .map(|dependency| graph.reference(*dependency).to_string())
+            .collect();
+        if !failed_dependencies.is_empty() {
+            report.status = Status::SkippedFailedDependency;
+            report.failed_dependencies = failed_dependencies;
+        } else {
+            let noop = mode == Mode::Noop || resource.noop;
+            let secrets = &resource.secrets;
+            let mut record = |call_logs: Vec<LogRecord>| {
+                report.logs.extend(call_logs.into_iter().map(|log| LogReport {
+                    level: log.level.as_str(),
+                    message: secrets.scrub(&log.message),
+                }));
+            };
+            let planned = host.plan(resource);
+            record(planned.logs);
+            let outcome = match planned.outcome {
+                Err(error) => Err(error.to_string()),
+                Ok(changes) if changes.is_empty() => Ok((Status::Unchanged, changes)),
+                Ok(changes) if noop => Ok((Status::WouldChange, changes)),
+                Ok(changes) => {
+                    let Call { outcome, logs } = host.apply(resource, &changes);
+                    record(logs);
+                    outcome
+                        .map(|()| (Status::Changed, changes))
+                        .map_err(|error| error.to_string())
+                }
+            };
+            match outcome {
+                Ok((status, changes)) => {
+                    report.status = status;
+                    let sensitive_attributes = sensitive_attributes(prepared, idx);
+                    report.changes = changes
+                        .iter()
+                        .map(|change| change_report(change, secrets, &sensitive_attributes))
+                        .collect();
+                }
+                Err(message) => {
+                    report.status = Status::Failed;
+                    report.error = Some(secrets.scrub(&message));
+                }
+            }
+            let refreshable = prepared
+                .schemas
+                .get(&resource.type_name)
+                .is_some_and(|schema| schema.refreshable);
+            if refreshable && !notified_by[idx].is_empty() && report.status != Status::Failed {
+                let triggered_by = notified_by[idx]
+                    .iter()
+                    .map(|source| graph.reference(*source).to_string())
+                    .collect();
+                let outcome = if noop {
+                    "would_refresh"
+                } else {
+                    let Call { outcome, logs } = host.refresh(resource);
+                    record(logs);
+                    match outcome {
+                        Ok(()) => "refreshed",
+                        Err(error) => {
+                            report.status = Status::Failed;
+                            report.error = Some(secrets.scrub(&error.to_string()));
+                            "failed"
+                        }
+                    }
+                };
+                if outcome == "refreshed" {
+                    summary.refreshed += 1;
+                }
+                report.refresh = Some(RefreshReport {
+                    triggered_by,
+                    outcome,
+                });
+            }
+            // Puppet propagates events from noop changes too, as "would refresh".
+            if matches!(report.status, Status::Changed | Status::WouldChange) {
+                for (target, kind) in graph.successors(idx) {
+                    if *kind == EdgeKind::Notify {
+                        notified_by[*target].push(idx);
+                    }
+                }
+            }
+        }
+        match report.status {
+            Status::Changed => summary.changed += 1,
+            Status::Unchanged => summary.unchanged += 1,
+            Status::WouldChange => summary.would_change += 1,
+            Status::Failed => summary.failed += 1,
+            Status::SkippedFailedDependency => summary.skipped += 1,
+        }
+        statuses[idx] = Some(report.status);
+        report.duration_ms = resource_started.elapsed().as_secs_f64() * 1000.0;
+        reports.push(report);
+    }
+    let exit_code = Report::detailed_exit_code(&summary);
+    Report {
+        format_version: crate::report::FORMAT_VERSION,
+        node: prepared.node.clone(),
+        mode: match mode {
+            Mode::Apply => "apply",
+            Mode::Noop => "noop",
+        },
+        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        summary,
+        resources: reports,
+        exit_code,
+    }
+}
+
+/// Attributes whose changes are shown only as `[redacted]`: those the schema marks
+/// sensitive and those whose value in the catalog is sensitive.
+fn sensitive_attributes(prepared: &Prepared, idx: usize) -> Vec<&str> {
+    let resource = &prepared.resources[idx];
+    resource
+        .attributes
+        .iter()
+        .filter(|(_, value)| value.is_sensitive())
+        .map(|(name, _)| name.as_str())
+        .collect()
+}
+
+fn change_report(change: &Change, secrets: &Secrets, sensitive: &[&str]) -> ChangeReport {
+    if sensitive.contains(&change.attribute.as_str()) {
+        return ChangeReport {
+            attribute: change.attribute.clone(),
+            from: change.current.as_ref().map(|_| REDACTED.to_owned()),
+            to: change.desired.as_ref().map(|_| REDACTED.to_owned()),
+            message: format!("{} changed {REDACTED}", change.attribute),
+        };
+    }
+    let shown = |value: &wconverge_catalog::Value| {
+        let text = value.display();
+        if secrets.is_empty() { text } else { secrets.scrub(&text) }
+    };
+    ChangeReport {
+        attribute: change.attribute.clone(),
+        from: change.current.as_ref().map(shown),
+        to: change.desired.as_ref().map(shown),
+        message: secrets.scrub(&change.message),
+    }
+}

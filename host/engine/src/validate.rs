@@ -1,0 +1,212 @@
+//! Validation before the run: every resource against its type's schema and its
+//! provider's checks, every relationship against the catalog. A catalog with any
+//! problem changes nothing.
+
+use crate::graph::Graph;
+use crate::redact::Secrets;
+use crate::{PluginErrorKind, PluginHost};
+use std::collections::HashMap;
+use wconverge_catalog::{
+    Behaviour, Catalog, Problem, Resource, ResourceRef, SourceLocation, TypeSchema, Value,
+};
+
+/// A resource ready for its provider: undef attributes removed, defaults filled in,
+/// the namevar set.
+#[derive(Debug, Clone)]
+pub struct PreparedResource {
+    pub reference: ResourceRef,
+    pub type_name: String,
+    pub title: String,
+    /// In schema order for declared attributes.
+    pub attributes: Vec<(String, Value)>,
+    pub source: Option<SourceLocation>,
+    pub noop: bool,
+    pub(crate) secrets: Secrets,
+}
+
+impl PreparedResource {
+    pub fn get(&self, name: &str) -> Option<&Value> {
+        self.attributes
+            .iter()
+            .find(|(existing, _)| existing == name)
+            .map(|(_, value)| value)
+    }
+}
+
+/// A validated catalog: resources with their schemas, in a graph ready to run.
+#[derive(Debug)]
+pub struct Prepared {
+    pub node: Option<String>,
+    pub resources: Vec<PreparedResource>,
+    pub schemas: HashMap<String, TypeSchema>,
+    pub graph: Graph,
+}
+
+/// Checks the catalog against the schemas the host provides and builds the graph.
+/// Returns every problem found, not only the first.
+pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec<Problem>> {
+    let mut problems = catalog.check();
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let mut schemas: HashMap<String, TypeSchema> = HashMap::new();
+    let mut missing: HashMap<String, ()> = HashMap::new();
+    let mut resources = Vec::with_capacity(catalog.resources.len());
+    for resource in &catalog.resources {
+        let type_name = &resource.type_name;
+        if !schemas.contains_key(type_name) && !missing.contains_key(type_name) {
+            match host.schema(type_name) {
+                Ok(Some(schema)) => {
+                    schemas.insert(type_name.clone(), schema);
+                }
+                Ok(None) => {
+                    missing.insert(type_name.clone(), ());
+                }
+                Err(error) => {
+                    problems.push(Problem::of(resource, error.to_string()).with_help(
+                        match error.kind {
+                            PluginErrorKind::Load => "fix the plugin or its entry in the policy",
+                            _ => "report this to the plugin's author",
+                        },
+                    ));
+                    missing.insert(type_name.clone(), ());
+                    continue;
+                }
+            }
+        }
+        let Some(schema) = schemas.get(type_name) else {
+            if !problems
+                .iter()
+                .any(|problem| problem.resource.as_ref().is_some_and(|r| &r.type_name == type_name))
+            {
+                problems.push(
+                    Problem::of(resource, format!("unknown type `{type_name}`; no plugin provides it"))
+                        .with_help(
+                            "check the spelling, or add a plugin that provides it to the policy; \
+                             `wconverge types` lists the types available",
+                        ),
+                );
+            }
+            continue;
+        };
+        match prepare_resource(resource, schema) {
+            Ok(prepared) => {
+                // Provider checks run for every resource that passed its schema, in
+                // catalog order, so one `validate` reports everything wrong at once.
+                let call = host.validate(&prepared);
+                let problem = |message: String| Problem {
+                    resource: Some(prepared.reference.clone()),
+                    location: prepared.source.clone(),
+                    message: prepared.secrets.scrub(&message),
+                    help: None,
+                };
+                match call.outcome {
+                    Ok(found) => problems.extend(found.into_iter().map(problem)),
+                    Err(error) => problems.push(problem(error.to_string())),
+                }
+                resources.push(prepared);
+            }
+            Err(mut found) => problems.append(&mut found),
+        }
+    }
+    let graph = match Graph::build(catalog) {
+        Ok(graph) if problems.is_empty() => graph,
+        Ok(_) => return Err(problems),
+        Err(mut found) => {
+            problems.append(&mut found);
+            return Err(problems);
+        }
+    };
+    Ok(Prepared {
+        node: catalog.node.clone(),
+        resources,
+        schemas,
+        graph,
+    })
+}
+
+fn prepare_resource(resource: &Resource, schema: &TypeSchema) -> Result<PreparedResource, Vec<Problem>> {
+    let mut problems = Vec::new();
+    for (name, value) in resource.attributes.iter() {
+        let Some(attribute) = schema.attribute(name) else {
+            let known: Vec<&str> = schema
+                .attributes
+                .iter()
+                .filter(|attribute| attribute.behaviour != Behaviour::ReadOnly)
+                .map(|attribute| attribute.name.as_str())
+                .collect();
+            problems.push(
+                Problem::of(resource, format!("`{}` has no attribute `{name}`", schema.name))
+                    .with_help(format!("its attributes are: {}", known.join(", "))),
+            );
+            continue;
+        };
+        if matches!(value, Value::Undef) {
+            continue;
+        }
+        if attribute.behaviour == Behaviour::ReadOnly {
+            problems.push(
+                Problem::of(resource, format!("attribute `{name}` is read-only"))
+                    .with_help("remove it; the provider reports it, a manifest cannot set it"),
+            );
+            continue;
+        }
+        if let Err(message) = attribute.check(value) {
+            let shown = if value.is_sensitive() || attribute.sensitive {
+                String::new()
+            } else {
+                format!(" (the value is {})", value.display())
+            };
+            problems.push(Problem::of(
+                resource,
+                format!("attribute `{name}` {message}{shown}"),
+            ));
+        }
+    }
+    let mut attributes = Vec::with_capacity(schema.attributes.len());
+    let mut secrets = Vec::new();
+    for attribute in &schema.attributes {
+        let declared = resource
+            .attributes
+            .get(&attribute.name)
+            .filter(|value| !matches!(value, Value::Undef));
+        let value = match declared {
+            Some(value) => value.clone(),
+            None if attribute.behaviour == Behaviour::Namevar => Value::String(resource.title.clone()),
+            None => match &attribute.default {
+                Some(default) => default.clone(),
+                None => {
+                    if attribute.required() {
+                        problems.push(
+                            Problem::of(
+                                resource,
+                                format!("attribute `{}` is required", attribute.name),
+                            )
+                            .with_help(format!("set `{}`: {}", attribute.name, attribute.doc)),
+                        );
+                    }
+                    continue;
+                }
+            },
+        };
+        value.collect_secrets(attribute.sensitive, &mut secrets);
+        let value = if attribute.sensitive && !value.is_sensitive() {
+            Value::Sensitive(Box::new(value))
+        } else {
+            value
+        };
+        attributes.push((attribute.name.clone(), value));
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    Ok(PreparedResource {
+        reference: resource.reference(),
+        type_name: resource.type_name.clone(),
+        title: resource.title.clone(),
+        attributes,
+        source: resource.source.clone(),
+        noop: resource.metaparams.noop,
+        secrets: Secrets::new(secrets),
+    })
+}
