@@ -1,0 +1,427 @@
+//! Conversions between WIT values and the host's types. Everything a plugin returns is
+//! checked here before the host uses it: node indices, nesting, sizes, names.
+
+use crate::bindings::types as wit;
+use wconverge_catalog::{
+    AttributeSchema, Behaviour, DataType, Invariant, MAX_DEPTH, METAPARAMETERS, PathAccess,
+    TypeSchema, Value,
+};
+use wconverge_engine::{Change, PreparedResource};
+
+/// Most nodes one value from a plugin may have.
+const MAX_NODES: usize = 1 << 20;
+/// Most bytes of strings one value from a plugin may carry.
+const MAX_STRING_BYTES: usize = 64 << 20;
+/// Most changes one plan may have.
+const MAX_CHANGES: usize = 10_000;
+/// Longest message kept from a plugin; longer ones are cut.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 16 * 1024;
+
+pub(crate) fn value_to_wit(value: &Value) -> wit::Value {
+    let mut nodes = Vec::new();
+    push_value(value, &mut nodes);
+    wit::Value { nodes }
+}
+
+fn push_value(value: &Value, nodes: &mut Vec<wit::ValueNode>) -> u32 {
+    let idx = nodes.len();
+    nodes.push(wit::ValueNode::Undef);
+    let node = match value {
+        Value::Undef => wit::ValueNode::Undef,
+        Value::Boolean(b) => wit::ValueNode::Boolean(*b),
+        Value::Integer(i) => wit::ValueNode::Integer(*i),
+        Value::Float(f) => wit::ValueNode::Float(*f),
+        Value::String(s) => wit::ValueNode::String(s.clone()),
+        Value::Array(items) => {
+            wit::ValueNode::Array(items.iter().map(|item| push_value(item, nodes)).collect())
+        }
+        Value::Hash(entries) => wit::ValueNode::Hash(
+            entries
+                .iter()
+                .map(|(key, value)| wit::HashEntry {
+                    key: key.clone(),
+                    value: push_value(value, nodes),
+                })
+                .collect(),
+        ),
+        Value::Sensitive(inner) => wit::ValueNode::Sensitive(push_value(inner, nodes)),
+    };
+    nodes[idx] = node;
+    u32::try_from(idx).expect("catalog values have fewer than 2^32 nodes")
+}
+
+/// A value from a plugin, checked: a tree rooted at node 0 in which every node but the
+/// root is referred to once, by a node before it.
+pub(crate) fn value_from_wit(value: &wit::Value) -> Result<Value, String> {
+    let nodes = &value.nodes;
+    if nodes.is_empty() {
+        return Err("a value has no nodes".to_owned());
+    }
+    if nodes.len() > MAX_NODES {
+        return Err(format!(
+            "a value has {} nodes, more than {MAX_NODES}",
+            nodes.len()
+        ));
+    }
+    let mut referenced = vec![false; nodes.len()];
+    let mut string_bytes = 0usize;
+    let value = build_value(nodes, 0, 1, &mut referenced, &mut string_bytes)?;
+    if let Some(orphan) = referenced.iter().skip(1).position(|seen| !seen) {
+        return Err(format!(
+            "node {} of a value is not part of its tree",
+            orphan + 1
+        ));
+    }
+    Ok(value)
+}
+
+fn build_value(
+    nodes: &[wit::ValueNode],
+    idx: usize,
+    depth: usize,
+    referenced: &mut [bool],
+    string_bytes: &mut usize,
+) -> Result<Value, String> {
+    if depth > MAX_DEPTH {
+        return Err(format!("a value nests deeper than {MAX_DEPTH} levels"));
+    }
+    let child = |child_idx: u32, referenced: &mut [bool], string_bytes: &mut usize| {
+        let child_idx = child_idx as usize;
+        if child_idx <= idx || child_idx >= nodes.len() {
+            return Err(format!("node {idx} of a value refers to node {child_idx}"));
+        }
+        if std::mem::replace(&mut referenced[child_idx], true) {
+            return Err(format!("node {child_idx} of a value is referred to twice"));
+        }
+        build_value(nodes, child_idx, depth + 1, referenced, string_bytes)
+    };
+    let count_bytes = |len: usize, string_bytes: &mut usize| {
+        *string_bytes += len;
+        if *string_bytes > MAX_STRING_BYTES {
+            Err(format!(
+                "a value carries more than {MAX_STRING_BYTES} bytes of strings"
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    Ok(match &nodes[idx] {
+        wit::ValueNode::Undef => Value::Undef,
+        wit::ValueNode::Boolean(b) => Value::Boolean(*b),
+        wit::ValueNode::Integer(i) => Value::Integer(*i),
+        wit::ValueNode::Float(f) => Value::Float(*f),
+        wit::ValueNode::String(s) => {
+            count_bytes(s.len(), string_bytes)?;
+            Value::String(s.clone())
+        }
+        wit::ValueNode::Array(items) => {
+            let mut values = Vec::with_capacity(items.len());
+            for item in items {
+                values.push(child(*item, referenced, string_bytes)?);
+            }
+            Value::Array(values)
+        }
+        wit::ValueNode::Hash(entries) => {
+            let mut values: Vec<(String, Value)> = Vec::with_capacity(entries.len());
+            for entry in entries {
+                count_bytes(entry.key.len(), string_bytes)?;
+                if values.iter().any(|(key, _)| *key == entry.key) {
+                    return Err(format!(
+                        "a hash in a value has the key `{}` twice",
+                        entry.key
+                    ));
+                }
+                values.push((
+                    entry.key.clone(),
+                    child(entry.value, referenced, string_bytes)?,
+                ));
+            }
+            Value::Hash(values)
+        }
+        wit::ValueNode::Sensitive(inner) => {
+            Value::Sensitive(Box::new(child(*inner, referenced, string_bytes)?))
+        }
+    })
+}
+
+fn data_type_from_wit(data_type: &wit::DataType) -> Result<DataType, String> {
+    let nodes = &data_type.nodes;
+    if nodes.is_empty() || nodes.len() > 4096 {
+        return Err(format!("a data type has {} nodes", nodes.len()));
+    }
+    build_type(nodes, 0, 1)
+}
+
+fn build_type(nodes: &[wit::TypeNode], idx: usize, depth: usize) -> Result<DataType, String> {
+    if depth > 32 {
+        return Err("a data type nests deeper than 32 levels".to_owned());
+    }
+    let child = |child_idx: u32| {
+        let child_idx = child_idx as usize;
+        if child_idx <= idx || child_idx >= nodes.len() {
+            return Err(format!(
+                "node {idx} of a data type refers to node {child_idx}"
+            ));
+        }
+        build_type(nodes, child_idx, depth + 1)
+    };
+    Ok(match &nodes[idx] {
+        wit::TypeNode::Any => DataType::Any,
+        wit::TypeNode::Boolean => DataType::Boolean,
+        wit::TypeNode::Integer => DataType::Integer,
+        wit::TypeNode::Float => DataType::Float,
+        wit::TypeNode::String => DataType::String,
+        wit::TypeNode::Enumeration(cases) if cases.is_empty() => {
+            return Err("an enumeration has no cases".to_owned());
+        }
+        wit::TypeNode::Enumeration(cases) => DataType::Enum(cases.clone()),
+        wit::TypeNode::Array(of) => DataType::Array(Box::new(child(*of)?)),
+        wit::TypeNode::Hash(of) => DataType::Hash(Box::new(child(*of)?)),
+        wit::TypeNode::OneOf(options) if options.is_empty() => {
+            return Err("a one-of data type has no options".to_owned());
+        }
+        wit::TypeNode::OneOf(options) => DataType::OneOf(
+            options
+                .iter()
+                .map(|option| child(*option))
+                .collect::<Result<_, _>>()?,
+        ),
+        wit::TypeNode::Named(name) => DataType::Named(name.clone()),
+    })
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.len() <= 64
+}
+
+/// A type schema from `describe`, checked.
+pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, String> {
+    let type_name = &schema.name;
+    if !type_name.split("::").all(is_identifier) {
+        return Err(format!(
+            "type name `{type_name}` is not a lowercase identifier"
+        ));
+    }
+    let mut attributes: Vec<AttributeSchema> = Vec::with_capacity(schema.attributes.len());
+    for attribute in &schema.attributes {
+        let name = &attribute.name;
+        let context =
+            |message: String| format!("type `{type_name}`, attribute `{name}`: {message}");
+        if !is_identifier(name) {
+            return Err(context("not a lowercase identifier".to_owned()));
+        }
+        if METAPARAMETERS.contains(&name.as_str()) {
+            return Err(context("the name is a metaparameter".to_owned()));
+        }
+        if attributes.iter().any(|existing| existing.name == *name) {
+            return Err(context("declared twice".to_owned()));
+        }
+        let data_type = data_type_from_wit(&attribute.data_type).map_err(context)?;
+        if attribute.max.is_some_and(|max| max < attribute.min) {
+            return Err(context("`max` is below `min`".to_owned()));
+        }
+        let default = attribute
+            .default
+            .as_ref()
+            .map(value_from_wit)
+            .transpose()
+            .map_err(context)?;
+        let converted = AttributeSchema {
+            name: name.clone(),
+            doc: attribute.doc.clone(),
+            data_type,
+            min: attribute.min,
+            max: attribute.max,
+            default,
+            behaviour: match attribute.behaviour {
+                wit::Behaviour::Property => Behaviour::Property,
+                wit::Behaviour::Parameter => Behaviour::Parameter,
+                wit::Behaviour::Namevar => Behaviour::Namevar,
+                wit::Behaviour::ReadOnly => Behaviour::ReadOnly,
+                wit::Behaviour::InitOnly => Behaviour::InitOnly,
+            },
+            sensitive: attribute.sensitive,
+            unsettable: attribute.unsettable,
+            path_access: match attribute.path_access {
+                wit::PathAccess::None => PathAccess::None,
+                wit::PathAccess::Read => PathAccess::Read,
+                wit::PathAccess::ReadWrite => PathAccess::ReadWrite,
+            },
+            checks: attribute.checks.clone(),
+        };
+        if let Some(default) = &converted.default {
+            converted
+                .check(default)
+                .map_err(|message| context(format!("the default {message}")))?;
+        }
+        attributes.push(converted);
+    }
+    let namevars = attributes
+        .iter()
+        .filter(|attribute| attribute.behaviour == Behaviour::Namevar)
+        .count();
+    if namevars != 1 {
+        return Err(format!(
+            "type `{type_name}` declares {namevars} namevars; a type has exactly one"
+        ));
+    }
+    Ok(TypeSchema {
+        name: type_name.clone(),
+        doc: schema.doc.clone(),
+        attributes,
+        invariants: schema
+            .invariants
+            .iter()
+            .map(|invariant| Invariant {
+                title: invariant.title.clone(),
+                source: invariant.source.clone(),
+            })
+            .collect(),
+        refreshable: schema.refreshable,
+    })
+}
+
+pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
+    wit::Resource {
+        type_name: resource.type_name.clone(),
+        title: resource.title.clone(),
+        attributes: resource
+            .attributes
+            .iter()
+            .map(|(name, value)| wit::Attribute {
+                name: name.clone(),
+                value: value_to_wit(value),
+            })
+            .collect(),
+    }
+}
+
+/// Checks the state `current-state` returned, which goes back to `plan` as it is.
+pub(crate) fn check_state(state: &[wit::Attribute]) -> Result<(), String> {
+    if state.len() > 4096 {
+        return Err(format!("the state has {} attributes", state.len()));
+    }
+    for attribute in state {
+        value_from_wit(&attribute.value)
+            .map_err(|message| format!("state attribute `{}`: {message}", attribute.name))?;
+    }
+    Ok(())
+}
+
+pub(crate) fn changes_from_wit(
+    changes: &[wit::Change],
+    schema: &TypeSchema,
+) -> Result<Vec<Change>, String> {
+    if changes.len() > MAX_CHANGES {
+        return Err(format!(
+            "the plan has {} changes, more than {MAX_CHANGES}",
+            changes.len()
+        ));
+    }
+    changes
+        .iter()
+        .map(|change| {
+            if schema.attribute(&change.attribute).is_none() {
+                return Err(format!(
+                    "a change names attribute `{}`, which type `{}` does not declare",
+                    change.attribute, schema.name
+                ));
+            }
+            let value = |value: &Option<wit::Value>| {
+                value
+                    .as_ref()
+                    .map(value_from_wit)
+                    .transpose()
+                    .map_err(|message| format!("change of `{}`: {message}", change.attribute))
+            };
+            Ok(Change {
+                attribute: change.attribute.clone(),
+                current: value(&change.current)?,
+                desired: value(&change.desired)?,
+                message: truncate(&change.message),
+            })
+        })
+        .collect()
+}
+
+pub(crate) fn change_to_wit(change: &Change) -> wit::Change {
+    wit::Change {
+        attribute: change.attribute.clone(),
+        current: change.current.as_ref().map(value_to_wit),
+        desired: change.desired.as_ref().map(value_to_wit),
+        message: change.message.clone(),
+    }
+}
+
+/// A message from a plugin, cut to [`MAX_MESSAGE_BYTES`] on a character boundary.
+pub(crate) fn truncate(message: &str) -> String {
+    if message.len() <= MAX_MESSAGE_BYTES {
+        return message.to_owned();
+    }
+    let mut end = MAX_MESSAGE_BYTES;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… [cut at {MAX_MESSAGE_BYTES} bytes]", &message[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn nodes(nodes: Vec<wit::ValueNode>) -> wit::Value {
+        wit::Value { nodes }
+    }
+
+    #[test]
+    fn values_round_trip() {
+        let value = Value::Hash(vec![
+            (
+                "a".to_owned(),
+                Value::Array(vec![1i64.into(), Value::Undef]),
+            ),
+            ("s".to_owned(), Value::Sensitive(Box::new("x".into()))),
+        ]);
+        assert_eq!(value_from_wit(&value_to_wit(&value)), Ok(value));
+    }
+
+    #[test]
+    fn malformed_trees_are_refused() {
+        use wit::ValueNode as N;
+        assert_eq!(
+            value_from_wit(&nodes(vec![])),
+            Err("a value has no nodes".to_owned())
+        );
+        assert_eq!(
+            value_from_wit(&nodes(vec![N::Array(vec![0])])),
+            Err("node 0 of a value refers to node 0".to_owned())
+        );
+        assert_eq!(
+            value_from_wit(&nodes(vec![N::Array(vec![5])])),
+            Err("node 0 of a value refers to node 5".to_owned())
+        );
+        assert_eq!(
+            value_from_wit(&nodes(vec![N::Array(vec![1, 1]), N::Undef])),
+            Err("node 1 of a value is referred to twice".to_owned())
+        );
+        assert_eq!(
+            value_from_wit(&nodes(vec![N::Undef, N::Undef])),
+            Err("node 1 of a value is not part of its tree".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_deep_value_is_refused_without_overflowing() {
+        use wit::ValueNode as N;
+        let mut chain: Vec<N> = (1..10_000u32).map(|next| N::Array(vec![next])).collect();
+        chain.push(N::Undef);
+        let error = value_from_wit(&nodes(chain)).expect_err("too deep");
+        assert_eq!(
+            error,
+            format!("a value nests deeper than {MAX_DEPTH} levels")
+        );
+    }
+}

@@ -1,0 +1,279 @@
+//! Directory grants: what part of the file system one call of a plugin sees.
+//!
+//! A resource's path attributes (declared with a `path-access` in its type's schema)
+//! say what it needs: the directory holding a path it writes, or the nearest existing
+//! directory above a path it reads. Each needed directory is resolved (symlinks
+//! followed), checked against the policy by its real location, and opened once with
+//! `RESOLVE_NO_SYMLINKS`, so nothing swapped in after the check is ever reached. The
+//! plugin sees it mounted at the path the resource wrote.
+
+use crate::policy::{Access, PluginPolicy};
+use rustix::fd::{AsRawFd, OwnedFd};
+use rustix::fs::{Mode, OFlags, ResolveFlags};
+use std::collections::HashMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use wconverge_catalog::{PathAccess, TypeSchema, Value};
+use wconverge_engine::PreparedResource;
+
+/// One directory granted to a call.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    /// Where the plugin sees it: the path as the resource wrote it.
+    pub(crate) guest: String,
+    /// Where it really is.
+    pub(crate) canonical: PathBuf,
+    pub(crate) access: Access,
+    /// The directory, opened when it was checked.
+    pub(crate) fd: OwnedFd,
+}
+
+impl Grant {
+    /// A path that reopens exactly the checked directory.
+    pub(crate) fn reopen_path(&self) -> String {
+        format!("/proc/self/fd/{}", self.fd.as_raw_fd())
+    }
+}
+
+/// Why a grant could not be made.
+#[derive(Debug)]
+pub(crate) enum GrantError {
+    /// The policy refuses it.
+    Denied(String),
+    /// The resource cannot be handled as it stands (a missing directory, say).
+    Unusable(String),
+}
+
+/// Directories opened in this run, shared by every call that needs them.
+#[derive(Default)]
+pub(crate) struct GrantCache {
+    opened: Mutex<HashMap<(String, Access), Arc<Grant>>>,
+}
+
+/// What the resource needs: each directory once, with the widest access asked for.
+/// Grants are checked with this access whatever the phase, so a write the policy
+/// refuses is reported when the resource is planned (and in a noop run), not only when
+/// it would be applied; calls that only inspect see the directories read-only.
+pub(crate) fn needed(
+    resource: &PreparedResource,
+    schema: &TypeSchema,
+) -> Result<Vec<(String, Access)>, GrantError> {
+    let mut needed: Vec<(String, Access)> = Vec::new();
+    for attribute in &schema.attributes {
+        if attribute.path_access == PathAccess::None {
+            continue;
+        }
+        let Some(value) = resource.get(&attribute.name) else {
+            continue;
+        };
+        let paths: Vec<&str> = match value.unwrap_sensitive() {
+            Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+            other => other.as_str().into_iter().collect(),
+        };
+        for path in paths {
+            if !is_normal_absolute(path) {
+                return Err(GrantError::Unusable(format!(
+                    "attribute `{}` must be an absolute path without `.` or `..`, not `{path}`",
+                    attribute.name
+                )));
+            }
+            let (dir, access) = match attribute.path_access {
+                PathAccess::ReadWrite => {
+                    let dir = parent(path).ok_or_else(|| {
+                        GrantError::Unusable(format!("`{path}` has no parent directory"))
+                    })?;
+                    (dir, Access::ReadWrite)
+                }
+                PathAccess::Read => (nearest_existing(path), Access::Read),
+                PathAccess::None => continue,
+            };
+            match needed.iter_mut().find(|(existing, _)| *existing == dir) {
+                Some((_, existing)) => *existing = (*existing).max(access),
+                None => needed.push((dir, access)),
+            }
+        }
+    }
+    needed.sort();
+    Ok(needed)
+}
+
+fn is_normal_absolute(path: &str) -> bool {
+    path.starts_with('/')
+        && !path.contains("//")
+        && !Path::new(path)
+            .components()
+            .any(|component| matches!(component, Component::CurDir | Component::ParentDir))
+}
+
+fn parent(path: &str) -> Option<String> {
+    let trimmed = path.trim_end_matches('/');
+    let slash = trimmed.rfind('/')?;
+    if trimmed.is_empty() {
+        return None;
+    }
+    Some(if slash == 0 {
+        "/".to_owned()
+    } else {
+        trimmed[..slash].to_owned()
+    })
+}
+
+/// The path itself if it is an existing directory, else its nearest existing ancestor.
+fn nearest_existing(path: &str) -> String {
+    let mut candidate = PathBuf::from(path);
+    loop {
+        if candidate.is_dir() {
+            return candidate.to_string_lossy().into_owned();
+        }
+        if !candidate.pop() {
+            return "/".to_owned();
+        }
+    }
+}
+
+impl GrantCache {
+    /// The grant for `dir` with `access`, checked against the policy and opened.
+    pub(crate) fn grant(
+        &self,
+        policy: &PluginPolicy,
+        policy_roots: &[(PathBuf, Access)],
+        dir: &str,
+        access: Access,
+    ) -> Result<Arc<Grant>, GrantError> {
+        let key = (dir.to_owned(), access);
+        if let Some(grant) = self.opened.lock().expect("grant cache lock").get(&key) {
+            return Ok(Arc::clone(grant));
+        }
+        let grant = Arc::new(open_grant(policy, policy_roots, dir, access)?);
+        self.opened
+            .lock()
+            .expect("grant cache lock")
+            .insert(key, Arc::clone(&grant));
+        Ok(grant)
+    }
+}
+
+fn open_grant(
+    policy: &PluginPolicy,
+    policy_roots: &[(PathBuf, Access)],
+    dir: &str,
+    access: Access,
+) -> Result<Grant, GrantError> {
+    let plugin = &policy.name;
+    if access == Access::ReadWrite {
+        refuse_foreign_symlinks(dir)?;
+    }
+    let canonical = std::fs::canonicalize(dir).map_err(|error| {
+        if error.kind() == std::io::ErrorKind::NotFound {
+            GrantError::Unusable(format!(
+                "directory `{dir}` does not exist; create it first (for example with a \
+                 resource ordered before this one)"
+            ))
+        } else {
+            GrantError::Unusable(format!("cannot resolve `{dir}`: {error}"))
+        }
+    })?;
+    if !canonical.is_dir() {
+        return Err(GrantError::Unusable(format!("`{dir}` is not a directory")));
+    }
+    let allowed = policy_roots
+        .iter()
+        .any(|(root, granted)| canonical.starts_with(root) && *granted >= access);
+    if !allowed {
+        let via = if canonical.as_path() == Path::new(dir) {
+            String::new()
+        } else {
+            format!(" (`{dir}` resolves to it)")
+        };
+        return Err(GrantError::Denied(format!(
+            "the policy grants plugin `{plugin}` no {} access to `{}`{via}; add the \
+             directory to `directories` of [plugins.{plugin}] in the policy",
+            access.as_str(),
+            canonical.display()
+        )));
+    }
+    // Open what was checked, refusing any symlink that appeared since: the plugin must
+    // see exactly the directory the policy allowed.
+    let fd = rustix::fs::openat2(
+        rustix::fs::CWD,
+        canonical.as_path(),
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
+    )
+    .map_err(|error| {
+        GrantError::Unusable(format!(
+            "cannot open `{}` without following symlinks: {error}",
+            canonical.display()
+        ))
+    })?;
+    Ok(Grant {
+        guest: dir.to_owned(),
+        canonical,
+        access,
+        fd,
+    })
+}
+
+/// Refuses a write through a symlink in `dir`'s path that neither root nor this process's
+/// user owns: whoever owns such a link decides where the write lands.
+fn refuse_foreign_symlinks(dir: &str) -> Result<(), GrantError> {
+    let euid = rustix::process::geteuid().as_raw();
+    let mut prefix = PathBuf::from("/");
+    for component in Path::new(dir).components().skip(1) {
+        prefix.push(component);
+        let Ok(metadata) = std::fs::symlink_metadata(&prefix) else {
+            // Missing components are reported when the directory is opened.
+            return Ok(());
+        };
+        if metadata.file_type().is_symlink() && metadata.uid() != 0 && metadata.uid() != euid {
+            return Err(GrantError::Denied(format!(
+                "`{}` is a symlink owned by uid {}; wconverge does not write through a link \
+                 that neither root nor its own user owns (it could point anywhere)",
+                prefix.display(),
+                metadata.uid()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The policy's directories as they really are, for comparing with resolved paths. A
+/// directory that does not exist yet keeps its written form.
+pub(crate) fn policy_roots(policy: &PluginPolicy) -> Vec<(PathBuf, Access)> {
+    policy
+        .directories
+        .iter()
+        .map(|grant| {
+            let root = std::fs::canonicalize(&grant.path).unwrap_or_else(|_| grant.path.clone());
+            (root, grant.access)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parents_and_normal_paths() {
+        assert_eq!(parent("/srv/app/app.conf").as_deref(), Some("/srv/app"));
+        assert_eq!(parent("/motd").as_deref(), Some("/"));
+        assert_eq!(parent("/"), None);
+        assert!(is_normal_absolute("/srv/app"));
+        assert!(!is_normal_absolute("srv/app"));
+        assert!(!is_normal_absolute("/srv/../etc"));
+        assert!(!is_normal_absolute("/srv//app"));
+    }
+
+    #[test]
+    fn the_nearest_existing_directory_is_found() {
+        let dir = std::env::temp_dir();
+        let missing = dir.join("wcv-missing-a/b/c");
+        assert_eq!(
+            nearest_existing(missing.to_str().expect("utf-8")),
+            dir.to_string_lossy()
+        );
+    }
+}

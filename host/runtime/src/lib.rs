@@ -1,0 +1,351 @@
+//! The plugin runtime: runs providers as WebAssembly components under wasmtime, each
+//! call with only the capabilities its policy grants, narrowed to the resource at hand.
+//! It implements the engine's [`PluginHost`]; it is the only crate that knows wasmtime.
+//!
+//! Per call: the directories the resource's path attributes need (read-only unless the
+//! call applies changes), no inherited environment, no network (imports are checked
+//! before instantiation), programs only through the host's `process` import and only
+//! those the policy allows, and caps on memory, CPU time and output.
+
+mod bindings;
+mod cache;
+mod convert;
+mod grants;
+mod plugin;
+pub mod policy;
+mod process;
+mod state;
+
+use crate::grants::{Grant, GrantCache, GrantError};
+use crate::plugin::{Instance, Loader, Plugin};
+use crate::policy::{Access, Policy, Source};
+use crate::state::{NameCache, Phase, PluginState};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+use wasmtime::component::{HasSelf, Linker};
+use wasmtime::{Config, Engine};
+use wconverge_catalog::TypeSchema;
+use wconverge_engine::{
+    Call, Change, LogRecord, PluginError, PluginErrorKind, PluginHost, PreparedResource,
+};
+
+pub use cache::sha256_hex;
+
+/// A plugin's granted directories as they really are, with their access.
+type PolicyRoots = Vec<(PathBuf, Access)>;
+
+/// How often the CPU limit is checked while a plugin runs.
+const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Policy(#[from] policy::PolicyError),
+    #[error("cannot set up wasmtime: {0}")]
+    Wasmtime(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What the runtime needs from its caller.
+pub struct RuntimeOptions {
+    pub policy: Policy,
+    /// Where compiled components are kept; `None` compiles on every run.
+    pub cache_dir: Option<PathBuf>,
+    /// The components embedded in the binary, by plugin name.
+    pub builtins: &'static [(&'static str, &'static [u8])],
+}
+
+/// A plugin as `wconverge plugins list` and `types` show it.
+#[derive(Debug, Clone)]
+pub struct PluginSummary {
+    pub name: String,
+    pub source: String,
+    pub sha256: String,
+    pub version: String,
+    pub imports: Vec<String>,
+    pub types: Vec<TypeSchema>,
+}
+
+/// Runs plugins for the engine.
+pub struct Runtime {
+    engine: Engine,
+    linker: Linker<PluginState>,
+    cache: cache::Cache,
+    policy: Policy,
+    builtins: &'static [(&'static str, &'static [u8])],
+    names: Arc<NameCache>,
+    plugins: Mutex<HashMap<String, Result<Arc<Plugin>, PluginError>>>,
+    grants: GrantCache,
+    roots: Mutex<HashMap<String, Arc<PolicyRoots>>>,
+    ticker: Once,
+}
+
+impl Runtime {
+    pub fn new(options: RuntimeOptions) -> Result<Runtime> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        let engine = Engine::new(&config).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
+        bindings::Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
+        let cache = cache::Cache::new(options.cache_dir.as_deref(), &engine);
+        Ok(Runtime {
+            engine,
+            linker,
+            cache,
+            policy: options.policy,
+            builtins: options.builtins,
+            names: Arc::new(NameCache::default()),
+            plugins: Mutex::new(HashMap::new()),
+            grants: GrantCache::default(),
+            roots: Mutex::new(HashMap::new()),
+            ticker: Once::new(),
+        })
+    }
+
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Starts the thread that advances the engine's epoch, which the CPU limit counts.
+    fn start_ticker(&self) {
+        self.ticker.call_once(|| {
+            let engine = self.engine.weak();
+            std::thread::spawn(move || {
+                while let Some(engine) = engine.upgrade() {
+                    engine.increment_epoch();
+                    drop(engine);
+                    std::thread::sleep(EPOCH_TICK);
+                }
+            });
+        });
+    }
+
+    /// The plugin named `name`, loaded on first use.
+    fn plugin(&self, name: &str) -> Result<Arc<Plugin>, PluginError> {
+        if let Some(loaded) = self.plugins.lock().expect("plugins lock").get(name) {
+            return loaded.clone();
+        }
+        self.start_ticker();
+        let policy = self
+            .policy
+            .plugin(name)
+            .ok_or_else(|| {
+                PluginError::new(name, PluginErrorKind::Load, "the policy has no such plugin")
+            })?
+            .clone();
+        let loader = Loader {
+            engine: &self.engine,
+            linker: &self.linker,
+            cache: &self.cache,
+            builtins: self.builtins,
+            names: &self.names,
+        };
+        let loaded = Plugin::load(&loader, Arc::new(policy)).map(Arc::new);
+        self.plugins
+            .lock()
+            .expect("plugins lock")
+            .insert(name.to_owned(), loaded.clone());
+        loaded
+    }
+
+    fn plugin_for_type(&self, type_name: &str) -> Result<Option<Arc<Plugin>>, PluginError> {
+        match self.policy.provider_of(type_name) {
+            Some(policy) => self.plugin(&policy.name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    fn roots(&self, plugin: &Plugin) -> Arc<PolicyRoots> {
+        let mut roots = self.roots.lock().expect("roots lock");
+        Arc::clone(
+            roots
+                .entry(plugin.policy.name.clone())
+                .or_insert_with(|| Arc::new(grants::policy_roots(&plugin.policy))),
+        )
+    }
+
+    fn grants_for(
+        &self,
+        plugin: &Plugin,
+        resource: &PreparedResource,
+        schema: &TypeSchema,
+    ) -> Result<Vec<Arc<Grant>>, PluginError> {
+        let name = &plugin.policy.name;
+        let convert = |error: GrantError| match error {
+            GrantError::Denied(message) => PluginError::new(name, PluginErrorKind::Denied, message),
+            GrantError::Unusable(message) => {
+                PluginError::new(name, PluginErrorKind::Provider, message)
+            }
+        };
+        let needed = grants::needed(resource, schema).map_err(convert)?;
+        let roots = self.roots(plugin);
+        needed
+            .iter()
+            .map(|(dir, access)| {
+                self.grants
+                    .grant(&plugin.policy, &roots, dir, *access)
+                    .map_err(convert)
+            })
+            .collect()
+    }
+
+    /// Runs `body` on an instance of the resource's plugin for `phase`, keeping the
+    /// instance for reuse unless it faulted.
+    fn session<T>(
+        &self,
+        resource: &PreparedResource,
+        phase: Phase,
+        body: impl FnOnce(
+            &Plugin,
+            &TypeSchema,
+            &mut Instance,
+            &mut Vec<LogRecord>,
+        ) -> Result<T, PluginError>,
+    ) -> Call<T> {
+        let mut logs = Vec::new();
+        let outcome = (|| {
+            let plugin = self.plugin_for_type(&resource.type_name)?.ok_or_else(|| {
+                PluginError::new(
+                    &resource.type_name,
+                    PluginErrorKind::Load,
+                    format!("no plugin provides type `{}`", resource.type_name),
+                )
+            })?;
+            let schema = plugin
+                .schemas
+                .get(&resource.type_name)
+                .expect("a plugin serves the types it was loaded for");
+            let grants = match phase {
+                Phase::Describe => Vec::new(),
+                Phase::Inspect | Phase::Change => self.grants_for(&plugin, resource, schema)?,
+            };
+            let mut instance = plugin.instance(&self.engine, &self.names, phase, &grants)?;
+            let result = body(&plugin, schema, &mut instance, &mut logs);
+            if !matches!(&result, Err(error) if error.kind == PluginErrorKind::Fault) {
+                plugin.put_back(instance);
+            }
+            result
+        })();
+        Call::new(outcome, logs)
+    }
+
+    /// Every plugin of the policy, loaded, for `plugins list` and `types`.
+    pub fn plugin_summaries(&self) -> Vec<Result<PluginSummary, PluginError>> {
+        self.policy
+            .plugins
+            .iter()
+            .map(|policy| {
+                let plugin = self.plugin(&policy.name)?;
+                let mut types: Vec<TypeSchema> = plugin.schemas.values().cloned().collect();
+                types.sort_by(|a, b| a.name.cmp(&b.name));
+                Ok(PluginSummary {
+                    name: policy.name.clone(),
+                    source: match &policy.source {
+                        Source::Builtin => "builtin".to_owned(),
+                        Source::File(path) => path.display().to_string(),
+                    },
+                    sha256: plugin.digest.clone(),
+                    version: plugin.version.clone(),
+                    imports: plugin.imports.clone(),
+                    types,
+                })
+            })
+            .collect()
+    }
+}
+
+fn provider_error(plugin: &Plugin, message: String) -> PluginError {
+    PluginError::new(&plugin.policy.name, PluginErrorKind::Provider, message)
+}
+
+fn contract_error(plugin: &Plugin, message: String) -> PluginError {
+    PluginError::new(
+        &plugin.policy.name,
+        PluginErrorKind::Fault,
+        format!("it broke the plugin contract: {message}"),
+    )
+}
+
+impl PluginHost for Runtime {
+    fn schema(&self, type_name: &str) -> Result<Option<TypeSchema>, PluginError> {
+        Ok(self
+            .plugin_for_type(type_name)?
+            .and_then(|plugin| plugin.schemas.get(type_name).cloned()))
+    }
+
+    fn validate(&self, resource: &PreparedResource) -> Call<Vec<String>> {
+        self.session(resource, Phase::Describe, |plugin, _, instance, logs| {
+            let wit = convert::resource_to_wit(resource);
+            let called = plugin.call(instance, |bindings, store| {
+                bindings.call_validate(store, &wit)
+            });
+            logs.extend(called.logs);
+            let problems = called.outcome?;
+            Ok(problems
+                .iter()
+                .take(100)
+                .map(|problem| convert::truncate(problem))
+                .collect())
+        })
+    }
+
+    fn plan(&self, resource: &PreparedResource) -> Call<Vec<Change>> {
+        self.session(
+            resource,
+            Phase::Inspect,
+            |plugin, schema, instance, logs| {
+                let wit = convert::resource_to_wit(resource);
+                let called = plugin.call(instance, |bindings, store| {
+                    bindings.call_current_state(store, &wit)
+                });
+                logs.extend(called.logs);
+                let state = called
+                    .outcome?
+                    .map_err(|message| provider_error(plugin, message))?;
+                convert::check_state(&state).map_err(|message| contract_error(plugin, message))?;
+                let called = plugin.call(instance, |bindings, store| {
+                    bindings.call_plan(store, &wit, &state)
+                });
+                logs.extend(called.logs);
+                let changes = called
+                    .outcome?
+                    .map_err(|message| provider_error(plugin, message))?;
+                convert::changes_from_wit(&changes, schema)
+                    .map_err(|message| contract_error(plugin, message))
+            },
+        )
+    }
+
+    fn apply(&self, resource: &PreparedResource, changes: &[Change]) -> Call<()> {
+        self.session(resource, Phase::Change, |plugin, _, instance, logs| {
+            let wit = convert::resource_to_wit(resource);
+            let changes: Vec<_> = changes.iter().map(convert::change_to_wit).collect();
+            let called = plugin.call(instance, |bindings, store| {
+                bindings.call_apply(store, &wit, &changes)
+            });
+            logs.extend(called.logs);
+            called
+                .outcome?
+                .map_err(|message| provider_error(plugin, message))
+        })
+    }
+
+    fn refresh(&self, resource: &PreparedResource) -> Call<()> {
+        self.session(resource, Phase::Change, |plugin, _, instance, logs| {
+            let wit = convert::resource_to_wit(resource);
+            let called = plugin.call(instance, |bindings, store| {
+                bindings.call_refresh(store, &wit)
+            });
+            logs.extend(called.logs);
+            called
+                .outcome?
+                .map_err(|message| provider_error(plugin, message))
+        })
+    }
+}

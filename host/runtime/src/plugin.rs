@@ -1,0 +1,481 @@
+//! Loading a plugin: its bytes, their digest, the import check, compilation (through
+//! the cache), pre-instantiation and `describe`; and running its instances.
+
+use crate::bindings::{Provider, ProviderPre};
+use crate::cache::{Cache, sha256_hex};
+use crate::convert::schema_from_wit;
+use crate::grants::Grant;
+use crate::policy::{Access, PluginPolicy, Source};
+use crate::state::{NameCache, Phase, PluginState, Stop};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use wasmtime::component::Linker;
+use wasmtime::{Engine, Store, StoreLimitsBuilder, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{FsPerms, ResourceTable, WasiCtxBuilder};
+use wconverge_catalog::TypeSchema;
+use wconverge_engine::{Level, LogRecord, PluginError, PluginErrorKind};
+
+/// The WIT package version this host implements.
+pub(crate) const WIT_PACKAGE: &str = "wconverge:plugin";
+pub(crate) const WIT_VERSION: &str = "0.1.0";
+
+/// Imports a plugin may have. Nothing else is ever linked: no sockets, no HTTP.
+const ALLOWED_WASI: &[&str] = &[
+    "wasi:io/",
+    "wasi:clocks/",
+    "wasi:random/",
+    "wasi:cli/",
+    "wasi:filesystem/",
+];
+const ALLOWED_HOST: &[&str] = &["log", "process", "file-metadata", "types"];
+
+/// Idle instances kept per plugin, most recently used first.
+const IDLE_INSTANCES: usize = 4;
+
+/// A loaded plugin.
+pub(crate) struct Plugin {
+    pub(crate) policy: Arc<PluginPolicy>,
+    pub(crate) digest: String,
+    pub(crate) version: String,
+    pub(crate) schemas: HashMap<String, TypeSchema>,
+    pub(crate) imports: Vec<String>,
+    pre: ProviderPre<PluginState>,
+    idle: Mutex<Vec<Instance>>,
+}
+
+/// A live instance with the grants it was made with.
+pub(crate) struct Instance {
+    key: (Phase, Vec<(String, Access)>),
+    store: Store<PluginState>,
+    bindings: Provider,
+    stdout: MemoryOutputPipe,
+    stderr: MemoryOutputPipe,
+}
+
+/// Everything loading needs from the runtime.
+pub(crate) struct Loader<'a> {
+    pub(crate) engine: &'a Engine,
+    pub(crate) linker: &'a Linker<PluginState>,
+    pub(crate) cache: &'a Cache,
+    pub(crate) builtins: &'a [(&'static str, &'static [u8])],
+    pub(crate) names: &'a Arc<NameCache>,
+}
+
+fn load_error(policy: &PluginPolicy, message: impl Into<String>) -> PluginError {
+    PluginError::new(&policy.name, PluginErrorKind::Load, message)
+}
+
+/// Checks a component's imports against what any plugin may import; the error names
+/// the first import that is refused.
+pub(crate) fn check_imports(imports: &[String]) -> Result<(), String> {
+    for import in imports {
+        if ALLOWED_WASI.iter().any(|prefix| import.starts_with(prefix)) {
+            continue;
+        }
+        if let Some(rest) = import.strip_prefix(&format!("{WIT_PACKAGE}/")) {
+            let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
+            if version != WIT_VERSION {
+                return Err(format!(
+                    "it was built against {WIT_PACKAGE}@{version}, and this wconverge \
+                     implements {WIT_PACKAGE}@{WIT_VERSION}; rebuild it against this version"
+                ));
+            }
+            if ALLOWED_HOST.contains(&interface) {
+                continue;
+            }
+        }
+        let why = if import.starts_with("wasi:sockets/") || import.starts_with("wasi:http/") {
+            "plugins have no network access"
+        } else {
+            "no policy can grant it"
+        };
+        return Err(format!("it imports `{import}`, which is refused: {why}"));
+    }
+    Ok(())
+}
+
+impl Plugin {
+    pub(crate) fn load(
+        loader: &Loader<'_>,
+        policy: Arc<PluginPolicy>,
+    ) -> Result<Plugin, PluginError> {
+        let started = Instant::now();
+        let owned;
+        let wasm: &[u8] = match &policy.source {
+            Source::Builtin => loader
+                .builtins
+                .iter()
+                .find(|(name, _)| *name == policy.name)
+                .map(|(_, bytes)| *bytes)
+                .ok_or_else(|| {
+                    load_error(
+                        &policy,
+                        format!(
+                            "there is no built-in plugin named `{}`; the built-in plugins are: {}",
+                            policy.name,
+                            loader
+                                .builtins
+                                .iter()
+                                .map(|(name, _)| *name)
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                })?,
+            Source::File(path) => {
+                owned = std::fs::read(path).map_err(|error| {
+                    load_error(
+                        &policy,
+                        format!("cannot read `{}`: {error}", path.display()),
+                    )
+                })?;
+                &owned
+            }
+        };
+        let digest = sha256_hex(wasm);
+        if let Some(pinned) = &policy.sha256
+            && *pinned != digest
+        {
+            return Err(load_error(
+                &policy,
+                format!(
+                    "digest mismatch: the policy pins sha256 {pinned}, but the component is \
+                     sha256 {digest}; refusing to load it"
+                ),
+            ));
+        }
+        let component = loader
+            .cache
+            .component(loader.engine, wasm, &digest)
+            .map_err(|error| load_error(&policy, format!("not a valid component: {error:#}")))?;
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(loader.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        check_imports(&imports).map_err(|message| load_error(&policy, message))?;
+        let pre = loader
+            .linker
+            .instantiate_pre(&component)
+            .and_then(ProviderPre::new)
+            .map_err(|error| {
+                load_error(
+                    &policy,
+                    format!("it does not fit the `provider` world: {error:#}"),
+                )
+            })?;
+        let mut plugin = Plugin {
+            policy: Arc::clone(&policy),
+            digest,
+            version: String::new(),
+            schemas: HashMap::new(),
+            imports,
+            pre,
+            idle: Mutex::new(Vec::new()),
+        };
+        let mut instance = plugin.instantiate(loader.engine, loader.names, Phase::Describe, &[])?;
+        let info = plugin
+            .call(&mut instance, |bindings, store| {
+                bindings.call_describe(store)
+            })
+            .outcome?;
+        for type_name in &policy.provides {
+            let schema = info
+                .types
+                .iter()
+                .find(|schema| schema.name == *type_name)
+                .ok_or_else(|| {
+                    load_error(
+                        &policy,
+                        format!(
+                            "the policy says it provides `{type_name}`, but it describes only: {}",
+                            info.types
+                                .iter()
+                                .map(|schema| schema.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                    )
+                })?;
+            let schema = schema_from_wit(schema)
+                .map_err(|message| load_error(&policy, format!("invalid schema: {message}")))?;
+            plugin.schemas.insert(type_name.clone(), schema);
+        }
+        plugin.version = info.version;
+        plugin.put_back(instance);
+        tracing::debug!(plugin = %policy.name, elapsed = ?started.elapsed(), "loaded");
+        Ok(plugin)
+    }
+
+    /// A fresh instance for `phase` that sees exactly `grants`.
+    pub(crate) fn instantiate(
+        &self,
+        engine: &Engine,
+        names: &Arc<NameCache>,
+        phase: Phase,
+        grants: &[Arc<Grant>],
+    ) -> Result<Instance, PluginError> {
+        let limits = &self.policy.limits;
+        let stdout = MemoryOutputPipe::new(limits.output_bytes);
+        let stderr = MemoryOutputPipe::new(limits.output_bytes);
+        let mut builder = WasiCtxBuilder::new();
+        // Must come before the preopens: each preopen records it when it is added.
+        builder.allow_blocking_current_thread(true);
+        builder.stdout(stdout.clone()).stderr(stderr.clone());
+        for grant in grants {
+            let perms = if phase == Phase::Change && grant.access == Access::ReadWrite {
+                FsPerms::ReadWrite
+            } else {
+                FsPerms::ReadOnly
+            };
+            builder
+                .preopened_dir(grant.reopen_path(), &grant.guest, perms)
+                .map_err(|error| {
+                    PluginError::new(
+                        &self.policy.name,
+                        PluginErrorKind::Denied,
+                        format!("cannot open `{}`: {error}", grant.canonical.display()),
+                    )
+                })?;
+        }
+        let state = PluginState {
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(limits.memory_bytes)
+                .trap_on_grow_failure(true)
+                .instances(64)
+                .tables(64)
+                .memories(16)
+                .build(),
+            policy: Arc::clone(&self.policy),
+            phase,
+            grants: grants.to_vec(),
+            names: Arc::clone(names),
+            logs: Vec::new(),
+            output_used: 0,
+            call_started: Instant::now(),
+            host_time: std::time::Duration::ZERO,
+            stop: None,
+        };
+        let mut store = Store::new(engine, state);
+        store.limiter(|state| &mut state.limits);
+        let cpu_limit = std::time::Duration::from_secs_f64(limits.cpu_seconds);
+        store.epoch_deadline_callback(move |mut context| {
+            let state = context.data_mut();
+            if state.guest_time() > cpu_limit {
+                state.stop = Some(Stop::Cpu);
+                wasmtime::bail!("the plugin ran past its CPU limit");
+            }
+            Ok(UpdateDeadline::Continue(1))
+        });
+        store.set_epoch_deadline(1);
+        store.data_mut().begin_call();
+        let bindings = self.pre.instantiate(&mut store).map_err(|error| {
+            let stop = store.data().stop;
+            PluginError::new(
+                &self.policy.name,
+                PluginErrorKind::Fault,
+                describe_trap(&error, stop, &self.policy, &stdout, &stderr),
+            )
+        })?;
+        Ok(Instance {
+            key: (
+                phase,
+                grants
+                    .iter()
+                    .map(|grant| (grant.guest.clone(), grant.access))
+                    .collect(),
+            ),
+            store,
+            bindings,
+            stdout,
+            stderr,
+        })
+    }
+
+    /// An idle instance made for the same phase and grants, or a new one.
+    pub(crate) fn instance(
+        &self,
+        engine: &Engine,
+        names: &Arc<NameCache>,
+        phase: Phase,
+        grants: &[Arc<Grant>],
+    ) -> Result<Instance, PluginError> {
+        let key: (Phase, Vec<(String, Access)>) = (
+            phase,
+            grants
+                .iter()
+                .map(|grant| (grant.guest.clone(), grant.access))
+                .collect(),
+        );
+        let reused = {
+            let mut idle = self.idle.lock().expect("idle instances lock");
+            idle.iter()
+                .position(|instance| instance.key == key)
+                .map(|position| idle.remove(position))
+        };
+        match reused {
+            Some(instance) => Ok(instance),
+            None => self.instantiate(engine, names, phase, grants),
+        }
+    }
+
+    /// Keeps an instance for reuse by a later call with the same grants. An instance
+    /// that wrote to stdout or stderr is dropped instead, so each call's output is its
+    /// own and within the limit.
+    pub(crate) fn put_back(&self, instance: Instance) {
+        if !instance.stdout.contents().is_empty() || !instance.stderr.contents().is_empty() {
+            return;
+        }
+        let mut idle = self.idle.lock().expect("idle instances lock");
+        idle.insert(0, instance);
+        idle.truncate(IDLE_INSTANCES);
+    }
+
+    /// Runs one export on `instance`. A trap or a limit becomes a fault naming the
+    /// plugin; the caller must then drop the instance (it cannot be entered again).
+    pub(crate) fn call<T>(
+        &self,
+        instance: &mut Instance,
+        call: impl FnOnce(&Provider, &mut Store<PluginState>) -> wasmtime::Result<T>,
+    ) -> Called<T> {
+        let stdout_before = instance.stdout.contents().len();
+        let stderr_before = instance.stderr.contents().len();
+        instance.store.data_mut().begin_call();
+        instance.store.set_epoch_deadline(1);
+        let result = call(&instance.bindings, &mut instance.store);
+        let state = instance.store.data_mut();
+        let mut logs = std::mem::take(&mut state.logs);
+        let stop = state.stop;
+        for (stream, pipe, before) in [
+            ("stdout", &instance.stdout, stdout_before),
+            ("stderr", &instance.stderr, stderr_before),
+        ] {
+            let contents = pipe.contents();
+            if contents.len() > before {
+                let text = String::from_utf8_lossy(&contents[before..]);
+                for line in text.lines().take(200) {
+                    logs.push(LogRecord {
+                        level: Level::Info,
+                        message: crate::convert::truncate(&format!("{stream}: {line}")),
+                    });
+                }
+            }
+        }
+        let outcome = result.map_err(|error| {
+            PluginError::new(
+                &self.policy.name,
+                PluginErrorKind::Fault,
+                describe_trap(
+                    &error,
+                    stop,
+                    &self.policy,
+                    &instance.stdout,
+                    &instance.stderr,
+                ),
+            )
+        });
+        Called { outcome, logs }
+    }
+}
+
+/// What one call returned and logged.
+pub(crate) struct Called<T> {
+    pub(crate) outcome: Result<T, PluginError>,
+    pub(crate) logs: Vec<LogRecord>,
+}
+
+/// Words for why a plugin stopped: the limit it hit, or its trap and what it last said
+/// on stderr (a Rust guest's panic message goes there).
+fn describe_trap(
+    error: &wasmtime::Error,
+    stop: Option<Stop>,
+    policy: &PluginPolicy,
+    stdout: &MemoryOutputPipe,
+    stderr: &MemoryOutputPipe,
+) -> String {
+    let limits = &policy.limits;
+    let plugin = &policy.name;
+    match stop {
+        Some(Stop::Cpu) => {
+            return format!(
+                "it ran past its CPU limit of {} s and was stopped (raise `cpu_seconds` in \
+                 [plugins.{plugin}.limits] if it needs more)",
+                limits.cpu_seconds
+            );
+        }
+        Some(Stop::Output) => return output_limit(policy),
+        None => {}
+    }
+    let chain = format!("{error:?}");
+    if chain.contains("forcing trap when growing memory") {
+        return format!(
+            "it tried to use more than its memory limit of {} MiB and was stopped (raise \
+             `memory_mib` in [plugins.{plugin}.limits] if it needs more)",
+            limits.memory_bytes / (1024 * 1024)
+        );
+    }
+    // A full pipe reports itself closed, so a guest may panic on it rather than trap.
+    if chain.contains("write beyond capacity of MemoryOutputPipe")
+        || stdout.contents().len() >= limits.output_bytes
+        || stderr.contents().len() >= limits.output_bytes
+    {
+        return output_limit(policy);
+    }
+    let trap = error
+        .downcast_ref::<wasmtime::Trap>()
+        .map(|trap| trap.to_string())
+        .unwrap_or_else(|| error.root_cause().to_string());
+    let said = String::from_utf8_lossy(&stderr.contents())
+        .trim()
+        .to_owned();
+    let last_words: Vec<&str> = said.lines().rev().take(3).collect();
+    if last_words.is_empty() {
+        format!("it trapped: {trap}")
+    } else {
+        let last_words: Vec<&str> = last_words.into_iter().rev().collect();
+        format!(
+            "it trapped: {trap}; its last words on stderr: {}",
+            last_words.join(" / ")
+        )
+    }
+}
+
+fn output_limit(policy: &PluginPolicy) -> String {
+    format!(
+        "it wrote more than its output limit of {} KiB and was stopped (raise `output_kib` \
+         in [plugins.{}.limits] if it needs more)",
+        policy.limits.output_bytes / 1024,
+        policy.name
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn imports_are_checked_by_interface_and_version() {
+        let ok = [
+            "wasi:io/poll@0.2.6",
+            "wasi:filesystem/types@0.2.6",
+            "wconverge:plugin/log@0.1.0",
+        ]
+        .map(str::to_owned);
+        assert_eq!(check_imports(&ok), Ok(()));
+        let sockets = ["wasi:sockets/tcp@0.2.6".to_owned()];
+        assert_eq!(
+            check_imports(&sockets),
+            Err("it imports `wasi:sockets/tcp@0.2.6`, which is refused: plugins have no network access".to_owned())
+        );
+        let newer = ["wconverge:plugin/log@0.2.0".to_owned()];
+        assert!(
+            check_imports(&newer)
+                .expect_err("version")
+                .contains("built against wconverge:plugin@0.2.0")
+        );
+    }
+}

@@ -1,0 +1,557 @@
+//! The policy: which plugins exist, where each comes from, and what each may touch.
+//!
+//! A policy is a TOML file the operator owns (`--policy FILE`); without one, the
+//! built-in [`DEFAULT_POLICY`] applies. Anything a policy does not grant is refused.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Component, Path, PathBuf};
+
+/// The policy used when no `--policy` is given. Documented in the README.
+pub const DEFAULT_POLICY: &str = r#"# wconverge's built-in policy: the built-in providers, as Puppet users expect them.
+
+# Files anywhere: the file provider sees, for each resource, only the directory
+# that holds it.
+[plugins.file]
+source = "builtin"
+directories = [{ path = "/", access = "read-write" }]
+
+# Commands from the system's program directories, as any user; `creates` may name
+# any path (read-only).
+[plugins.exec]
+source = "builtin"
+directories = [{ path = "/", access = "read" }]
+programs = ["/bin/*", "/sbin/*", "/usr/bin/*", "/usr/sbin/*", "/usr/local/bin/*", "/usr/local/sbin/*"]
+users = ["*"]
+groups = ["*"]
+
+# Messages only: no files, no programs.
+[plugins.notify]
+source = "builtin"
+"#;
+
+/// Default limits of a plugin call.
+pub const DEFAULT_MEMORY_MIB: u64 = 128;
+pub const DEFAULT_CPU_SECONDS: f64 = 10.0;
+pub const DEFAULT_OUTPUT_KIB: u64 = 1024;
+pub const DEFAULT_PROCESS_TIMEOUT_SECONDS: u64 = 3600;
+
+/// Why a policy could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("{origin}:{line}:{column}: {message}")]
+    Syntax {
+        origin: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("{origin}: plugin `{plugin}`: {message}")]
+    Invalid {
+        origin: String,
+        plugin: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Access {
+    Read,
+    ReadWrite,
+}
+
+impl Access {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Access::Read => "read",
+            Access::ReadWrite => "read-write",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default)]
+    plugins: BTreeMap<String, PluginEntry>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PluginEntry {
+    source: String,
+    sha256: Option<String>,
+    provides: Option<Vec<String>>,
+    #[serde(default)]
+    directories: Vec<DirectoryEntry>,
+    #[serde(default)]
+    programs: Vec<ProgramEntry>,
+    #[serde(default)]
+    users: Vec<String>,
+    #[serde(default)]
+    groups: Vec<String>,
+    #[serde(default)]
+    environment: Vec<String>,
+    #[serde(default)]
+    limits: LimitsEntry,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DirectoryEntry {
+    path: String,
+    access: Access,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ProgramEntry {
+    Path(String),
+    Table(ProgramTable),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProgramTable {
+    path: String,
+    /// May run while a plugin only inspects (current state, plan, noop runs).
+    #[serde(default)]
+    query: bool,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsEntry {
+    memory_mib: Option<u64>,
+    cpu_seconds: Option<f64>,
+    output_kib: Option<u64>,
+    process_timeout_seconds: Option<u64>,
+}
+
+/// Where a plugin's component comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Embedded in the `wconverge` binary.
+    Builtin,
+    /// A `.wasm` file, which must match the pinned digest.
+    File(PathBuf),
+}
+
+/// A directory a plugin may reach, and how.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirectoryGrant {
+    pub path: PathBuf,
+    pub access: Access,
+}
+
+/// A program a plugin may launch: one path, or every file directly in a directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProgramGrant {
+    pub pattern: ProgramPattern,
+    pub query: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgramPattern {
+    Exact(PathBuf),
+    /// `/usr/bin/*`: any file directly in the directory.
+    Children(PathBuf),
+}
+
+impl ProgramPattern {
+    pub fn matches(&self, program: &Path) -> bool {
+        match self {
+            ProgramPattern::Exact(path) => program == path,
+            ProgramPattern::Children(dir) => program.parent() == Some(dir.as_path()),
+        }
+    }
+}
+
+impl std::fmt::Display for ProgramPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgramPattern::Exact(path) => write!(f, "{}", path.display()),
+            ProgramPattern::Children(dir) => write!(f, "{}/*", dir.display()),
+        }
+    }
+}
+
+/// Who a plugin may run programs as.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principals {
+    Any,
+    Only(Vec<String>),
+}
+
+impl Principals {
+    fn from_list(list: Vec<String>) -> Self {
+        if list.iter().any(|entry| entry == "*") {
+            Principals::Any
+        } else {
+            Principals::Only(list)
+        }
+    }
+
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            Principals::Any => true,
+            Principals::Only(names) => names.iter().any(|allowed| allowed == name),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub memory_bytes: usize,
+    pub cpu_seconds: f64,
+    pub output_bytes: usize,
+    pub process_timeout_seconds: u64,
+}
+
+/// One plugin's entry, checked.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PluginPolicy {
+    pub name: String,
+    pub source: Source,
+    /// Lowercase hex.
+    pub sha256: Option<String>,
+    pub provides: Vec<String>,
+    pub directories: Vec<DirectoryGrant>,
+    pub programs: Vec<ProgramGrant>,
+    pub users: Principals,
+    pub groups: Principals,
+    /// Environment variables the plugin may set although they are refused by default
+    /// (`PATH`, `LD_*`, `DYLD_*`).
+    pub environment: Vec<String>,
+    pub limits: Limits,
+}
+
+/// A checked policy.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Policy {
+    pub origin: String,
+    pub plugins: Vec<PluginPolicy>,
+}
+
+impl Policy {
+    /// The built-in policy.
+    pub fn builtin() -> Policy {
+        Policy::parse(DEFAULT_POLICY, "built-in policy", None)
+            .expect("the built-in policy is valid")
+    }
+
+    /// Parses a policy. `origin` names it in messages; relative plugin paths resolve
+    /// against `base_dir` (the policy file's directory).
+    pub fn parse(text: &str, origin: &str, base_dir: Option<&Path>) -> Result<Policy, PolicyError> {
+        let file: PolicyFile = toml::from_str(text).map_err(|error| {
+            let (line, column) = error
+                .span()
+                .map(|span| line_column(text, span.start))
+                .unwrap_or((1, 1));
+            PolicyError::Syntax {
+                origin: origin.to_owned(),
+                line,
+                column,
+                message: error.message().to_owned(),
+            }
+        })?;
+        let mut plugins = Vec::with_capacity(file.plugins.len());
+        for (name, entry) in file.plugins {
+            let invalid = |message: String| PolicyError::Invalid {
+                origin: origin.to_owned(),
+                plugin: name.clone(),
+                message,
+            };
+            plugins.push(check_entry(&name, entry, base_dir).map_err(invalid)?);
+        }
+        let policy = Policy {
+            origin: origin.to_owned(),
+            plugins,
+        };
+        policy.check_provides()?;
+        Ok(policy)
+    }
+
+    fn check_provides(&self) -> Result<(), PolicyError> {
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        for plugin in &self.plugins {
+            for type_name in &plugin.provides {
+                if let Some(other) = seen.insert(type_name, &plugin.name) {
+                    return Err(PolicyError::Invalid {
+                        origin: self.origin.clone(),
+                        plugin: plugin.name.clone(),
+                        message: format!(
+                            "type `{type_name}` is already provided by plugin `{other}`; \
+                             remove it from one of the two `provides` lists"
+                        ),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    pub fn plugin(&self, name: &str) -> Option<&PluginPolicy> {
+        self.plugins.iter().find(|plugin| plugin.name == name)
+    }
+
+    /// The plugin that provides `type_name`.
+    pub fn provider_of(&self, type_name: &str) -> Option<&PluginPolicy> {
+        self.plugins
+            .iter()
+            .find(|plugin| plugin.provides.iter().any(|provided| provided == type_name))
+    }
+}
+
+fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit('\n')
+        .next()
+        .map_or(0, |rest| rest.chars().count())
+        + 1;
+    (line, column)
+}
+
+fn is_valid_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-')
+}
+
+/// An absolute path without `.`, `..` or empty components.
+fn absolute(path: &str, what: &str) -> Result<PathBuf, String> {
+    let parsed = Path::new(path);
+    if !parsed.is_absolute() {
+        return Err(format!("{what} `{path}` is not an absolute path"));
+    }
+    if parsed
+        .components()
+        .any(|component| matches!(component, Component::CurDir | Component::ParentDir))
+    {
+        return Err(format!("{what} `{path}` contains `.` or `..`"));
+    }
+    Ok(parsed.components().collect())
+}
+
+fn check_entry(
+    name: &str,
+    entry: PluginEntry,
+    base_dir: Option<&Path>,
+) -> Result<PluginPolicy, String> {
+    if !is_valid_name(name) {
+        return Err(
+            "plugin names are lowercase letters, digits, `_` and `-`, starting with a letter"
+                .to_owned(),
+        );
+    }
+    let source = match entry.source.as_str() {
+        "builtin" => Source::Builtin,
+        "" => return Err("`source` is empty".to_owned()),
+        path => {
+            let path = Path::new(path);
+            let resolved = match base_dir {
+                Some(base) if path.is_relative() => base.join(path),
+                _ => path.to_path_buf(),
+            };
+            Source::File(resolved)
+        }
+    };
+    let sha256 = match entry.sha256 {
+        Some(digest) => {
+            let digest = digest.to_ascii_lowercase();
+            if digest.len() != 64 || !digest.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(format!("`sha256` `{digest}` is not 64 hexadecimal digits"));
+            }
+            Some(digest)
+        }
+        None => None,
+    };
+    if matches!(source, Source::File(_)) && sha256.is_none() {
+        return Err(
+            "a plugin loaded from a file must be pinned: add `sha256 = \"...\"` with the \
+             digest of the reviewed .wasm (`sha256sum FILE` prints it)"
+                .to_owned(),
+        );
+    }
+    let provides = entry.provides.unwrap_or_else(|| vec![name.to_owned()]);
+    for type_name in &provides {
+        if !is_valid_name(type_name) {
+            return Err(format!(
+                "`provides` entry `{type_name}` is not a lowercase type name"
+            ));
+        }
+    }
+    let directories = entry
+        .directories
+        .into_iter()
+        .map(|directory| {
+            Ok(DirectoryGrant {
+                path: absolute(&directory.path, "directory")?,
+                access: directory.access,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let programs = entry
+        .programs
+        .into_iter()
+        .map(|program| {
+            let (path, query) = match program {
+                ProgramEntry::Path(path) => (path, false),
+                ProgramEntry::Table(table) => (table.path, table.query),
+            };
+            let pattern = match path.strip_suffix("/*") {
+                Some(dir) if !dir.is_empty() => ProgramPattern::Children(absolute(dir, "program directory")?),
+                _ if path.contains('*') => {
+                    return Err(format!(
+                        "program `{path}`: `*` is allowed only as a whole last component, as in `/usr/bin/*`"
+                    ));
+                }
+                _ => ProgramPattern::Exact(absolute(&path, "program")?),
+            };
+            Ok(ProgramGrant { pattern, query })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    for variable in &entry.environment {
+        if variable.is_empty() || variable.contains('=') || variable.contains('\0') {
+            return Err(format!(
+                "`environment` entry `{variable}` is not a variable name"
+            ));
+        }
+    }
+    let limits = Limits {
+        memory_bytes: mib_to_bytes(
+            entry.limits.memory_mib.unwrap_or(DEFAULT_MEMORY_MIB),
+            "memory_mib",
+        )?,
+        cpu_seconds: match entry.limits.cpu_seconds.unwrap_or(DEFAULT_CPU_SECONDS) {
+            seconds if seconds > 0.0 && seconds <= 3600.0 => seconds,
+            seconds => {
+                return Err(format!(
+                    "`cpu_seconds` {seconds} must be above 0 and at most 3600"
+                ));
+            }
+        },
+        output_bytes: usize::try_from(entry.limits.output_kib.unwrap_or(DEFAULT_OUTPUT_KIB))
+            .ok()
+            .filter(|kib| (1..=1024 * 1024).contains(kib))
+            .ok_or("`output_kib` must be between 1 and 1048576")?
+            * 1024,
+        process_timeout_seconds: match entry
+            .limits
+            .process_timeout_seconds
+            .unwrap_or(DEFAULT_PROCESS_TIMEOUT_SECONDS)
+        {
+            0 => return Err("`process_timeout_seconds` must be above 0".to_owned()),
+            seconds => seconds,
+        },
+    };
+    Ok(PluginPolicy {
+        name: name.to_owned(),
+        source,
+        sha256,
+        provides,
+        directories,
+        programs,
+        users: Principals::from_list(entry.users),
+        groups: Principals::from_list(entry.groups),
+        environment: entry.environment,
+        limits,
+    })
+}
+
+fn mib_to_bytes(mib: u64, key: &str) -> Result<usize, String> {
+    if !(2..=64 * 1024).contains(&mib) {
+        return Err(format!("`{key}` {mib} must be between 2 and 65536"));
+    }
+    usize::try_from(mib * 1024 * 1024).map_err(|_| format!("`{key}` {mib} is too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_builtin_policy_grants_what_the_readme_says() {
+        let policy = Policy::builtin();
+        let exec = policy.provider_of("exec").expect("exec is provided");
+        assert!(
+            exec.programs
+                .iter()
+                .any(|grant| grant.pattern.matches(Path::new("/bin/sh")))
+        );
+        assert!(
+            !exec
+                .programs
+                .iter()
+                .any(|grant| grant.pattern.matches(Path::new("/tmp/sh")))
+        );
+        assert!(
+            !exec
+                .programs
+                .iter()
+                .any(|grant| grant.pattern.matches(Path::new("/usr/bin/x/y")))
+        );
+        let notify = policy.plugin("notify").expect("notify");
+        assert!(notify.directories.is_empty() && notify.programs.is_empty());
+        assert_eq!(notify.limits.memory_bytes, 128 * 1024 * 1024);
+    }
+
+    #[test]
+    fn syntax_errors_name_line_and_column() {
+        let error = Policy::parse(
+            "[plugins.file]\nsource = \"builtin\"\nbogus = 1\n",
+            "p.toml",
+            None,
+        )
+        .expect_err("unknown key");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("p.toml:3:1: unknown field `bogus`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn file_plugins_must_be_pinned_and_paths_absolute() {
+        let unpinned = Policy::parse("[plugins.x]\nsource = \"x.wasm\"\n", "p.toml", None)
+            .expect_err("unpinned");
+        assert!(
+            unpinned.to_string().contains("must be pinned"),
+            "{unpinned}"
+        );
+        let relative = Policy::parse(
+            "[plugins.x]\nsource = \"builtin\"\ndirectories = [{ path = \"srv\", access = \"read\" }]\n",
+            "p.toml",
+            None,
+        )
+        .expect_err("relative");
+        assert_eq!(
+            relative.to_string(),
+            "p.toml: plugin `x`: directory `srv` is not an absolute path"
+        );
+        let glob = Policy::parse(
+            "[plugins.x]\nsource = \"builtin\"\nprograms = [\"/usr/bin/py*\"]\n",
+            "p.toml",
+            None,
+        )
+        .expect_err("partial glob");
+        assert!(glob.to_string().contains("whole last component"), "{glob}");
+    }
+
+    #[test]
+    fn two_plugins_cannot_provide_one_type() {
+        let error = Policy::parse(
+            "[plugins.a]\nsource = \"builtin\"\nprovides = [\"file\"]\n[plugins.file]\nsource = \"builtin\"\n",
+            "p.toml",
+            None,
+        )
+        .expect_err("conflict");
+        assert!(
+            error.to_string().contains("already provided by plugin `a`"),
+            "{error}"
+        );
+    }
+}

@@ -1,0 +1,332 @@
+//! What a plugin instance's store holds, and the host side of the imports it calls:
+//! `log`, `process` and `file-metadata`.
+
+use crate::bindings::{file_metadata, log, process};
+use crate::convert::truncate;
+use crate::grants::Grant;
+use crate::policy::{Access, PluginPolicy};
+use crate::process::Launch;
+use rustix::fd::{AsFd, AsRawFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use wasmtime::StoreLimits;
+use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
+use wconverge_engine::{Level, LogRecord};
+
+/// What a call may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Phase {
+    /// `describe` and `validate`: no directories, no programs.
+    Describe,
+    /// `current-state` and `plan`, and everything in a noop run: directories read-only,
+    /// only query programs.
+    Inspect,
+    /// `apply` and `refresh`: the access the resource declares, as the policy allows.
+    Change,
+}
+
+/// Why the host stopped a plugin: it turns a trap into a message that says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Cpu,
+    Output,
+}
+
+/// User and group names by id, shared by every instance of a run.
+#[derive(Default)]
+pub(crate) struct NameCache {
+    users: Mutex<HashMap<u32, Option<String>>>,
+    groups: Mutex<HashMap<u32, Option<String>>>,
+}
+
+impl NameCache {
+    fn user(&self, uid: u32) -> Option<String> {
+        let mut users = self.users.lock().expect("name cache lock");
+        users
+            .entry(uid)
+            .or_insert_with(|| {
+                nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+                    .ok()
+                    .flatten()
+                    .map(|user| user.name)
+            })
+            .clone()
+    }
+
+    fn group(&self, gid: u32) -> Option<String> {
+        let mut groups = self.groups.lock().expect("name cache lock");
+        groups
+            .entry(gid)
+            .or_insert_with(|| {
+                nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid))
+                    .ok()
+                    .flatten()
+                    .map(|group| group.name)
+            })
+            .clone()
+    }
+}
+
+/// The data of one plugin instance's store.
+pub(crate) struct PluginState {
+    pub(crate) wasi: WasiCtx,
+    pub(crate) table: ResourceTable,
+    pub(crate) limits: StoreLimits,
+    pub(crate) policy: Arc<PluginPolicy>,
+    pub(crate) phase: Phase,
+    pub(crate) grants: Vec<Arc<Grant>>,
+    pub(crate) names: Arc<NameCache>,
+    /// Per call: what the plugin logged, and how many bytes of output it used.
+    pub(crate) logs: Vec<LogRecord>,
+    pub(crate) output_used: usize,
+    /// Per call: when it started and how long the host spent in imports since, which
+    /// the CPU limit does not count.
+    pub(crate) call_started: Instant,
+    pub(crate) host_time: Duration,
+    pub(crate) stop: Option<Stop>,
+}
+
+impl PluginState {
+    pub(crate) fn begin_call(&mut self) {
+        self.logs.clear();
+        self.output_used = 0;
+        self.call_started = Instant::now();
+        self.host_time = Duration::ZERO;
+        self.stop = None;
+    }
+
+    /// Time the plugin's own code has run in this call.
+    pub(crate) fn guest_time(&self) -> Duration {
+        self.call_started.elapsed().saturating_sub(self.host_time)
+    }
+
+    fn launch(&self) -> Launch {
+        match self.phase {
+            Phase::Describe => Launch::Never,
+            Phase::Inspect => Launch::QueriesOnly,
+            Phase::Change => Launch::Allowed,
+        }
+    }
+
+    /// The grant containing `path`, and the rest of the path below it.
+    fn locate<'a>(&self, path: &'a str) -> Result<(&Arc<Grant>, &'a str), String> {
+        self.grants
+            .iter()
+            .filter_map(|grant| {
+                let guest = grant.guest.as_str();
+                let rest = if path == guest {
+                    Some("")
+                } else if guest == "/" {
+                    path.strip_prefix('/')
+                } else {
+                    path.strip_prefix(guest)
+                        .and_then(|rest| rest.strip_prefix('/'))
+                };
+                rest.map(|rest| (grant, rest))
+            })
+            .max_by_key(|(grant, _)| grant.guest.len())
+            .ok_or_else(|| format!("`{path}` is outside the directories granted to this call"))
+    }
+
+    /// The grant and the single file name of a direct child of a writable grant.
+    fn locate_writable<'a>(&self, path: &'a str) -> Result<(&Arc<Grant>, &'a str), String> {
+        let (grant, rest) = self.locate(path)?;
+        if self.phase != Phase::Change || grant.access != Access::ReadWrite {
+            return Err(format!("`{path}` is read-only in this call"));
+        }
+        if rest.is_empty() || rest.contains('/') || rest == "." || rest == ".." {
+            return Err(format!(
+                "`{path}` is not a file directly inside a granted directory"
+            ));
+        }
+        Ok((grant, rest))
+    }
+
+    fn record(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
+        self.output_used += message.len();
+        if self.output_used > self.policy.limits.output_bytes {
+            self.stop = Some(Stop::Output);
+            wasmtime::bail!("the plugin logged more than its output limit");
+        }
+        self.logs.push(LogRecord {
+            level,
+            message: truncate(&message),
+        });
+        Ok(())
+    }
+}
+
+impl WasiView for PluginState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+impl crate::bindings::types::Host for PluginState {}
+
+impl log::Host for PluginState {
+    fn log(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
+        let level = match level {
+            log::Level::Debug => Level::Debug,
+            log::Level::Info => Level::Info,
+            log::Level::Notice => Level::Notice,
+            log::Level::Warning => Level::Warning,
+            log::Level::Error => Level::Error,
+        };
+        self.record(level, message)
+    }
+}
+
+impl process::Host for PluginState {
+    fn run(&mut self, command: process::Command) -> Result<process::Output, String> {
+        let started = Instant::now();
+        let result = crate::process::check(&self.policy, self.launch(), &command)
+            .and_then(crate::process::run);
+        self.host_time += started.elapsed();
+        if let Err(message) = &result {
+            tracing::warn!(plugin = %self.policy.name, "{message}");
+        }
+        result
+    }
+}
+
+fn kind_of(file_type: FileType) -> file_metadata::FileKind {
+    match file_type {
+        FileType::RegularFile => file_metadata::FileKind::File,
+        FileType::Directory => file_metadata::FileKind::Directory,
+        FileType::Symlink => file_metadata::FileKind::Symlink,
+        _ => file_metadata::FileKind::Other,
+    }
+}
+
+/// Opens the entry `name` directly in `dir` as an `O_PATH` handle on the entry itself,
+/// and refuses anything but a regular file or a directory (never a symlink).
+fn open_entry(dir: &OwnedFd, name: &str, path: &str) -> Result<OwnedFd, String> {
+    let fd = rustix::fs::openat(
+        dir,
+        name,
+        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|error| format!("cannot open `{path}`: {error}"))?;
+    let stat = rustix::fs::fstat(&fd).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
+    match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile | FileType::Directory => Ok(fd),
+        FileType::Symlink => Err(format!("`{path}` is a symlink; it is never followed")),
+        _ => Err(format!("`{path}` is not a regular file or a directory")),
+    }
+}
+
+impl file_metadata::Host for PluginState {
+    fn stat(&mut self, path: String) -> Result<Option<file_metadata::FileStat>, String> {
+        let (grant, rest) = self.locate(&path)?;
+        let stat = if rest.is_empty() {
+            rustix::fs::fstat(&grant.fd)
+        } else {
+            // Resolve the parent beneath the grant, so no symlink inside it can lead
+            // out; the entry itself is not followed.
+            let (parent, name) = match rest.rsplit_once('/') {
+                Some((parent, name)) => (Some(parent), name),
+                None => (None, rest),
+            };
+            let parent_fd;
+            let dir = match parent {
+                Some(parent) => {
+                    parent_fd = match rustix::fs::openat2(
+                        &grant.fd,
+                        parent,
+                        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                        Mode::empty(),
+                        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+                    ) {
+                        Ok(fd) => fd,
+                        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => {
+                            return Ok(None);
+                        }
+                        Err(error) => return Err(format!("cannot reach `{path}`: {error}")),
+                    };
+                    parent_fd.as_fd()
+                }
+                None => grant.fd.as_fd(),
+            };
+            rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+        };
+        let stat = match stat {
+            Ok(stat) => stat,
+            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => return Ok(None),
+            Err(error) => return Err(format!("cannot stat `{path}`: {error}")),
+        };
+        Ok(Some(file_metadata::FileStat {
+            kind: kind_of(FileType::from_raw_mode(stat.st_mode)),
+            mode: stat.st_mode & 0o7777,
+            uid: stat.st_uid,
+            gid: stat.st_gid,
+            owner: self.names.user(stat.st_uid),
+            group: self.names.group(stat.st_gid),
+            size: u64::try_from(stat.st_size).unwrap_or(0),
+        }))
+    }
+
+    fn set_mode(&mut self, path: String, mode: u32) -> Result<(), String> {
+        if mode > 0o7777 {
+            return Err(format!("mode {mode:o} has bits above 07777"));
+        }
+        let (grant, name) = self.locate_writable(&path)?;
+        let fd = open_entry(&grant.fd, name, &path)?;
+        // chmod through the O_PATH handle's /proc entry changes exactly the inode that
+        // was opened without following links (fchmod does not take O_PATH handles).
+        rustix::fs::chmod(
+            format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
+            Mode::from_raw_mode(mode),
+        )
+        .map_err(|error| format!("cannot set the mode of `{path}`: {error}"))
+    }
+
+    fn set_owner(
+        &mut self,
+        path: String,
+        owner: Option<String>,
+        group: Option<String>,
+    ) -> Result<(), String> {
+        let (grant, name) = self.locate_writable(&path)?;
+        let uid = owner
+            .as_deref()
+            .map(|owner| match owner.parse::<u32>() {
+                // u32::MAX is -1, which chown reads as "leave unchanged".
+                Ok(u32::MAX) => Err(format!("`{owner}` is not a user id")),
+                Ok(uid) => Ok(uid),
+                Err(_) => nix::unistd::User::from_name(owner)
+                    .ok()
+                    .flatten()
+                    .map(|user| user.uid.as_raw())
+                    .ok_or_else(|| format!("user `{owner}` does not exist")),
+            })
+            .transpose()?;
+        let gid = group
+            .as_deref()
+            .map(|group| match group.parse::<u32>() {
+                Ok(u32::MAX) => Err(format!("`{group}` is not a group id")),
+                Ok(gid) => Ok(gid),
+                Err(_) => nix::unistd::Group::from_name(group)
+                    .ok()
+                    .flatten()
+                    .map(|entry| entry.gid.as_raw())
+                    .ok_or_else(|| format!("group `{group}` does not exist")),
+            })
+            .transpose()?;
+        let fd = open_entry(&grant.fd, name, &path)?;
+        rustix::fs::chownat(
+            &fd,
+            "",
+            uid.map(rustix::fs::Uid::from_raw),
+            gid.map(rustix::fs::Gid::from_raw),
+            AtFlags::EMPTY_PATH,
+        )
+        .map_err(|error| format!("cannot change the owner of `{path}`: {error}"))
+    }
+}
