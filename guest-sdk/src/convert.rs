@@ -53,7 +53,9 @@ pub(crate) fn value_from_wit(value: &wit::Value) -> Result<Value, String> {
 
 fn node_to_value(nodes: &[wit::ValueNode], idx: usize, depth: usize) -> Result<Value, String> {
     if depth > MAX_DEPTH {
-        return Err(format!("a value from the host nests deeper than {MAX_DEPTH}"));
+        return Err(format!(
+            "a value from the host nests deeper than {MAX_DEPTH}"
+        ));
     }
     let child = |child_idx: u32| -> Result<Value, String> {
         let child_idx = child_idx as usize;
@@ -239,7 +241,10 @@ pub fn plan<P: Provider>(
 }
 
 /// Entry point of the `apply` export.
-pub fn apply<P: Provider>(resource: wit::Resource, changes: Vec<wit::Change>) -> Result<(), String> {
+pub fn apply<P: Provider>(
+    resource: wit::Resource,
+    changes: Vec<wit::Change>,
+) -> Result<(), String> {
     let resource = resource_from_wit(resource)?;
     let changes = changes
         .into_iter()

@@ -256,7 +256,7 @@ macro_rules! export_provider {
                 }
             }
 
-            $crate::wit::export!(WconvergeProviderExport with_types_in $crate::wit);
+    $crate::wit::export!(WconvergeProviderExport with_types_in $crate::wit);
         };
     };
 }

@@ -191,8 +191,7 @@ mod imp {
     pub(super) fn run(command: &Command) -> Result<Output, String> {
         if command.user.is_some() || command.group.is_some() || command.umask.is_some() {
             return Err(
-                "the native test harness runs commands as the test's own user and umask"
-                    .to_owned(),
+                "the native test harness runs commands as the test's own user and umask".to_owned(),
             );
         }
         let mut process = std::process::Command::new(&command.program);
@@ -218,7 +217,11 @@ mod imp {
         }
         let deadline = command.timeout.map(|timeout| started + timeout);
         loop {
-            if child.try_wait().map_err(|error| error.to_string())?.is_some() {
+            if child
+                .try_wait()
+                .map_err(|error| error.to_string())?
+                .is_some()
+            {
                 break;
             }
             if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
@@ -235,7 +238,9 @@ mod imp {
             }
             std::thread::sleep(Duration::from_millis(2));
         }
-        let output = child.wait_with_output().map_err(|error| error.to_string())?;
+        let output = child
+            .wait_with_output()
+            .map_err(|error| error.to_string())?;
         let status = match output.status.code() {
             Some(code) => ExitStatus::Exited(code),
             None => {

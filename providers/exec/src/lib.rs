@@ -33,18 +33,14 @@ impl Provider for ExecProvider {
             .attribute(
                 Attribute::new(
                     "command",
-                    DataType::OneOf(vec![
-                        DataType::String,
-                        DataType::array_of(DataType::String),
-                    ]),
+                    DataType::OneOf(vec![DataType::String, DataType::array_of(DataType::String)]),
                     "A string run by /bin/sh -c, or an argv array whose first element is \
                      an absolute path. Defaults to the title.",
                 )
                 .namevar(),
             )
             .attribute(
-                Attribute::new("cwd", DataType::String, "Absolute working directory.")
-                    .parameter(),
+                Attribute::new("cwd", DataType::String, "Absolute working directory.").parameter(),
             )
             .attribute(
                 Attribute::new(
@@ -59,9 +55,7 @@ impl Provider for ExecProvider {
                 .parameter(),
             )
             .attribute(Attribute::new("user", DataType::String, "User to run as.").parameter())
-            .attribute(
-                Attribute::new("group", DataType::String, "Group to run as.").parameter(),
-            )
+            .attribute(Attribute::new("group", DataType::String, "Group to run as.").parameter())
             .attribute(
                 Attribute::new("umask", DataType::String, "Umask in octal, like '022'.")
                     .parameter(),
@@ -166,7 +160,9 @@ impl Provider for ExecProvider {
         Ok(vec![Change::new(
             "returns",
             Some("notrun".into()),
-            Some(Value::Array(expected.into_iter().map(Value::Integer).collect())),
+            Some(Value::Array(
+                expected.into_iter().map(Value::Integer).collect(),
+            )),
             "executed successfully",
         )])
     }
@@ -210,7 +206,9 @@ fn argv(resource: &Resource) -> Result<Vec<String>> {
                 Some(_) => Ok(argv),
             }
         }
-        _ => Err(Error::new("`command` must be a string or an array of strings")),
+        _ => Err(Error::new(
+            "`command` must be a string or an array of strings",
+        )),
     }
 }
 
@@ -284,7 +282,13 @@ fn timeout(resource: &Resource) -> Result<Duration> {
 fn expected_returns(resource: &Resource) -> Vec<i64> {
     let returns: Vec<i64> = resource
         .get("returns")
-        .map(|value| value.as_list().iter().filter_map(|v| v.as_integer()).collect())
+        .map(|value| {
+            value
+                .as_list()
+                .iter()
+                .filter_map(|v| v.as_integer())
+                .collect()
+        })
         .unwrap_or_default();
     if returns.is_empty() { vec![0] } else { returns }
 }
@@ -324,19 +328,26 @@ fn run(resource: &Resource) -> Result<()> {
     }
     let output = command.run()?;
     let expected = expected_returns(resource);
-    let success = matches!(output.status, ExitStatus::Exited(code) if expected.contains(&i64::from(code)));
+    let success =
+        matches!(output.status, ExitStatus::Exited(code) if expected.contains(&i64::from(code)));
     let logoutput = resource.get_str("logoutput").unwrap_or("on_failure");
     if logoutput == "true" || (logoutput == "on_failure" && !success) {
-        log_output(&output);
+        // The output of a sensitive command may echo any part of it; the host can only
+        // redact the whole value, so the output is withheld (as Puppet does).
+        if resource.get("command").is_some_and(Value::is_sensitive) {
+            log::notice("[the output of a sensitive command is not shown]");
+        } else {
+            log_output(&output);
+        }
     }
     if success {
         return Ok(());
     }
     let shown = display(resource);
     Err(Error::new(match output.status {
-        ExitStatus::Exited(code) => format!(
-            "`{shown}` returned {code} instead of one of {expected:?}"
-        ),
+        ExitStatus::Exited(code) => {
+            format!("`{shown}` returned {code} instead of one of {expected:?}")
+        }
         ExitStatus::Signaled(signal) => format!("`{shown}` was killed by signal {signal}"),
         ExitStatus::TimedOut => format!(
             "`{shown}` ran past its timeout of {} seconds; its process group was killed",
@@ -405,19 +416,38 @@ mod tests {
     fn refreshonly_and_creates_mean_no_change() {
         let state = State::new().with("returns", "notrun");
         let refreshonly = exec("true").with("refreshonly", true);
-        assert!(ExecProvider::plan(&refreshonly, &state).expect("plan").is_empty());
+        assert!(
+            ExecProvider::plan(&refreshonly, &state)
+                .expect("plan")
+                .is_empty()
+        );
         let created = State::new().with("creates_exists", true);
-        assert!(ExecProvider::plan(&exec("true"), &created).expect("plan").is_empty());
-        assert_eq!(ExecProvider::plan(&exec("true"), &state).expect("plan").len(), 1);
+        assert!(
+            ExecProvider::plan(&exec("true"), &created)
+                .expect("plan")
+                .is_empty()
+        );
+        assert_eq!(
+            ExecProvider::plan(&exec("true"), &state)
+                .expect("plan")
+                .len(),
+            1
+        );
     }
 
     #[test]
     fn native_run_checks_returns_and_logs_output_on_failure() {
         assert_eq!(run(&exec("exit 0")), Ok(()));
         let error = run(&exec("echo oops; exit 3")).expect_err("3 is not expected");
-        assert_eq!(error.message(), "`echo oops; exit 3` returned 3 instead of one of [0]");
+        assert_eq!(
+            error.message(),
+            "`echo oops; exit 3` returned 3 instead of one of [0]"
+        );
         let logs = log::take_captured();
-        assert!(logs.iter().any(|(_, message)| message == "stdout: oops"), "{logs:?}");
+        assert!(
+            logs.iter().any(|(_, message)| message == "stdout: oops"),
+            "{logs:?}"
+        );
         let accepted = exec("exit 3").with("returns", vec![0i64, 3]);
         assert_eq!(run(&accepted), Ok(()));
     }
@@ -426,6 +456,11 @@ mod tests {
     fn native_run_kills_at_the_timeout() {
         let slow = exec("sleep 5").with("timeout", 0.2);
         let error = run(&slow).expect_err("times out");
-        assert!(error.message().contains("ran past its timeout of 0.2 seconds"), "{error}");
+        assert!(
+            error
+                .message()
+                .contains("ran past its timeout of 0.2 seconds"),
+            "{error}"
+        );
     }
 }

@@ -526,7 +526,11 @@ mod tests {
             FileProvider::plan(&resource, &State::new().with("ensure", "absent")).expect("plan");
         assert_eq!(changes.len(), 1);
         assert_eq!(changes[0].attribute, "ensure");
-        assert!(changes[0].message.starts_with("created with content {sha256}"));
+        assert!(
+            changes[0]
+                .message
+                .starts_with("created with content {sha256}")
+        );
         assert!(changes[0].message.ends_with("mode 0644"));
     }
 
@@ -537,9 +541,16 @@ mod tests {
             .with("owner", "root")
             .with("owner_id", 0i64);
         let by_id = file("/srv/x").with("owner", "0");
-        assert!(FileProvider::plan(&by_id, &current).expect("plan").is_empty());
+        assert!(
+            FileProvider::plan(&by_id, &current)
+                .expect("plan")
+                .is_empty()
+        );
         let by_name = file("/srv/x").with("owner", "daemon");
-        assert_eq!(FileProvider::plan(&by_name, &current).expect("plan").len(), 1);
+        assert_eq!(
+            FileProvider::plan(&by_name, &current).expect("plan").len(),
+            1
+        );
     }
 
     #[test]
@@ -563,7 +574,10 @@ mod tests {
         let current = FileProvider::current_state(&resource).expect("state");
         let changes = FileProvider::plan(&resource, &current).expect("plan");
         assert_eq!(
-            changes.iter().map(|c| c.attribute.as_str()).collect::<Vec<_>>(),
+            changes
+                .iter()
+                .map(|c| c.attribute.as_str())
+                .collect::<Vec<_>>(),
             vec!["content", "mode"]
         );
         FileProvider::apply(&resource, &changes).expect("apply");
@@ -573,7 +587,11 @@ mod tests {
             "old\n"
         );
         let after = FileProvider::current_state(&resource).expect("state");
-        assert!(FileProvider::plan(&resource, &after).expect("plan").is_empty());
+        assert!(
+            FileProvider::plan(&resource, &after)
+                .expect("plan")
+                .is_empty()
+        );
         let leftovers = std::fs::read_dir(&dir)
             .expect("list")
             .filter(|entry| {

@@ -19,8 +19,7 @@ impl Provider for NotifyProvider {
                 "Logs a message at notice level every time it is applied.",
             )
             .attribute(
-                Attribute::new("name", DataType::String, "An arbitrary name; the title.")
-                    .namevar(),
+                Attribute::new("name", DataType::String, "An arbitrary name; the title.").namevar(),
             )
             .attribute(Attribute::new(
                 "message",

@@ -1,0 +1,278 @@
+//! Everything the CLI prints. Reports and listings go to stdout, problems to stderr; a
+//! closed stdout (`wconverge ... | head`) ends the output quietly, as ripgrep does.
+#![expect(clippy::print_stderr, reason = "this module is where the CLI writes")]
+
+use serde::Serialize;
+use std::io::Write;
+use wconverge_catalog::{Problem, TypeSchema, display_type_name};
+use wconverge_engine::Prepared;
+use wconverge_engine::report::{Report, ResourceReport, Status};
+use wconverge_runtime::PluginSummary;
+
+/// Writes to stdout; a broken pipe ends the process successfully.
+fn out(text: &str) {
+    let mut stdout = std::io::stdout().lock();
+    if let Err(error) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if error.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("wconverge: cannot write to stdout: {error}");
+        std::process::exit(1);
+    }
+}
+
+pub(crate) fn line(text: &str) {
+    out(&format!("{text}\n"));
+}
+
+pub(crate) fn error(message: &str) {
+    eprintln!("error: {message}");
+}
+
+pub(crate) fn json(value: &impl Serialize) {
+    let text = serde_json::to_string_pretty(value).expect("report types always serialize");
+    line(&text);
+}
+
+pub(crate) fn problems(problems: &[Problem]) {
+    let n_problems = problems.len();
+    eprintln!(
+        "error: the catalog has {n_problems} problem{}; nothing was changed",
+        if n_problems == 1 { "" } else { "s" }
+    );
+    for problem in problems {
+        let mut text = String::new();
+        if let Some(location) = &problem.location {
+            text.push_str(&format!("{location}: "));
+        }
+        if let Some(resource) = &problem.resource {
+            text.push_str(&format!("{resource}: "));
+        }
+        text.push_str(&problem.message);
+        eprintln!("  {text}");
+        if let Some(help) = &problem.help {
+            eprintln!("    help: {help}");
+        }
+    }
+}
+
+fn describe_resource(resource: &ResourceReport) -> Vec<String> {
+    let name = &resource.resource;
+    let mut lines = Vec::new();
+    match resource.status {
+        Status::Changed | Status::WouldChange => {
+            let prefix = if resource.status == Status::WouldChange {
+                "would change: "
+            } else {
+                ""
+            };
+            for change in &resource.changes {
+                lines.push(format!("{name}: {prefix}{}", change.message));
+            }
+        }
+        Status::Failed => lines.push(format!(
+            "{name}: failed: {}",
+            resource.error.as_deref().unwrap_or("no reason given")
+        )),
+        Status::SkippedFailedDependency => lines.push(format!(
+            "{name}: skipped: {} failed",
+            resource.failed_dependencies.join(", ")
+        )),
+        Status::Unchanged => {}
+    }
+    if let Some(refresh) = &resource.refresh {
+        let what = match refresh.outcome {
+            "refreshed" => "refreshed",
+            "would_refresh" => "would refresh",
+            _ => "refresh failed",
+        };
+        lines.push(format!(
+            "{name}: {what} (notified by {})",
+            refresh.triggered_by.join(", ")
+        ));
+    }
+    for log in &resource.logs {
+        if matches!(log.level, "notice" | "warning" | "error") {
+            lines.push(format!("{name}: {}: {}", log.level, log.message));
+        }
+    }
+    lines
+}
+
+pub(crate) fn report_human(report: &Report) {
+    let mut text = String::new();
+    for resource in &report.resources {
+        for line in describe_resource(resource) {
+            text.push_str(&line);
+            text.push('\n');
+        }
+    }
+    let summary = &report.summary;
+    let mut counts = vec![format!(
+        "{} resource{}",
+        summary.resources,
+        if summary.resources == 1 { "" } else { "s" }
+    )];
+    let mut count = |n: usize, what: &str| {
+        if n > 0 {
+            counts.push(format!("{n} {what}"));
+        }
+    };
+    if report.mode == "noop" {
+        count(summary.would_change, "would change");
+    } else {
+        count(summary.changed, "changed");
+    }
+    count(summary.unchanged, "unchanged");
+    count(summary.refreshed, "refreshed");
+    count(summary.failed, "failed");
+    count(summary.skipped, "skipped");
+    let verb = if report.mode == "noop" {
+        "noop run"
+    } else {
+        "applied"
+    };
+    text.push_str(&format!(
+        "{verb} in {:.2} s: {}\n",
+        report.duration_ms / 1000.0,
+        counts.join(", ")
+    ));
+    out(&text);
+}
+
+pub(crate) fn graph_dot(prepared: &Prepared) {
+    let graph = &prepared.graph;
+    let mut text = String::from("digraph wconverge {\n  rankdir=LR;\n");
+    for &idx in graph.order() {
+        text.push_str(&format!("  {:?};\n", graph.reference(idx).to_string()));
+    }
+    for &idx in graph.order() {
+        for (target, kind) in graph.successors(idx) {
+            let style = match kind {
+                wconverge_catalog::EdgeKind::Notify => " [style=dashed, label=\"notify\"]",
+                wconverge_catalog::EdgeKind::Before => "",
+            };
+            text.push_str(&format!(
+                "  {:?} -> {:?}{style};\n",
+                graph.reference(idx).to_string(),
+                graph.reference(*target).to_string()
+            ));
+        }
+    }
+    text.push_str("}\n");
+    out(&text);
+}
+
+#[derive(Serialize)]
+struct GraphJson {
+    /// Resources in application order.
+    order: Vec<String>,
+    edges: Vec<EdgeJson>,
+}
+
+#[derive(Serialize)]
+struct EdgeJson {
+    source: String,
+    target: String,
+    kind: wconverge_catalog::EdgeKind,
+}
+
+pub(crate) fn graph_json(prepared: &Prepared) {
+    let graph = &prepared.graph;
+    let order = graph
+        .order()
+        .iter()
+        .map(|idx| graph.reference(*idx).to_string())
+        .collect();
+    let edges = graph
+        .order()
+        .iter()
+        .flat_map(|&idx| {
+            graph
+                .successors(idx)
+                .iter()
+                .map(move |(target, kind)| EdgeJson {
+                    source: graph.reference(idx).to_string(),
+                    target: graph.reference(*target).to_string(),
+                    kind: *kind,
+                })
+        })
+        .collect();
+    json(&GraphJson { order, edges });
+}
+
+pub(crate) fn types_list(schemas: &[TypeSchema]) {
+    let mut text = String::new();
+    let width = schemas
+        .iter()
+        .map(|schema| schema.name.len())
+        .max()
+        .unwrap_or(0);
+    for schema in schemas {
+        text.push_str(&format!("{:width$}  {}\n", schema.name, schema.doc));
+    }
+    out(&text);
+}
+
+pub(crate) fn type_detail(schema: &TypeSchema) {
+    let mut text = format!("{}\n  {}\n", display_type_name(&schema.name), schema.doc);
+    if schema.refreshable {
+        text.push_str("  refreshable: reacts to notifications\n");
+    }
+    text.push_str("\nattributes:\n");
+    for attribute in &schema.attributes {
+        let mut traits = vec![
+            format!("{}", attribute.data_type),
+            attribute.multiplicity(),
+            format!("{:?}", attribute.behaviour).to_lowercase(),
+        ];
+        if let Some(default) = &attribute.default {
+            traits.push(format!("default {}", default.display()));
+        }
+        if attribute.sensitive {
+            traits.push("sensitive".to_owned());
+        }
+        if attribute.path_access != wconverge_catalog::PathAccess::None {
+            traits.push(format!("path ({:?})", attribute.path_access).to_lowercase());
+        }
+        text.push_str(&format!(
+            "  {}  {}\n      {}\n",
+            attribute.name,
+            traits.join(", "),
+            attribute.doc
+        ));
+    }
+    out(&text);
+}
+
+pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::PluginError>]) {
+    let mut text = String::new();
+    for summary in summaries {
+        match summary {
+            Ok(summary) => {
+                let types: Vec<&str> = summary
+                    .types
+                    .iter()
+                    .map(|schema| schema.name.as_str())
+                    .collect();
+                text.push_str(&format!(
+                    "{}  {} {}  sha256:{}  types: {}\n",
+                    summary.name,
+                    summary.source,
+                    summary.version,
+                    summary.sha256,
+                    types.join(", ")
+                ));
+            }
+            Err(error) => error_line(&mut text, &error.to_string()),
+        }
+    }
+    out(&text);
+}
+
+fn error_line(text: &mut String, message: &str) {
+    text.push_str(&format!("error: {message}\n"));
+}

@@ -1,0 +1,263 @@
+//! Build-script helper: compiles guest crates of the guest workspace
+//! (`providers/Cargo.toml`) for `wasm32-wasip2` with a nested cargo.
+//!
+//! The nested cargo gets its own target directory (sharing the outer one deadlocks on
+//! its lock), a scrubbed environment (the outer build's rustflags, wrappers and target
+//! must not leak into the wasm build), the outer jobserver (so `-j` holds for both),
+//! and the same toolchain. If the toolchain lacks the `wasm32-wasip2` target, it is
+//! installed with rustup first: the README's two commands need no setup step.
+
+#![expect(clippy::print_stdout, reason = "build scripts talk to cargo on stdout")]
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The target guests are built for.
+pub const TARGET: &str = "wasm32-wasip2";
+
+/// One built component.
+pub struct Artifact {
+    /// The plugin's name: the crate directory's name.
+    pub name: String,
+    /// The `.wasm`, copied into `OUT_DIR`.
+    pub path: PathBuf,
+}
+
+/// A guest crate to build.
+pub struct Member {
+    pub name: String,
+    pub package: String,
+    pub dir: PathBuf,
+}
+
+/// The guest workspace of a repository.
+pub struct Guests {
+    root: PathBuf,
+}
+
+fn env(name: &str) -> Option<OsString> {
+    println!("cargo:rerun-if-env-changed={name}");
+    std::env::var_os(name)
+}
+
+fn out_dir() -> PathBuf {
+    PathBuf::from(std::env::var_os("OUT_DIR").expect("cargo sets OUT_DIR for build scripts"))
+}
+
+/// Writes `contents` to `OUT_DIR/name`.
+pub fn write_out(name: &str, contents: &str) {
+    let path = out_dir().join(name);
+    std::fs::write(&path, contents)
+        .unwrap_or_else(|error| panic!("cannot write {}: {error}", path.display()));
+}
+
+impl Guests {
+    pub fn new(root: &Path) -> Guests {
+        Guests {
+            root: root.to_path_buf(),
+        }
+    }
+
+    /// Every crate directory directly under `dir` (relative to the root), as members
+    /// whose package is `prefix` + the directory's name; sorted by name.
+    pub fn members_under(&self, dir: &str, prefix: &str) -> Vec<Member> {
+        // Membership is declared in providers/Cargo.toml, which `build` watches; the
+        // directory itself is not watched (a stray target/ in it would rerun builds).
+        let base = self.root.join(dir);
+        let mut members: Vec<Member> = std::fs::read_dir(&base)
+            .unwrap_or_else(|error| panic!("cannot list {}: {error}", base.display()))
+            .filter_map(Result::ok)
+            .filter(|entry| entry.path().join("Cargo.toml").is_file())
+            .filter_map(|entry| {
+                let name = entry.file_name().to_str()?.to_owned();
+                Some(Member {
+                    package: format!("{prefix}{name}"),
+                    name,
+                    dir: entry.path(),
+                })
+            })
+            .collect();
+        members.sort_by(|a, b| a.name.cmp(&b.name));
+        members
+    }
+
+    /// Builds `members` in one nested cargo invocation and returns their components.
+    pub fn build(&self, members: &[Member]) -> Vec<Artifact> {
+        let cargo = env("CARGO").unwrap_or_else(|| "cargo".into());
+        ensure_target();
+        let manifest = self.root.join("providers").join("Cargo.toml");
+        let target_dir = guest_target_dir();
+        let mut command = Command::new(&cargo);
+        command
+            .arg("build")
+            .arg("--release")
+            .arg("--target")
+            .arg(TARGET)
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(&target_dir);
+        if env("CARGO_NET_OFFLINE").is_some_and(|value| value == "true") {
+            command.arg("--offline");
+        }
+        for member in members {
+            command.arg("--package").arg(&member.package);
+        }
+        scrub(&mut command);
+        command.env("CARGO_BUILD_BUILD_DIR", &target_dir);
+        let output = command
+            .output()
+            .unwrap_or_else(|error| panic!("cannot run {}: {error}", cargo.to_string_lossy()));
+        if !output.status.success() {
+            panic!(
+                "building the guest crates for {TARGET} failed:\n{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+        let release = target_dir.join(TARGET).join("release");
+        for path in [
+            manifest.clone(),
+            self.root.join("providers").join("Cargo.lock"),
+            self.root.join("wit"),
+        ] {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+        members
+            .iter()
+            .map(|member| {
+                let stem = member.package.replace('-', "_");
+                rerun_on_sources(&release.join(format!("{stem}.d")));
+                println!("cargo:rerun-if-changed={}", member.dir.display());
+                let built = release.join(format!("{stem}.wasm"));
+                let path = out_dir().join(format!("{}.wasm", member.name));
+                std::fs::copy(&built, &path).unwrap_or_else(|error| {
+                    panic!(
+                        "cannot copy {} to {}: {error}",
+                        built.display(),
+                        path.display()
+                    )
+                });
+                Artifact {
+                    name: member.name.clone(),
+                    path,
+                }
+            })
+            .collect()
+    }
+}
+
+/// Variables of the outer build that must not reach the nested one.
+fn scrub(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        let leaks = matches!(
+            name,
+            "CARGO_ENCODED_RUSTFLAGS"
+                | "RUSTFLAGS"
+                | "CARGO_BUILD_RUSTFLAGS"
+                | "RUSTC_WORKSPACE_WRAPPER"
+                | "CLIPPY_ARGS"
+                | "CARGO_TARGET_DIR"
+                | "CARGO_BUILD_TARGET"
+                | "CARGO_BUILD_TARGET_DIR"
+                | "LLVM_PROFILE_FILE"
+                | "CARGO_PRIMARY_PACKAGE"
+        ) || name.starts_with("CARGO_LLVM_COV")
+            || (name.starts_with("CARGO_TARGET_") && name.ends_with("_RUSTFLAGS"))
+            || name.starts_with("CARGO_CFG_")
+            || name.starts_with("CARGO_FEATURE_");
+        if leaks {
+            command.env_remove(name);
+        }
+    }
+}
+
+/// A target directory for guests beside the outer one (under the directory holding
+/// cargo's `CACHEDIR.TAG`), shared by every build script that builds guests.
+fn guest_target_dir() -> PathBuf {
+    let out = out_dir();
+    out.ancestors()
+        .find(|dir| dir.join("CACHEDIR.TAG").is_file())
+        .map(|target| target.join("wasm-guests"))
+        .unwrap_or_else(|| out.join("wasm-guests"))
+}
+
+/// Installs the wasm target into the active toolchain if it is missing.
+fn ensure_target() {
+    let rustc = env("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| PathBuf::from(String::from_utf8_lossy(&output.stdout).trim()))
+        .unwrap_or_else(|| panic!("cannot ask {} for its sysroot", rustc.to_string_lossy()));
+    let installed = sysroot.join("lib").join("rustlib").join(TARGET);
+    println!("cargo:rerun-if-changed={}", installed.display());
+    if installed.is_dir() {
+        return;
+    }
+    let toolchain = env("RUSTUP_TOOLCHAIN");
+    let mut rustup = Command::new(rustup_path());
+    rustup.args(["target", "add", TARGET]);
+    if let Some(toolchain) = &toolchain {
+        rustup.arg("--toolchain").arg(toolchain);
+    }
+    let status = rustup.status().unwrap_or_else(|error| {
+        panic!(
+            "the {TARGET} target is missing and rustup cannot be run ({error}); install the \
+             target with: rustup target add {TARGET}"
+        )
+    });
+    if !status.success() || !installed.is_dir() {
+        panic!(
+            "the {TARGET} target is missing and `rustup target add {TARGET}` failed; install \
+             it by hand and build again"
+        );
+    }
+}
+
+fn rustup_path() -> PathBuf {
+    let from_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")))
+        .map(|home| home.join("bin").join("rustup"));
+    match from_home {
+        Some(path) if path.is_file() => path,
+        _ => PathBuf::from("rustup"),
+    }
+}
+
+/// Every source file the nested build read, from its dep-info file.
+fn rerun_on_sources(dep_info: &Path) {
+    let Ok(text) = std::fs::read_to_string(dep_info) else {
+        return;
+    };
+    for line in text.lines() {
+        let Some((_, sources)) = line.split_once(": ") else {
+            continue;
+        };
+        // Paths are separated by spaces; a space inside a path is escaped with `\`.
+        let mut current = String::new();
+        let mut chars = sources.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&' ') => {
+                    current.push(' ');
+                    chars.next();
+                }
+                ' ' => {
+                    if !current.is_empty() {
+                        println!("cargo:rerun-if-changed={current}");
+                        current.clear();
+                    }
+                }
+                c => current.push(c),
+            }
+        }
+        if !current.is_empty() {
+            println!("cargo:rerun-if-changed={current}");
+        }
+    }
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests: the real `wconverge` binary, real components under wasmtime, real
+//! processes and real files in temporary directories.
+//!
+//! One test binary (as wasmtime does) to save link time. It is a test target of the
+//! `wconverge-cli` package so that cargo builds the binary for it; the test plugins come
+//! from the `wconverge-tests` artifacts crate.
+
+mod converge;
+mod sandbox;
+mod sensitive;
+mod support;
+mod tidy;

@@ -1,0 +1,240 @@
+//! Tidy checks: the architecture's invariants, enforced rather than stated.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn repository() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("host/cli is two levels below the repository root")
+        .to_path_buf()
+}
+
+/// The packages `package` depends on (normal and build dependencies, for `target` or
+/// the host), from `cargo tree`, which needs only what the build already downloaded.
+fn dependencies(
+    manifest: &Path,
+    package: &str,
+    target: Option<&str>,
+    depth: Option<u32>,
+) -> BTreeSet<String> {
+    let mut command = Command::new(env!("CARGO"));
+    command
+        .args([
+            "tree",
+            "--edges",
+            "normal,build",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .args(["--package", package, "--manifest-path"])
+        .arg(manifest);
+    if let Some(target) = target {
+        command.args(["--target", target]);
+    }
+    if let Some(depth) = depth {
+        command.args(["--depth", &depth.to_string()]);
+    }
+    let output = command.output().expect("cargo tree runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| *name != package)
+        .map(str::to_owned)
+        .collect()
+}
+
+fn workspace_packages(manifest_dir: &Path, prefix: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for dir in ["host", "tests", "providers", "tests/plugins", "."] {
+        let Ok(entries) = std::fs::read_dir(manifest_dir.join(dir)) else {
+            continue;
+        };
+        for entry in entries {
+            let manifest = entry.expect("entry").path().join("Cargo.toml");
+            let Ok(text) = std::fs::read_to_string(&manifest) else {
+                continue;
+            };
+            if let Some(name) = text
+                .lines()
+                .find_map(|line| line.strip_prefix("name = \""))
+                .and_then(|rest| rest.strip_suffix('"'))
+                && name.starts_with(prefix)
+            {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
+#[test]
+fn wasmtime_stays_in_the_runtime_and_the_cli() {
+    let root = repository();
+    let manifest = root.join("Cargo.toml");
+    let members: Vec<String> = workspace_packages(&root, "wconverge-")
+        .into_iter()
+        .filter(|name| {
+            !name.starts_with("wconverge-plugin-")
+                && !name.starts_with("wconverge-testplugin-")
+                && name != "wconverge-sdk"
+        })
+        .collect();
+    assert!(members.len() >= 7, "{members:?}");
+    for name in &members {
+        let reaches_wasmtime = dependencies(&manifest, name, None, None).contains("wasmtime");
+        let allowed = matches!(name.as_str(), "wconverge-runtime" | "wconverge-cli");
+        assert!(
+            allowed || !reaches_wasmtime,
+            "{name} depends on wasmtime; only wconverge-runtime (and the CLI through it) may"
+        );
+        if name == "wconverge-runtime" {
+            assert!(reaches_wasmtime, "the runtime is where wasmtime is");
+        }
+    }
+}
+
+#[test]
+fn plugins_depend_on_the_sdk_and_never_on_the_host() {
+    let root = repository();
+    let manifest = root.join("providers").join("Cargo.toml");
+    let plugins: Vec<String> = workspace_packages(&root, "wconverge-")
+        .into_iter()
+        .filter(|name| {
+            name.starts_with("wconverge-plugin-") || name.starts_with("wconverge-testplugin-")
+        })
+        .collect();
+    assert!(plugins.len() >= 5, "{plugins:?}");
+    for name in &plugins {
+        let direct = dependencies(&manifest, name, Some("wasm32-wasip2"), Some(1));
+        assert_eq!(
+            direct,
+            BTreeSet::from(["wconverge-sdk".to_owned()]),
+            "{name} must depend on the SDK alone"
+        );
+        let all = dependencies(&manifest, name, Some("wasm32-wasip2"), None);
+        let host: Vec<&String> = all
+            .iter()
+            .filter(|dep| dep.starts_with("wconverge-") && *dep != "wconverge-sdk")
+            .collect();
+        assert!(host.is_empty(), "{name} depends on host crates: {host:?}");
+    }
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("readable directory") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .unwrap_or_default();
+        if path.is_dir() {
+            if name != "target" && !name.starts_with('.') {
+                rust_files(&path, out);
+            }
+        } else if name.ends_with(".rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_says_what_it_is_for() {
+    let root = repository();
+    let mut files = Vec::new();
+    for dir in ["host", "providers", "guest-sdk", "tests", "xtask"] {
+        if root.join(dir).is_dir() {
+            rust_files(&root.join(dir), &mut files);
+        }
+    }
+    assert!(files.len() > 20, "found only {} files", files.len());
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|path| {
+            let text = std::fs::read_to_string(path).expect("readable");
+            !text.trim_start().starts_with("//!")
+        })
+        .map(|path| {
+            path.strip_prefix(&root)
+                .unwrap_or(path)
+                .display()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "files without a `//!` first line: {missing:?}"
+    );
+}
+
+#[test]
+fn every_builtin_plugin_has_an_end_to_end_test() {
+    let root = repository();
+    let mut tests = String::new();
+    for entry in std::fs::read_dir(root.join("tests").join("all")).expect("tests/all") {
+        tests.push_str(&std::fs::read_to_string(entry.expect("entry").path()).expect("test file"));
+    }
+    for entry in std::fs::read_dir(root.join("providers")).expect("providers") {
+        let path = entry.expect("entry").path();
+        if !path.join("Cargo.toml").is_file() {
+            continue;
+        }
+        let name = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .expect("name")
+            .to_owned();
+        assert!(
+            tests.contains(&format!("\"type\": \"{name}\"")),
+            "plugin `{name}` has no end-to-end test in tests/all"
+        );
+    }
+}
+
+#[test]
+fn the_guest_workspace_is_formatted() {
+    let output = Command::new(env!("CARGO"))
+        .args(["fmt", "--all", "--check", "--manifest-path"])
+        .arg(repository().join("providers").join("Cargo.toml"))
+        .output()
+        .expect("cargo fmt runs");
+    assert!(
+        output.status.success(),
+        "run `cargo fmt --all --manifest-path providers/Cargo.toml`:\n{}",
+        String::from_utf8_lossy(&output.stdout)
+    );
+}
+
+/// The SDK's and the plugins' own unit tests run natively (the SDK's host functions
+/// work on the machine there), in the guest workspace.
+#[test]
+fn guest_unit_tests_pass() {
+    let target_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("guest-native");
+    let output = Command::new(env!("CARGO"))
+        .args(["test", "--workspace", "--manifest-path"])
+        .arg(repository().join("providers").join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .output()
+        .expect("cargo test runs");
+    assert!(
+        output.status.success(),
+        "the guest workspace's tests failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}

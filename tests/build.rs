@@ -1,0 +1,23 @@
+//! Builds the test plugins under `tests/plugins/` for wasm32-wasip2.
+
+fn main() {
+    let manifest_dir = std::path::PathBuf::from(
+        std::env::var_os("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"),
+    );
+    let root = manifest_dir
+        .parent()
+        .expect("tests/ lives directly under the repository root");
+    let guests = wconverge_guest_build::Guests::new(root);
+    let plugins = guests.members_under("tests/plugins", "wconverge-testplugin-");
+    let artifacts = guests.build(&plugins);
+    let mut consts = String::new();
+    for artifact in &artifacts {
+        consts.push_str(&format!(
+            "/// The `{}` test plugin's component.\npub const {}: &str = {:?};\n",
+            artifact.name,
+            artifact.name.to_uppercase().replace('-', "_"),
+            artifact.path
+        ));
+    }
+    wconverge_guest_build::write_out("test_plugins.rs", &consts);
+}
