@@ -45,10 +45,12 @@ pub(crate) enum GrantError {
     Unusable(String),
 }
 
-/// Directories opened in this run, shared by every call that needs them.
+/// Directories opened in this run, shared by every call of the same plugin that needs
+/// them. Keyed by plugin too: a grant is checked against one plugin's policy and is
+/// never handed to another.
 #[derive(Default)]
 pub(crate) struct GrantCache {
-    opened: Mutex<HashMap<(String, Access), Arc<Grant>>>,
+    opened: Mutex<HashMap<(String, String, Access), Arc<Grant>>>,
 }
 
 /// What the resource needs: each directory once, with the widest access asked for.
@@ -141,7 +143,7 @@ impl GrantCache {
         dir: &str,
         access: Access,
     ) -> Result<Arc<Grant>, GrantError> {
-        let key = (dir.to_owned(), access);
+        let key = (policy.name.clone(), dir.to_owned(), access);
         if let Some(grant) = self.opened.lock().expect("grant cache lock").get(&key) {
             return Ok(Arc::clone(grant));
         }
@@ -265,6 +267,28 @@ mod tests {
         assert!(!is_normal_absolute("srv/app"));
         assert!(!is_normal_absolute("/srv/../etc"));
         assert!(!is_normal_absolute("/srv//app"));
+    }
+
+    #[test]
+    fn a_grant_checked_for_one_plugin_is_not_handed_to_another() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().to_str().expect("utf-8").to_owned();
+        let policy = crate::policy::Policy::parse(
+            &format!(
+                "[plugins.trusted]\nsource = \"builtin\"\ndirectories = [{{ path = \"{path}\", access = \"read-write\" }}]\n\
+                 [plugins.other]\nsource = \"builtin\"\n"
+            ),
+            "test",
+            None,
+        )
+        .expect("policy");
+        let cache = GrantCache::default();
+        let trusted = policy.plugin("trusted").expect("trusted");
+        let other = policy.plugin("other").expect("other");
+        let granted = cache.grant(trusted, &policy_roots(trusted), &path, Access::ReadWrite);
+        assert!(granted.is_ok());
+        let refused = cache.grant(other, &policy_roots(other), &path, Access::ReadWrite);
+        assert!(matches!(refused, Err(GrantError::Denied(_))), "{refused:?}");
     }
 
     #[test]
