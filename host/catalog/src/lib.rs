@@ -202,7 +202,9 @@ impl<'de> Deserialize<'de> for Attributes {
     }
 }
 
-fn one_or_many_refs<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ResourceRef>, D::Error> {
+fn one_or_many_refs<'de, D: Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<ResourceRef>, D::Error> {
     #[derive(Deserialize)]
     #[serde(untagged)]
     enum OneOrMany {
@@ -333,7 +335,12 @@ impl Catalog {
     /// uniqueness. Schema checks are the engine's, which knows the types.
     pub fn from_json(text: &str) -> Result<Catalog> {
         let catalog: Catalog = serde_json::from_str(text).map_err(|error| Error::Syntax {
-            message: error.to_string().split(" at line ").next().unwrap_or_default().to_owned(),
+            message: error
+                .to_string()
+                .split(" at line ")
+                .next()
+                .unwrap_or_default()
+                .to_owned(),
             line: error.line(),
             column: error.column(),
         })?;
@@ -371,8 +378,11 @@ impl Catalog {
             }
             if resource.type_name != resource.type_name.to_ascii_lowercase() {
                 problems.push(
-                    Problem::of(resource, format!("type `{}` is not lowercase", resource.type_name))
-                        .with_help("write types in lowercase in the catalog: `file`, not `File`"),
+                    Problem::of(
+                        resource,
+                        format!("type `{}` is not lowercase", resource.type_name),
+                    )
+                    .with_help("write types in lowercase in the catalog: `file`, not `File`"),
                 );
             }
             if resource.title.is_empty() {
@@ -385,8 +395,11 @@ impl Catalog {
                     .as_ref()
                     .map_or_else(|| "earlier".to_owned(), |location| format!("at {location}"));
                 problems.push(
-                    Problem::of(resource, format!("declared twice; first declared {first_at}"))
-                        .with_help("rename one of them, or merge the two declarations"),
+                    Problem::of(
+                        resource,
+                        format!("declared twice; first declared {first_at}"),
+                    )
+                    .with_help("rename one of them, or merge the two declarations"),
                 );
             } else {
                 seen.insert(reference, resource);
@@ -394,8 +407,11 @@ impl Catalog {
             for (name, _) in resource.attributes.iter() {
                 if METAPARAMETERS.contains(&name) {
                     problems.push(
-                        Problem::of(resource, format!("`{name}` is a metaparameter, not an attribute"))
-                            .with_help(format!("move `{name}` into the resource's `metaparams`")),
+                        Problem::of(
+                            resource,
+                            format!("`{name}` is a metaparameter, not an attribute"),
+                        )
+                        .with_help(format!("move `{name}` into the resource's `metaparams`")),
                     );
                 }
             }
@@ -447,10 +463,7 @@ mod tests {
     fn syntax_errors_carry_line_and_column() {
         let error = Catalog::from_json("{\n  \"format_version\": 1,\n  \"resources\": [,]\n}")
             .expect_err("bad json");
-        assert!(
-            matches!(error, Error::Syntax { line: 3, .. }),
-            "{error}"
-        );
+        assert!(matches!(error, Error::Syntax { line: 3, .. }), "{error}");
     }
 
     #[test]
@@ -459,7 +472,10 @@ mod tests {
             r#"{"format_version": 1, "resources": [{"type": "file", "title": "/a", "metaparams": {"requires": []}}]}"#,
         )
         .expect_err("unknown metaparameter");
-        assert!(error.to_string().contains("unknown field `requires`"), "{error}");
+        assert!(
+            error.to_string().contains("unknown field `requires`"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -475,8 +491,11 @@ mod tests {
             "the catalog is invalid:\n  a.wcv:7: File[/a]: declared twice; first declared at \
              a.wcv:1\n  help: rename one of them, or merge the two declarations"
         );
-        let error = Catalog::from_json(r#"{"format_version": 9, "resources": []}"#)
-            .expect_err("version");
-        assert!(error.to_string().contains("version 9 is not supported"), "{error}");
+        let error =
+            Catalog::from_json(r#"{"format_version": 9, "resources": []}"#).expect_err("version");
+        assert!(
+            error.to_string().contains("version 9 is not supported"),
+            "{error}"
+        );
     }
 }

@@ -27,9 +27,9 @@ impl ResourceRef {
         let (type_part, rest) = text.split_once('[').ok_or_else(|| {
             format!("`{text}` is not a resource reference; write it as `Type[title]`")
         })?;
-        let title = rest.strip_suffix(']').ok_or_else(|| {
-            format!("`{text}` is not a resource reference; it must end with `]`")
-        })?;
+        let title = rest
+            .strip_suffix(']')
+            .ok_or_else(|| format!("`{text}` is not a resource reference; it must end with `]`"))?;
         let title = strip_quotes(title);
         let valid_type = !type_part.is_empty()
             && type_part.split("::").all(|segment| {

@@ -153,10 +153,7 @@ impl AttributeSchema {
             }
         };
         if count < self.min as usize {
-            return Err(format!(
-                "expects at least {} values, got {count}",
-                self.min
-            ));
+            return Err(format!("expects at least {} values, got {count}", self.min));
         }
         if let Some(max) = self.max
             && count > max as usize
@@ -246,7 +243,10 @@ mod tests {
             DataType::String,
             DataType::Array(Box::new(DataType::String)),
         ]);
-        assert_eq!(command.check(&Value::Array(vec!["/bin/true".into()])), Ok(()));
+        assert_eq!(
+            command.check(&Value::Array(vec!["/bin/true".into()])),
+            Ok(())
+        );
         assert_eq!(
             command.check(&Value::Array(vec![Value::Integer(1)])),
             Err("expects Variant[String, Array[String]], got Array".to_owned())

@@ -378,7 +378,10 @@ mod tests {
     #[test]
     fn reserved_and_duplicate_keys_are_refused() {
         check_err(r#"{"__lazy": 1}"#, "unknown tagged value `__lazy`");
-        check_err(r#"{"a": 1, "__sensitive": 2}"#, "key `__sensitive` is reserved");
+        check_err(
+            r#"{"a": 1, "__sensitive": 2}"#,
+            "key `__sensitive` is reserved",
+        );
         check_err(r#"{"__sensitive": 1, "b": 2}"#, "exactly one key");
         check_err(r#"{"a": 1, "a": 2}"#, "duplicate key `a`");
         check_err("18446744073709551615", "larger than 2^63-1");

@@ -22,8 +22,11 @@ impl Graph {
     /// Builds the graph of a catalog whose resources are unique. Every relationship must
     /// name a resource of the catalog; any cycle is reported in full.
     pub fn build(catalog: &Catalog) -> Result<Graph, Vec<Problem>> {
-        let references: Vec<ResourceRef> =
-            catalog.resources.iter().map(|resource| resource.reference()).collect();
+        let references: Vec<ResourceRef> = catalog
+            .resources
+            .iter()
+            .map(|resource| resource.reference())
+            .collect();
         let index: HashMap<&ResourceRef, usize> = references
             .iter()
             .enumerate()
@@ -33,7 +36,10 @@ impl Graph {
         let mut successors: Vec<Vec<(usize, EdgeKind)>> = vec![Vec::new(); n_resources];
         let mut problems = Vec::new();
         let mut add = |from: usize, to: usize, kind: EdgeKind| {
-            match successors[from].iter_mut().find(|(existing, _)| *existing == to) {
+            match successors[from]
+                .iter_mut()
+                .find(|(existing, _)| *existing == to)
+            {
                 // A notify edge subsumes a plain ordering edge between the same pair.
                 Some((_, existing)) => {
                     if kind == EdgeKind::Notify {
@@ -59,9 +65,13 @@ impl Graph {
                         None => problems.push(
                             Problem::of(
                                 resource,
-                                format!("`{metaparameter}` names {target}, which is not in the catalog"),
+                                format!(
+                                    "`{metaparameter}` names {target}, which is not in the catalog"
+                                ),
                             )
-                            .with_help("declare that resource, or fix the reference's type and title"),
+                            .with_help(
+                                "declare that resource, or fix the reference's type and title",
+                            ),
                         ),
                     }
                 }
@@ -72,7 +82,11 @@ impl Graph {
             match ends {
                 (Some(&from), Some(&to)) => add(from, to, edge.kind),
                 _ => {
-                    let missing = if ends.0.is_none() { &edge.source } else { &edge.target };
+                    let missing = if ends.0.is_none() {
+                        &edge.source
+                    } else {
+                        &edge.target
+                    };
                     problems.push(Problem {
                         resource: None,
                         location: edge.declared.clone(),
@@ -367,6 +381,10 @@ mod tests {
             .collect();
         let problems = Graph::build(&catalog(&resources.join(","), "")).expect_err("one big cycle");
         assert_eq!(problems.len(), 1);
-        assert!(problems[0].message.starts_with("dependency cycle: Notify[0] -> Notify[19999]"));
+        assert!(
+            problems[0]
+                .message
+                .starts_with("dependency cycle: Notify[0] -> Notify[19999]")
+        );
     }
 }

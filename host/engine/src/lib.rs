@@ -127,9 +127,15 @@ impl fmt::Display for PluginError {
         match self.kind {
             PluginErrorKind::Provider => f.write_str(&self.message),
             PluginErrorKind::Denied => write!(f, "denied: {}", self.message),
-            PluginErrorKind::Fault => write!(f, "plugin `{}` faulted: {}", self.plugin, self.message),
+            PluginErrorKind::Fault => {
+                write!(f, "plugin `{}` faulted: {}", self.plugin, self.message)
+            }
             PluginErrorKind::Load => {
-                write!(f, "plugin `{}` could not be loaded: {}", self.plugin, self.message)
+                write!(
+                    f,
+                    "plugin `{}` could not be loaded: {}",
+                    self.plugin, self.message
+                )
             }
         }
     }

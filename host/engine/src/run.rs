@@ -65,10 +65,12 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             let noop = mode == Mode::Noop || resource.noop;
             let secrets = &resource.secrets;
             let mut record = |call_logs: Vec<LogRecord>| {
-                report.logs.extend(call_logs.into_iter().map(|log| LogReport {
-                    level: log.level.as_str(),
-                    message: secrets.scrub(&log.message),
-                }));
+                report
+                    .logs
+                    .extend(call_logs.into_iter().map(|log| LogReport {
+                        level: log.level.as_str(),
+                        message: secrets.scrub(&log.message),
+                    }));
             };
             let planned = host.plan(resource);
             record(planned.logs);
@@ -187,7 +189,11 @@ fn change_report(change: &Change, secrets: &Secrets, sensitive: &[&str]) -> Chan
     }
     let shown = |value: &wconverge_catalog::Value| {
         let text = value.display();
-        if secrets.is_empty() { text } else { secrets.scrub(&text) }
+        if secrets.is_empty() {
+            text
+        } else {
+            secrets.scrub(&text)
+        }
     };
     ChangeReport {
         attribute: change.attribute.clone(),

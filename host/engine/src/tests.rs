@@ -56,7 +56,9 @@ impl PluginHost for MemoryHost {
     }
 
     fn plan(&self, resource: &PreparedResource) -> Call<Vec<Change>> {
-        self.calls.borrow_mut().push(format!("plan {}", resource.title));
+        self.calls
+            .borrow_mut()
+            .push(format!("plan {}", resource.title));
         let secret = resource.get("secret").and_then(Value::as_str).unwrap_or("");
         let logs = vec![LogRecord {
             level: Level::Notice,
@@ -75,23 +77,33 @@ impl PluginHost for MemoryHost {
     }
 
     fn apply(&self, resource: &PreparedResource, _changes: &[Change]) -> Call<()> {
-        self.calls.borrow_mut().push(format!("apply {}", resource.title));
+        self.calls
+            .borrow_mut()
+            .push(format!("apply {}", resource.title));
         let outcome = match resource.get("state").and_then(Value::as_str) {
-            Some("fail") => Err(PluginError::new("test", PluginErrorKind::Provider, "it failed")),
+            Some("fail") => Err(PluginError::new(
+                "test",
+                PluginErrorKind::Provider,
+                "it failed",
+            )),
             _ => Ok(()),
         };
         Call::new(outcome, Vec::new())
     }
 
     fn refresh(&self, resource: &PreparedResource) -> Call<()> {
-        self.calls.borrow_mut().push(format!("refresh {}", resource.title));
+        self.calls
+            .borrow_mut()
+            .push(format!("refresh {}", resource.title));
         Call::new(Ok(()), Vec::new())
     }
 }
 
 fn catalog(resources: &str) -> Catalog {
-    Catalog::from_json(&format!(r#"{{"format_version": 1, "resources": [{resources}]}}"#))
-        .expect("valid catalog")
+    Catalog::from_json(&format!(
+        r#"{{"format_version": 1, "resources": [{resources}]}}"#
+    ))
+    .expect("valid catalog")
 }
 
 #[test]
@@ -140,10 +152,16 @@ fn a_change_refreshes_its_subscribers_and_noop_only_says_so() {
     let host = MemoryHost::default();
     let report = run(&prepared, &host, Mode::Noop);
     assert_eq!(report.resources[0].status, Status::WouldChange);
-    assert_eq!(report.resources[2].refresh.as_ref().expect("noted").outcome, "would_refresh");
+    assert_eq!(
+        report.resources[2].refresh.as_ref().expect("noted").outcome,
+        "would_refresh"
+    );
     assert_eq!(report.exit_code, 2);
     assert!(
-        host.calls.borrow().iter().all(|call| call.starts_with("plan")),
+        host.calls
+            .borrow()
+            .iter()
+            .all(|call| call.starts_with("plan")),
         "noop only plans: {:?}",
         host.calls.borrow()
     );
@@ -161,7 +179,10 @@ fn sensitive_values_are_redacted_from_logs_changes_and_errors() {
     let json = serde_json::to_string(&report).expect("serializes");
     assert!(!json.contains("CANARY"), "{json}");
     assert!(json.contains("planning with [redacted]"), "{json}");
-    assert_eq!(report.resources[1].changes[0].message, "state changed [redacted]");
+    assert_eq!(
+        report.resources[1].changes[0].message,
+        "state changed [redacted]"
+    );
 }
 
 #[test]

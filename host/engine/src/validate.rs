@@ -75,16 +75,21 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
             }
         }
         let Some(schema) = schemas.get(type_name) else {
-            if !problems
-                .iter()
-                .any(|problem| problem.resource.as_ref().is_some_and(|r| &r.type_name == type_name))
-            {
+            if !problems.iter().any(|problem| {
+                problem
+                    .resource
+                    .as_ref()
+                    .is_some_and(|r| &r.type_name == type_name)
+            }) {
                 problems.push(
-                    Problem::of(resource, format!("unknown type `{type_name}`; no plugin provides it"))
-                        .with_help(
-                            "check the spelling, or add a plugin that provides it to the policy; \
+                    Problem::of(
+                        resource,
+                        format!("unknown type `{type_name}`; no plugin provides it"),
+                    )
+                    .with_help(
+                        "check the spelling, or add a plugin that provides it to the policy; \
                              `wconverge types` lists the types available",
-                        ),
+                    ),
                 );
             }
             continue;
@@ -125,7 +130,10 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
     })
 }
 
-fn prepare_resource(resource: &Resource, schema: &TypeSchema) -> Result<PreparedResource, Vec<Problem>> {
+fn prepare_resource(
+    resource: &Resource,
+    schema: &TypeSchema,
+) -> Result<PreparedResource, Vec<Problem>> {
     let mut problems = Vec::new();
     for (name, value) in resource.attributes.iter() {
         let Some(attribute) = schema.attribute(name) else {
@@ -136,8 +144,11 @@ fn prepare_resource(resource: &Resource, schema: &TypeSchema) -> Result<Prepared
                 .map(|attribute| attribute.name.as_str())
                 .collect();
             problems.push(
-                Problem::of(resource, format!("`{}` has no attribute `{name}`", schema.name))
-                    .with_help(format!("its attributes are: {}", known.join(", "))),
+                Problem::of(
+                    resource,
+                    format!("`{}` has no attribute `{name}`", schema.name),
+                )
+                .with_help(format!("its attributes are: {}", known.join(", "))),
             );
             continue;
         };
@@ -172,7 +183,9 @@ fn prepare_resource(resource: &Resource, schema: &TypeSchema) -> Result<Prepared
             .filter(|value| !matches!(value, Value::Undef));
         let value = match declared {
             Some(value) => value.clone(),
-            None if attribute.behaviour == Behaviour::Namevar => Value::String(resource.title.clone()),
+            None if attribute.behaviour == Behaviour::Namevar => {
+                Value::String(resource.title.clone())
+            }
             None => match &attribute.default {
                 Some(default) => default.clone(),
                 None => {
