@@ -1,0 +1,261 @@
+//! Benchmark of `wconverge apply` through the release binary: start-up, no-op re-apply of
+//! 1,000 and 10,000 files (wall time and peak memory), and the same no-op done by a plain
+//! native Rust loop as the floor. Prints figures; asserts nothing about time.
+//!
+//! Run it with `scripts/bench` (or `cargo bench -p wconverge-cli --bench apply`).
+//! Each measured run is a separate `wconverge` process started through a helper
+//! process of this binary, so each peak RSS belongs to that run alone.
+
+#![expect(clippy::print_stdout, reason = "a benchmark prints its figures")]
+
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const WCONVERGE: &str = env!("CARGO_BIN_EXE_wconverge");
+
+struct Sample {
+    wall: Duration,
+    peak_rss_kib: i64,
+    exit_code: i32,
+}
+
+/// In the helper process: runs the command, then reports its wall time and its peak
+/// RSS (the maximum over this helper's children, of which there is one).
+fn measure_child(command: &[String]) -> ! {
+    let started = Instant::now();
+    let status = Command::new(&command[0])
+        .args(&command[1..])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .expect("the measured command starts");
+    let wall = started.elapsed();
+    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
+        .expect("getrusage");
+    println!(
+        "{} {} {}",
+        wall.as_nanos(),
+        usage.max_rss(),
+        status.code().unwrap_or(-1)
+    );
+    std::process::exit(0);
+}
+
+fn measure(args: &[&str], env: &[(&str, &Path)]) -> Sample {
+    let mut command = Command::new(std::env::current_exe().expect("own path"));
+    command.arg("--measure-child").arg(WCONVERGE).args(args);
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let output = command.output().expect("helper runs");
+    let text = String::from_utf8_lossy(&output.stdout);
+    let fields: Vec<i64> = text
+        .split_whitespace()
+        .map(|field| field.parse().expect("helper prints numbers"))
+        .collect();
+    assert_eq!(fields.len(), 3, "helper output: {text}");
+    Sample {
+        wall: Duration::from_nanos(u64::try_from(fields[0]).expect("positive")),
+        peak_rss_kib: fields[1],
+        exit_code: i32::try_from(fields[2]).expect("exit code"),
+    }
+}
+
+fn median(mut values: Vec<Duration>) -> Duration {
+    values.sort();
+    values[values.len() / 2]
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
+}
+
+struct Bench {
+    root: PathBuf,
+    cache: PathBuf,
+    state: PathBuf,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let root = std::env::temp_dir().join(format!("wcv-bench-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("files")).expect("bench dir");
+        Bench {
+            cache: root.join("cache"),
+            state: root.join("state"),
+            root,
+        }
+    }
+
+    fn env(&self) -> Vec<(&'static str, &Path)> {
+        vec![
+            ("WCONVERGE_CACHE_DIR", self.cache.as_path()),
+            ("WCONVERGE_STATE_DIR", self.state.as_path()),
+        ]
+    }
+
+    fn policy(&self) -> PathBuf {
+        let path = self.root.join("policy.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[plugins.file]\nsource = \"builtin\"\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+                self.root.join("files").display()
+            ),
+        )
+        .expect("policy");
+        path
+    }
+
+    /// A catalog of `n_files` files, 100 per directory.
+    fn catalog(&self, name: &str, n_files: usize) -> (PathBuf, Vec<(PathBuf, String)>) {
+        let mut resources = Vec::with_capacity(n_files);
+        let mut files = Vec::with_capacity(n_files);
+        for idx in 0..n_files {
+            let dir = self
+                .root
+                .join("files")
+                .join(format!("{name}-{:03}", idx / 100));
+            std::fs::create_dir_all(&dir).expect("dir");
+            let path = dir.join(format!("file-{idx:05}.conf"));
+            let content = format!(
+                "# managed by wconverge\nkey = value-{idx}\n{}\n",
+                "x".repeat(150)
+            );
+            resources.push(serde_json::json!({
+                "type": "file",
+                "title": path.to_str().expect("utf-8"),
+                "attributes": { "content": content, "mode": "0644" },
+            }));
+            files.push((path, content));
+        }
+        let catalog = serde_json::json!({ "format_version": 1, "resources": resources });
+        let path = self.root.join(format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_string(&catalog).expect("json")).expect("catalog");
+        (path, files)
+    }
+}
+
+/// What the file provider checks on a no-op, natively: the entry is a regular file, its
+/// mode, its content.
+fn native_noop(files: &[(PathBuf, String)]) -> Duration {
+    let started = Instant::now();
+    let mut in_sync = 0usize;
+    let mut buffer = Vec::new();
+    for (path, content) in files {
+        let metadata = std::fs::symlink_metadata(path).expect("stat");
+        buffer.clear();
+        std::fs::File::open(path)
+            .and_then(|mut file| file.read_to_end(&mut buffer))
+            .expect("read");
+        if metadata.file_type().is_file()
+            && metadata.mode() & 0o7777 == 0o644
+            && buffer == content.as_bytes()
+        {
+            in_sync += 1;
+        }
+    }
+    assert_eq!(in_sync, files.len());
+    started.elapsed()
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(position) = args.iter().position(|arg| arg == "--measure-child") {
+        measure_child(&args[position + 1..]);
+    }
+    let bench = Bench::new();
+    let env = bench.env();
+    let policy = bench.policy();
+    let policy_arg = policy.to_str().expect("utf-8");
+    println!(
+        "wconverge apply benchmark ({} cores, load average {})",
+        cores(),
+        load()
+    );
+    println!("binary: {WCONVERGE}\n");
+
+    let empty = bench.root.join("empty.json");
+    std::fs::write(&empty, r#"{"format_version": 1, "resources": []}"#).expect("empty");
+    let empty_arg = empty.to_str().expect("utf-8");
+    let startup: Vec<Sample> = (0..21)
+        .map(|_| measure(&["apply", empty_arg, "--policy", policy_arg], &env))
+        .collect();
+    let startup_wall = median(startup.iter().map(|sample| sample.wall).collect());
+    let startup_rss = startup
+        .iter()
+        .map(|sample| sample.peak_rss_kib)
+        .max()
+        .unwrap_or(0);
+    println!(
+        "start-up, empty catalog (median of 21): {}, peak RSS {} MiB",
+        ms(startup_wall),
+        startup_rss / 1024
+    );
+
+    let (one, _) = bench.catalog("one", 1);
+    let one_arg = one.to_str().expect("utf-8");
+    let _ = std::fs::remove_dir_all(&bench.cache);
+    let cold = measure(&["apply", one_arg, "--policy", policy_arg], &env);
+    assert_eq!(cold.exit_code, 2);
+    let warm: Vec<Duration> = (0..11)
+        .map(|_| measure(&["apply", one_arg, "--policy", policy_arg], &env).wall)
+        .collect();
+    println!(
+        "one file, first run with an empty plugin cache (compiles the file plugin): {}",
+        ms(cold.wall)
+    );
+    println!(
+        "one file, no-op with a warm cache (median of 11): {}\n",
+        ms(median(warm))
+    );
+
+    println!("| files | no-op re-apply (median) | peak RSS | native floor (median) | ratio |");
+    println!("| ---: | ---: | ---: | ---: | ---: |");
+    for (n_files, runs) in [(1_000usize, 7usize), (10_000, 5)] {
+        let (catalog, files) = bench.catalog(&format!("n{n_files}"), n_files);
+        let catalog_arg = catalog.to_str().expect("utf-8");
+        let first = measure(&["apply", catalog_arg, "--policy", policy_arg], &env);
+        assert_eq!(first.exit_code, 2, "the first apply creates the files");
+        let samples: Vec<Sample> = (0..runs)
+            .map(|_| measure(&["apply", catalog_arg, "--policy", policy_arg], &env))
+            .collect();
+        assert!(
+            samples.iter().all(|sample| sample.exit_code == 0),
+            "re-apply is a no-op"
+        );
+        let wall = median(samples.iter().map(|sample| sample.wall).collect());
+        let rss = samples
+            .iter()
+            .map(|sample| sample.peak_rss_kib)
+            .max()
+            .unwrap_or(0);
+        let native = median((0..runs).map(|_| native_noop(&files)).collect());
+        println!(
+            "| {n_files} | {} | {} MiB | {} | {:.1}x |",
+            ms(wall),
+            rss / 1024,
+            ms(native),
+            wall.as_secs_f64() / native.as_secs_f64()
+        );
+    }
+    let _ = std::fs::remove_dir_all(&bench.root);
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, usize::from)
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|text| {
+            text.split_whitespace()
+                .take(3)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .unwrap_or_else(|_| "unknown".to_owned())
+}
