@@ -51,10 +51,7 @@ impl Resource {
 
     /// The attribute's value, if set.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.attributes
-            .iter()
-            .find(|(existing, _)| existing == name)
-            .map(|(_, value)| value)
+        find(&self.attributes, name)
     }
 
     /// The attribute's string value, if set and a string.
@@ -83,6 +80,13 @@ impl Resource {
             .iter()
             .map(|(name, value)| (name.as_str(), value))
     }
+}
+
+fn find<'a>(attributes: &'a [(String, Value)], name: &str) -> Option<&'a Value> {
+    attributes
+        .iter()
+        .find(|(existing, _)| existing == name)
+        .map(|(_, value)| value)
 }
 
 /// What a provider observed: attribute values as they are on the machine.
@@ -116,10 +120,7 @@ impl State {
 
     /// The observed value, if any.
     pub fn get(&self, name: &str) -> Option<&Value> {
-        self.attributes
-            .iter()
-            .find(|(existing, _)| existing == name)
-            .map(|(_, value)| value)
+        find(&self.attributes, name)
     }
 
     /// The observed string value, if any.

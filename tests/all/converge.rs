@@ -388,10 +388,7 @@ fn file_refuses_a_parent_symlink_owned_by_someone_else() {
         { "type": "file", "title": format!("{planted}/x"), "attributes": { "content": "x" } },
     ]));
     let report = machine.apply_json(&catalog, &machine.policy(""), &[], 4);
-    let error = report["resources"][0]["error"]
-        .as_str()
-        .expect("error")
-        .to_owned();
+    let error = crate::support::first_error(&report);
     assert!(
         error.contains(&format!("`{planted}` is a symlink owned by uid 65534")),
         "{error}"

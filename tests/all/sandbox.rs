@@ -48,10 +48,7 @@ fn a_granted_path_that_resolves_outside_the_grant_is_refused() {
         { "type": "file", "title": format!("{link}/file"), "attributes": { "content": "nope" } },
     ]));
     let report = machine.apply_json(&catalog, &machine.policy(""), &[], 4);
-    let error = report["resources"][0]["error"]
-        .as_str()
-        .expect("error")
-        .to_owned();
+    let error = crate::support::first_error(&report);
     assert!(
         error.contains(&format!("(`{link}` resolves to it)")),
         "{error}"

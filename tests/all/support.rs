@@ -54,6 +54,14 @@ pub(crate) fn entry<'a>(report: &'a Value, resource: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{resource} is not in the report:\n{report:#}"))
 }
 
+/// The error of the first resource of a report.
+pub(crate) fn first_error(report: &Value) -> String {
+    report["resources"][0]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the first resource did not fail:\n{report:#}"))
+        .to_owned()
+}
+
 /// A temporary directory standing for the machine: `files/` is where resources live and
 /// what test policies grant; `state/` holds the run lock.
 pub(crate) struct Machine {

@@ -45,9 +45,22 @@ pub(crate) struct Plugin {
     idle: Mutex<Vec<Instance>>,
 }
 
+/// What makes two instances interchangeable: the phase and exactly the same grants.
+type InstanceKey = (Phase, Vec<(String, Access)>);
+
+fn instance_key(phase: Phase, grants: &[Arc<Grant>]) -> InstanceKey {
+    (
+        phase,
+        grants
+            .iter()
+            .map(|grant| (grant.guest.clone(), grant.access))
+            .collect(),
+    )
+}
+
 /// A live instance with the grants it was made with.
 pub(crate) struct Instance {
-    key: (Phase, Vec<(String, Access)>),
+    key: InstanceKey,
     store: Store<PluginState>,
     bindings: Provider,
     stdout: MemoryOutputPipe,
@@ -282,13 +295,7 @@ impl Plugin {
             )
         })?;
         Ok(Instance {
-            key: (
-                phase,
-                grants
-                    .iter()
-                    .map(|grant| (grant.guest.clone(), grant.access))
-                    .collect(),
-            ),
+            key: instance_key(phase, grants),
             store,
             bindings,
             stdout,
@@ -304,13 +311,7 @@ impl Plugin {
         phase: Phase,
         grants: &[Arc<Grant>],
     ) -> Result<Instance, PluginError> {
-        let key: (Phase, Vec<(String, Access)>) = (
-            phase,
-            grants
-                .iter()
-                .map(|grant| (grant.guest.clone(), grant.access))
-                .collect(),
-        );
+        let key = instance_key(phase, grants);
         let reused = {
             let mut idle = self.idle.lock().expect("idle instances lock");
             idle.iter()

@@ -157,13 +157,28 @@ pub(crate) fn check(
     })
 }
 
-fn resolve_user(user: &str, allowed: &Principals, plugin: &str) -> Result<u32, String> {
-    let entry = match user.parse::<u32>() {
+/// The user named `user` (a name or a numeric id) in the user database.
+pub(crate) fn lookup_user(user: &str) -> Result<nix::unistd::User, String> {
+    match user.parse::<u32>() {
         Ok(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)),
         Err(_) => nix::unistd::User::from_name(user),
     }
-    .map_err(|error| format!("cannot look up user `{user}`: {error}"))?;
-    let entry = entry.ok_or_else(|| format!("user `{user}` does not exist"))?;
+    .map_err(|error| format!("cannot look up user `{user}`: {error}"))?
+    .ok_or_else(|| format!("user `{user}` does not exist"))
+}
+
+/// The group named `group` (a name or a numeric id) in the group database.
+pub(crate) fn lookup_group(group: &str) -> Result<nix::unistd::Group, String> {
+    match group.parse::<u32>() {
+        Ok(gid) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)),
+        Err(_) => nix::unistd::Group::from_name(group),
+    }
+    .map_err(|error| format!("cannot look up group `{group}`: {error}"))?
+    .ok_or_else(|| format!("group `{group}` does not exist"))
+}
+
+fn resolve_user(user: &str, allowed: &Principals, plugin: &str) -> Result<u32, String> {
+    let entry = lookup_user(user)?;
     if !allowed.allows(user) && !allowed.allows(&entry.name) {
         return Err(format!(
             "plugin `{plugin}` may not run programs as user `{user}`; add it to `users` of \
@@ -174,21 +189,11 @@ fn resolve_user(user: &str, allowed: &Principals, plugin: &str) -> Result<u32, S
 }
 
 fn primary_group(user: &str) -> Result<Option<u32>, String> {
-    let entry = match user.parse::<u32>() {
-        Ok(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)),
-        Err(_) => nix::unistd::User::from_name(user),
-    }
-    .map_err(|error| format!("cannot look up user `{user}`: {error}"))?;
-    Ok(entry.map(|entry| entry.gid.as_raw()))
+    Ok(Some(lookup_user(user)?.gid.as_raw()))
 }
 
 fn resolve_group(group: &str, allowed: &Principals, plugin: &str) -> Result<u32, String> {
-    let entry = match group.parse::<u32>() {
-        Ok(gid) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)),
-        Err(_) => nix::unistd::Group::from_name(group),
-    }
-    .map_err(|error| format!("cannot look up group `{group}`: {error}"))?;
-    let entry = entry.ok_or_else(|| format!("group `{group}` does not exist"))?;
+    let entry = lookup_group(group)?;
     if !allowed.allows(group) && !allowed.allows(&entry.name) {
         return Err(format!(
             "plugin `{plugin}` may not run programs with group `{group}`; add it to `groups` \

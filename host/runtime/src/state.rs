@@ -294,29 +294,28 @@ impl file_metadata::Host for PluginState {
         group: Option<String>,
     ) -> Result<(), String> {
         let (grant, name) = self.locate_writable(&path)?;
+        // A numeric id need not be in the databases; u32::MAX is -1, which chown reads
+        // as "leave unchanged".
+        let id =
+            |text: &str, lookup: &dyn Fn(&str) -> Result<u32, String>| match text.parse::<u32>() {
+                Ok(u32::MAX) => Err(format!("`{text}` is not an id")),
+                Ok(id) => Ok(id),
+                Err(_) => lookup(text),
+            };
         let uid = owner
             .as_deref()
-            .map(|owner| match owner.parse::<u32>() {
-                // u32::MAX is -1, which chown reads as "leave unchanged".
-                Ok(u32::MAX) => Err(format!("`{owner}` is not a user id")),
-                Ok(uid) => Ok(uid),
-                Err(_) => nix::unistd::User::from_name(owner)
-                    .ok()
-                    .flatten()
-                    .map(|user| user.uid.as_raw())
-                    .ok_or_else(|| format!("user `{owner}` does not exist")),
+            .map(|owner| {
+                id(owner, &|name| {
+                    crate::process::lookup_user(name).map(|user| user.uid.as_raw())
+                })
             })
             .transpose()?;
         let gid = group
             .as_deref()
-            .map(|group| match group.parse::<u32>() {
-                Ok(u32::MAX) => Err(format!("`{group}` is not a group id")),
-                Ok(gid) => Ok(gid),
-                Err(_) => nix::unistd::Group::from_name(group)
-                    .ok()
-                    .flatten()
-                    .map(|entry| entry.gid.as_raw())
-                    .ok_or_else(|| format!("group `{group}` does not exist")),
+            .map(|group| {
+                id(group, &|name| {
+                    crate::process::lookup_group(name).map(|entry| entry.gid.as_raw())
+                })
             })
             .transpose()?;
         let fd = open_entry(&grant.fd, name, &path)?;
