@@ -267,12 +267,8 @@ pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::
                     types.join(", ")
                 ));
             }
-            Err(error) => error_line(&mut text, &error.to_string()),
+            Err(error) => text.push_str(&format!("error: {error}\n")),
         }
     }
     out(&text);
-}
-
-fn error_line(text: &mut String, message: &str) {
-    text.push_str(&format!("error: {message}\n"));
 }

@@ -5,7 +5,7 @@
 use crate::graph::Graph;
 use crate::redact::Secrets;
 use crate::{PluginErrorKind, PluginHost};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use wconverge_catalog::{
     Behaviour, Catalog, Problem, Resource, ResourceRef, SourceLocation, TypeSchema, Value,
 };
@@ -50,17 +50,29 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         return Err(problems);
     }
     let mut schemas: HashMap<String, TypeSchema> = HashMap::new();
-    let mut missing: HashMap<String, ()> = HashMap::new();
+    // Types no plugin could describe; each is reported once, at its first resource.
+    let mut missing: HashSet<String> = HashSet::new();
     let mut resources = Vec::with_capacity(catalog.resources.len());
     for resource in &catalog.resources {
         let type_name = &resource.type_name;
-        if !schemas.contains_key(type_name) && !missing.contains_key(type_name) {
+        if !schemas.contains_key(type_name) && !missing.contains(type_name) {
             match host.schema(type_name) {
                 Ok(Some(schema)) => {
                     schemas.insert(type_name.clone(), schema);
                 }
                 Ok(None) => {
-                    missing.insert(type_name.clone(), ());
+                    problems.push(
+                        Problem::of(
+                            resource,
+                            format!("unknown type `{type_name}`; no plugin provides it"),
+                        )
+                        .with_help(
+                            "check the spelling, or add a plugin that provides it to the policy; \
+                             `wconverge types` lists the types available",
+                        ),
+                    );
+                    missing.insert(type_name.clone());
+                    continue;
                 }
                 Err(error) => {
                     problems.push(Problem::of(resource, error.to_string()).with_help(
@@ -69,29 +81,12 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
                             _ => "report this to the plugin's author",
                         },
                     ));
-                    missing.insert(type_name.clone(), ());
+                    missing.insert(type_name.clone());
                     continue;
                 }
             }
         }
         let Some(schema) = schemas.get(type_name) else {
-            if !problems.iter().any(|problem| {
-                problem
-                    .resource
-                    .as_ref()
-                    .is_some_and(|r| &r.type_name == type_name)
-            }) {
-                problems.push(
-                    Problem::of(
-                        resource,
-                        format!("unknown type `{type_name}`; no plugin provides it"),
-                    )
-                    .with_help(
-                        "check the spelling, or add a plugin that provides it to the policy; \
-                             `wconverge types` lists the types available",
-                    ),
-                );
-            }
             continue;
         };
         match prepare_resource(resource, schema) {

@@ -104,18 +104,16 @@ pub(crate) fn check(
     {
         return Err(format!("working directory `{cwd}` is not an absolute path"));
     }
-    let uid = command
+    let user = command
         .user
         .as_deref()
         .map(|user| resolve_user(user, &policy.users, plugin))
         .transpose()?;
+    let uid = user.map(|(uid, _)| uid);
     let gid = match command.group.as_deref() {
         Some(group) => Some(resolve_group(group, &policy.groups, plugin)?),
         // Running as a user without naming a group means the user's primary group.
-        None => match command.user.as_deref() {
-            Some(user) => primary_group(user)?,
-            None => None,
-        },
+        None => user.map(|(_, primary_gid)| primary_gid),
     };
     let euid = rustix::process::geteuid().as_raw();
     if euid != 0 {
@@ -177,7 +175,8 @@ pub(crate) fn lookup_group(group: &str) -> Result<nix::unistd::Group, String> {
     .ok_or_else(|| format!("group `{group}` does not exist"))
 }
 
-fn resolve_user(user: &str, allowed: &Principals, plugin: &str) -> Result<u32, String> {
+/// The uid and primary gid of a user the policy allows.
+fn resolve_user(user: &str, allowed: &Principals, plugin: &str) -> Result<(u32, u32), String> {
     let entry = lookup_user(user)?;
     if !allowed.allows(user) && !allowed.allows(&entry.name) {
         return Err(format!(
@@ -185,11 +184,7 @@ fn resolve_user(user: &str, allowed: &Principals, plugin: &str) -> Result<u32, S
              [plugins.{plugin}] in the policy"
         ));
     }
-    Ok(entry.uid.as_raw())
-}
-
-fn primary_group(user: &str) -> Result<Option<u32>, String> {
-    Ok(Some(lookup_user(user)?.gid.as_raw()))
+    Ok((entry.uid.as_raw(), entry.gid.as_raw()))
 }
 
 fn resolve_group(group: &str, allowed: &Principals, plugin: &str) -> Result<u32, String> {
