@@ -24,7 +24,18 @@ use std::fmt;
 pub const FORMAT_VERSION: u32 = 1;
 
 /// Metaparameters the catalog reserves: a type may not declare an attribute so named.
-pub const METAPARAMETERS: &[&str] = &["require", "before", "notify", "subscribe", "tag", "noop"];
+pub const METAPARAMETERS: &[&str] = &[
+    "require",
+    "before",
+    "notify",
+    "subscribe",
+    "tag",
+    "noop",
+    "only_if",
+    "not_if",
+    "guard_interpreter",
+    "requires",
+];
 
 /// A compiled catalog.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -89,6 +100,18 @@ pub struct Metaparams {
     /// Report what would change without changing it, whatever the run's mode.
     #[serde(default, skip_serializing_if = "is_false")]
     pub noop: bool,
+    /// Guards: the resource is applied only if this holds (DESIGN section 4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only_if: Option<Value>,
+    /// Guards: the resource is skipped if this holds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_if: Option<Value>,
+    /// The interpreter plugin that evaluates string guards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard_interpreter: Option<String>,
+    /// A resource program over facts that must hold (DESIGN section 6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {
@@ -469,11 +492,11 @@ mod tests {
     #[test]
     fn unknown_fields_and_metaparameters_are_refused() {
         let error = Catalog::from_json(
-            r#"{"format_version": 1, "resources": [{"type": "file", "title": "/a", "metaparams": {"requires": []}}]}"#,
+            r#"{"format_version": 1, "resources": [{"type": "file", "title": "/a", "metaparams": {"stage": "main"}}]}"#,
         )
         .expect_err("unknown metaparameter");
         assert!(
-            error.to_string().contains("unknown field `requires`"),
+            error.to_string().contains("unknown field `stage`"),
             "{error}"
         );
     }

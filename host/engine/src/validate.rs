@@ -89,6 +89,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         let Some(schema) = schemas.get(type_name) else {
             continue;
         };
+        problems.extend(unsupported_metaparams(resource));
         match prepare_resource(resource, schema) {
             Ok(prepared) => {
                 // Provider checks run for every resource that passed its schema, in
@@ -123,6 +124,32 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         schemas,
         graph,
     })
+}
+
+/// Metaparameters the catalog carries but this engine cannot honour yet. Applying the
+/// resource while ignoring them would do what the manifest said not to do, so the
+/// catalog is refused instead.
+fn unsupported_metaparams(resource: &Resource) -> Vec<Problem> {
+    let metaparams = &resource.metaparams;
+    let present = [
+        ("only_if", metaparams.only_if.is_some()),
+        ("not_if", metaparams.not_if.is_some()),
+        ("guard_interpreter", metaparams.guard_interpreter.is_some()),
+        ("requires", metaparams.requires.is_some()),
+    ];
+    present
+        .into_iter()
+        .filter(|(_, set)| *set)
+        .map(|(name, _)| {
+            Problem::of(
+                resource,
+                format!("`{name}` is not evaluated by this version of wconverge"),
+            )
+            .with_help(format!(
+                "remove `{name}`; the catalog is refused rather than applied without it"
+            ))
+        })
+        .collect()
 }
 
 fn prepare_resource(
