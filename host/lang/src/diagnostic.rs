@@ -1,0 +1,240 @@
+//! Diagnostics: what went wrong, where (file, line, column), and what to do about it.
+//!
+//! Diagnostics are values; [`render`] turns one into the text a person reads, with
+//! the source line and a marker under the offending span.
+
+use crate::Source;
+use std::fmt::Write as _;
+
+/// A byte range in one source file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    /// Index of the file in the sources handed to the compiler.
+    pub file: u32,
+    pub start: u32,
+    pub end: u32,
+}
+
+impl Span {
+    pub(crate) fn new(file: u32, start: usize, end: usize) -> Span {
+        // Sources are capped well below 4 GiB by `compile`, so offsets fit.
+        Span {
+            file,
+            start: u32::try_from(start).unwrap_or(u32::MAX),
+            end: u32::try_from(end).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// The span from the start of `self` to the end of `other` (same file).
+    pub(crate) fn to(self, other: Span) -> Span {
+        if other.file != self.file {
+            return self;
+        }
+        Span {
+            file: self.file,
+            start: self.start.min(other.start),
+            end: self.end.max(other.end),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Error,
+    Warning,
+    /// Output of `notice`, `info` and `debug` in a manifest.
+    Notice,
+}
+
+/// One problem found in the manifests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    /// A stable identifier, `wcv::` followed by a word: `wcv::duplicate-title`.
+    pub code: String,
+    pub message: String,
+    pub span: Span,
+    /// What the marker under the span says.
+    pub label: Option<String>,
+    /// Other places that explain this one, such as the first declaration of a duplicate.
+    pub related: Vec<(Span, String)>,
+    /// What to do.
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub(crate) fn error(code: &str, span: Span, message: impl Into<String>) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Error,
+            code: format!("wcv::{code}"),
+            message: message.into(),
+            span,
+            label: None,
+            related: Vec::new(),
+            help: None,
+        }
+    }
+
+    pub(crate) fn with_severity(mut self, severity: Severity) -> Diagnostic {
+        self.severity = severity;
+        self
+    }
+
+    pub(crate) fn with_help(mut self, help: impl Into<String>) -> Diagnostic {
+        self.help = Some(help.into());
+        self
+    }
+
+    pub(crate) fn with_label(mut self, label: impl Into<String>) -> Diagnostic {
+        self.label = Some(label.into());
+        self
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+/// Line and column (both from 1; the column counts characters) of a byte offset.
+pub fn line_column(text: &str, offset: u32) -> (u32, u32) {
+    let offset = (offset as usize).min(text.len());
+    let offset = (0..=offset)
+        .rev()
+        .find(|at| text.is_char_boundary(*at))
+        .unwrap_or(0);
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |at| at + 1);
+    let column = text[line_start..offset].chars().count() + 1;
+    (
+        u32::try_from(line).unwrap_or(u32::MAX),
+        u32::try_from(column).unwrap_or(u32::MAX),
+    )
+}
+
+/// The diagnostic as text: a headline, `--> file:line:column`, the source line with a
+/// marker, related places, and the help line. No colour, no terminal width: the same
+/// text goes to a terminal, a log or a snapshot.
+pub fn render(diagnostic: &Diagnostic, sources: &[Source]) -> String {
+    let mut out = String::new();
+    let severity = match diagnostic.severity {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Notice => "notice",
+    };
+    let _ = writeln!(
+        out,
+        "{severity}[{}]: {}",
+        diagnostic.code, diagnostic.message
+    );
+    // The gutter is as wide as the longest line number shown.
+    let width = std::iter::once(diagnostic.span)
+        .chain(diagnostic.related.iter().map(|(span, _)| *span))
+        .filter_map(|span| {
+            let source = sources.get(span.file as usize)?;
+            Some(line_column(&source.text, span.start).0.to_string().len())
+        })
+        .max()
+        .unwrap_or(1);
+    let marker = if diagnostic.severity == Severity::Error {
+        '^'
+    } else {
+        '-'
+    };
+    let primary = Snippet {
+        span: diagnostic.span,
+        marker,
+        label: diagnostic.label.as_deref(),
+        arrow: "-->",
+    };
+    primary.write(&mut out, sources, width);
+    for (span, label) in &diagnostic.related {
+        let related = Snippet {
+            span: *span,
+            marker: '-',
+            label: Some(label),
+            arrow: ":::",
+        };
+        related.write(&mut out, sources, width);
+    }
+    if let Some(help) = &diagnostic.help {
+        let _ = writeln!(out, "{:width$} = help: {help}", "");
+    }
+    out
+}
+
+struct Snippet<'a> {
+    span: Span,
+    marker: char,
+    label: Option<&'a str>,
+    arrow: &'a str,
+}
+
+impl Snippet<'_> {
+    fn write(&self, out: &mut String, sources: &[Source], width: usize) {
+        let Some(source) = sources.get(self.span.file as usize) else {
+            return;
+        };
+        let (line, column) = line_column(&source.text, self.span.start);
+        let _ = writeln!(
+            out,
+            "{:width$}{} {}:{line}:{column}",
+            "", self.arrow, source.name
+        );
+        let line_text = source
+            .text
+            .split('\n')
+            .nth(line as usize - 1)
+            .unwrap_or_default()
+            .trim_end_matches('\r');
+        let (end_line, end_column) = line_column(&source.text, self.span.end);
+        let line_chars = u32::try_from(line_text.chars().count()).unwrap_or(u32::MAX);
+        let end_column = if end_line == line {
+            end_column
+        } else {
+            line_chars + 1
+        };
+        let n_markers = end_column.saturating_sub(column).max(1) as usize;
+        let indent: String = line_text
+            .chars()
+            .take(column as usize - 1)
+            .map(|c| if c == '\t' { '\t' } else { ' ' })
+            .collect();
+        let markers: String = std::iter::repeat_n(self.marker, n_markers).collect();
+        let _ = writeln!(out, "{:width$} |", "");
+        let _ = writeln!(out, "{line:>width$} | {line_text}");
+        match self.label {
+            Some(label) => {
+                let _ = writeln!(out, "{:width$} | {indent}{markers} {label}", "");
+            }
+            None => {
+                let _ = writeln!(out, "{:width$} | {indent}{markers}", "");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_and_column_count_characters() {
+        let text = "ab\ncé d";
+        assert_eq!(line_column(text, 0), (1, 1));
+        assert_eq!(line_column(text, 3), (2, 1));
+        assert_eq!(line_column(text, 6), (2, 3));
+    }
+
+    #[test]
+    fn render_shows_the_line_and_a_marker() {
+        let sources = vec![Source::new("site.wcv", "file { 'a':\n  bogus => 1,\n}\n")];
+        let diagnostic = Diagnostic::error("unknown-attribute", Span::new(0, 14, 19), "no")
+            .with_label("here")
+            .with_help("remove it");
+        assert_eq!(
+            render(&diagnostic, &sources),
+            "error[wcv::unknown-attribute]: no\n --> site.wcv:2:3\n  |\n2 |   bogus => 1,\n  |   ^^^^^ here\n  = help: remove it\n"
+        );
+    }
+}

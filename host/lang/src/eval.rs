@@ -1,0 +1,2684 @@
+//! The evaluator: walks the syntax tree top to bottom (classes when they are
+//! included), building resources, defaults, overrides, collectors and relationships,
+//! then evaluates defined types and collectors until nothing new appears, and
+//! finally resolves every relationship and writes the catalog.
+
+use crate::diagnostic::{Diagnostic, Severity, Span};
+use crate::syntax::*;
+use crate::value::{Val, flatten_into};
+use crate::{KnownTypes, Source};
+use std::collections::{HashMap, HashSet, VecDeque};
+use wconverge_catalog::{self as catalog, EdgeKind, ResourceRef, display_type_name};
+
+/// A defined type instance may declare another at most this deep.
+pub const MAX_DEFINE_DEPTH: usize = 100;
+/// Defined types and collectors are evaluated in rounds until nothing new appears.
+pub const MAX_ROUNDS: usize = 100;
+/// `include` chains nest at most this deep.
+pub const MAX_CLASS_DEPTH: usize = 50;
+
+/// Metaparameters every resource accepts, whatever its type.
+pub const METAPARAMETERS: &[&str] = &[
+    "require",
+    "before",
+    "notify",
+    "subscribe",
+    "tag",
+    "noop",
+    "only_if",
+    "not_if",
+    "guard_interpreter",
+    "requires",
+];
+
+/// Puppet metaparameters wconverge does not have.
+const UNSUPPORTED_METAPARAMETERS: &[&str] = &["alias", "audit", "loglevel", "schedule", "stage"];
+
+const RELATIONSHIP_METAPARAMETERS: &[&str] = &["require", "before", "notify", "subscribe"];
+
+type ScopeId = usize;
+const TOP: ScopeId = 0;
+
+struct Scope {
+    parent: Option<ScopeId>,
+    vars: HashMap<String, (Val, Span)>,
+    defaults: Vec<DefaultEntry>,
+}
+
+struct DefaultEntry {
+    type_name: String,
+    attribute: String,
+    value: Val,
+    span: Span,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Kind {
+    Plugin,
+    Define(usize),
+    Class(usize),
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Status {
+    Realized,
+    Virtual,
+    Exported,
+}
+
+#[derive(Clone, Debug)]
+struct Attr {
+    name: String,
+    value: Val,
+    span: Span,
+    /// Set by a resource default: an override may replace it.
+    from_default: bool,
+}
+
+struct Res {
+    type_name: String,
+    title: String,
+    kind: Kind,
+    status: Status,
+    attrs: Vec<Attr>,
+    span: Span,
+    /// The class or defined type instance that contains it.
+    container: Option<usize>,
+    /// The class whose body declared it (for the override rules).
+    declared_in: Option<String>,
+    /// Sorts resources in manifest order, define contents where the define is.
+    order: Vec<u32>,
+    /// Tags given by `tag()` inside a class or defined type.
+    function_tags: Vec<String>,
+    evaluated: bool,
+    depth: usize,
+}
+
+impl Res {
+    fn attr(&self, name: &str) -> Option<&Attr> {
+        self.attrs.iter().find(|attr| attr.name == name)
+    }
+
+    fn reference(&self) -> String {
+        format!("{}['{}']", display_type_name(&self.type_name), self.title)
+    }
+}
+
+/// An attribute operation with its value evaluated.
+#[derive(Clone)]
+struct Op {
+    name: String,
+    value: Val,
+    span: Span,
+    append: bool,
+}
+
+#[derive(Clone)]
+enum Operand {
+    Refs(Vec<(String, String)>),
+    Collector(usize),
+}
+
+struct Relation {
+    lhs: Operand,
+    rhs: Operand,
+    op: RelOp,
+    span: Span,
+}
+
+struct PendingOverride {
+    target: (String, String),
+    ops: Vec<Op>,
+    class_name: Option<String>,
+    span: Span,
+}
+
+enum CQuery {
+    All,
+    And(Box<CQuery>, Box<CQuery>),
+    Or(Box<CQuery>, Box<CQuery>),
+    Compare {
+        attribute: String,
+        equal: bool,
+        value: Val,
+    },
+}
+
+struct CollectorState {
+    type_name: String,
+    exported: bool,
+    query: CQuery,
+    ops: Vec<Op>,
+    matched: HashSet<usize>,
+    matched_list: Vec<usize>,
+    span: Span,
+}
+
+#[derive(Clone)]
+struct Ctx {
+    scope: ScopeId,
+    container: Option<usize>,
+    class_name: Option<String>,
+    order: Vec<u32>,
+    depth: usize,
+}
+
+pub(crate) struct Evaluator<'a> {
+    program: &'a Program,
+    sources: &'a [Source],
+    types: &'a KnownTypes,
+    node: &'a str,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    classes: HashMap<String, usize>,
+    defines: HashMap<String, usize>,
+    scopes: Vec<Scope>,
+    class_scopes: HashMap<String, ScopeId>,
+    resources: Vec<Res>,
+    index: HashMap<(String, String), usize>,
+    by_type: HashMap<String, Vec<usize>>,
+    pending_defines: VecDeque<usize>,
+    collectors: Vec<CollectorState>,
+    overrides: Vec<PendingOverride>,
+    relations: Vec<Relation>,
+    realizes: Vec<((String, String), Span)>,
+    class_stack: Vec<String>,
+    ctx: Ctx,
+    seq: u32,
+    regexes: HashMap<String, Option<regex::Regex>>,
+    captures: Vec<Val>,
+    main_tags: Vec<String>,
+}
+
+impl<'a> Evaluator<'a> {
+    pub(crate) fn new(
+        program: &'a Program,
+        sources: &'a [Source],
+        types: &'a KnownTypes,
+        node: &'a str,
+    ) -> Self {
+        Evaluator {
+            program,
+            sources,
+            types,
+            node,
+            diagnostics: Vec::new(),
+            classes: HashMap::new(),
+            defines: HashMap::new(),
+            scopes: vec![Scope {
+                parent: None,
+                vars: HashMap::new(),
+                defaults: Vec::new(),
+            }],
+            class_scopes: HashMap::new(),
+            resources: Vec::new(),
+            index: HashMap::new(),
+            by_type: HashMap::new(),
+            pending_defines: VecDeque::new(),
+            collectors: Vec::new(),
+            overrides: Vec::new(),
+            relations: Vec::new(),
+            realizes: Vec::new(),
+            class_stack: Vec::new(),
+            ctx: Ctx {
+                scope: TOP,
+                container: None,
+                class_name: None,
+                order: Vec::new(),
+                depth: 0,
+            },
+            seq: 0,
+            regexes: HashMap::new(),
+            captures: Vec::new(),
+            main_tags: Vec::new(),
+        }
+    }
+
+    fn error(&mut self, code: &str, span: Span, message: impl Into<String>) -> &mut Diagnostic {
+        self.diagnostics
+            .push(Diagnostic::error(code, span, message));
+        self.diagnostics.last_mut().expect("just pushed")
+    }
+
+    /// Evaluates everything and returns the catalog when there were no errors.
+    pub(crate) fn run(mut self) -> (Option<catalog::Catalog>, Vec<Diagnostic>) {
+        self.load_definitions();
+        for file in &self.program.files {
+            self.block(file);
+        }
+        self.evaluate_node();
+        self.generate();
+        let catalog = self.finish();
+        let failed = self.diagnostics.iter().any(Diagnostic::is_error);
+        (if failed { None } else { Some(catalog) }, self.diagnostics)
+    }
+
+    fn load_definitions(&mut self) {
+        let program = self.program;
+        let mut first: HashMap<String, Span> = HashMap::new();
+        for (idx, class) in program.classes.iter().enumerate() {
+            if let Some(previous) = first.insert(format!("class {}", class.name), class.span) {
+                self.error(
+                    "duplicate-definition",
+                    class.span,
+                    format!("class `{}` is defined twice", class.name),
+                )
+                .with_related_mut(previous, "first defined here")
+                .help = Some("rename one of the classes, or merge them".into());
+                continue;
+            }
+            self.classes.insert(class.name.clone(), idx);
+            self.check_params(&class.params, &format!("class `{}`", class.name));
+        }
+        for (idx, define) in program.defines.iter().enumerate() {
+            if let Some(previous) = first.insert(format!("define {}", define.name), define.span) {
+                self.error(
+                    "duplicate-definition",
+                    define.span,
+                    format!("defined type `{}` is defined twice", define.name),
+                )
+                .with_related_mut(previous, "first defined here")
+                .help = Some("rename one of the defined types, or merge them".into());
+                continue;
+            }
+            if self.types.contains(&define.name) {
+                self.error(
+                    "define-shadows-type",
+                    define.span,
+                    format!(
+                        "defined type `{}` has the name of a type a plugin provides",
+                        define.name
+                    ),
+                )
+                .help = Some(
+                    "the plugin's type would always be chosen; rename the defined type".into(),
+                );
+                continue;
+            }
+            self.defines.insert(define.name.clone(), idx);
+            self.check_params(&define.params, &format!("defined type `{}`", define.name));
+        }
+    }
+
+    fn check_params(&mut self, params: &[Param], owner: &str) {
+        let mut seen: HashMap<&str, Span> = HashMap::new();
+        for param in params {
+            if let Some(previous) = seen.insert(&param.name, param.span) {
+                self.error(
+                    "duplicate-parameter",
+                    param.span,
+                    format!("parameter `${}` of {owner} is declared twice", param.name),
+                )
+                .with_related_mut(previous, "first declared here");
+            }
+            if METAPARAMETERS.contains(&param.name.as_str())
+                || ["title", "name"].contains(&param.name.as_str())
+            {
+                self.error("reserved-parameter", param.span, format!("parameter `${}` of {owner} has a reserved name", param.name))
+                    .help = Some("`title`, `name` and the metaparameters are set for every resource; rename the parameter".into());
+            }
+        }
+    }
+
+    fn evaluate_node(&mut self) {
+        let program = self.program;
+        if program.nodes.is_empty() {
+            return;
+        }
+        let node = self.node.to_ascii_lowercase();
+        let mut chosen = None;
+        'exact: for definition in &program.nodes {
+            for (host, _) in &definition.matches {
+                if let HostMatch::Name(name) = host
+                    && name.to_ascii_lowercase() == node
+                {
+                    chosen = Some(definition);
+                    break 'exact;
+                }
+            }
+        }
+        if chosen.is_none() {
+            'regex: for definition in &program.nodes {
+                for (host, span) in &definition.matches {
+                    if let HostMatch::Regex(pattern) = host
+                        && let Some(regex) = self.regex(pattern, *span)
+                        && regex.is_match(self.node)
+                    {
+                        chosen = Some(definition);
+                        break 'regex;
+                    }
+                }
+            }
+        }
+        if chosen.is_none() {
+            chosen = program.nodes.iter().find(|definition| {
+                definition
+                    .matches
+                    .iter()
+                    .any(|(host, _)| *host == HostMatch::Default)
+            });
+        }
+        let Some(definition) = chosen else {
+            let span = program.nodes[0].span;
+            self.error(
+                "no-node-match",
+                span,
+                format!("no node definition matches the node `{}`", self.node),
+            )
+            .help = Some(
+                "add a `node default { }` definition, or pass the node's name with `--node NAME`"
+                    .into(),
+            );
+            return;
+        };
+        let scope = self.new_scope(Some(TOP));
+        let ctx = Ctx {
+            scope,
+            ..self.ctx.clone()
+        };
+        let saved = std::mem::replace(&mut self.ctx, ctx);
+        self.block(&definition.body);
+        self.ctx = saved;
+    }
+
+    fn new_scope(&mut self, parent: Option<ScopeId>) -> ScopeId {
+        self.scopes.push(Scope {
+            parent,
+            vars: HashMap::new(),
+            defaults: Vec::new(),
+        });
+        self.scopes.len() - 1
+    }
+
+    fn next_order(&mut self) -> Vec<u32> {
+        self.seq += 1;
+        let mut order = self.ctx.order.clone();
+        order.push(self.seq);
+        order
+    }
+
+    // ---- expressions ----
+
+    fn block(&mut self, block: &[Expr]) -> Val {
+        let mut last = Val::Undef;
+        for expr in block {
+            last = self.eval(expr);
+        }
+        last
+    }
+
+    fn eval(&mut self, expr: &Expr) -> Val {
+        let span = expr.span;
+        match &expr.kind {
+            ExprKind::Str(text) | ExprKind::Bare(text) => Val::Str(text.clone()),
+            ExprKind::Interp(parts) => {
+                let mut out = String::new();
+                for part in parts {
+                    match part {
+                        InterpPart::Lit(text) => out.push_str(text),
+                        InterpPart::Expr(inner) => {
+                            let value = self.eval(inner);
+                            out.push_str(&value.to_display());
+                        }
+                    }
+                }
+                Val::Str(out)
+            }
+            ExprKind::Int(value) => Val::Int(*value),
+            ExprKind::Float(value) => Val::Float(*value),
+            ExprKind::Bool(value) => Val::Bool(*value),
+            ExprKind::Undef => Val::Undef,
+            ExprKind::Default => Val::Default,
+            ExprKind::Regex(pattern) => {
+                self.regex(pattern, span);
+                Val::Regex(pattern.clone())
+            }
+            ExprKind::TypeRef(name) => Val::Ref {
+                type_name: name.to_ascii_lowercase(),
+                title: None,
+            },
+            ExprKind::Var(name) => self.lookup(name, span),
+            ExprKind::Array(items) => {
+                Val::Array(items.iter().map(|item| self.eval(item)).collect())
+            }
+            ExprKind::Hash(entries) => {
+                let mut out: Vec<(Val, Val)> = Vec::with_capacity(entries.len());
+                for (key, value) in entries {
+                    let key = self.eval(key);
+                    let value = self.eval(value);
+                    match out.iter_mut().find(|(existing, _)| *existing == key) {
+                        Some((_, existing)) => *existing = value,
+                        None => out.push((key, value)),
+                    }
+                }
+                Val::Hash(out)
+            }
+            ExprKind::Access(target, keys) => self.access(target, keys, span),
+            ExprKind::Not(operand) => Val::Bool(!self.eval(operand).truthy()),
+            ExprKind::Neg(operand) => match self.eval(operand) {
+                Val::Int(value) => value.checked_neg().map_or_else(
+                    || {
+                        self.error("arithmetic", span, "integer overflow in negation");
+                        Val::Undef
+                    },
+                    Val::Int,
+                ),
+                Val::Float(value) => Val::Float(-value),
+                other => {
+                    self.error(
+                        "type-mismatch",
+                        span,
+                        format!(
+                            "cannot negate {} `{}`",
+                            other.type_name(),
+                            other.to_display()
+                        ),
+                    );
+                    Val::Undef
+                }
+            },
+            ExprKind::Binary(BinOp::And, lhs, rhs) => {
+                Val::Bool(self.eval(lhs).truthy() && self.eval(rhs).truthy())
+            }
+            ExprKind::Binary(BinOp::Or, lhs, rhs) => {
+                Val::Bool(self.eval(lhs).truthy() || self.eval(rhs).truthy())
+            }
+            ExprKind::Binary(op, lhs, rhs) => {
+                let left = self.eval(lhs);
+                let right = self.eval(rhs);
+                self.binary(*op, left, right, span)
+            }
+            ExprKind::Assign(name, value) => {
+                let value = self.eval(value);
+                self.assign(name, value.clone(), span);
+                value
+            }
+            ExprKind::If {
+                cond,
+                then,
+                otherwise,
+            } => {
+                if self.eval(cond).truthy() {
+                    self.block(then)
+                } else if let Some(otherwise) = otherwise {
+                    self.block(otherwise)
+                } else {
+                    Val::Undef
+                }
+            }
+            ExprKind::Unless {
+                cond,
+                then,
+                otherwise,
+            } => {
+                if !self.eval(cond).truthy() {
+                    self.block(then)
+                } else if let Some(otherwise) = otherwise {
+                    self.block(otherwise)
+                } else {
+                    Val::Undef
+                }
+            }
+            ExprKind::Case { subject, arms } => {
+                let subject = self.eval(subject);
+                let mut default_arm = None;
+                for arm in arms {
+                    for option in &arm.options {
+                        if matches!(option.kind, ExprKind::Default) {
+                            default_arm.get_or_insert(arm);
+                            continue;
+                        }
+                        let option_value = self.eval(option);
+                        if self.matches_option(&subject, &option_value, option.span) {
+                            return self.block(&arm.body);
+                        }
+                    }
+                }
+                match default_arm {
+                    Some(arm) => self.block(&arm.body),
+                    None => Val::Undef,
+                }
+            }
+            ExprKind::Selector { subject, arms } => {
+                let subject = self.eval(subject);
+                let mut default_value = None;
+                for (option, value) in arms {
+                    if matches!(option.kind, ExprKind::Default) {
+                        default_value.get_or_insert(value);
+                        continue;
+                    }
+                    let option_value = self.eval(option);
+                    if self.matches_option(&subject, &option_value, option.span) {
+                        return self.eval(value);
+                    }
+                }
+                match default_value {
+                    Some(value) => self.eval(value),
+                    None => {
+                        self.error(
+                            "no-selector-match",
+                            span,
+                            format!(
+                                "no option of the selector matches `{}`",
+                                subject.to_display()
+                            ),
+                        )
+                        .help = Some("add a `default => value` option".into());
+                        Val::Undef
+                    }
+                }
+            }
+            ExprKind::Call { name, args, lambda } => self.call(name, args, lambda.as_deref(), span),
+            ExprKind::Resource(resource) => self.resource_expr(resource, span),
+            ExprKind::Defaults { type_name, ops } => {
+                self.defaults_expr(type_name, ops, span);
+                Val::Undef
+            }
+            ExprKind::Override { target, ops } => {
+                self.override_expr(target, ops, span);
+                Val::Undef
+            }
+            ExprKind::Collector(collector) => {
+                self.collector(collector, span);
+                Val::Undef
+            }
+            ExprKind::Relation(..) => match self.operand(expr) {
+                Operand::Refs(refs) => Val::Array(
+                    refs.into_iter()
+                        .map(|(t, title)| Val::reference(&t, &title))
+                        .collect(),
+                ),
+                Operand::Collector(_) => Val::Undef,
+            },
+            ExprKind::Definition => Val::Undef,
+        }
+    }
+
+    fn matches_option(&mut self, subject: &Val, option: &Val, span: Span) -> bool {
+        match option {
+            Val::Regex(pattern) => match subject {
+                Val::Str(text) => self.regex_match(pattern, text, span),
+                _ => false,
+            },
+            Val::Array(options) if !matches!(subject, Val::Array(_)) => {
+                options.iter().any(|option| subject.equals(option))
+            }
+            other => subject.equals(other),
+        }
+    }
+
+    pub(crate) fn regex(&mut self, pattern: &str, span: Span) -> Option<regex::Regex> {
+        if let Some(cached) = self.regexes.get(pattern) {
+            return cached.clone();
+        }
+        let compiled = match regex::RegexBuilder::new(pattern)
+            .size_limit(1 << 20)
+            .build()
+        {
+            Ok(regex) => Some(regex),
+            Err(error) => {
+                let message = error.to_string();
+                let first = message.lines().last().unwrap_or_default().trim().to_owned();
+                self.error(
+                    "regex",
+                    span,
+                    format!("invalid regular expression `/{pattern}/`: {first}"),
+                )
+                .help = Some(
+                    "fix the pattern; the syntax is Rust's `regex` crate, close to Perl's".into(),
+                );
+                None
+            }
+        };
+        self.regexes.insert(pattern.to_owned(), compiled.clone());
+        compiled
+    }
+
+    fn regex_match(&mut self, pattern: &str, text: &str, span: Span) -> bool {
+        let Some(regex) = self.regex(pattern, span) else {
+            return false;
+        };
+        match regex.captures(text) {
+            Some(captures) => {
+                self.captures = captures
+                    .iter()
+                    .map(|group| group.map_or(Val::Undef, |m| Val::Str(m.as_str().to_owned())))
+                    .collect();
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn lookup(&mut self, name: &str, span: Span) -> Val {
+        if let Ok(group) = name.parse::<usize>() {
+            return self.captures.get(group).cloned().unwrap_or(Val::Undef);
+        }
+        let (scope, simple) = if let Some(top) = name.strip_prefix("::") {
+            if top.contains("::") {
+                return self.qualified(top, span);
+            }
+            (Some(TOP), top)
+        } else if name.contains("::") {
+            return self.qualified(name, span);
+        } else {
+            (Some(self.ctx.scope), name)
+        };
+        let mut current = scope;
+        while let Some(id) = current {
+            if let Some((value, _)) = self.scopes[id].vars.get(simple) {
+                return value.clone();
+            }
+            current = self.scopes[id].parent;
+        }
+        self.error("unknown-variable", span, format!("unknown variable `${name}`"))
+            .help = Some("assign it before this line, or check its spelling; a class's variable is read as `$class::name` after the class is included".into());
+        Val::Undef
+    }
+
+    fn qualified(&mut self, name: &str, span: Span) -> Val {
+        let (class, variable) = name.rsplit_once("::").unwrap_or(("", name));
+        let Some(&scope) = self.class_scopes.get(class) else {
+            self.error(
+                "unknown-variable",
+                span,
+                format!("`${name}` reads a variable of class `{class}`, which is not included"),
+            )
+            .help = Some(format!("include `{class}` before this line"));
+            return Val::Undef;
+        };
+        match self.scopes[scope].vars.get(variable) {
+            Some((value, _)) => value.clone(),
+            None => {
+                self.error(
+                    "unknown-variable",
+                    span,
+                    format!("class `{class}` has no variable `${variable}`"),
+                );
+                Val::Undef
+            }
+        }
+    }
+
+    fn assign(&mut self, name: &str, value: Val, span: Span) {
+        if name.parse::<usize>().is_ok() {
+            self.error(
+                "assign-match-variable",
+                span,
+                format!("`${name}` holds a regular expression match and cannot be assigned"),
+            );
+            return;
+        }
+        let scope = self.ctx.scope;
+        self.set_var(scope, name, value, span);
+    }
+
+    fn set_var(&mut self, scope: ScopeId, name: &str, value: Val, span: Span) {
+        if let Some((_, previous)) = self.scopes[scope].vars.get(name) {
+            let previous = *previous;
+            self.error(
+                "reassigned-variable",
+                span,
+                format!("`${name}` is already assigned in this scope"),
+            )
+            .with_related_mut(previous, "first assigned here")
+            .help = Some("variables are assigned once per scope; use a new name".into());
+            return;
+        }
+        self.scopes[scope]
+            .vars
+            .insert(name.to_owned(), (value, span));
+    }
+
+    fn access(&mut self, target: &Expr, keys: &[Expr], span: Span) -> Val {
+        let target = self.eval(target);
+        let keys: Vec<Val> = keys.iter().map(|key| self.eval(key)).collect();
+        match target {
+            Val::Ref {
+                type_name,
+                title: None,
+            } => self.type_access(&type_name, keys, span),
+            Val::Ref {
+                type_name,
+                title: Some(title),
+            } => {
+                // `File['/etc/motd']['mode']` reads an attribute of a declared resource.
+                let [Val::Str(attribute)] = keys.as_slice() else {
+                    self.error(
+                        "access",
+                        span,
+                        "a resource's attribute is read with one name: `File['a']['mode']`",
+                    );
+                    return Val::Undef;
+                };
+                match self.index.get(&(type_name.clone(), title.clone())) {
+                    Some(&idx) => self.resources[idx]
+                        .attr(attribute)
+                        .map_or(Val::Undef, |attr| attr.value.clone()),
+                    None => {
+                        self.error(
+                            "unknown-resource",
+                            span,
+                            format!(
+                                "`{}` is not declared (yet)",
+                                Val::reference(&type_name, &title).to_display()
+                            ),
+                        );
+                        Val::Undef
+                    }
+                }
+            }
+            Val::Array(items) => {
+                let len = items.len() as i64;
+                match keys.as_slice() {
+                    [Val::Int(index)] => {
+                        let index = if *index < 0 { len + index } else { *index };
+                        usize::try_from(index)
+                            .ok()
+                            .and_then(|i| items.get(i).cloned())
+                            .unwrap_or(Val::Undef)
+                    }
+                    [Val::Int(start), Val::Int(count)] => {
+                        let start = if *start < 0 {
+                            (len + start).max(0)
+                        } else {
+                            (*start).min(len)
+                        };
+                        let end = if *count < 0 {
+                            len + count + 1
+                        } else {
+                            start.saturating_add(*count)
+                        }
+                        .clamp(start, len);
+                        Val::Array(items[start as usize..end as usize].to_vec())
+                    }
+                    _ => {
+                        self.error("access", span, "an array is indexed by an integer: `$list[0]`, or sliced: `$list[1, 2]`");
+                        Val::Undef
+                    }
+                }
+            }
+            Val::Hash(entries) => {
+                if keys.len() == 1 {
+                    Val::hash_get(&entries, &keys[0])
+                        .cloned()
+                        .unwrap_or(Val::Undef)
+                } else {
+                    Val::Array(
+                        keys.iter()
+                            .map(|key| Val::hash_get(&entries, key).cloned().unwrap_or(Val::Undef))
+                            .collect(),
+                    )
+                }
+            }
+            Val::Str(text) => {
+                let chars: Vec<char> = text.chars().collect();
+                let len = chars.len() as i64;
+                match keys.as_slice() {
+                    [Val::Int(index)] => {
+                        let index = if *index < 0 { len + index } else { *index };
+                        usize::try_from(index)
+                            .ok()
+                            .and_then(|i| chars.get(i))
+                            .map_or(Val::Undef, |c| Val::Str(c.to_string()))
+                    }
+                    [Val::Int(start), Val::Int(count)] => {
+                        let start = if *start < 0 {
+                            (len + start).max(0)
+                        } else {
+                            (*start).min(len)
+                        };
+                        let end = if *count < 0 {
+                            len + count + 1
+                        } else {
+                            start.saturating_add(*count)
+                        }
+                        .clamp(start, len);
+                        Val::Str(chars[start as usize..end as usize].iter().collect())
+                    }
+                    _ => {
+                        self.error(
+                            "access",
+                            span,
+                            "a string is indexed by an integer: `$text[0]`",
+                        );
+                        Val::Undef
+                    }
+                }
+            }
+            other => {
+                self.error("access", span, format!("cannot index {} `{}`", other.type_name(), other.to_display()))
+                    .help = Some("only arrays, hashes, strings and types can be indexed; check the variable holds what you expect".into());
+                Val::Undef
+            }
+        }
+    }
+
+    /// `File['a', 'b']`, `Class['foo']`, `Resource['file', 'a']`.
+    fn type_access(&mut self, type_name: &str, keys: Vec<Val>, span: Span) -> Val {
+        let (type_name, keys) = if type_name == "resource" {
+            let mut keys = keys.into_iter();
+            match keys.next() {
+                Some(Val::Str(name)) => (name.to_ascii_lowercase(), keys.collect::<Vec<_>>()),
+                Some(Val::Ref {
+                    type_name,
+                    title: None,
+                }) => (type_name, keys.collect()),
+                _ => {
+                    self.error(
+                        "access",
+                        span,
+                        "`Resource[...]` takes a type first: `Resource['file', '/tmp/a']`",
+                    );
+                    return Val::Undef;
+                }
+            }
+        } else {
+            (type_name.to_owned(), keys)
+        };
+        let mut titles = Vec::new();
+        for key in keys {
+            flatten_into(key, &mut titles);
+        }
+        let mut refs = Vec::new();
+        for title in titles {
+            match title {
+                Val::Str(title) if !title.is_empty() => {
+                    let title = if type_name == "class" {
+                        title.trim_start_matches("::").to_ascii_lowercase()
+                    } else {
+                        title
+                    };
+                    refs.push(Val::reference(&type_name, &title));
+                }
+                other => {
+                    self.error(
+                        "access",
+                        span,
+                        format!(
+                            "a title must be a non-empty string, not {} `{}`",
+                            other.type_name(),
+                            other.to_display()
+                        ),
+                    );
+                }
+            }
+        }
+        if refs.len() == 1 {
+            refs.pop().expect("one element")
+        } else {
+            Val::Array(refs)
+        }
+    }
+
+    fn binary(&mut self, op: BinOp, left: Val, right: Val, span: Span) -> Val {
+        use BinOp::*;
+        let mismatch = |this: &mut Self, verb: &str| {
+            this.error(
+                "type-mismatch",
+                span,
+                format!(
+                    "cannot {verb} {} `{}` and {} `{}`",
+                    left.type_name(),
+                    left.to_display(),
+                    right.type_name(),
+                    right.to_display()
+                ),
+            );
+            Val::Undef
+        };
+        match op {
+            Eq => Val::Bool(left.equals(&right)),
+            Ne => Val::Bool(!left.equals(&right)),
+            Lt | Le | Gt | Ge => match left.compare(&right) {
+                Ok(ordering) => Val::Bool(match op {
+                    Lt => ordering.is_lt(),
+                    Le => ordering.is_le(),
+                    Gt => ordering.is_gt(),
+                    _ => ordering.is_ge(),
+                }),
+                Err(message) => {
+                    self.error("type-mismatch", span, message);
+                    Val::Undef
+                }
+            },
+            Match | NoMatch => {
+                let Val::Str(text) = &left else {
+                    return mismatch(self, "match");
+                };
+                let pattern = match &right {
+                    Val::Regex(pattern) | Val::Str(pattern) => pattern.clone(),
+                    _ => return mismatch(self, "match"),
+                };
+                let matched = self.regex_match(&pattern, text, span);
+                Val::Bool(matched == (op == Match))
+            }
+            In => Val::Bool(match (&left, &right) {
+                (Val::Str(needle), Val::Str(haystack)) => {
+                    haystack.to_lowercase().contains(&needle.to_lowercase())
+                }
+                (Val::Regex(pattern), Val::Str(haystack)) => {
+                    let pattern = pattern.clone();
+                    self.regex_match(&pattern, haystack, span)
+                }
+                (Val::Regex(pattern), Val::Array(items)) => {
+                    let pattern = pattern.clone();
+                    items.iter().any(|item| matches!(item, Val::Str(text) if self.regex_match(&pattern, text, span)))
+                }
+                (needle, Val::Array(items)) => items.iter().any(|item| needle.equals(item)),
+                (needle, Val::Hash(entries)) => entries.iter().any(|(key, _)| needle.equals(key)),
+                _ => return mismatch(self, "search with `in` in"),
+            }),
+            Add | Sub | Mul | Div | Rem | LShift | RShift => self.arithmetic(op, left, right, span),
+            And | Or => unreachable!("short-circuited in eval"),
+        }
+    }
+
+    fn arithmetic(&mut self, op: BinOp, left: Val, right: Val, span: Span) -> Val {
+        use BinOp::*;
+        let result: Result<Val, String> = match (op, left, right) {
+            (op, Val::Int(a), Val::Int(b)) => {
+                let value = match op {
+                    Add => a.checked_add(b),
+                    Sub => a.checked_sub(b),
+                    Mul => a.checked_mul(b),
+                    Div if b == 0 => {
+                        self.error("arithmetic", span, "division by zero");
+                        return Val::Undef;
+                    }
+                    Div => a.checked_div(b),
+                    Rem if b == 0 => {
+                        self.error("arithmetic", span, "division by zero");
+                        return Val::Undef;
+                    }
+                    Rem => a.checked_rem(b),
+                    LShift => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)),
+                    _ => u32::try_from(b).ok().and_then(|b| a.checked_shr(b)),
+                };
+                value
+                    .map(Val::Int)
+                    .ok_or_else(|| "integer overflow".to_owned())
+            }
+            (
+                op @ (Add | Sub | Mul | Div | Rem),
+                a @ (Val::Int(_) | Val::Float(_)),
+                b @ (Val::Int(_) | Val::Float(_)),
+            ) => {
+                let (a, b) = (num(&a), num(&b));
+                let value = match op {
+                    Add => a + b,
+                    Sub => a - b,
+                    Mul => a * b,
+                    Div => a / b,
+                    _ => a % b,
+                };
+                if value.is_finite() {
+                    Ok(Val::Float(value))
+                } else {
+                    Err("the result is not a finite number".to_owned())
+                }
+            }
+            (Add, Val::Array(mut a), Val::Array(b)) => {
+                a.extend(b);
+                Ok(Val::Array(a))
+            }
+            (Add | LShift, Val::Array(mut a), other) => {
+                a.push(other);
+                Ok(Val::Array(a))
+            }
+            (Add, Val::Hash(mut a), Val::Hash(b)) => {
+                for (key, value) in b {
+                    match a.iter_mut().find(|(existing, _)| *existing == key) {
+                        Some((_, existing)) => *existing = value,
+                        None => a.push((key, value)),
+                    }
+                }
+                Ok(Val::Hash(a))
+            }
+            (Sub, Val::Array(a), Val::Array(b)) => Ok(Val::Array(
+                a.into_iter()
+                    .filter(|item| !b.iter().any(|other| other.equals(item)))
+                    .collect(),
+            )),
+            (Sub, Val::Array(a), other) => Ok(Val::Array(
+                a.into_iter().filter(|item| !item.equals(&other)).collect(),
+            )),
+            (Sub, Val::Hash(a), Val::Array(keys)) => Ok(Val::Hash(
+                a.into_iter()
+                    .filter(|(key, _)| !keys.contains(key))
+                    .collect(),
+            )),
+            (Sub, Val::Hash(a), Val::Hash(b)) => Ok(Val::Hash(
+                a.into_iter()
+                    .filter(|(key, _)| !b.iter().any(|(other, _)| other == key))
+                    .collect(),
+            )),
+            (Sub, Val::Hash(a), key) => Ok(Val::Hash(
+                a.into_iter()
+                    .filter(|(existing, _)| *existing != key)
+                    .collect(),
+            )),
+            (op, left, right) => Err(format!(
+                "cannot apply `{}` to {} `{}` and {} `{}`{}",
+                match op {
+                    Add => "+",
+                    Sub => "-",
+                    Mul => "*",
+                    Div => "/",
+                    Rem => "%",
+                    LShift => "<<",
+                    _ => ">>",
+                },
+                left.type_name(),
+                left.to_display(),
+                right.type_name(),
+                right.to_display(),
+                if matches!((&left, &right), (Val::Str(_), _) | (_, Val::Str(_))) {
+                    "; join strings with interpolation: \"${a}${b}\""
+                } else {
+                    ""
+                }
+            )),
+        };
+        match result {
+            Ok(value) => value,
+            Err(message) => {
+                self.error("arithmetic", span, message);
+                Val::Undef
+            }
+        }
+    }
+
+    // ---- resources ----
+
+    fn kind_of(&self, type_name: &str) -> Option<Kind> {
+        if type_name == "class" {
+            return None;
+        }
+        if self.types.contains(type_name) {
+            return Some(Kind::Plugin);
+        }
+        self.defines.get(type_name).map(|idx| Kind::Define(*idx))
+    }
+
+    fn unknown_type(&mut self, type_name: &str, span: Span) {
+        let mut known: Vec<&str> = self.types.names().collect();
+        known.extend(self.defines.keys().map(String::as_str));
+        known.sort_unstable();
+        self.error(
+            "unknown-type",
+            span,
+            format!("unknown resource type `{type_name}`"),
+        )
+        .help = Some(format!(
+            "no plugin of the policy provides it and no `define {type_name}` exists; known types: {}",
+            known.join(", ")
+        ));
+    }
+
+    /// Evaluates attribute operations; `* =>` is expanded, duplicates are reported.
+    fn eval_ops(&mut self, ops: &[AttrOp], allow_append: bool, where_: &str) -> Vec<Op> {
+        let mut out: Vec<Op> = Vec::with_capacity(ops.len());
+        let mut splat_seen: Option<Span> = None;
+        for op in ops {
+            let value = self.eval(&op.value);
+            match op.kind {
+                AttrOpKind::Splat => {
+                    if let Some(first) = splat_seen {
+                        self.error(
+                            "splat-twice",
+                            op.name_span,
+                            format!("`* =>` may appear only once in {where_}"),
+                        )
+                        .with_related_mut(first, "first used here")
+                        .help = Some("merge the hashes with `+` into one `* =>`".into());
+                        continue;
+                    }
+                    splat_seen = Some(op.name_span);
+                    let entries = match value {
+                        Val::Hash(entries) => entries,
+                        Val::Undef => Vec::new(),
+                        other => {
+                            self.error(
+                                "splat-not-hash",
+                                op.value.span,
+                                format!(
+                                    "`* =>` needs a hash of attributes, not {} `{}`",
+                                    other.type_name(),
+                                    other.to_display()
+                                ),
+                            );
+                            continue;
+                        }
+                    };
+                    for (key, value) in entries {
+                        let Val::Str(name) = key else {
+                            self.error(
+                                "splat-not-hash",
+                                op.value.span,
+                                format!(
+                                    "`* =>` hash key `{}` is not an attribute name",
+                                    key.to_display()
+                                ),
+                            );
+                            continue;
+                        };
+                        self.push_op(
+                            &mut out,
+                            Op {
+                                name,
+                                value,
+                                span: op.value.span,
+                                append: false,
+                            },
+                        );
+                    }
+                }
+                AttrOpKind::Append if !allow_append => {
+                    self.error(
+                        "append-in-resource",
+                        op.name_span,
+                        format!("`+>` cannot be used in {where_}"),
+                    )
+                    .help = Some(format!(
+                        "write `{} => ...`; `+>` appends only in defaults, overrides and collectors",
+                        op.name
+                    ));
+                }
+                kind => self.push_op(
+                    &mut out,
+                    Op {
+                        name: op.name.clone(),
+                        value,
+                        span: op.name_span,
+                        append: kind == AttrOpKind::Append,
+                    },
+                ),
+            }
+        }
+        out
+    }
+
+    fn push_op(&mut self, out: &mut Vec<Op>, op: Op) {
+        if let Some(first) = out.iter().find(|existing| existing.name == op.name) {
+            let first = first.span;
+            self.error(
+                "duplicate-attribute",
+                op.span,
+                format!("attribute `{}` is set twice", op.name),
+            )
+            .with_related_mut(first, "first set here")
+            .help = Some("keep one of the two settings".into());
+            return;
+        }
+        out.push(op);
+    }
+
+    /// Is `name` an attribute of the type? Reports it if not.
+    fn check_attribute(&mut self, type_name: &str, kind: Kind, name: &str, span: Span) -> bool {
+        if METAPARAMETERS.contains(&name) {
+            return true;
+        }
+        if UNSUPPORTED_METAPARAMETERS.contains(&name) {
+            self.error(
+                "unsupported-metaparameter",
+                span,
+                format!("`{name}` is a Puppet metaparameter that wconverge does not support"),
+            )
+            .help = Some(format!(
+                "remove `{name}`; supported metaparameters: {}",
+                METAPARAMETERS.join(", ")
+            ));
+            return false;
+        }
+        let program = self.program;
+        let valid: Vec<&str> = match kind {
+            Kind::Plugin => self
+                .types
+                .attributes(type_name)
+                .map(|names| names.iter().map(String::as_str).collect())
+                .unwrap_or_default(),
+            Kind::Define(idx) => std::iter::once("name")
+                .chain(
+                    program.defines[idx]
+                        .params
+                        .iter()
+                        .map(|param| param.name.as_str()),
+                )
+                .collect(),
+            Kind::Class(idx) => program.classes[idx]
+                .params
+                .iter()
+                .map(|param| param.name.as_str())
+                .collect(),
+        };
+        if valid.contains(&name) {
+            return true;
+        }
+        let what = match kind {
+            Kind::Class(_) => format!("class `{type_name}`"),
+            _ => format!("type `{}`", display_type_name(type_name)),
+        };
+        self.error(
+            "unknown-attribute",
+            span,
+            format!("{what} has no attribute `{name}`"),
+        )
+        .with_label_mut("unknown attribute")
+        .help = Some(if valid.is_empty() {
+            format!("{what} takes no attributes besides the metaparameters")
+        } else {
+            format!("valid attributes: {}", valid.join(", "))
+        });
+        false
+    }
+
+    fn resource_expr(&mut self, resource: &ResourceExpr, _span: Span) -> Val {
+        let kind = if resource.type_name == "class" {
+            None
+        } else {
+            match self.kind_of(&resource.type_name) {
+                Some(kind) => Some(kind),
+                None => {
+                    self.unknown_type(&resource.type_name, resource.type_span);
+                    return Val::Undef;
+                }
+            }
+        };
+        if kind.is_none() && resource.form != Form::Regular {
+            self.error(
+                "virtual-class",
+                resource.type_span,
+                "a class cannot be virtual or exported",
+            )
+            .help = Some("remove the `@`".into());
+            return Val::Undef;
+        }
+        struct Evaluated {
+            titles: Vec<Val>,
+            title_span: Span,
+            ops: Vec<Op>,
+        }
+        let mut bodies = Vec::with_capacity(resource.bodies.len());
+        for body in &resource.bodies {
+            let title = self.eval(&body.title);
+            let mut titles = Vec::new();
+            flatten_into(title, &mut titles);
+            let ops = self.eval_ops(&body.ops, false, "a resource body");
+            bodies.push(Evaluated {
+                titles,
+                title_span: body.title.span,
+                ops,
+            });
+        }
+        let local_defaults: Vec<Op> = bodies
+            .iter()
+            .filter(|body| body.titles.contains(&Val::Default))
+            .flat_map(|body| body.ops.iter().cloned())
+            .collect();
+        let mut refs = Vec::new();
+        let mut seen_titles: HashMap<String, Span> = HashMap::new();
+        for body in &bodies {
+            for title in &body.titles {
+                let title = match title {
+                    Val::Default => continue,
+                    Val::Str(title) if !title.is_empty() => title.clone(),
+                    other => {
+                        self.error(
+                            "bad-title",
+                            body.title_span,
+                            format!(
+                                "a title must be a non-empty string, not {} `{}`",
+                                other.type_name(),
+                                other.to_display()
+                            ),
+                        )
+                        .help = Some("quote the title: `'name'`".into());
+                        continue;
+                    }
+                };
+                if let Some(first) = seen_titles.insert(title.clone(), body.title_span) {
+                    self.error(
+                        "duplicate-title",
+                        body.title_span,
+                        format!("title `{title}` appears twice in one resource expression"),
+                    )
+                    .with_related_mut(first, "first given here")
+                    .help = Some("remove one of the two titles".into());
+                    continue;
+                }
+                let mut ops: Vec<Op> = local_defaults
+                    .iter()
+                    .filter(|default| !body.ops.iter().any(|op| op.name == default.name))
+                    .cloned()
+                    .collect();
+                ops.extend(body.ops.iter().cloned());
+                match kind {
+                    None => {
+                        if let Some(idx) = self.declare_class(&title, Some(ops), body.title_span) {
+                            refs.push(Val::reference("class", &self.resources[idx].title.clone()));
+                        }
+                    }
+                    Some(kind) => {
+                        let status = match resource.form {
+                            Form::Regular => Status::Realized,
+                            Form::Virtual => Status::Virtual,
+                            Form::Exported => Status::Exported,
+                        };
+                        if self
+                            .create(
+                                &resource.type_name,
+                                &title,
+                                kind,
+                                ops,
+                                status,
+                                body.title_span,
+                            )
+                            .is_some()
+                        {
+                            refs.push(Val::reference(&resource.type_name, &title));
+                        }
+                    }
+                }
+            }
+        }
+        Val::Array(refs)
+    }
+
+    fn create(
+        &mut self,
+        type_name: &str,
+        title: &str,
+        kind: Kind,
+        ops: Vec<Op>,
+        status: Status,
+        span: Span,
+    ) -> Option<usize> {
+        let key = (type_name.to_owned(), title.to_owned());
+        if let Some(&first) = self.index.get(&key) {
+            let first_span = self.resources[first].span;
+            let reference = self.resources[first].reference();
+            self.error(
+                "duplicate-title",
+                span,
+                format!("`{reference}` is declared twice"),
+            )
+            .with_label_mut("declared again here")
+            .with_related_mut(first_span, "first declared here")
+            .help = Some(
+                "rename one of the two, or merge their attributes into one declaration".into(),
+            );
+            return None;
+        }
+        let mut attrs: Vec<Attr> = self
+            .visible_defaults(type_name, self.ctx.scope)
+            .into_iter()
+            .map(|(name, value, span)| Attr {
+                name,
+                value,
+                span,
+                from_default: true,
+            })
+            .collect();
+        for op in ops {
+            if !self.check_attribute(type_name, kind, &op.name, op.span) {
+                continue;
+            }
+            match attrs.iter_mut().find(|attr| attr.name == op.name) {
+                Some(attr) => {
+                    *attr = Attr {
+                        name: op.name,
+                        value: op.value,
+                        span: op.span,
+                        from_default: false,
+                    }
+                }
+                None => attrs.push(Attr {
+                    name: op.name,
+                    value: op.value,
+                    span: op.span,
+                    from_default: false,
+                }),
+            }
+        }
+        let order = self.next_order();
+        let idx = self.resources.len();
+        self.resources.push(Res {
+            type_name: type_name.to_owned(),
+            title: title.to_owned(),
+            kind,
+            status,
+            attrs,
+            span,
+            container: self.ctx.container,
+            declared_in: self.ctx.class_name.clone(),
+            order,
+            function_tags: Vec::new(),
+            evaluated: false,
+            depth: self.ctx.depth,
+        });
+        self.index.insert(key, idx);
+        self.by_type
+            .entry(type_name.to_owned())
+            .or_default()
+            .push(idx);
+        if status == Status::Realized && matches!(kind, Kind::Define(_)) {
+            self.pending_defines.push_back(idx);
+        }
+        Some(idx)
+    }
+
+    /// The defaults for `type_name` visible from `scope`, the nearest first.
+    fn visible_defaults(&self, type_name: &str, scope: ScopeId) -> Vec<(String, Val, Span)> {
+        let mut out: Vec<(String, Val, Span)> = Vec::new();
+        let mut current = Some(scope);
+        while let Some(id) = current {
+            for entry in &self.scopes[id].defaults {
+                if entry.type_name == type_name
+                    && !out.iter().any(|(name, _, _)| *name == entry.attribute)
+                {
+                    out.push((entry.attribute.clone(), entry.value.clone(), entry.span));
+                }
+            }
+            current = self.scopes[id].parent;
+        }
+        out
+    }
+
+    fn defaults_expr(&mut self, type_name: &str, ops: &[AttrOp], span: Span) {
+        if type_name == "class" {
+            self.error("class-defaults", span, "defaults cannot be set for classes")
+                .help = Some("pass parameters to the class instead".into());
+            return;
+        }
+        let Some(kind) = self.kind_of(type_name) else {
+            self.unknown_type(type_name, span);
+            return;
+        };
+        let ops = self.eval_ops(ops, true, "resource defaults");
+        let scope = self.ctx.scope;
+        for op in ops {
+            if !self.check_attribute(type_name, kind, &op.name, op.span) {
+                continue;
+            }
+            if let Some(first) = self.scopes[scope]
+                .defaults
+                .iter()
+                .find(|entry| entry.type_name == type_name && entry.attribute == op.name)
+            {
+                let first = first.span;
+                self.error(
+                    "default-redefined",
+                    op.span,
+                    format!(
+                        "the default for `{}` of `{}` is already set in this scope",
+                        op.name,
+                        display_type_name(type_name)
+                    ),
+                )
+                .with_related_mut(first, "first set here")
+                .help = Some(
+                    "set each default once per scope; use `+>` in a nested scope to add to it"
+                        .into(),
+                );
+                continue;
+            }
+            let value = if op.append {
+                let outer = self.scopes[scope].parent.and_then(|parent| {
+                    self.visible_defaults(type_name, parent)
+                        .into_iter()
+                        .find(|(name, _, _)| *name == op.name)
+                        .map(|(_, value, _)| value)
+                });
+                append(outer, op.value)
+            } else {
+                op.value
+            };
+            self.scopes[scope].defaults.push(DefaultEntry {
+                type_name: type_name.to_owned(),
+                attribute: op.name,
+                value,
+                span: op.span,
+            });
+        }
+    }
+
+    fn override_expr(&mut self, target: &Expr, ops: &[AttrOp], span: Span) {
+        let target_value = self.eval(target);
+        let mut items = Vec::new();
+        flatten_into(target_value, &mut items);
+        let ops = self.eval_ops(ops, true, "an override");
+        for item in items {
+            let Val::Ref {
+                type_name,
+                title: Some(title),
+            } = item
+            else {
+                self.error(
+                    "override-target",
+                    target.span,
+                    format!(
+                        "an override needs references to resources, like `File['a']`, not {} `{}`",
+                        item.type_name(),
+                        item.to_display()
+                    ),
+                );
+                continue;
+            };
+            let key = (type_name, title);
+            let class_name = self.ctx.class_name.clone();
+            match self.index.get(&key).copied() {
+                Some(idx) => self.apply_override(idx, &ops, class_name.as_deref(), false),
+                None => self.overrides.push(PendingOverride {
+                    target: key,
+                    ops: ops.clone(),
+                    class_name,
+                    span,
+                }),
+            }
+        }
+    }
+
+    /// Does `class` inherit (directly or not) from `ancestor`?
+    fn inherits(&self, class: &str, ancestor: &str) -> bool {
+        let mut current = class.to_owned();
+        for _ in 0..=self.program.classes.len() {
+            let Some(&idx) = self.classes.get(&current) else {
+                return false;
+            };
+            let Some((parent, _)) = &self.program.classes[idx].parent else {
+                return false;
+            };
+            if parent == ancestor {
+                return true;
+            }
+            current.clone_from(parent);
+        }
+        false
+    }
+
+    fn apply_override(
+        &mut self,
+        idx: usize,
+        ops: &[Op],
+        class_name: Option<&str>,
+        by_collector: bool,
+    ) {
+        let may_replace = by_collector
+            || class_name.is_some_and(|class| {
+                self.resources[idx]
+                    .declared_in
+                    .as_deref()
+                    .is_some_and(|declared| self.inherits(class, declared))
+            });
+        let type_name = self.resources[idx].type_name.clone();
+        let kind = self.resources[idx].kind;
+        for op in ops {
+            if !self.check_attribute(&type_name, kind, &op.name, op.span) {
+                continue;
+            }
+            let existing = self.resources[idx].attr(&op.name).cloned();
+            let reference = self.resources[idx].reference();
+            let value = if op.append {
+                if !may_replace {
+                    self.error("override-append", op.span, format!("`+>` cannot append to `{}` of `{reference}` here", op.name))
+                        .help = Some("outside a class that inherits the class declaring the resource, an override may only set attributes that have no value; `+>` would change one".into());
+                    continue;
+                }
+                append(existing.map(|attr| attr.value), op.value.clone())
+            } else {
+                if let Some(existing) = &existing
+                    && !existing.from_default
+                    && existing.value != Val::Undef
+                    && !may_replace
+                {
+                    self.error("override-set", op.span, format!("`{reference}` already has `{}` set", op.name))
+                        .with_related_mut(existing.span, "set here")
+                        .help = Some("outside a class that inherits the class declaring the resource, an override may only set attributes that have no value; move the override into an inheriting class or change the declaration".into());
+                    continue;
+                }
+                op.value.clone()
+            };
+            let attr = Attr {
+                name: op.name.clone(),
+                value,
+                span: op.span,
+                from_default: false,
+            };
+            let attrs = &mut self.resources[idx].attrs;
+            match attrs.iter_mut().find(|existing| existing.name == op.name) {
+                Some(existing) => *existing = attr,
+                None => attrs.push(attr),
+            }
+        }
+    }
+
+    fn collector(&mut self, collector: &Collector, span: Span) -> usize {
+        if self.kind_of(&collector.type_name).is_none() {
+            self.unknown_type(&collector.type_name, span);
+        }
+        let query = match &collector.query {
+            Some(query) => self.compile_query(query),
+            None => CQuery::All,
+        };
+        let ops = self.eval_ops(&collector.ops, true, "a collector");
+        self.collectors.push(CollectorState {
+            type_name: collector.type_name.clone(),
+            exported: collector.exported,
+            query,
+            ops,
+            matched: HashSet::new(),
+            matched_list: Vec::new(),
+            span,
+        });
+        self.collectors.len() - 1
+    }
+
+    fn compile_query(&mut self, query: &Query) -> CQuery {
+        match query {
+            Query::And(a, b) => CQuery::And(
+                Box::new(self.compile_query(a)),
+                Box::new(self.compile_query(b)),
+            ),
+            Query::Or(a, b) => CQuery::Or(
+                Box::new(self.compile_query(a)),
+                Box::new(self.compile_query(b)),
+            ),
+            Query::Compare {
+                attribute,
+                equal,
+                value,
+            } => CQuery::Compare {
+                attribute: attribute.clone(),
+                equal: *equal,
+                value: self.eval(value),
+            },
+        }
+    }
+
+    fn query_matches(&self, query: &CQuery, idx: usize) -> bool {
+        match query {
+            CQuery::All => true,
+            CQuery::And(a, b) => self.query_matches(a, idx) && self.query_matches(b, idx),
+            CQuery::Or(a, b) => self.query_matches(a, idx) || self.query_matches(b, idx),
+            CQuery::Compare {
+                attribute,
+                equal,
+                value,
+            } => {
+                let res = &self.resources[idx];
+                let found = match attribute.as_str() {
+                    "title" => value.equals(&Val::Str(res.title.clone())),
+                    "tag" => self
+                        .tags_of(idx)
+                        .iter()
+                        .any(|tag| value.equals(&Val::Str(tag.clone()))),
+                    name => match res.attr(name).map(|attr| &attr.value) {
+                        Some(Val::Array(items)) => items.iter().any(|item| value.equals(item)),
+                        Some(Val::Undef) | None => false,
+                        Some(other) => value.equals(other),
+                    },
+                };
+                found == *equal
+            }
+        }
+    }
+
+    fn run_collector(&mut self, collector_idx: usize) -> bool {
+        let type_name = self.collectors[collector_idx].type_name.clone();
+        let candidates = self.by_type.get(&type_name).cloned().unwrap_or_default();
+        let mut progress = false;
+        for idx in candidates {
+            let state = &self.collectors[collector_idx];
+            if state.matched.contains(&idx) {
+                continue;
+            }
+            if state.exported && self.resources[idx].status != Status::Exported {
+                continue;
+            }
+            if !self.query_matches(&self.collectors[collector_idx].query, idx) {
+                continue;
+            }
+            let state = &mut self.collectors[collector_idx];
+            state.matched.insert(idx);
+            state.matched_list.push(idx);
+            let ops = state.ops.clone();
+            self.realize(idx);
+            self.apply_override(idx, &ops, None, true);
+            progress = true;
+        }
+        progress
+    }
+
+    fn realize(&mut self, idx: usize) {
+        let res = &mut self.resources[idx];
+        if res.status != Status::Realized {
+            res.status = Status::Realized;
+            if matches!(res.kind, Kind::Define(_)) && !res.evaluated {
+                self.pending_defines.push_back(idx);
+            }
+        }
+    }
+
+    // ---- classes and defined types ----
+
+    fn declare_class(&mut self, name: &str, given: Option<Vec<Op>>, span: Span) -> Option<usize> {
+        let name = name.trim_start_matches("::").to_ascii_lowercase();
+        if self.class_stack.contains(&name) {
+            let mut chain = self.class_stack.clone();
+            chain.push(name.clone());
+            self.error("include-cycle", span, format!("class `{name}` is included while it is being evaluated: {}", chain.join(" → ")))
+                .help = Some("classes that include each other in a loop never finish; move what both need into a third class".into());
+            return None;
+        }
+        if let Some(&idx) = self.index.get(&("class".to_owned(), name.clone())) {
+            if given.is_some() {
+                let first = self.resources[idx].span;
+                self.error(
+                    "duplicate-class",
+                    span,
+                    format!("class `{name}` is already declared"),
+                )
+                .with_related_mut(first, "first declared (or included) here")
+                .help = Some(
+                    "a class with parameters must be declared once, before any `include` of it"
+                        .into(),
+                );
+            }
+            return Some(idx);
+        }
+        if self.class_stack.len() >= MAX_CLASS_DEPTH {
+            self.error(
+                "class-depth-limit",
+                span,
+                format!("classes include each other more than {MAX_CLASS_DEPTH} deep (the limit)"),
+            )
+            .help = Some("flatten the chain of includes".into());
+            return None;
+        }
+        let Some(&def_idx) = self.classes.get(&name) else {
+            let mut known: Vec<&str> = self.classes.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            self.error("unknown-class", span, format!("unknown class `{name}`"))
+                .help = Some(if known.is_empty() {
+                "define it with `class name { ... }`".to_owned()
+            } else {
+                format!("defined classes: {}", known.join(", "))
+            });
+            return None;
+        };
+        let program = self.program;
+        let definition = &program.classes[def_idx];
+        let mut parent_scope = TOP;
+        if let Some((parent, parent_span)) = &definition.parent {
+            if self.inherits(parent, &name) || *parent == name {
+                self.error(
+                    "circular-inheritance",
+                    *parent_span,
+                    format!("class `{name}` inherits from itself through `{parent}`"),
+                )
+                .help = Some("remove one `inherits` from the loop".into());
+                return None;
+            }
+            self.class_stack.push(name.clone());
+            let parent_idx = self.declare_class(parent, None, *parent_span);
+            self.class_stack.pop();
+            parent_idx?;
+            parent_scope = self
+                .class_scopes
+                .get(parent.as_str())
+                .copied()
+                .unwrap_or(TOP);
+        }
+        let ops = given.unwrap_or_default();
+        let kind = Kind::Class(def_idx);
+        let mut attrs = Vec::new();
+        for op in ops {
+            if self.check_attribute(&name, kind, &op.name, op.span) {
+                attrs.push(Attr {
+                    name: op.name,
+                    value: op.value,
+                    span: op.span,
+                    from_default: false,
+                });
+            }
+        }
+        let order = self.next_order();
+        let idx = self.resources.len();
+        self.resources.push(Res {
+            type_name: "class".to_owned(),
+            title: name.clone(),
+            kind,
+            status: Status::Realized,
+            attrs,
+            span,
+            container: None,
+            declared_in: None,
+            order: order.clone(),
+            function_tags: Vec::new(),
+            evaluated: true,
+            depth: self.ctx.depth,
+        });
+        self.index.insert(("class".to_owned(), name.clone()), idx);
+        let scope = self.new_scope(Some(parent_scope));
+        self.class_scopes.insert(name.clone(), scope);
+        let ctx = Ctx {
+            scope,
+            container: Some(idx),
+            class_name: Some(name.clone()),
+            order,
+            depth: self.ctx.depth,
+        };
+        let saved = std::mem::replace(&mut self.ctx, ctx);
+        self.class_stack.push(name);
+        self.bind_params(&definition.params, idx, scope);
+        self.block(&definition.body);
+        self.class_stack.pop();
+        self.ctx = saved;
+        Some(idx)
+    }
+
+    fn bind_params(&mut self, params: &[Param], idx: usize, scope: ScopeId) {
+        for param in params {
+            let given = self.resources[idx]
+                .attr(&param.name)
+                .map(|attr| (attr.value.clone(), attr.span));
+            let value = match (given, &param.default) {
+                (Some((value, _)), _) if value != Val::Undef => value,
+                (_, Some(default)) => self.eval(default),
+                (Some((value, _)), None) => value,
+                (None, None) => {
+                    let reference = self.resources[idx].reference();
+                    let span = self.resources[idx].span;
+                    self.error(
+                        "missing-parameter",
+                        span,
+                        format!(
+                            "`{reference}` needs a value for parameter `${}`",
+                            param.name
+                        ),
+                    )
+                    .with_related_mut(param.span, "parameter declared here")
+                    .help = Some(format!(
+                        "pass `{} => ...`, or give the parameter a default",
+                        param.name
+                    ));
+                    Val::Undef
+                }
+            };
+            self.set_var(scope, &param.name, value, param.span);
+        }
+    }
+
+    fn evaluate_define(&mut self, idx: usize) {
+        let Kind::Define(def_idx) = self.resources[idx].kind else {
+            return;
+        };
+        if self.resources[idx].evaluated {
+            return;
+        }
+        self.resources[idx].evaluated = true;
+        let depth = self.resources[idx].depth;
+        if depth >= MAX_DEFINE_DEPTH {
+            let span = self.resources[idx].span;
+            let type_name = self.resources[idx].type_name.clone();
+            self.error("define-depth-limit", span, format!("defined type `{type_name}` is nested more than {MAX_DEFINE_DEPTH} deep (the limit)"))
+                .help = Some("a defined type that declares an instance of itself never ends; give the recursion a condition that stops it".into());
+            return;
+        }
+        let program = self.program;
+        let definition = &program.defines[def_idx];
+        let scope = self.new_scope(Some(TOP));
+        let title = self.resources[idx].title.clone();
+        let span = self.resources[idx].span;
+        let name = match self.resources[idx].attr("name") {
+            Some(Attr {
+                value: Val::Str(name),
+                ..
+            }) => name.clone(),
+            _ => title.clone(),
+        };
+        self.set_var(scope, "title", Val::Str(title), span);
+        self.set_var(scope, "name", Val::Str(name), span);
+        let order = self.resources[idx].order.clone();
+        let saved = std::mem::replace(
+            &mut self.ctx,
+            Ctx {
+                scope,
+                container: Some(idx),
+                class_name: None,
+                order,
+                depth: depth + 1,
+            },
+        );
+        self.bind_params(&definition.params, idx, scope);
+        self.block(&definition.body);
+        self.ctx = saved;
+    }
+
+    /// Defined types and collectors, in rounds until a round adds nothing.
+    fn generate(&mut self) {
+        for round in 0.. {
+            if round >= MAX_ROUNDS {
+                let span = self.collectors.first().map_or_else(
+                    || {
+                        self.resources
+                            .last()
+                            .map_or(Span::new(0, 0, 0), |res| res.span)
+                    },
+                    |c| c.span,
+                );
+                self.error("collector-round-limit", span, format!("collectors and defined types kept producing new resources after {MAX_ROUNDS} rounds (the limit)"))
+                    .help = Some("a collector realizes resources whose evaluation creates more for it to collect; narrow the collector's query".into());
+                return;
+            }
+            let mut progress = false;
+            while let Some(idx) = self.pending_defines.pop_front() {
+                self.evaluate_define(idx);
+                progress = true;
+            }
+            for collector_idx in 0..self.collectors.len() {
+                progress |= self.run_collector(collector_idx);
+            }
+            progress |= self.apply_pending_overrides();
+            if !progress && self.pending_defines.is_empty() {
+                return;
+            }
+        }
+    }
+
+    fn apply_pending_overrides(&mut self) -> bool {
+        let pending = std::mem::take(&mut self.overrides);
+        let mut progress = false;
+        for pending in pending {
+            match self.index.get(&pending.target).copied() {
+                Some(idx) => {
+                    self.apply_override(idx, &pending.ops, pending.class_name.as_deref(), false);
+                    progress = true;
+                }
+                None => self.overrides.push(pending),
+            }
+        }
+        progress
+    }
+
+    // ---- functions ----
+
+    fn call(&mut self, name: &str, args: &[Expr], lambda: Option<&Lambda>, span: Span) -> Val {
+        let values: Vec<Val> = args.iter().map(|arg| self.eval(arg)).collect();
+        crate::functions::call(self, name, values, lambda, span)
+    }
+
+    pub(crate) fn report(
+        &mut self,
+        severity: Severity,
+        code: &str,
+        span: Span,
+        message: String,
+    ) -> &mut Diagnostic {
+        self.diagnostics
+            .push(Diagnostic::error(code, span, message).with_severity(severity));
+        self.diagnostics.last_mut().expect("just pushed")
+    }
+
+    pub(crate) fn class_names(&mut self, values: Vec<Val>, span: Span) -> Vec<String> {
+        let mut flat = Vec::new();
+        for value in values {
+            flatten_into(value, &mut flat);
+        }
+        let mut names = Vec::new();
+        for value in flat {
+            match value {
+                Val::Str(name) => names.push(name),
+                Val::Ref {
+                    type_name,
+                    title: Some(title),
+                } if type_name == "class" => names.push(title),
+                other => {
+                    self.error(
+                        "bad-argument",
+                        span,
+                        format!(
+                            "expected a class name, got {} `{}`",
+                            other.type_name(),
+                            other.to_display()
+                        ),
+                    );
+                }
+            }
+        }
+        names
+    }
+
+    pub(crate) fn include(&mut self, names: Vec<String>, how: &str, span: Span) -> Vec<Val> {
+        let mut refs = Vec::new();
+        for name in names {
+            let Some(idx) = self.declare_class(&name, None, span) else {
+                continue;
+            };
+            let title = self.resources[idx].title.clone();
+            match how {
+                "contain" => {
+                    if let Some(container) = self.ctx.container
+                        && container != idx
+                        && self.resources[idx].container.is_none()
+                    {
+                        self.resources[idx].container = Some(container);
+                    }
+                }
+                "require" => {
+                    if let Some(container) = self.ctx.container {
+                        let target = (
+                            self.resources[container].type_name.clone(),
+                            self.resources[container].title.clone(),
+                        );
+                        self.relations.push(Relation {
+                            lhs: Operand::Refs(vec![("class".to_owned(), title.clone())]),
+                            rhs: Operand::Refs(vec![target]),
+                            op: RelOp::Before,
+                            span,
+                        });
+                    }
+                }
+                _ => {}
+            }
+            refs.push(Val::reference("class", &title));
+        }
+        refs
+    }
+
+    pub(crate) fn realize_refs(&mut self, values: Vec<Val>, span: Span) {
+        let mut flat = Vec::new();
+        for value in values {
+            flatten_into(value, &mut flat);
+        }
+        for value in flat {
+            match value {
+                Val::Ref {
+                    type_name,
+                    title: Some(title),
+                } => {
+                    let key = (type_name, title);
+                    match self.index.get(&key).copied() {
+                        Some(idx) => self.realize(idx),
+                        None => self.realizes.push((key, span)),
+                    }
+                }
+                other => {
+                    self.error(
+                        "bad-argument",
+                        span,
+                        format!(
+                            "`realize` takes resource references, not {} `{}`",
+                            other.type_name(),
+                            other.to_display()
+                        ),
+                    );
+                }
+            }
+        }
+    }
+
+    pub(crate) fn add_tags(&mut self, tags: Vec<String>) {
+        match self.ctx.container {
+            Some(container) => self.resources[container].function_tags.extend(tags),
+            None => self.main_tags.extend(tags),
+        }
+    }
+
+    pub(crate) fn is_defined(&self, value: &Val) -> bool {
+        match value {
+            Val::Str(name) => {
+                let name = name.trim_start_matches("::").to_ascii_lowercase();
+                self.classes.contains_key(&name)
+                    || self.defines.contains_key(&name)
+                    || self.types.contains(&name)
+            }
+            Val::Ref {
+                type_name,
+                title: None,
+            } => self.defines.contains_key(type_name) || self.types.contains(type_name),
+            Val::Ref {
+                type_name,
+                title: Some(title),
+            } => self.index.contains_key(&(type_name.clone(), title.clone())),
+            _ => false,
+        }
+    }
+
+    /// Runs a lambda with its parameters bound in a new local scope.
+    pub(crate) fn run_lambda(&mut self, lambda: &Lambda, args: Vec<Val>) -> Val {
+        let scope = self.new_scope(Some(self.ctx.scope));
+        for ((name, span), value) in lambda.params.iter().zip(args) {
+            self.set_var(scope, name, value, *span);
+        }
+        let saved_scope = std::mem::replace(&mut self.ctx.scope, scope);
+        let result = self.block(&lambda.body);
+        self.ctx.scope = saved_scope;
+        result
+    }
+
+    pub(crate) fn regex_for(&mut self, pattern: &str, span: Span) -> Option<regex::Regex> {
+        self.regex(pattern, span)
+    }
+
+    // ---- the catalog ----
+
+    fn tags_of(&self, idx: usize) -> Vec<String> {
+        let mut tags: Vec<String> = Vec::new();
+        let push = |tag: &str, tags: &mut Vec<String>| {
+            let tag = tag.to_ascii_lowercase();
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        };
+        let res = &self.resources[idx];
+        push(&res.type_name, &mut tags);
+        if let Some(attr) = res.attr("tag") {
+            for tag in tag_values(&attr.value) {
+                push(&tag, &mut tags);
+            }
+        }
+        let mut current = res.container;
+        let mut steps = 0;
+        while let Some(container_idx) = current {
+            steps += 1;
+            if steps > self.resources.len() {
+                break;
+            }
+            let container = &self.resources[container_idx];
+            let name = if container.kind == Kind::Plugin {
+                break;
+            } else if matches!(container.kind, Kind::Class(_)) {
+                &container.title
+            } else {
+                &container.type_name
+            };
+            push(name, &mut tags);
+            if name.contains("::") {
+                for segment in name.split("::") {
+                    push(segment, &mut tags);
+                }
+            }
+            if let Some(attr) = container.attr("tag") {
+                for tag in tag_values(&attr.value) {
+                    push(&tag, &mut tags);
+                }
+            }
+            for tag in &container.function_tags {
+                push(tag, &mut tags);
+            }
+            current = container.container;
+        }
+        for tag in &self.main_tags {
+            push(tag, &mut tags);
+        }
+        tags
+    }
+
+    fn location(&self, span: Span) -> catalog::SourceLocation {
+        let source = &self.sources[span.file as usize];
+        let (line, column) = crate::diagnostic::line_column(&source.text, span.start);
+        catalog::SourceLocation {
+            file: source.name.clone(),
+            line,
+            column: Some(column),
+        }
+    }
+
+    /// The realized plugin resources a reference stands for: itself, or everything a
+    /// class or defined type instance contains.
+    fn leaves(&self, idx: usize, children: &HashMap<usize, Vec<usize>>, out: &mut Vec<usize>) {
+        let mut stack = vec![idx];
+        let mut seen = HashSet::new();
+        while let Some(current) = stack.pop() {
+            if !seen.insert(current) {
+                continue;
+            }
+            let res = &self.resources[current];
+            if res.status != Status::Realized {
+                continue;
+            }
+            match res.kind {
+                Kind::Plugin => out.push(current),
+                _ => {
+                    if let Some(kids) = children.get(&current) {
+                        stack.extend(kids.iter().rev());
+                    }
+                }
+            }
+        }
+    }
+
+    fn resolve_ref(&mut self, key: &(String, String), span: Span, what: &str) -> Option<usize> {
+        let reference = Val::reference(&key.0, &key.1).to_display();
+        match self.index.get(key).copied() {
+            Some(idx) if self.resources[idx].status == Status::Realized => Some(idx),
+            Some(idx) => {
+                let declared = self.resources[idx].span;
+                self.error(
+                    "virtual-reference",
+                    span,
+                    format!("{what} `{reference}`, which is virtual and never realized"),
+                )
+                .with_related_mut(declared, "declared virtual here")
+                .help = Some(format!(
+                    "realize it with `realize({reference})` or a collector"
+                ));
+                None
+            }
+            None => {
+                self.error(
+                    "unknown-reference",
+                    span,
+                    format!("{what} `{reference}`, which is not declared"),
+                )
+                .help = Some("declare the resource, or check the type and title for typos".into());
+                None
+            }
+        }
+    }
+
+    fn finish(&mut self) -> catalog::Catalog {
+        // Overrides and `realize` calls whose target never appeared.
+        for pending in std::mem::take(&mut self.overrides) {
+            let reference = Val::reference(&pending.target.0, &pending.target.1).to_display();
+            self.error(
+                "unknown-reference",
+                pending.span,
+                format!("override of `{reference}`, which is not declared"),
+            )
+            .help = Some("declare the resource, or check the type and title for typos".into());
+        }
+        for (key, span) in std::mem::take(&mut self.realizes) {
+            match self.index.get(&key).copied() {
+                Some(idx) => self.realize(idx),
+                None => {
+                    let reference = Val::reference(&key.0, &key.1).to_display();
+                    self.error(
+                        "unknown-reference",
+                        span,
+                        format!("`realize` of `{reference}`, which is not declared"),
+                    );
+                }
+            }
+        }
+        let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (idx, res) in self.resources.iter().enumerate() {
+            if let Some(container) = res.container {
+                children.entry(container).or_default().push(idx);
+            }
+        }
+        let mut edges: Vec<catalog::Edge> = Vec::new();
+        let mut edge_set: HashSet<(usize, usize, bool)> = HashSet::new();
+        let mut add_edges = |this: &Self,
+                             sources: &[usize],
+                             targets: &[usize],
+                             notify: bool,
+                             span: Span,
+                             edges: &mut Vec<catalog::Edge>| {
+            for &source in sources {
+                for &target in targets {
+                    if source == target || !edge_set.insert((source, target, notify)) {
+                        continue;
+                    }
+                    let (s, t) = (&this.resources[source], &this.resources[target]);
+                    edges.push(catalog::Edge {
+                        source: ResourceRef::new(&s.type_name, &s.title),
+                        target: ResourceRef::new(&t.type_name, &t.title),
+                        kind: if notify {
+                            EdgeKind::Notify
+                        } else {
+                            EdgeKind::Before
+                        },
+                        declared: Some(this.location(span)),
+                    });
+                }
+            }
+        };
+        // Relationship expressions.
+        for relation in std::mem::take(&mut self.relations) {
+            let lhs = self.operand_leaves(&relation.lhs, relation.span, &children);
+            let rhs = self.operand_leaves(&relation.rhs, relation.span, &children);
+            let (sources, targets, notify) = match relation.op {
+                RelOp::Before => (lhs, rhs, false),
+                RelOp::Notify => (lhs, rhs, true),
+                RelOp::Require => (rhs, lhs, false),
+                RelOp::Subscribe => (rhs, lhs, true),
+            };
+            add_edges(self, &sources, &targets, notify, relation.span, &mut edges);
+        }
+        // Relationship metaparameters.
+        let mut metaparam_refs: HashMap<usize, Vec<(&'static str, usize)>> = HashMap::new();
+        for idx in 0..self.resources.len() {
+            if self.resources[idx].status != Status::Realized {
+                continue;
+            }
+            for &metaparam in RELATIONSHIP_METAPARAMETERS {
+                let Some(attr) = self.resources[idx].attr(metaparam).cloned() else {
+                    continue;
+                };
+                for key in self.reference_values(&attr.value, attr.span, metaparam) {
+                    let Some(target) =
+                        self.resolve_ref(&key, attr.span, &format!("`{metaparam}` refers to"))
+                    else {
+                        continue;
+                    };
+                    let both_plugins = self.resources[idx].kind == Kind::Plugin
+                        && self.resources[target].kind == Kind::Plugin;
+                    if both_plugins {
+                        metaparam_refs
+                            .entry(idx)
+                            .or_default()
+                            .push((metaparam, target));
+                        continue;
+                    }
+                    let mut own = Vec::new();
+                    self.leaves(idx, &children, &mut own);
+                    let mut other = Vec::new();
+                    self.leaves(target, &children, &mut other);
+                    let (sources, targets, notify) = match metaparam {
+                        "require" => (other, own, false),
+                        "subscribe" => (other, own, true),
+                        "before" => (own, other, false),
+                        _ => (own, other, true),
+                    };
+                    add_edges(self, &sources, &targets, notify, attr.span, &mut edges);
+                }
+            }
+        }
+        // The resources, in manifest order.
+        let mut order: Vec<usize> = (0..self.resources.len())
+            .filter(|&idx| {
+                self.resources[idx].status == Status::Realized
+                    && self.resources[idx].kind == Kind::Plugin
+            })
+            .collect();
+        order.sort_by(|&a, &b| self.resources[a].order.cmp(&self.resources[b].order));
+        let mut resources = Vec::with_capacity(order.len());
+        for idx in order {
+            resources
+                .push(self.catalog_resource(idx, metaparam_refs.remove(&idx).unwrap_or_default()));
+        }
+        catalog::Catalog {
+            format_version: catalog::FORMAT_VERSION,
+            node: Some(self.node.to_owned()),
+            resources,
+            edges,
+        }
+    }
+
+    fn operand_leaves(
+        &mut self,
+        operand: &Operand,
+        span: Span,
+        children: &HashMap<usize, Vec<usize>>,
+    ) -> Vec<usize> {
+        let mut out = Vec::new();
+        match operand {
+            Operand::Refs(refs) => {
+                for key in refs {
+                    if let Some(idx) = self.resolve_ref(key, span, "the relationship refers to") {
+                        self.leaves(idx, children, &mut out);
+                    }
+                }
+            }
+            Operand::Collector(collector_idx) => {
+                for &idx in &self.collectors[*collector_idx].matched_list {
+                    self.leaves(idx, children, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// The references a relationship metaparameter's value names.
+    fn reference_values(
+        &mut self,
+        value: &Val,
+        span: Span,
+        metaparam: &str,
+    ) -> Vec<(String, String)> {
+        let mut flat = Vec::new();
+        flatten_into(value.clone(), &mut flat);
+        let mut out = Vec::new();
+        for item in flat {
+            match item {
+                Val::Undef => {}
+                Val::Ref {
+                    type_name,
+                    title: Some(title),
+                } => out.push((type_name, title)),
+                Val::Str(text) => match ResourceRef::parse(&text) {
+                    Ok(reference) => {
+                        let title = if reference.type_name == "class" {
+                            reference.title.to_ascii_lowercase()
+                        } else {
+                            reference.title
+                        };
+                        out.push((reference.type_name, title));
+                    }
+                    Err(message) => {
+                        self.error("bad-reference", span, format!("`{metaparam}`: {message}"));
+                    }
+                },
+                other => {
+                    self.error("bad-reference", span, format!("`{metaparam}` takes resource references like `File['/etc/motd']`, not {} `{}`", other.type_name(), other.to_display()));
+                }
+            }
+        }
+        out
+    }
+
+    fn catalog_resource(
+        &mut self,
+        idx: usize,
+        refs: Vec<(&'static str, usize)>,
+    ) -> catalog::Resource {
+        let mut metaparams = catalog::Metaparams::default();
+        for (metaparam, target) in refs {
+            let target = &self.resources[target];
+            let reference = ResourceRef::new(&target.type_name, &target.title);
+            let list = match metaparam {
+                "require" => &mut metaparams.require,
+                "before" => &mut metaparams.before,
+                "notify" => &mut metaparams.notify,
+                _ => &mut metaparams.subscribe,
+            };
+            if !list.contains(&reference) {
+                list.push(reference);
+            }
+        }
+        metaparams.tags = self.tags_of(idx);
+        let mut attributes = catalog::Attributes::default();
+        let attrs = self.resources[idx].attrs.clone();
+        for attr in attrs {
+            if attr.value == Val::Undef
+                || RELATIONSHIP_METAPARAMETERS.contains(&attr.name.as_str())
+                || attr.name == "tag"
+            {
+                continue;
+            }
+            match attr.name.as_str() {
+                "noop" => match attr.value {
+                    Val::Bool(noop) => metaparams.noop = noop,
+                    other => {
+                        self.error(
+                            "bad-metaparameter",
+                            attr.span,
+                            format!(
+                                "`noop` must be true or false, not {} `{}`",
+                                other.type_name(),
+                                other.to_display()
+                            ),
+                        );
+                    }
+                },
+                "guard_interpreter" | "requires" => match attr.value {
+                    Val::Str(text) => {
+                        if attr.name == "requires" {
+                            metaparams.requires = Some(text);
+                        } else {
+                            metaparams.guard_interpreter = Some(text);
+                        }
+                    }
+                    other => {
+                        self.error(
+                            "bad-metaparameter",
+                            attr.span,
+                            format!(
+                                "`{}` must be a string, not {} `{}`",
+                                attr.name,
+                                other.type_name(),
+                                other.to_display()
+                            ),
+                        );
+                    }
+                },
+                "only_if" | "not_if" => match attr.value.to_catalog() {
+                    Ok(value) => {
+                        if attr.name == "only_if" {
+                            metaparams.only_if = Some(value);
+                        } else {
+                            metaparams.not_if = Some(value);
+                        }
+                    }
+                    Err(message) => {
+                        self.error(
+                            "bad-value",
+                            attr.span,
+                            format!("`{}`: {message}", attr.name),
+                        );
+                    }
+                },
+                _ => {
+                    match attr.value.to_catalog() {
+                        Ok(value) => attributes.set(&attr.name, value),
+                        Err(message) => {
+                            self.error("bad-value", attr.span, format!("attribute `{}`: {message}", attr.name))
+                            .help = Some("attribute values are strings, numbers, booleans, arrays and hashes".into());
+                        }
+                    }
+                }
+            }
+        }
+        for tag in &metaparams.tags {
+            if !valid_tag(tag) {
+                let span = self.resources[idx]
+                    .attr("tag")
+                    .map_or(self.resources[idx].span, |attr| attr.span);
+                self.error("bad-tag", span, format!("`{tag}` is not a valid tag"))
+                    .help = Some("tags are made of letters, digits, `_`, `-`, `.` and `:`, and start with a letter, digit or `_`".into());
+            }
+        }
+        let res = &self.resources[idx];
+        catalog::Resource {
+            type_name: res.type_name.clone(),
+            title: res.title.clone(),
+            attributes,
+            metaparams,
+            source: Some(self.location(res.span)),
+        }
+    }
+
+    /// Relationship operands: references, strings naming classes, arrays of them, or a
+    /// collector.
+    fn operand(&mut self, expr: &Expr) -> Operand {
+        match &expr.kind {
+            ExprKind::Relation(lhs, op, rhs) => {
+                let left = self.operand(lhs);
+                let right = self.operand(rhs);
+                self.relations.push(Relation {
+                    lhs: left,
+                    rhs: right.clone(),
+                    op: *op,
+                    span: expr.span,
+                });
+                right
+            }
+            ExprKind::Collector(collector) => {
+                Operand::Collector(self.collector(collector, expr.span))
+            }
+            _ => {
+                let value = self.eval(expr);
+                let mut flat = Vec::new();
+                flatten_into(value, &mut flat);
+                let mut refs = Vec::new();
+                for item in flat {
+                    match item {
+                        Val::Undef => {}
+                        Val::Ref {
+                            type_name,
+                            title: Some(title),
+                        } => refs.push((type_name, title)),
+                        Val::Str(name) => refs.push((
+                            "class".to_owned(),
+                            name.trim_start_matches("::").to_ascii_lowercase(),
+                        )),
+                        other => {
+                            self.error("bad-operand", expr.span, format!("a relationship operand must be a resource reference, a class name or a collector, not {} `{}`", other.type_name(), other.to_display()));
+                        }
+                    }
+                }
+                Operand::Refs(refs)
+            }
+        }
+    }
+}
+
+fn num(value: &Val) -> f64 {
+    match value {
+        Val::Int(i) => *i as f64,
+        Val::Float(f) => *f,
+        _ => f64::NAN,
+    }
+}
+
+/// `+>`: the existing value, wrapped in an array if it is not one, with the new value
+/// appended, flattened.
+fn append(existing: Option<Val>, value: Val) -> Val {
+    match existing {
+        None | Some(Val::Undef) => value,
+        Some(existing) => {
+            let mut out = Vec::new();
+            flatten_into(existing, &mut out);
+            flatten_into(value, &mut out);
+            Val::Array(out)
+        }
+    }
+}
+
+fn tag_values(value: &Val) -> Vec<String> {
+    let mut flat = Vec::new();
+    flatten_into(value.clone(), &mut flat);
+    flat.into_iter()
+        .filter_map(|item| match item {
+            Val::Str(tag) => Some(tag),
+            _ => None,
+        })
+        .collect()
+}
+
+fn valid_tag(tag: &str) -> bool {
+    let mut chars = tag.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+}
+
+trait DiagnosticExt {
+    fn with_related_mut(&mut self, span: Span, label: &str) -> &mut Self;
+    fn with_label_mut(&mut self, label: &str) -> &mut Self;
+}
+
+impl DiagnosticExt for Diagnostic {
+    fn with_related_mut(&mut self, span: Span, label: &str) -> &mut Self {
+        self.related.push((span, label.to_owned()));
+        self
+    }
+
+    fn with_label_mut(&mut self, label: &str) -> &mut Self {
+        self.label = Some(label.to_owned());
+        self
+    }
+}

@@ -1,0 +1,350 @@
+//! The functions a manifest may call: the catalog functions (`include`, `contain`,
+//! `require`, `realize`, `tag`, `defined`), logging (`notice`...`fail`), iteration with
+//! lambdas (`each`, `map`, `filter`, `reduce`) and a few for strings and collections.
+
+use crate::diagnostic::{Severity, Span};
+use crate::eval::Evaluator;
+use crate::syntax::Lambda;
+use crate::value::{Val, flatten_into};
+
+pub(crate) const FUNCTIONS: &[&str] = &[
+    "include",
+    "contain",
+    "require",
+    "realize",
+    "tag",
+    "defined",
+    "notice",
+    "info",
+    "debug",
+    "warning",
+    "err",
+    "fail",
+    "each",
+    "map",
+    "filter",
+    "reduce",
+    "split",
+    "join",
+    "upcase",
+    "downcase",
+    "capitalize",
+    "strip",
+    "length",
+    "size",
+    "keys",
+    "values",
+    "flatten",
+    "unique",
+    "sort",
+    "empty",
+    "sensitive",
+];
+
+pub(crate) fn call(
+    evaluator: &mut Evaluator<'_>,
+    name: &str,
+    args: Vec<Val>,
+    lambda: Option<&Lambda>,
+    span: Span,
+) -> Val {
+    let iteration = matches!(name, "each" | "map" | "filter" | "reduce");
+    if lambda.is_some() && !iteration {
+        evaluator.report(
+            Severity::Error,
+            "unexpected-lambda",
+            span,
+            format!("`{name}` does not take a lambda"),
+        );
+        return Val::Undef;
+    }
+    match name {
+        "include" | "contain" | "require" => {
+            let names = evaluator.class_names(args, span);
+            Val::Array(evaluator.include(names, name, span))
+        }
+        "realize" => {
+            evaluator.realize_refs(args, span);
+            Val::Undef
+        }
+        "tag" => {
+            let mut flat = Vec::new();
+            for arg in args {
+                flatten_into(arg, &mut flat);
+            }
+            let tags = flat.into_iter().map(|tag| tag.to_display()).collect();
+            evaluator.add_tags(tags);
+            Val::Undef
+        }
+        "defined" => {
+            Val::Bool(!args.is_empty() && args.iter().all(|arg| evaluator.is_defined(arg)))
+        }
+        "notice" | "info" | "debug" | "warning" | "err" => {
+            let message = args
+                .iter()
+                .map(Val::to_display)
+                .collect::<Vec<_>>()
+                .join(" ");
+            let severity = if matches!(name, "warning" | "err") {
+                Severity::Warning
+            } else {
+                Severity::Notice
+            };
+            evaluator.report(severity, name, span, message);
+            Val::Undef
+        }
+        "fail" => {
+            let message = args
+                .iter()
+                .map(Val::to_display)
+                .collect::<Vec<_>>()
+                .join(" ");
+            evaluator.report(
+                Severity::Error,
+                "fail",
+                span,
+                format!("the manifest failed: {message}"),
+            );
+            Val::Undef
+        }
+        "each" | "map" | "filter" | "reduce" => iterate(evaluator, name, args, lambda, span),
+        "sensitive" => match args.into_iter().next() {
+            Some(value) => Val::Sensitive(Box::new(value)),
+            None => arity(evaluator, name, "one argument", span),
+        },
+        _ => pure(evaluator, name, args, span),
+    }
+}
+
+fn arity(evaluator: &mut Evaluator<'_>, name: &str, expected: &str, span: Span) -> Val {
+    evaluator.report(
+        Severity::Error,
+        "bad-argument",
+        span,
+        format!("`{name}` takes {expected}"),
+    );
+    Val::Undef
+}
+
+fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -> Val {
+    let mut args = args.into_iter();
+    let first = args.next();
+    let second = args.next();
+    match (name, first, second) {
+        ("split", Some(Val::Str(text)), Some(Val::Str(separator))) => Val::Array(
+            text.split(separator.as_str())
+                .map(|part| Val::Str(part.to_owned()))
+                .collect(),
+        ),
+        ("split", Some(Val::Str(text)), Some(Val::Regex(pattern))) => {
+            match evaluator.regex_for(&pattern, span) {
+                Some(regex) => Val::Array(
+                    regex
+                        .split(&text)
+                        .map(|part| Val::Str(part.to_owned()))
+                        .collect(),
+                ),
+                None => Val::Undef,
+            }
+        }
+        ("join", Some(Val::Array(items)), separator) => {
+            let separator = separator.map(|s| s.to_display()).unwrap_or_default();
+            Val::Str(
+                items
+                    .iter()
+                    .map(Val::to_display)
+                    .collect::<Vec<_>>()
+                    .join(&separator),
+            )
+        }
+        ("upcase", Some(Val::Str(text)), None) => Val::Str(text.to_uppercase()),
+        ("downcase", Some(Val::Str(text)), None) => Val::Str(text.to_lowercase()),
+        ("capitalize", Some(Val::Str(text)), None) => {
+            let mut chars = text.chars();
+            Val::Str(
+                chars
+                    .next()
+                    .map(|c| c.to_uppercase().chain(chars).collect())
+                    .unwrap_or_default(),
+            )
+        }
+        ("strip", Some(Val::Str(text)), None) => Val::Str(text.trim().to_owned()),
+        ("length" | "size", Some(value), None) => match value {
+            Val::Str(text) => Val::Int(text.chars().count() as i64),
+            Val::Array(items) => Val::Int(items.len() as i64),
+            Val::Hash(entries) => Val::Int(entries.len() as i64),
+            _ => arity(evaluator, name, "a string, an array or a hash", span),
+        },
+        ("empty", Some(value), None) => Val::Bool(match value {
+            Val::Str(text) => text.is_empty(),
+            Val::Array(items) => items.is_empty(),
+            Val::Hash(entries) => entries.is_empty(),
+            Val::Undef => true,
+            _ => false,
+        }),
+        ("keys", Some(Val::Hash(entries)), None) => {
+            Val::Array(entries.into_iter().map(|(key, _)| key).collect())
+        }
+        ("values", Some(Val::Hash(entries)), None) => {
+            Val::Array(entries.into_iter().map(|(_, value)| value).collect())
+        }
+        ("flatten", Some(value), None) => {
+            let mut out = Vec::new();
+            flatten_into(value, &mut out);
+            Val::Array(out)
+        }
+        ("unique", Some(Val::Array(items)), None) => {
+            let mut out: Vec<Val> = Vec::new();
+            for item in items {
+                if !out.contains(&item) {
+                    out.push(item);
+                }
+            }
+            Val::Array(out)
+        }
+        ("sort", Some(Val::Array(mut items)), None) => {
+            let mut error = None;
+            items.sort_by(|a, b| match a.compare(b) {
+                Ok(ordering) => ordering,
+                Err(message) => {
+                    error.get_or_insert(message);
+                    std::cmp::Ordering::Equal
+                }
+            });
+            if let Some(message) = error {
+                evaluator.report(
+                    Severity::Error,
+                    "type-mismatch",
+                    span,
+                    format!("`sort`: {message}"),
+                );
+            }
+            Val::Array(items)
+        }
+        (known, _, _) if FUNCTIONS.contains(&known) => {
+            evaluator
+                .report(
+                    Severity::Error,
+                    "bad-argument",
+                    span,
+                    format!("wrong arguments for `{name}`"),
+                )
+                .help = Some(format!(
+                "see the language reference for `{name}` (docs/language.md)"
+            ));
+            Val::Undef
+        }
+        _ => {
+            evaluator
+                .report(
+                    Severity::Error,
+                    "unknown-function",
+                    span,
+                    format!("unknown function `{name}`"),
+                )
+                .help = Some(format!("available functions: {}", FUNCTIONS.join(", ")));
+            Val::Undef
+        }
+    }
+}
+
+fn iterate(
+    evaluator: &mut Evaluator<'_>,
+    name: &str,
+    args: Vec<Val>,
+    lambda: Option<&Lambda>,
+    span: Span,
+) -> Val {
+    let Some(lambda) = lambda else {
+        return arity(
+            evaluator,
+            name,
+            "a lambda: `$list.each |$item| { ... }`",
+            span,
+        );
+    };
+    let mut args = args.into_iter();
+    let collection = args.next().unwrap_or(Val::Undef);
+    let n_params = lambda.params.len();
+    // Each element as the lambda's arguments: `|$value|`, `|$index, $value|`,
+    // `|$key, $value|` or `|$pair|` for hashes.
+    let items: Vec<(Val, Vec<Val>)> = match collection {
+        Val::Array(items) => items
+            .into_iter()
+            .enumerate()
+            .map(|(index, item)| {
+                let call_args = if n_params >= 2 {
+                    vec![Val::Int(index as i64), item.clone()]
+                } else {
+                    vec![item.clone()]
+                };
+                (item, call_args)
+            })
+            .collect(),
+        Val::Hash(entries) => entries
+            .into_iter()
+            .map(|(key, value)| {
+                let pair = Val::Array(vec![key.clone(), value.clone()]);
+                let call_args = if n_params >= 2 {
+                    vec![key, value]
+                } else {
+                    vec![pair.clone()]
+                };
+                (pair, call_args)
+            })
+            .collect(),
+        Val::Int(count) if count >= 0 => (0..count)
+            .map(|i| (Val::Int(i), vec![Val::Int(i)]))
+            .collect(),
+        other => {
+            evaluator.report(
+                Severity::Error,
+                "bad-argument",
+                span,
+                format!(
+                    "`{name}` iterates over an array, a hash or a count, not {} `{}`",
+                    other.type_name(),
+                    other.to_display()
+                ),
+            );
+            return Val::Undef;
+        }
+    };
+    match name {
+        "each" => {
+            let original: Vec<Val> = items.iter().map(|(item, _)| item.clone()).collect();
+            for (_, call_args) in items {
+                evaluator.run_lambda(lambda, call_args);
+            }
+            Val::Array(original)
+        }
+        "map" => Val::Array(
+            items
+                .into_iter()
+                .map(|(_, call_args)| evaluator.run_lambda(lambda, call_args))
+                .collect(),
+        ),
+        "filter" => Val::Array(
+            items
+                .into_iter()
+                .filter_map(|(item, call_args)| {
+                    evaluator
+                        .run_lambda(lambda, call_args)
+                        .truthy()
+                        .then_some(item)
+                })
+                .collect(),
+        ),
+        _ => {
+            let mut items = items.into_iter().map(|(item, _)| item);
+            let mut memo = match args.next() {
+                Some(start) => start,
+                None => items.next().unwrap_or(Val::Undef),
+            };
+            for item in items {
+                memo = evaluator.run_lambda(lambda, vec![memo, item]);
+            }
+            memo
+        }
+    }
+}

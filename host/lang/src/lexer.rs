@@ -1,0 +1,780 @@
+//! The lexer: source text to tokens, with byte spans and a note of which tokens start
+//! a new line (the parser uses it to recover after a syntax error).
+//!
+//! Double-quoted strings are lexed into parts here: literal text, and the tokens of
+//! each `${...}` interpolation, so the parser can parse them as expressions.
+
+use crate::diagnostic::{Diagnostic, Span};
+
+/// Interpolations nest at most this deep: `"${"${"..."}"}"`.
+const MAX_INTERPOLATION_DEPTH: usize = 32;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Tok {
+    /// A lowercase name, possibly qualified: `file`, `apache::vhost`, `::foo`.
+    Name(String),
+    /// A capitalized name: `File`, `Apache::Vhost`.
+    TypeRef(String),
+    /// `$name`, without the dollar sign.
+    Var(String),
+    Int(i64),
+    Float(f64),
+    /// A string with nothing to interpolate.
+    Str(String),
+    /// A double-quoted string with interpolations.
+    Interp(Vec<Part>),
+    Regex(String),
+    Keyword(Kw),
+    Punct(P),
+    Eof,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kw {
+    If,
+    Elsif,
+    Else,
+    Unless,
+    Case,
+    Class,
+    Define,
+    Node,
+    Inherits,
+    True,
+    False,
+    Undef,
+    Default,
+    And,
+    Or,
+    In,
+    /// Reserved words wconverge does not implement yet: `function`, `type`, `import`...
+    Reserved,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum P {
+    LBrace,
+    RBrace,
+    LBrack,
+    RBrack,
+    LParen,
+    RParen,
+    Comma,
+    Semi,
+    Colon,
+    FatArrow,   // =>
+    PlusArrow,  // +>
+    InEdge,     // ->
+    InEdgeSub,  // ~>
+    OutEdge,    // <-
+    OutEdgeSub, // <~
+    LCollect,   // <|
+    RCollect,   // |>
+    LLCollect,  // <<|
+    RRCollect,  // |>>
+    Eq,         // ==
+    Ne,         // !=
+    Match,      // =~
+    NoMatch,    // !~
+    Ge,
+    Le,
+    Gt,
+    Lt,
+    LShift,
+    RShift,
+    Plus,
+    Minus,
+    Star,
+    Slash,
+    Percent,
+    Not,
+    Assign,
+    Question,
+    At,
+    AtAt,
+    Dot,
+    Pipe,
+}
+
+impl P {
+    pub(crate) fn text(self) -> &'static str {
+        match self {
+            P::LBrace => "{",
+            P::RBrace => "}",
+            P::LBrack => "[",
+            P::RBrack => "]",
+            P::LParen => "(",
+            P::RParen => ")",
+            P::Comma => ",",
+            P::Semi => ";",
+            P::Colon => ":",
+            P::FatArrow => "=>",
+            P::PlusArrow => "+>",
+            P::InEdge => "->",
+            P::InEdgeSub => "~>",
+            P::OutEdge => "<-",
+            P::OutEdgeSub => "<~",
+            P::LCollect => "<|",
+            P::RCollect => "|>",
+            P::LLCollect => "<<|",
+            P::RRCollect => "|>>",
+            P::Eq => "==",
+            P::Ne => "!=",
+            P::Match => "=~",
+            P::NoMatch => "!~",
+            P::Ge => ">=",
+            P::Le => "<=",
+            P::Gt => ">",
+            P::Lt => "<",
+            P::LShift => "<<",
+            P::RShift => ">>",
+            P::Plus => "+",
+            P::Minus => "-",
+            P::Star => "*",
+            P::Slash => "/",
+            P::Percent => "%",
+            P::Not => "!",
+            P::Assign => "=",
+            P::Question => "?",
+            P::At => "@",
+            P::AtAt => "@@",
+            P::Dot => ".",
+            P::Pipe => "|",
+        }
+    }
+}
+
+/// Punctuation, longest first so that `<<|` wins over `<<` and `<`.
+const PUNCTUATION: &[(&str, P)] = &[
+    ("<<|", P::LLCollect),
+    ("|>>", P::RRCollect),
+    ("=>", P::FatArrow),
+    ("+>", P::PlusArrow),
+    ("->", P::InEdge),
+    ("~>", P::InEdgeSub),
+    ("<-", P::OutEdge),
+    ("<~", P::OutEdgeSub),
+    ("<|", P::LCollect),
+    ("|>", P::RCollect),
+    ("==", P::Eq),
+    ("!=", P::Ne),
+    ("=~", P::Match),
+    ("!~", P::NoMatch),
+    (">=", P::Ge),
+    ("<=", P::Le),
+    ("<<", P::LShift),
+    (">>", P::RShift),
+    ("@@", P::AtAt),
+    ("{", P::LBrace),
+    ("}", P::RBrace),
+    ("[", P::LBrack),
+    ("]", P::RBrack),
+    ("(", P::LParen),
+    (")", P::RParen),
+    (",", P::Comma),
+    (";", P::Semi),
+    (":", P::Colon),
+    (">", P::Gt),
+    ("<", P::Lt),
+    ("+", P::Plus),
+    ("-", P::Minus),
+    ("*", P::Star),
+    ("/", P::Slash),
+    ("%", P::Percent),
+    ("!", P::Not),
+    ("=", P::Assign),
+    ("?", P::Question),
+    ("@", P::At),
+    (".", P::Dot),
+    ("|", P::Pipe),
+];
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Part {
+    Lit(String),
+    /// The tokens of one `${...}` or `$name` interpolation, ending with `Eof`.
+    Expr(Vec<Token>),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Token {
+    pub(crate) tok: Tok,
+    pub(crate) span: Span,
+    /// The token is the first on its line.
+    pub(crate) line_start: bool,
+}
+
+pub(crate) fn keyword(word: &str) -> Option<Kw> {
+    Some(match word {
+        "if" => Kw::If,
+        "elsif" => Kw::Elsif,
+        "else" => Kw::Else,
+        "unless" => Kw::Unless,
+        "case" => Kw::Case,
+        "class" => Kw::Class,
+        "define" => Kw::Define,
+        "node" => Kw::Node,
+        "inherits" => Kw::Inherits,
+        "true" => Kw::True,
+        "false" => Kw::False,
+        "undef" => Kw::Undef,
+        "default" => Kw::Default,
+        "and" => Kw::And,
+        "or" => Kw::Or,
+        "in" => Kw::In,
+        "function" | "type" | "import" | "attr" | "private" | "application" | "site"
+        | "consumes" | "produces" | "unit" | "plan" => Kw::Reserved,
+        _ => return None,
+    })
+}
+
+/// Lexes a whole file. Errors are reported and lexing goes on, so one bad character
+/// does not hide the next problem.
+pub(crate) fn lex(file: u32, text: &str, diagnostics: &mut Vec<Diagnostic>) -> Vec<Token> {
+    let mut lexer = Lexer {
+        file,
+        text,
+        pos: 0,
+        diagnostics,
+        depth: 0,
+    };
+    lexer.run(None)
+}
+
+struct Lexer<'a, 'd> {
+    file: u32,
+    text: &'a str,
+    pos: usize,
+    diagnostics: &'d mut Vec<Diagnostic>,
+    depth: usize,
+}
+
+impl Lexer<'_, '_> {
+    fn span(&self, start: usize, end: usize) -> Span {
+        Span::new(self.file, start, end)
+    }
+
+    fn rest(&self) -> &str {
+        &self.text[self.pos..]
+    }
+
+    fn peek_char(&self) -> Option<char> {
+        self.rest().chars().next()
+    }
+
+    fn error(&mut self, start: usize, end: usize, message: String, help: &str) {
+        let span = self.span(start, end.max(start));
+        self.diagnostics
+            .push(Diagnostic::error("syntax", span, message).with_help(help));
+    }
+
+    /// Lexes until the end of the text, or (inside `${`) until the matching `}`.
+    fn run(&mut self, until_brace: Option<usize>) -> Vec<Token> {
+        let mut tokens: Vec<Token> = Vec::new();
+        let mut brace_depth = 0usize;
+        let mut line_start = true;
+        loop {
+            // Whitespace and comments.
+            loop {
+                let rest = self.rest();
+                let Some(c) = rest.chars().next() else { break };
+                if c == '\n' {
+                    line_start = true;
+                    self.pos += 1;
+                } else if c.is_whitespace() {
+                    self.pos += c.len_utf8();
+                } else if c == '#' {
+                    self.pos += rest.find('\n').unwrap_or(rest.len());
+                } else if let Some(comment) = rest.strip_prefix("/*") {
+                    match comment.find("*/") {
+                        Some(end) => {
+                            if comment[..end].contains('\n') {
+                                line_start = true;
+                            }
+                            self.pos += end + 4;
+                        }
+                        None => {
+                            let start = self.pos;
+                            self.pos = self.text.len();
+                            self.error(
+                                start,
+                                start + 2,
+                                "unterminated comment".to_owned(),
+                                "close the comment with `*/`",
+                            );
+                        }
+                    }
+                } else {
+                    break;
+                }
+            }
+            let start = self.pos;
+            let Some(c) = self.peek_char() else {
+                if let Some(open) = until_brace {
+                    self.error(
+                        open,
+                        open + 2,
+                        "unterminated interpolation `${`".to_owned(),
+                        "close the interpolation with `}` before the string ends",
+                    );
+                }
+                tokens.push(Token {
+                    tok: Tok::Eof,
+                    span: self.span(start, start),
+                    line_start: true,
+                });
+                return tokens;
+            };
+            if until_brace.is_some() {
+                if c == '{' {
+                    brace_depth += 1;
+                } else if c == '}' {
+                    if brace_depth == 0 {
+                        self.pos += 1;
+                        tokens.push(Token {
+                            tok: Tok::Eof,
+                            span: self.span(start, start),
+                            line_start: false,
+                        });
+                        return tokens;
+                    }
+                    brace_depth -= 1;
+                }
+            }
+            let tok = self.token(c, start, tokens.last().map(|token| &token.tok));
+            if let Some(tok) = tok {
+                tokens.push(Token {
+                    tok,
+                    span: self.span(start, self.pos),
+                    line_start,
+                });
+                line_start = false;
+            }
+        }
+    }
+
+    fn token(&mut self, c: char, start: usize, previous: Option<&Tok>) -> Option<Tok> {
+        if c == '$' {
+            self.pos += 1;
+            let name = self.qualified_name(|c| c.is_ascii_alphanumeric() || c == '_');
+            if name.is_empty() {
+                self.error(
+                    start,
+                    start + 1,
+                    "`$` must be followed by a variable name".to_owned(),
+                    "write a variable as `$name`",
+                );
+                return None;
+            }
+            return Some(Tok::Var(name));
+        }
+        if c.is_ascii_digit() {
+            return self.number(start);
+        }
+        if c.is_ascii_lowercase() || c == '_' || (c == ':' && self.rest().starts_with("::")) {
+            let name = self.qualified_name(|c| c.is_ascii_alphanumeric() || c == '_');
+            if name.is_empty() || name == "::" {
+                self.pos = start + 1;
+                return Some(Tok::Punct(P::Colon));
+            }
+            if let Some(kw) = keyword(&name) {
+                return Some(Tok::Keyword(kw));
+            }
+            return Some(Tok::Name(name));
+        }
+        if c.is_ascii_uppercase() {
+            let name = self.qualified_name(|c| c.is_ascii_alphanumeric() || c == '_');
+            return Some(Tok::TypeRef(name));
+        }
+        if c == '\'' {
+            return self.single_quoted(start);
+        }
+        if c == '"' {
+            return self.double_quoted(start);
+        }
+        if c == '/' && regex_allowed(previous) {
+            return self.regex(start);
+        }
+        if c == '@' && self.rest().starts_with("@(") {
+            self.pos += 2;
+            self.error(
+                start,
+                start + 2,
+                "heredocs (`@(TAG)`) are not supported".to_owned(),
+                "use a double-quoted string with `\\n` escapes",
+            );
+            return None;
+        }
+        for (text, punct) in PUNCTUATION {
+            if self.rest().starts_with(text) {
+                self.pos += text.len();
+                return Some(Tok::Punct(*punct));
+            }
+        }
+        self.pos += c.len_utf8();
+        self.error(
+            start,
+            self.pos,
+            format!("unexpected character `{}`", c.escape_default()),
+            "remove it, or quote it in a string",
+        );
+        None
+    }
+
+    /// `word(::word)*`, with an optional leading `::`.
+    fn qualified_name(&mut self, word_char: impl Fn(char) -> bool) -> String {
+        let start = self.pos;
+        loop {
+            let rest = self.rest();
+            if let Some(after) = rest.strip_prefix("::") {
+                if after.chars().next().is_some_and(&word_char) {
+                    self.pos += 2;
+                    continue;
+                }
+                break;
+            }
+            match rest.chars().next() {
+                Some(c) if word_char(c) => self.pos += c.len_utf8(),
+                _ => break,
+            }
+        }
+        self.text[start..self.pos].to_owned()
+    }
+
+    fn number(&mut self, start: usize) -> Option<Tok> {
+        let rest = self.rest();
+        let len = rest
+            .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
+            .unwrap_or(rest.len());
+        let mut word = &rest[..len];
+        // `1..` or `$x[1].foo`: a dot not followed by a digit ends the number.
+        if let Some(dot) = word.find('.')
+            && !word[dot + 1..].starts_with(|c: char| c.is_ascii_digit())
+        {
+            word = &word[..dot];
+        }
+        let word = word.to_owned();
+        self.pos += word.len();
+        let parsed = if let Some(hex) = word.strip_prefix("0x").or_else(|| word.strip_prefix("0X"))
+        {
+            i64::from_str_radix(hex, 16).ok().map(Tok::Int)
+        } else if word.contains(['.', 'e', 'E']) && !word.starts_with("0x") {
+            word.parse::<f64>()
+                .ok()
+                .filter(|f| f.is_finite())
+                .map(Tok::Float)
+        } else if word.len() > 1 && word.starts_with('0') {
+            i64::from_str_radix(&word[1..], 8).ok().map(Tok::Int)
+        } else {
+            word.parse::<i64>().ok().map(Tok::Int)
+        };
+        if parsed.is_none() {
+            self.error(
+                start,
+                self.pos,
+                format!("`{word}` is not a number"),
+                "write an integer (`42`, `0x2A`, `052`) or a float (`4.2`); quote it if it is text",
+            );
+            return Some(Tok::Int(0));
+        }
+        parsed
+    }
+
+    fn single_quoted(&mut self, start: usize) -> Option<Tok> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let Some(c) = self.peek_char() else {
+                self.error(
+                    start,
+                    start + 1,
+                    "unterminated string".to_owned(),
+                    "close the string with `'`",
+                );
+                return Some(Tok::Str(out));
+            };
+            self.pos += c.len_utf8();
+            match c {
+                '\'' => return Some(Tok::Str(out)),
+                '\\' => match self.peek_char() {
+                    Some(next @ ('\\' | '\'')) => {
+                        self.pos += 1;
+                        out.push(next);
+                    }
+                    _ => out.push('\\'),
+                },
+                other => out.push(other),
+            }
+        }
+    }
+
+    fn double_quoted(&mut self, start: usize) -> Option<Tok> {
+        self.pos += 1;
+        let mut parts: Vec<Part> = Vec::new();
+        let mut literal = String::new();
+        loop {
+            let Some(c) = self.peek_char() else {
+                self.error(
+                    start,
+                    start + 1,
+                    "unterminated string".to_owned(),
+                    "close the string with `\"`",
+                );
+                break;
+            };
+            let at = self.pos;
+            self.pos += c.len_utf8();
+            match c {
+                '"' => break,
+                '\\' => self.escape(at, &mut literal),
+                '$' if self.rest().starts_with('{') => {
+                    self.pos += 1;
+                    if self.depth >= MAX_INTERPOLATION_DEPTH {
+                        self.error(
+                            at,
+                            at + 2,
+                            format!("interpolations nest more than {MAX_INTERPOLATION_DEPTH} deep"),
+                            "compute the inner value in a variable first",
+                        );
+                        self.pos = self.text.len();
+                        break;
+                    }
+                    self.depth += 1;
+                    let tokens = self.run(Some(at));
+                    self.depth -= 1;
+                    if !literal.is_empty() {
+                        parts.push(Part::Lit(std::mem::take(&mut literal)));
+                    }
+                    parts.push(Part::Expr(tokens));
+                }
+                '$' if self
+                    .peek_char()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') =>
+                {
+                    let name = self.qualified_name(|c| c.is_ascii_alphanumeric() || c == '_');
+                    if !literal.is_empty() {
+                        parts.push(Part::Lit(std::mem::take(&mut literal)));
+                    }
+                    let span = self.span(at, self.pos);
+                    parts.push(Part::Expr(vec![
+                        Token {
+                            tok: Tok::Var(name),
+                            span,
+                            line_start: false,
+                        },
+                        Token {
+                            tok: Tok::Eof,
+                            span,
+                            line_start: false,
+                        },
+                    ]));
+                }
+                other => literal.push(other),
+            }
+        }
+        if parts.is_empty() {
+            return Some(Tok::Str(literal));
+        }
+        if !literal.is_empty() {
+            parts.push(Part::Lit(literal));
+        }
+        Some(Tok::Interp(parts))
+    }
+
+    fn escape(&mut self, at: usize, out: &mut String) {
+        let Some(next) = self.peek_char() else {
+            out.push('\\');
+            return;
+        };
+        self.pos += next.len_utf8();
+        match next {
+            'n' => out.push('\n'),
+            't' => out.push('\t'),
+            'r' => out.push('\r'),
+            's' => out.push(' '),
+            '$' => out.push('$'),
+            '"' => out.push('"'),
+            '\'' => out.push('\''),
+            '\\' => out.push('\\'),
+            '\n' => {}
+            'u' => {
+                let rest = self.rest();
+                let (digits, consumed) = if let Some(braced) = rest.strip_prefix('{') {
+                    let end = braced.find('}').unwrap_or(0);
+                    (&braced[..end], end + 2)
+                } else {
+                    let end = rest
+                        .char_indices()
+                        .take(4)
+                        .take_while(|(_, c)| c.is_ascii_hexdigit())
+                        .count();
+                    (&rest[..end], end)
+                };
+                match u32::from_str_radix(digits, 16)
+                    .ok()
+                    .and_then(char::from_u32)
+                {
+                    Some(c) if !digits.is_empty() => {
+                        out.push(c);
+                        self.pos += consumed;
+                    }
+                    _ => self.error(
+                        at,
+                        self.pos,
+                        "invalid unicode escape".to_owned(),
+                        "write `\\u{1F600}` or four hex digits `\\u00e9`",
+                    ),
+                }
+            }
+            other => {
+                // Puppet keeps unknown escapes as written.
+                out.push('\\');
+                out.push(other);
+            }
+        }
+    }
+
+    fn regex(&mut self, start: usize) -> Option<Tok> {
+        self.pos += 1;
+        let mut out = String::new();
+        loop {
+            let Some(c) = self.peek_char() else {
+                self.error(
+                    start,
+                    start + 1,
+                    "unterminated regular expression".to_owned(),
+                    "close it with `/`",
+                );
+                return Some(Tok::Regex(out));
+            };
+            if c == '\n' {
+                self.error(
+                    start,
+                    self.pos,
+                    "unterminated regular expression".to_owned(),
+                    "close it with `/` on the same line",
+                );
+                return Some(Tok::Regex(out));
+            }
+            self.pos += c.len_utf8();
+            match c {
+                '/' => return Some(Tok::Regex(out)),
+                '\\' if self.peek_char() == Some('/') => {
+                    self.pos += 1;
+                    out.push('/');
+                }
+                other => out.push(other),
+            }
+        }
+    }
+}
+
+/// A `/` starts a regular expression unless it follows something that ends a value,
+/// where it divides. After `}` it starts one: a `case` option follows a block far more
+/// often than a hash is divided.
+fn regex_allowed(previous: Option<&Tok>) -> bool {
+    !matches!(
+        previous,
+        Some(
+            Tok::Name(_)
+                | Tok::TypeRef(_)
+                | Tok::Var(_)
+                | Tok::Int(_)
+                | Tok::Float(_)
+                | Tok::Str(_)
+                | Tok::Interp(_)
+                | Tok::Regex(_)
+                | Tok::Keyword(Kw::True | Kw::False | Kw::Undef | Kw::Default)
+                | Tok::Punct(P::RParen | P::RBrack)
+        )
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toks(text: &str) -> Vec<Tok> {
+        let mut diagnostics = Vec::new();
+        let tokens = lex(0, text, &mut diagnostics);
+        assert!(diagnostics.is_empty(), "{diagnostics:?}");
+        tokens.into_iter().map(|token| token.tok).collect()
+    }
+
+    #[test]
+    fn names_refs_and_variables() {
+        assert_eq!(
+            toks("file File::Bar $x::y ::top"),
+            vec![
+                Tok::Name("file".into()),
+                Tok::TypeRef("File::Bar".into()),
+                Tok::Var("x::y".into()),
+                Tok::Name("::top".into()),
+                Tok::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn numbers_follow_puppet_radixes() {
+        assert_eq!(
+            toks("42 0x1f 0755 1.5"),
+            vec![
+                Tok::Int(42),
+                Tok::Int(31),
+                Tok::Int(0o755),
+                Tok::Float(1.5),
+                Tok::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn slash_divides_after_a_value_and_starts_a_regex_elsewhere() {
+        assert_eq!(
+            toks("$a / 2 =~ /x\\/y/"),
+            vec![
+                Tok::Var("a".into()),
+                Tok::Punct(P::Slash),
+                Tok::Int(2),
+                Tok::Punct(P::Match),
+                Tok::Regex("x/y".into()),
+                Tok::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn collectors_win_over_shifts() {
+        assert_eq!(
+            toks("<<| |>> <| |> <<"),
+            vec![
+                Tok::Punct(P::LLCollect),
+                Tok::Punct(P::RRCollect),
+                Tok::Punct(P::LCollect),
+                Tok::Punct(P::RCollect),
+                Tok::Punct(P::LShift),
+                Tok::Eof
+            ]
+        );
+    }
+
+    #[test]
+    fn double_quoted_strings_split_into_parts() {
+        let tokens = toks(r#""a $b ${c['d']} \t\$""#);
+        let Tok::Interp(parts) = &tokens[0] else {
+            panic!("expected an interpolated string, got {tokens:?}")
+        };
+        assert_eq!(parts.len(), 5);
+        assert_eq!(parts[0], Part::Lit("a ".into()));
+        assert_eq!(parts[4], Part::Lit(" \t$".into()));
+    }
+
+    #[test]
+    fn unterminated_string_is_reported() {
+        let mut diagnostics = Vec::new();
+        lex(0, "'abc", &mut diagnostics);
+        assert_eq!(diagnostics.len(), 1);
+        assert!(diagnostics[0].message.contains("unterminated string"));
+    }
+}

@@ -1,0 +1,175 @@
+//! The manifest language (**API boundary**: the language is documented in
+//! `docs/language.md`): `.wcv` source text in, a catalog and diagnostics out.
+//!
+//! This crate reads no file and knows nothing of plugins or the engine: the caller
+//! hands it source texts, the node's name and the resource types the plugins provide
+//! ([`KnownTypes`]). [`compile`] never panics and returns a catalog only when there
+//! are no errors.
+#![warn(clippy::disallowed_methods)]
+
+mod diagnostic;
+mod eval;
+mod functions;
+mod lexer;
+mod parser;
+mod syntax;
+mod value;
+
+pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
+pub use eval::{MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_ROUNDS, METAPARAMETERS};
+pub use parser::MAX_NESTING;
+
+use std::collections::HashMap;
+use wconverge_catalog::{Catalog, TypeSchema};
+
+/// One manifest file: its name as the user wrote it, and its text.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub name: String,
+    pub text: String,
+}
+
+impl Source {
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Source {
+        Source {
+            name: name.into(),
+            text: text.into(),
+        }
+    }
+}
+
+/// The resource types plugins provide, with their attribute names.
+#[derive(Debug, Clone, Default)]
+pub struct KnownTypes {
+    types: HashMap<String, Vec<String>>,
+}
+
+impl KnownTypes {
+    pub fn new() -> KnownTypes {
+        KnownTypes::default()
+    }
+
+    pub fn from_schemas<'s>(schemas: impl IntoIterator<Item = &'s TypeSchema>) -> KnownTypes {
+        let mut types = KnownTypes::new();
+        for schema in schemas {
+            types.insert(
+                &schema.name,
+                schema
+                    .attributes
+                    .iter()
+                    .map(|attribute| attribute.name.as_str()),
+            );
+        }
+        types
+    }
+
+    pub fn insert<'n>(&mut self, type_name: &str, attributes: impl IntoIterator<Item = &'n str>) {
+        self.types.insert(
+            type_name.to_owned(),
+            attributes.into_iter().map(str::to_owned).collect(),
+        );
+    }
+
+    pub fn contains(&self, type_name: &str) -> bool {
+        self.types.contains_key(type_name)
+    }
+
+    pub fn attributes(&self, type_name: &str) -> Option<&[String]> {
+        self.types.get(type_name).map(Vec::as_slice)
+    }
+
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.types.keys().map(String::as_str)
+    }
+}
+
+/// What a compile produced.
+#[derive(Debug)]
+pub struct Compiled {
+    /// The catalog, only when no diagnostic is an error.
+    pub catalog: Option<Catalog>,
+    /// Errors, warnings and notices, in the order they were found.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// A source larger than this is refused (spans are 32-bit).
+const MAX_SOURCE_BYTES: usize = 512 << 20;
+
+/// The compiler runs on a thread of its own with this much stack, so that the deepest
+/// input the nesting limits allow never overflows the caller's stack.
+const COMPILER_STACK_BYTES: usize = 256 << 20;
+
+/// Parses every source and, if there is no syntax error, evaluates them in order
+/// (then the node definition matching `node`) into a catalog.
+pub fn compile(sources: &[Source], node: &str, types: &KnownTypes) -> Compiled {
+    run_on_big_stack(|| compile_here(sources, node, types))
+}
+
+/// Parses only: the syntax diagnostics of every source.
+pub fn check_syntax(sources: &[Source]) -> Vec<Diagnostic> {
+    run_on_big_stack(|| parse_all(sources).1)
+}
+
+fn run_on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    std::thread::scope(|scope| {
+        match std::thread::Builder::new()
+            .name("wconverge-compile".into())
+            .stack_size(COMPILER_STACK_BYTES)
+            .spawn_scoped(scope, work)
+        {
+            Ok(handle) => match handle.join() {
+                Ok(value) => value,
+                Err(panic) => std::panic::resume_unwind(panic),
+            },
+            Err(error) => panic!("cannot start the compiler thread: {error}"),
+        }
+    })
+}
+
+fn parse_all(sources: &[Source]) -> (syntax::Program, Vec<Diagnostic>) {
+    let mut program = syntax::Program::default();
+    let mut diagnostics = Vec::new();
+    for (file_idx, source) in sources.iter().enumerate() {
+        let file = u32::try_from(file_idx).unwrap_or(u32::MAX);
+        if source.text.len() > MAX_SOURCE_BYTES {
+            diagnostics.push(
+                Diagnostic::error(
+                    "too-large",
+                    Span::new(file, 0, 0),
+                    format!(
+                        "`{}` is larger than {} MiB",
+                        source.name,
+                        MAX_SOURCE_BYTES >> 20
+                    ),
+                )
+                .with_help("split the manifest into several files"),
+            );
+            program.files.push(Vec::new());
+            continue;
+        }
+        let tokens = lexer::lex(file, &source.text, &mut diagnostics);
+        let block = parser::parse_file(&source.text, tokens, &mut program, &mut diagnostics);
+        program.files.push(block);
+    }
+    (program, diagnostics)
+}
+
+fn compile_here(sources: &[Source], node: &str, types: &KnownTypes) -> Compiled {
+    let (program, diagnostics) = parse_all(sources);
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        return Compiled {
+            catalog: None,
+            diagnostics,
+        };
+    }
+    let (catalog, mut evaluated) = eval::Evaluator::new(&program, sources, types, node).run();
+    let mut all = diagnostics;
+    all.append(&mut evaluated);
+    Compiled {
+        catalog,
+        diagnostics: all,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,229 @@
+//! The syntax tree the parser builds and the evaluator walks.
+
+use crate::diagnostic::Span;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Expr {
+    pub(crate) kind: ExprKind,
+    pub(crate) span: Span,
+}
+
+pub(crate) type Block = Vec<Expr>;
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum ExprKind {
+    Str(String),
+    Interp(Vec<InterpPart>),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+    Undef,
+    Default,
+    Regex(String),
+    /// A bare word: a string without quotes (`present`, `include foo`).
+    Bare(String),
+    /// A type: `File`, `Class`.
+    TypeRef(String),
+    Var(String),
+    Array(Vec<Expr>),
+    Hash(Vec<(Expr, Expr)>),
+    /// `$x[k]`, `File['a', 'b']`.
+    Access(Box<Expr>, Vec<Expr>),
+    Not(Box<Expr>),
+    Neg(Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Assign(String, Box<Expr>),
+    If {
+        cond: Box<Expr>,
+        then: Block,
+        otherwise: Option<Block>,
+    },
+    Unless {
+        cond: Box<Expr>,
+        then: Block,
+        otherwise: Option<Block>,
+    },
+    Case {
+        subject: Box<Expr>,
+        arms: Vec<CaseArm>,
+    },
+    Selector {
+        subject: Box<Expr>,
+        arms: Vec<(Expr, Expr)>,
+    },
+    Call {
+        name: String,
+        args: Vec<Expr>,
+        lambda: Option<Box<Lambda>>,
+    },
+    Resource(Box<ResourceExpr>),
+    Defaults {
+        type_name: String,
+        ops: Vec<AttrOp>,
+    },
+    Override {
+        target: Box<Expr>,
+        ops: Vec<AttrOp>,
+    },
+    Collector(Box<Collector>),
+    Relation(Box<Expr>, RelOp, Box<Expr>),
+    /// A definition already hoisted into the program's tables.
+    Definition,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum BinOp {
+    Or,
+    And,
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+    LShift,
+    RShift,
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+    Match,
+    NoMatch,
+    In,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RelOp {
+    /// `->`
+    Before,
+    /// `~>`
+    Notify,
+    /// `<-`
+    Require,
+    /// `<~`
+    Subscribe,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum InterpPart {
+    Lit(String),
+    Expr(Expr),
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct CaseArm {
+    pub(crate) options: Vec<Expr>,
+    pub(crate) body: Block,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Lambda {
+    pub(crate) params: Vec<(String, Span)>,
+    pub(crate) body: Block,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Form {
+    Regular,
+    Virtual,
+    Exported,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ResourceExpr {
+    pub(crate) form: Form,
+    /// `file`, `apache::vhost`, or `class`.
+    pub(crate) type_name: String,
+    pub(crate) type_span: Span,
+    pub(crate) bodies: Vec<Body>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Body {
+    pub(crate) title: Expr,
+    pub(crate) ops: Vec<AttrOp>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AttrOpKind {
+    Set,
+    Append,
+    /// `* => $hash`
+    Splat,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AttrOp {
+    pub(crate) name: String,
+    pub(crate) name_span: Span,
+    pub(crate) kind: AttrOpKind,
+    pub(crate) value: Expr,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Collector {
+    pub(crate) type_name: String,
+    pub(crate) exported: bool,
+    pub(crate) query: Option<Query>,
+    pub(crate) ops: Vec<AttrOp>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Query {
+    And(Box<Query>, Box<Query>),
+    Or(Box<Query>, Box<Query>),
+    Compare {
+        attribute: String,
+        equal: bool,
+        value: Expr,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Param {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) default: Option<Expr>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ClassDef {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) params: Vec<Param>,
+    pub(crate) parent: Option<(String, Span)>,
+    pub(crate) body: Block,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DefineDef {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) params: Vec<Param>,
+    pub(crate) body: Block,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum HostMatch {
+    Name(String),
+    Regex(String),
+    Default,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct NodeDef {
+    pub(crate) matches: Vec<(HostMatch, Span)>,
+    pub(crate) span: Span,
+    pub(crate) body: Block,
+}
+
+/// Everything parsed from all the files: top-level statements per file, and the
+/// definitions hoisted out of them.
+#[derive(Debug, Default)]
+pub(crate) struct Program {
+    pub(crate) files: Vec<Block>,
+    pub(crate) classes: Vec<ClassDef>,
+    pub(crate) defines: Vec<DefineDef>,
+    pub(crate) nodes: Vec<NodeDef>,
+}

@@ -1,0 +1,352 @@
+//! Unit tests of the whole front end: source text in, catalog JSON or diagnostics out.
+
+use super::*;
+
+pub(crate) fn types() -> KnownTypes {
+    let mut types = KnownTypes::new();
+    types.insert(
+        "file",
+        [
+            "path", "ensure", "content", "mode", "owner", "group", "backup",
+        ],
+    );
+    types.insert(
+        "exec",
+        [
+            "command",
+            "cwd",
+            "environment",
+            "user",
+            "group",
+            "umask",
+            "timeout",
+            "returns",
+            "creates",
+            "refreshonly",
+            "logoutput",
+            "onlyif",
+            "unless",
+        ],
+    );
+    types.insert("notify", ["message", "name"]);
+    types
+}
+
+fn compile_one(text: &str) -> Compiled {
+    compile(
+        &[Source::new("test.wcv", text)],
+        "node1.example.com",
+        &types(),
+    )
+}
+
+#[test]
+fn a_file_resource_compiles() {
+    let compiled = compile_one("file { '/tmp/a': ensure => file, content => \"x${1 + 2}\" }\n");
+    assert!(
+        compiled.diagnostics.is_empty(),
+        "{:?}",
+        compiled.diagnostics
+    );
+    let catalog = compiled.catalog.expect("a catalog");
+    assert_eq!(catalog.resources.len(), 1);
+    assert_eq!(
+        catalog.resources[0]
+            .attributes
+            .get("content")
+            .and_then(|v| v.as_str()),
+        Some("x3")
+    );
+}
+
+/// The conformance suite: `test_data/ok/NAME.wcv` must compile to `NAME.json` (the
+/// catalog, then any warnings); `test_data/err/NAME.wcv` must fail with the
+/// diagnostics in `NAME.txt`. `WCONVERGE_BLESS=1` rewrites the expectations; review
+/// the diff before committing it.
+#[expect(clippy::disallowed_methods, reason = "tests read their fixtures")]
+fn check_fixture(kind: &str, name: &str) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("test_data")
+        .join(kind);
+    let manifest = root.join(format!("{name}.wcv"));
+    let text = std::fs::read_to_string(&manifest).expect("fixture exists");
+    let sources = [Source::new(format!("{kind}/{name}.wcv"), text)];
+    let compiled = compile(&sources, "node1.example.com", &types());
+    let rendered: String = compiled
+        .diagnostics
+        .iter()
+        .map(|diagnostic| render(diagnostic, &sources))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let (actual, extension) = if kind == "ok" {
+        let catalog = compiled
+            .catalog
+            .unwrap_or_else(|| panic!("{name} should compile:\n{rendered}"));
+        let mut out = catalog.to_json();
+        out.push('\n');
+        if !rendered.is_empty() {
+            out.push_str("---\n");
+            out.push_str(&rendered);
+        }
+        (out, "json")
+    } else {
+        assert!(
+            compiled.catalog.is_none(),
+            "{name} should not compile (no partial catalog)"
+        );
+        assert!(!rendered.is_empty(), "{name} should report an error");
+        (rendered, "txt")
+    };
+    let expected_path = root.join(format!("{name}.{extension}"));
+    if std::env::var_os("WCONVERGE_BLESS").is_some() {
+        std::fs::write(&expected_path, &actual).expect("write the expectation");
+        return;
+    }
+    let expected = std::fs::read_to_string(&expected_path).unwrap_or_else(|_| {
+        panic!(
+            "{} is missing; run with WCONVERGE_BLESS=1 to create it",
+            expected_path.display()
+        )
+    });
+    assert_eq!(
+        actual,
+        expected,
+        "{name}: output differs from {}",
+        expected_path.display()
+    );
+}
+
+macro_rules! conformance {
+    ($kind:literal: $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                check_fixture($kind, stringify!($name));
+            }
+        )*
+    };
+}
+
+mod ok {
+    use super::check_fixture;
+    conformance!("ok":
+        values_and_operators,
+        strings_interpolation_and_escapes,
+        variables_and_scopes,
+        access_arrays_hashes_strings,
+        conditionals_if_unless_case_selector,
+        regex_match_and_captures,
+        iteration_with_lambdas,
+        resource_several_bodies,
+        resource_array_titles,
+        resource_nested_array_titles,
+        resource_default_body_is_local_default,
+        resource_local_default_does_not_extend_beyond_expression,
+        resource_splat_sets_attributes,
+        resource_undef_means_unset,
+        resource_expression_returns_references,
+        virtual_resource_is_not_in_catalog_until_realized,
+        exported_resource_is_not_in_catalog_until_collected,
+        defaults_apply_to_later_resources_only,
+        defaults_append,
+        defaults_follow_lexical_scope,
+        defaults_several_expressions_merge,
+        override_sets_unset_attribute,
+        override_on_list_of_references,
+        override_in_inheriting_class_replaces_and_appends,
+        override_before_declaration,
+        relationship_operators,
+        relationship_chain,
+        relationship_arrays_cartesian_product,
+        relationship_collector_operand,
+        relationship_string_means_class,
+        relationship_empty_operand_is_noop,
+        relationship_metaparameters,
+        relationship_to_class_and_define_expands,
+        collector_realizes_virtual_resources,
+        collector_query_operators,
+        collector_overrides_attributes,
+        collector_repeats_until_nothing_new,
+        collector_exported,
+        class_parameters_and_include,
+        class_include_is_idempotent,
+        class_inherits,
+        class_nested_definition_is_prefixed,
+        class_contain_and_require,
+        define_instances,
+        define_title_and_name,
+        node_exact_name_wins,
+        node_regex_match,
+        node_default,
+        tags_automatic_and_explicit,
+        metaparameters_carried,
+        realize_function,
+        manifest_order_with_defines,
+    );
+}
+
+mod err {
+    use super::check_fixture;
+    conformance!("err":
+        syntax_error_no_partial_catalog,
+        several_syntax_errors_all_reported,
+        several_evaluation_errors_all_reported,
+        duplicate_title_names_both_places,
+        duplicate_title_in_one_expression,
+        unknown_attribute,
+        unknown_type,
+        append_in_resource_expression,
+        splat_twice_in_one_body,
+        splat_duplicates_explicit_attribute,
+        defaults_redefined_in_same_scope,
+        defaults_for_class,
+        override_outside_inheriting_class,
+        override_append_outside_inheriting_class,
+        override_of_undeclared_resource,
+        relationship_to_undeclared_resource,
+        relationship_to_unrealized_virtual,
+        variable_assigned_twice,
+        unknown_variable,
+        class_parameter_missing,
+        class_circular_inheritance,
+        class_include_cycle,
+        class_declared_twice_with_parameters,
+        unknown_class,
+        define_instantiates_itself,
+        collector_keeps_realizing,
+        node_no_match,
+        node_inherits,
+        unsupported_metaparameter,
+        fail_function,
+        selector_without_match,
+        type_mismatch,
+    );
+}
+
+#[test]
+fn every_fixture_is_listed() {
+    let source = include_str!("tests.rs");
+    for kind in ["ok", "err"] {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("test_data")
+            .join(kind);
+        for entry in std::fs::read_dir(&root).expect("fixture directory") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|extension| extension == "wcv") {
+                let stem = path
+                    .file_stem()
+                    .and_then(|stem| stem.to_str())
+                    .expect("utf-8 name");
+                assert!(
+                    source.contains(&format!("        {stem},")),
+                    "{} is not listed in the conformance tests",
+                    path.display()
+                );
+            }
+        }
+    }
+}
+
+fn first_error(text: &str) -> Diagnostic {
+    let compiled = compile_one(text);
+    assert!(compiled.catalog.is_none(), "expected an error for {text:.60}");
+    compiled
+        .diagnostics
+        .into_iter()
+        .find(Diagnostic::is_error)
+        .expect("an error")
+}
+
+#[test]
+fn nesting_ten_thousand_deep_is_an_error_not_a_stack_overflow() {
+    let depth = 10_000;
+    let cases = [
+        format!("$x = {}1{}\n", "[".repeat(depth), "]".repeat(depth)),
+        format!("$x = {}1{}\n", "(".repeat(depth), ")".repeat(depth)),
+        format!("$x = {}1\n", "-".repeat(depth)),
+        format!("$x = {}1\n", "!".repeat(depth)),
+        format!("$x = 1{}\n", " + (1".repeat(depth) + &")".repeat(depth)),
+        format!("$x = {}\n", "{'a' => ".repeat(depth) + "1" + &"}".repeat(depth)),
+        format!("notify {{ {}'t'{}: }}\n", "[".repeat(depth), "]".repeat(depth)),
+        format!("{}notify {{ 'x': }}{}\n", "if true { ".repeat(depth), " }".repeat(depth)),
+        format!("$x = \"{}\"\n", "${\"".repeat(depth)),
+    ];
+    for case in cases {
+        let error = first_error(&case);
+        assert!(
+            error.code == "wcv::nesting-limit" || error.message.contains("nest"),
+            "{case:.40}: {error:?}"
+        );
+    }
+}
+
+#[test]
+fn nesting_below_the_limit_compiles() {
+    let depth = MAX_NESTING / 2;
+    let text = format!("notify {{ {}'deep'{}: }}\n", "[".repeat(depth), "]".repeat(depth));
+    let compiled = compile_one(&text);
+    assert!(compiled.catalog.is_some(), "{:?}", compiled.diagnostics);
+}
+
+/// Every prefix of every fixture is a broken manifest; none may panic, and each either
+/// compiles or reports an error with a span inside its text.
+#[test]
+#[expect(clippy::disallowed_methods, reason = "tests read their fixtures")]
+fn truncated_fixtures_never_panic() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data");
+    let types = types();
+    for kind in ["ok", "err"] {
+        for entry in std::fs::read_dir(root.join(kind)).expect("fixtures") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_none_or(|extension| extension != "wcv") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("fixture");
+            // Every prefix for the small files, every seventh for the large ones.
+            let step = if text.len() > 600 { 7 } else { 1 };
+            for end in (0..text.len()).step_by(step).filter(|end| text.is_char_boundary(*end)) {
+                let sources = [Source::new("cut.wcv", &text[..end])];
+                let compiled = compile(&sources, "node1.example.com", &types);
+                for diagnostic in &compiled.diagnostics {
+                    assert!(diagnostic.span.end as usize <= end, "{}: span past the end", path.display());
+                    render(diagnostic, &sources);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn several_files_are_evaluated_in_order_and_report_their_own_names() {
+    let sources = [
+        Source::new("a.wcv", "$base = '/srv'\nclass app { file { \"${::base}/app\": ensure => directory } }\n"),
+        Source::new("b.wcv", "include app\nnotify { 'x': bogus => 1 }\n"),
+    ];
+    let compiled = compile(&sources, "n", &types());
+    let error = compiled.diagnostics.iter().find(|d| d.is_error()).expect("an error");
+    assert!(render(error, &sources).contains("--> b.wcv:2:15"), "{}", render(error, &sources));
+    let fixed = [sources[0].clone(), Source::new("b.wcv", "include app\n")];
+    let catalog = compile(&fixed, "n", &types()).catalog.expect("a catalog");
+    assert_eq!(catalog.resources[0].title, "/srv/app");
+    assert_eq!(catalog.resources[0].source.as_ref().map(|s| s.file.as_str()), Some("a.wcv"));
+}
+
+#[test]
+fn warnings_and_notices_do_not_stop_the_compile() {
+    let compiled = compile_one("notice('hello', 1)\nwarning('careful')\nnotify { 'x': }\n");
+    assert!(compiled.catalog.is_some());
+    let severities: Vec<Severity> = compiled.diagnostics.iter().map(|d| d.severity).collect();
+    assert_eq!(severities, [Severity::Notice, Severity::Warning]);
+    assert_eq!(compiled.diagnostics[0].message, "hello 1");
+}
+
+#[test]
+fn values_nested_through_variables_are_bounded_by_the_catalog_depth() {
+    let mut text = String::from("$v0 = 'leaf'\n");
+    for level in 1..=300 {
+        text.push_str(&format!("$v{level} = [$v{}]\n", level - 1));
+    }
+    text.push_str("notify { 'deep': message => $v300 }\n");
+    let error = first_error(&text);
+    assert!(error.message.contains("deeper than 128"), "{error:?}");
+}

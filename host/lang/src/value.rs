@@ -1,0 +1,284 @@
+//! Values during evaluation, with Puppet's equality, ordering, arithmetic and string
+//! conversion.
+
+use std::cmp::Ordering;
+use std::fmt::Write as _;
+use wconverge_catalog::{MAX_DEPTH, ResourceRef, Value, display_type_name};
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Val {
+    Undef,
+    Default,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    /// The pattern of a regular expression.
+    Regex(String),
+    Array(Vec<Val>),
+    /// A hash in insertion order.
+    Hash(Vec<(Val, Val)>),
+    /// A type (`File`, title `None`) or a reference (`File['/etc/motd']`).
+    Ref {
+        type_name: String,
+        title: Option<String>,
+    },
+    Sensitive(Box<Val>),
+}
+
+impl Val {
+    pub(crate) fn truthy(&self) -> bool {
+        !matches!(self, Val::Undef | Val::Bool(false))
+    }
+
+    pub(crate) fn type_name(&self) -> &'static str {
+        match self {
+            Val::Undef => "Undef",
+            Val::Default => "Default",
+            Val::Bool(_) => "Boolean",
+            Val::Int(_) => "Integer",
+            Val::Float(_) => "Float",
+            Val::Str(_) => "String",
+            Val::Regex(_) => "Regexp",
+            Val::Array(_) => "Array",
+            Val::Hash(_) => "Hash",
+            Val::Ref { title: None, .. } => "Type",
+            Val::Ref { .. } => "Resource reference",
+            Val::Sensitive(_) => "Sensitive",
+        }
+    }
+
+    pub(crate) fn reference(type_name: &str, title: &str) -> Val {
+        Val::Ref {
+            type_name: type_name.to_ascii_lowercase(),
+            title: Some(title.to_owned()),
+        }
+    }
+
+    /// The value as interpolation prints it.
+    pub(crate) fn to_display(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out, false);
+        out
+    }
+
+    fn write(&self, out: &mut String, nested: bool) {
+        match self {
+            Val::Undef => {
+                if nested {
+                    out.push_str("undef");
+                }
+            }
+            Val::Default => out.push_str("default"),
+            Val::Bool(b) => {
+                let _ = write!(out, "{b}");
+            }
+            Val::Int(i) => {
+                let _ = write!(out, "{i}");
+            }
+            Val::Float(f) => out.push_str(&float_text(*f)),
+            Val::Str(s) if nested => {
+                out.push('\'');
+                out.push_str(&s.replace('\'', "\\'"));
+                out.push('\'');
+            }
+            Val::Str(s) => out.push_str(s),
+            Val::Regex(pattern) => {
+                let _ = write!(out, "/{pattern}/");
+            }
+            Val::Array(items) => {
+                out.push('[');
+                for (idx, item) in items.iter().enumerate() {
+                    if idx > 0 {
+                        out.push_str(", ");
+                    }
+                    item.write(out, true);
+                }
+                out.push(']');
+            }
+            Val::Hash(entries) => {
+                out.push('{');
+                for (idx, (key, value)) in entries.iter().enumerate() {
+                    if idx > 0 {
+                        out.push_str(", ");
+                    }
+                    key.write(out, true);
+                    out.push_str(" => ");
+                    value.write(out, true);
+                }
+                out.push('}');
+            }
+            Val::Ref { type_name, title } => {
+                out.push_str(&display_type_name(type_name));
+                if let Some(title) = title {
+                    let _ = write!(out, "['{title}']");
+                }
+            }
+            Val::Sensitive(_) => out.push_str("Sensitive [value redacted]"),
+        }
+    }
+
+    /// Puppet's `==`: strings compare without regard to case, numbers by value.
+    pub(crate) fn equals(&self, other: &Val) -> bool {
+        match (self, other) {
+            (Val::Str(a), Val::Str(b)) => {
+                a.eq_ignore_ascii_case(b) || a.to_lowercase() == b.to_lowercase()
+            }
+            (Val::Int(a), Val::Float(b)) | (Val::Float(b), Val::Int(a)) => (*a as f64) == *b,
+            (Val::Array(a), Val::Array(b)) => {
+                a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.equals(y))
+            }
+            (Val::Hash(a), Val::Hash(b)) => {
+                a.len() == b.len()
+                    && a.iter().all(|(key, value)| {
+                        b.iter()
+                            .find(|(other_key, _)| other_key.equals(key))
+                            .is_some_and(|(_, other_value)| other_value.equals(value))
+                    })
+            }
+            (
+                Val::Ref {
+                    type_name: ta,
+                    title: a,
+                },
+                Val::Ref {
+                    type_name: tb,
+                    title: b,
+                },
+            ) => ta == tb && a == b,
+            (a, b) => a == b,
+        }
+    }
+
+    /// Puppet's `<`, `>`...: numbers with numbers, strings with strings (ignoring case).
+    pub(crate) fn compare(&self, other: &Val) -> Result<Ordering, String> {
+        match (self, other) {
+            (Val::Int(a), Val::Int(b)) => Ok(a.cmp(b)),
+            (Val::Int(_) | Val::Float(_), Val::Int(_) | Val::Float(_)) => {
+                let (a, b) = (self.as_f64(), other.as_f64());
+                a.partial_cmp(&b)
+                    .ok_or_else(|| "cannot compare NaN".to_owned())
+            }
+            (Val::Str(a), Val::Str(b)) => Ok(a.to_lowercase().cmp(&b.to_lowercase())),
+            (a, b) => Err(format!(
+                "cannot compare {} `{}` with {} `{}`",
+                a.type_name(),
+                a.to_display(),
+                b.type_name(),
+                b.to_display()
+            )),
+        }
+    }
+
+    fn as_f64(&self) -> f64 {
+        match self {
+            Val::Int(i) => *i as f64,
+            Val::Float(f) => *f,
+            _ => f64::NAN,
+        }
+    }
+
+    /// A hash lookup by Puppet equality of keys (case-sensitive for strings, as
+    /// Puppet's hashes are).
+    pub(crate) fn hash_get<'v>(entries: &'v [(Val, Val)], key: &Val) -> Option<&'v Val> {
+        entries
+            .iter()
+            .find(|(existing, _)| existing == key)
+            .map(|(_, value)| value)
+    }
+
+    /// The value for the catalog; `Err` names what cannot go there.
+    pub(crate) fn to_catalog(&self) -> Result<Value, String> {
+        self.to_catalog_at(1)
+    }
+
+    fn to_catalog_at(&self, depth: usize) -> Result<Value, String> {
+        if depth > MAX_DEPTH {
+            return Err(format!(
+                "the value nests deeper than {MAX_DEPTH} levels, the most a catalog holds"
+            ));
+        }
+        let nested = |value: &Val| value.to_catalog_at(depth + 1);
+        Ok(match self {
+            Val::Undef => Value::Undef,
+            Val::Bool(b) => Value::Boolean(*b),
+            Val::Int(i) => Value::Integer(*i),
+            Val::Float(f) => Value::Float(*f),
+            Val::Str(s) => Value::String(s.clone()),
+            Val::Array(items) => Value::Array(
+                items
+                    .iter()
+                    .map(nested)
+                    .collect::<Result<_, _>>()?,
+            ),
+            Val::Hash(entries) => Value::Hash(
+                entries
+                    .iter()
+                    .map(|(key, value)| {
+                        let key = match key {
+                            Val::Str(s) => s.clone(),
+                            Val::Int(_) | Val::Float(_) | Val::Bool(_) => key.to_display(),
+                            other => {
+                                return Err(format!(
+                                    "a hash key of type {} cannot go into the catalog",
+                                    other.type_name()
+                                ));
+                            }
+                        };
+                        Ok((key, nested(value)?))
+                    })
+                    .collect::<Result<_, _>>()?,
+            ),
+            Val::Ref {
+                type_name,
+                title: Some(title),
+            } => Value::String(ResourceRef::new(type_name, title).to_string()),
+            Val::Sensitive(inner) => Value::Sensitive(Box::new(nested(inner)?)),
+            Val::Default | Val::Regex(_) | Val::Ref { title: None, .. } => {
+                return Err(format!(
+                    "a value of type {} cannot be an attribute value",
+                    self.type_name()
+                ));
+            }
+        })
+    }
+}
+
+pub(crate) fn float_text(f: f64) -> String {
+    if f.fract() == 0.0 && f.abs() < 1e15 {
+        format!("{f:.1}")
+    } else {
+        format!("{f}")
+    }
+}
+
+/// Flattens nested arrays into one list.
+pub(crate) fn flatten_into(value: Val, out: &mut Vec<Val>) {
+    match value {
+        Val::Array(items) => {
+            for item in items {
+                flatten_into(item, out);
+            }
+        }
+        other => out.push(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_compare_without_case() {
+        assert!(Val::Str("Present".into()).equals(&Val::Str("present".into())));
+        assert!(Val::Int(1).equals(&Val::Float(1.0)));
+        assert!(!Val::Str("1".into()).equals(&Val::Int(1)));
+    }
+
+    #[test]
+    fn display_quotes_nested_strings() {
+        let value = Val::Array(vec![Val::Int(1), Val::Str("a".into()), Val::Undef]);
+        assert_eq!(value.to_display(), "[1, 'a', undef]");
+        assert_eq!(Val::Float(2.0).to_display(), "2.0");
+    }
+}
