@@ -115,6 +115,15 @@ impl Machine {
         path
     }
 
+    /// Writes a manifest named `name` (`@FILES@` stands for the `files/` directory) and
+    /// returns its path.
+    pub(crate) fn manifest(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.temp.path().join(name);
+        std::fs::write(&path, text.replace("@FILES@", &self.files_dir()))
+            .expect("manifest written");
+        path
+    }
+
     /// A policy granting the built-in plugins `files/` only (exec may read anywhere, to
     /// check `creates`), plus `extra` TOML.
     pub(crate) fn policy(&self, extra: &str) -> PathBuf {

@@ -106,6 +106,20 @@ fn wasmtime_stays_in_the_runtime_and_the_cli() {
 }
 
 #[test]
+fn the_language_front_end_depends_on_no_host_crate_but_the_catalog() {
+    let manifest = repository().join("Cargo.toml");
+    let ours: Vec<String> = dependencies(&manifest, "wconverge-lang", None, None)
+        .into_iter()
+        .filter(|name| name.starts_with("wconverge-"))
+        .collect();
+    assert_eq!(
+        ours,
+        ["wconverge-catalog"],
+        "wconverge-lang may know the catalog and nothing else of the host"
+    );
+}
+
+#[test]
 fn plugins_depend_on_the_sdk_and_never_on_the_host() {
     let root = repository();
     let manifest = root.join("providers").join("Cargo.toml");

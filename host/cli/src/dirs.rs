@@ -89,3 +89,13 @@ impl RunLock {
         Ok(RunLock { _file: file })
     }
 }
+
+/// This host's name, as the kernel knows it: the default node name for `node`
+/// definitions.
+pub(crate) fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|name| name.trim().to_owned())
+        .ok()
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "localhost".to_owned())
+}

@@ -40,12 +40,24 @@ struct RuntimeArgs {
     cache_dir: Option<PathBuf>,
 }
 
+/// What to converge: manifests, or a catalog compiled earlier.
+#[derive(clap::Args)]
+struct InputArgs {
+    /// Manifests (`.wcv`, evaluated together in the order given), or one catalog in
+    /// JSON (docs/catalog-format.md).
+    #[arg(required = true, value_name = "FILE")]
+    files: Vec<PathBuf>,
+    /// The node's name, matched against `node` definitions (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    node: Option<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
-    /// Converge the machine to a catalog.
+    /// Converge the machine to manifests or a catalog.
     Apply {
-        /// The catalog, as JSON (docs/catalog-format.md).
-        catalog: PathBuf,
+        #[command(flatten)]
+        input: InputArgs,
         /// Report what would change; change nothing.
         #[arg(long)]
         noop: bool,
@@ -58,15 +70,25 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
-    /// Check a catalog against the types' schemas and the graph, changing nothing.
+    /// Compile manifests into a catalog and print it as JSON.
+    Compile {
+        #[command(flatten)]
+        input: InputArgs,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
+    /// Check manifests or a catalog against the types' schemas and the graph, changing
+    /// nothing.
     Validate {
-        catalog: PathBuf,
+        #[command(flatten)]
+        input: InputArgs,
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
     /// Print the resource graph in application order.
     Graph {
-        catalog: PathBuf,
+        #[command(flatten)]
+        input: InputArgs,
         #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
         format: GraphFormat,
         #[command(flatten)]
@@ -137,16 +159,18 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> anyhow::Result<u8> {
     match cli.command {
         Command::Apply {
-            catalog,
+            input,
             noop,
             format,
             state_dir,
             runtime,
         } => {
-            let catalog = read_catalog(&catalog)?;
+            let runtime = runtime_for(&runtime)?;
+            let Some(catalog) = load(&input, &runtime)? else {
+                return Ok(1);
+            };
             let state_dir = dirs::state_dir(state_dir)?;
             let _lock = dirs::RunLock::acquire(&state_dir)?;
-            let runtime = runtime_for(&runtime)?;
             let Some(prepared) = prepare(&catalog, &runtime)? else {
                 return Ok(1);
             };
@@ -158,15 +182,29 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             Ok(u8::try_from(report.exit_code).expect("exit codes are 0 to 6"))
         }
-        Command::Validate { catalog, runtime } => {
-            let catalog_path = catalog;
-            let catalog = read_catalog(&catalog_path)?;
+        Command::Compile { input, runtime } => {
             let runtime = runtime_for(&runtime)?;
+            let Some(catalog) = load(&input, &runtime)? else {
+                return Ok(1);
+            };
+            output::line(&catalog.to_json());
+            Ok(0)
+        }
+        Command::Validate { input, runtime } => {
+            let runtime = runtime_for(&runtime)?;
+            let Some(catalog) = load(&input, &runtime)? else {
+                return Ok(1);
+            };
             Ok(match prepare(&catalog, &runtime)? {
                 Some(prepared) => {
+                    let names: Vec<String> = input
+                        .files
+                        .iter()
+                        .map(|path| path.display().to_string())
+                        .collect();
                     output::line(&format!(
                         "{}: valid, {} resources",
-                        catalog_path.display(),
+                        names.join(", "),
                         prepared.resources.len()
                     ));
                     0
@@ -175,12 +213,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             })
         }
         Command::Graph {
-            catalog,
+            input,
             format,
             runtime,
         } => {
-            let catalog = read_catalog(&catalog)?;
             let runtime = runtime_for(&runtime)?;
+            let Some(catalog) = load(&input, &runtime)? else {
+                return Ok(1);
+            };
             let Some(prepared) = prepare(&catalog, &runtime)? else {
                 return Ok(1);
             };
@@ -227,13 +267,56 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
-    if path.extension().is_some_and(|extension| extension == "wcv") {
-        bail!(
-            "`{}` is a manifest; this wconverge applies catalogs in JSON (docs/catalog-format.md)",
-            path.display()
-        );
+fn is_manifest(path: &Path) -> bool {
+    path.extension().is_some_and(|extension| extension == "wcv")
+}
+
+/// The catalog to work on: compiled from the manifests, or read from a JSON file.
+/// `None` when the manifests have errors (already printed).
+fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>> {
+    let n_manifests = input.files.iter().filter(|path| is_manifest(path)).count();
+    if n_manifests == 0 {
+        let [path] = input.files.as_slice() else {
+            bail!(
+                "give one catalog (JSON) or any number of manifests (`.wcv`), not {} catalogs",
+                input.files.len()
+            );
+        };
+        if input.node.is_some() {
+            bail!("`--node` applies to manifests; a compiled catalog is already for one node");
+        }
+        return read_catalog(path).map(Some);
     }
+    if n_manifests != input.files.len() {
+        bail!("give either manifests (`.wcv`) or one catalog (JSON), not both");
+    }
+    let mut sources = Vec::with_capacity(input.files.len());
+    for path in &input.files {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("cannot read the manifest `{}`", path.display()))?;
+        sources.push(wconverge_lang::Source::new(
+            path.display().to_string(),
+            text,
+        ));
+    }
+    let mut schemas = Vec::new();
+    for summary in runtime.plugin_summaries() {
+        match summary {
+            Ok(summary) => schemas.extend(summary.types),
+            Err(error) => bail!("{error}"),
+        }
+    }
+    let types = wconverge_lang::KnownTypes::from_schemas(&schemas);
+    let node = match &input.node {
+        Some(node) => node.clone(),
+        None => dirs::host_name(),
+    };
+    let compiled = wconverge_lang::compile(&sources, &node, &types);
+    output::diagnostics(&compiled.diagnostics, &sources);
+    Ok(compiled.catalog)
+}
+
+fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the catalog `{}`", path.display()))?;
     Catalog::from_json(&text).map_err(|error| match error {

@@ -37,6 +37,23 @@ pub(crate) fn json(value: &impl Serialize) {
     line(&text);
 }
 
+/// Compiler diagnostics, then a count of the errors if there were any.
+pub(crate) fn diagnostics(
+    diagnostics: &[wconverge_lang::Diagnostic],
+    sources: &[wconverge_lang::Source],
+) {
+    for diagnostic in diagnostics {
+        eprintln!("{}", wconverge_lang::render(diagnostic, sources));
+    }
+    let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
+    if n_errors > 0 {
+        eprintln!(
+            "error: {n_errors} error{} in the manifests; nothing was compiled or changed",
+            if n_errors == 1 { "" } else { "s" }
+        );
+    }
+}
+
 pub(crate) fn problems(problems: &[Problem]) {
     let n_problems = problems.len();
     eprintln!(
