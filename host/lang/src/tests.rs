@@ -249,7 +249,10 @@ fn every_fixture_is_listed() {
 
 fn first_error(text: &str) -> Diagnostic {
     let compiled = compile_one(text);
-    assert!(compiled.catalog.is_none(), "expected an error for {text:.60}");
+    assert!(
+        compiled.catalog.is_none(),
+        "expected an error for {text:.60}"
+    );
     compiled
         .diagnostics
         .into_iter()
@@ -266,9 +269,20 @@ fn nesting_ten_thousand_deep_is_an_error_not_a_stack_overflow() {
         format!("$x = {}1\n", "-".repeat(depth)),
         format!("$x = {}1\n", "!".repeat(depth)),
         format!("$x = 1{}\n", " + (1".repeat(depth) + &")".repeat(depth)),
-        format!("$x = {}\n", "{'a' => ".repeat(depth) + "1" + &"}".repeat(depth)),
-        format!("notify {{ {}'t'{}: }}\n", "[".repeat(depth), "]".repeat(depth)),
-        format!("{}notify {{ 'x': }}{}\n", "if true { ".repeat(depth), " }".repeat(depth)),
+        format!(
+            "$x = {}\n",
+            "{'a' => ".repeat(depth) + "1" + &"}".repeat(depth)
+        ),
+        format!(
+            "notify {{ {}'t'{}: }}\n",
+            "[".repeat(depth),
+            "]".repeat(depth)
+        ),
+        format!(
+            "{}notify {{ 'x': }}{}\n",
+            "if true { ".repeat(depth),
+            " }".repeat(depth)
+        ),
         format!("$x = \"{}\"\n", "${\"".repeat(depth)),
     ];
     for case in cases {
@@ -283,7 +297,11 @@ fn nesting_ten_thousand_deep_is_an_error_not_a_stack_overflow() {
 #[test]
 fn nesting_below_the_limit_compiles() {
     let depth = MAX_NESTING / 2;
-    let text = format!("notify {{ {}'deep'{}: }}\n", "[".repeat(depth), "]".repeat(depth));
+    let text = format!(
+        "notify {{ {}'deep'{}: }}\n",
+        "[".repeat(depth),
+        "]".repeat(depth)
+    );
     let compiled = compile_one(&text);
     assert!(compiled.catalog.is_some(), "{:?}", compiled.diagnostics);
 }
@@ -304,11 +322,18 @@ fn truncated_fixtures_never_panic() {
             let text = std::fs::read_to_string(&path).expect("fixture");
             // Every prefix for the small files, every seventh for the large ones.
             let step = if text.len() > 600 { 7 } else { 1 };
-            for end in (0..text.len()).step_by(step).filter(|end| text.is_char_boundary(*end)) {
+            for end in (0..text.len())
+                .step_by(step)
+                .filter(|end| text.is_char_boundary(*end))
+            {
                 let sources = [Source::new("cut.wcv", &text[..end])];
                 let compiled = compile(&sources, "node1.example.com", &types);
                 for diagnostic in &compiled.diagnostics {
-                    assert!(diagnostic.span.end as usize <= end, "{}: span past the end", path.display());
+                    assert!(
+                        diagnostic.span.end as usize <= end,
+                        "{}: span past the end",
+                        path.display()
+                    );
                     render(diagnostic, &sources);
                 }
             }
@@ -319,16 +344,33 @@ fn truncated_fixtures_never_panic() {
 #[test]
 fn several_files_are_evaluated_in_order_and_report_their_own_names() {
     let sources = [
-        Source::new("a.wcv", "$base = '/srv'\nclass app { file { \"${::base}/app\": ensure => directory } }\n"),
+        Source::new(
+            "a.wcv",
+            "$base = '/srv'\nclass app { file { \"${::base}/app\": ensure => directory } }\n",
+        ),
         Source::new("b.wcv", "include app\nnotify { 'x': bogus => 1 }\n"),
     ];
     let compiled = compile(&sources, "n", &types());
-    let error = compiled.diagnostics.iter().find(|d| d.is_error()).expect("an error");
-    assert!(render(error, &sources).contains("--> b.wcv:2:15"), "{}", render(error, &sources));
+    let error = compiled
+        .diagnostics
+        .iter()
+        .find(|d| d.is_error())
+        .expect("an error");
+    assert!(
+        render(error, &sources).contains("--> b.wcv:2:15"),
+        "{}",
+        render(error, &sources)
+    );
     let fixed = [sources[0].clone(), Source::new("b.wcv", "include app\n")];
     let catalog = compile(&fixed, "n", &types()).catalog.expect("a catalog");
     assert_eq!(catalog.resources[0].title, "/srv/app");
-    assert_eq!(catalog.resources[0].source.as_ref().map(|s| s.file.as_str()), Some("a.wcv"));
+    assert_eq!(
+        catalog.resources[0]
+            .source
+            .as_ref()
+            .map(|s| s.file.as_str()),
+        Some("a.wcv")
+    );
 }
 
 #[test]

@@ -205,12 +205,7 @@ impl Val {
             Val::Int(i) => Value::Integer(*i),
             Val::Float(f) => Value::Float(*f),
             Val::Str(s) => Value::String(s.clone()),
-            Val::Array(items) => Value::Array(
-                items
-                    .iter()
-                    .map(nested)
-                    .collect::<Result<_, _>>()?,
-            ),
+            Val::Array(items) => Value::Array(items.iter().map(nested).collect::<Result<_, _>>()?),
             Val::Hash(entries) => Value::Hash(
                 entries
                     .iter()
