@@ -222,8 +222,7 @@ pub(crate) fn keyword(word: &str) -> Option<Kw> {
         "and" => Kw::And,
         "or" => Kw::Or,
         "in" => Kw::In,
-        "function" | "type" | "import" | "attr" | "private" | "application" | "site"
-        | "consumes" | "produces" | "unit" | "plan" => Kw::Reserved,
+        "function" | "type" | "import" | "attr" | "private" | "plan" => Kw::Reserved,
         _ => return None,
     })
 }
