@@ -112,6 +112,39 @@ pub fn line_column(text: &str, offset: u32) -> (u32, u32) {
     )
 }
 
+/// Where each line of a text starts, to find a line from an offset in O(log n).
+pub(crate) struct LineStarts(Vec<u32>);
+
+impl LineStarts {
+    pub(crate) fn new(text: &str) -> LineStarts {
+        let mut starts = vec![0];
+        starts.extend(
+            text.bytes()
+                .enumerate()
+                .filter(|(_, byte)| *byte == b'\n')
+                .map(|(at, _)| u32::try_from(at + 1).unwrap_or(u32::MAX)),
+        );
+        LineStarts(starts)
+    }
+
+    /// The same as [`line_column`], without scanning the text before the line.
+    pub(crate) fn line_column(&self, text: &str, offset: u32) -> (u32, u32) {
+        let line_idx = self
+            .0
+            .partition_point(|start| *start <= offset)
+            .saturating_sub(1);
+        let line_start = self.0.get(line_idx).copied().unwrap_or(0) as usize;
+        let end = (offset as usize).min(text.len());
+        let column = text
+            .get(line_start..end)
+            .map_or(1, |before| before.chars().count() + 1);
+        (
+            u32::try_from(line_idx + 1).unwrap_or(u32::MAX),
+            u32::try_from(column).unwrap_or(u32::MAX),
+        )
+    }
+}
+
 /// The diagnostic as text: a headline, `--> file:line:column`, the source line with a
 /// marker, related places, and the help line. No colour, no terminal width: the same
 /// text goes to a terminal, a log or a snapshot.
@@ -224,6 +257,21 @@ mod tests {
         assert_eq!(line_column(text, 0), (1, 1));
         assert_eq!(line_column(text, 3), (2, 1));
         assert_eq!(line_column(text, 6), (2, 3));
+    }
+
+    #[test]
+    fn line_starts_agree_with_scanning() {
+        let text = "ab\ncé d\n\nlast";
+        let starts = LineStarts::new(text);
+        for offset in 0..=text.len() as u32 {
+            if text.is_char_boundary(offset as usize) {
+                assert_eq!(
+                    starts.line_column(text, offset),
+                    line_column(text, offset),
+                    "{offset}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::syntax::*;
 use crate::value::{Val, flatten_into};
 use crate::{KnownTypes, Source};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
 use wconverge_catalog::{self as catalog, EdgeKind, ResourceRef, display_type_name};
 
 /// A defined type instance may declare another at most this deep.
@@ -126,6 +127,14 @@ struct Relation {
     span: Span,
 }
 
+/// Every resource of `sources` before every resource of `targets` (and notifying them).
+struct EdgeRequest {
+    sources: Vec<usize>,
+    targets: Vec<usize>,
+    notify: bool,
+    span: Span,
+}
+
 struct PendingOverride {
     target: (String, String),
     ops: Vec<Op>,
@@ -164,7 +173,9 @@ struct Ctx {
 }
 
 pub(crate) struct Evaluator<'a> {
-    program: &'a Program,
+    /// Shared so that methods can walk definitions while mutating the evaluator; freed
+    /// before the catalog is built.
+    program: Rc<Program>,
     sources: &'a [Source],
     types: &'a KnownTypes,
     node: &'a str,
@@ -187,17 +198,18 @@ pub(crate) struct Evaluator<'a> {
     regexes: HashMap<String, Option<regex::Regex>>,
     captures: Vec<Val>,
     main_tags: Vec<String>,
+    line_starts: Vec<crate::diagnostic::LineStarts>,
 }
 
 impl<'a> Evaluator<'a> {
     pub(crate) fn new(
-        program: &'a Program,
+        program: Program,
         sources: &'a [Source],
         types: &'a KnownTypes,
         node: &'a str,
     ) -> Self {
         Evaluator {
-            program,
+            program: Rc::new(program),
             sources,
             types,
             node,
@@ -230,6 +242,10 @@ impl<'a> Evaluator<'a> {
             regexes: HashMap::new(),
             captures: Vec::new(),
             main_tags: Vec::new(),
+            line_starts: sources
+                .iter()
+                .map(|source| crate::diagnostic::LineStarts::new(&source.text))
+                .collect(),
         }
     }
 
@@ -242,18 +258,22 @@ impl<'a> Evaluator<'a> {
     /// Evaluates everything and returns the catalog when there were no errors.
     pub(crate) fn run(mut self) -> (Option<catalog::Catalog>, Vec<Diagnostic>) {
         self.load_definitions();
-        for file in &self.program.files {
+        let program = Rc::clone(&self.program);
+        for file in &program.files {
             self.block(file);
         }
+        drop(program);
         self.evaluate_node();
         self.generate();
+        // The syntax tree is not needed any more; free it before the catalog is built.
+        self.program = Rc::new(Program::default());
         let catalog = self.finish();
         let failed = self.diagnostics.iter().any(Diagnostic::is_error);
         (if failed { None } else { Some(catalog) }, self.diagnostics)
     }
 
     fn load_definitions(&mut self) {
-        let program = self.program;
+        let program = Rc::clone(&self.program);
         let mut first: HashMap<String, Span> = HashMap::new();
         for (idx, class) in program.classes.iter().enumerate() {
             if let Some(previous) = first.insert(format!("class {}", class.name), class.span) {
@@ -320,7 +340,7 @@ impl<'a> Evaluator<'a> {
     }
 
     fn evaluate_node(&mut self) {
-        let program = self.program;
+        let program = Rc::clone(&self.program);
         if program.nodes.is_empty() {
             return;
         }
@@ -1230,7 +1250,7 @@ impl<'a> Evaluator<'a> {
             ));
             return false;
         }
-        let program = self.program;
+        let program = Rc::clone(&self.program);
         let valid: Vec<&str> = match kind {
             Kind::Plugin => self
                 .types
@@ -1806,7 +1826,7 @@ impl<'a> Evaluator<'a> {
             });
             return None;
         };
-        let program = self.program;
+        let program = Rc::clone(&self.program);
         let definition = &program.classes[def_idx];
         let mut parent_scope = TOP;
         if let Some((parent, parent_span)) = &definition.parent {
@@ -1925,7 +1945,7 @@ impl<'a> Evaluator<'a> {
                 .help = Some("a defined type that declares an instance of itself never ends; give the recursion a condition that stops it".into());
             return;
         }
-        let program = self.program;
+        let program = Rc::clone(&self.program);
         let definition = &program.defines[def_idx];
         let scope = self.new_scope(Some(TOP));
         let title = self.resources[idx].title.clone();
@@ -2217,7 +2237,8 @@ impl<'a> Evaluator<'a> {
 
     fn location(&self, span: Span) -> catalog::SourceLocation {
         let source = &self.sources[span.file as usize];
-        let (line, column) = crate::diagnostic::line_column(&source.text, span.start);
+        let (line, column) =
+            self.line_starts[span.file as usize].line_column(&source.text, span.start);
         catalog::SourceLocation {
             file: source.name.clone(),
             line,
@@ -2308,33 +2329,9 @@ impl<'a> Evaluator<'a> {
                 children.entry(container).or_default().push(idx);
             }
         }
-        let mut edges: Vec<catalog::Edge> = Vec::new();
-        let mut edge_set: HashSet<(usize, usize, bool)> = HashSet::new();
-        let mut add_edges = |this: &Self,
-                             sources: &[usize],
-                             targets: &[usize],
-                             notify: bool,
-                             span: Span,
-                             edges: &mut Vec<catalog::Edge>| {
-            for &source in sources {
-                for &target in targets {
-                    if source == target || !edge_set.insert((source, target, notify)) {
-                        continue;
-                    }
-                    let (s, t) = (&this.resources[source], &this.resources[target]);
-                    edges.push(catalog::Edge {
-                        source: ResourceRef::new(&s.type_name, &s.title),
-                        target: ResourceRef::new(&t.type_name, &t.title),
-                        kind: if notify {
-                            EdgeKind::Notify
-                        } else {
-                            EdgeKind::Before
-                        },
-                        declared: Some(this.location(span)),
-                    });
-                }
-            }
-        };
+        // Every relationship, first as a request between sets of resources; emitted
+        // once all are known, so that ordering between sets can be reduced.
+        let mut requests: Vec<EdgeRequest> = Vec::new();
         // Relationship expressions.
         for relation in std::mem::take(&mut self.relations) {
             let lhs = self.operand_leaves(&relation.lhs, relation.span, &children);
@@ -2345,7 +2342,12 @@ impl<'a> Evaluator<'a> {
                 RelOp::Require => (rhs, lhs, false),
                 RelOp::Subscribe => (rhs, lhs, true),
             };
-            add_edges(self, &sources, &targets, notify, relation.span, &mut edges);
+            requests.push(EdgeRequest {
+                sources,
+                targets,
+                notify,
+                span: relation.span,
+            });
         }
         // Relationship metaparameters.
         let mut metaparam_refs: HashMap<usize, Vec<(&'static str, usize)>> = HashMap::new();
@@ -2382,10 +2384,16 @@ impl<'a> Evaluator<'a> {
                         "before" => (own, other, false),
                         _ => (own, other, true),
                     };
-                    add_edges(self, &sources, &targets, notify, attr.span, &mut edges);
+                    requests.push(EdgeRequest {
+                        sources,
+                        targets,
+                        notify,
+                        span: attr.span,
+                    });
                 }
             }
         }
+        let edges = self.emit_edges(&requests, &metaparam_refs);
         // The resources, in manifest order.
         let mut order: Vec<usize> = (0..self.resources.len())
             .filter(|&idx| {
@@ -2405,6 +2413,93 @@ impl<'a> Evaluator<'a> {
             resources,
             edges,
         }
+    }
+
+    /// Turns relationship requests into catalog edges.
+    ///
+    /// Ordering between two sets (`Class['a'] -> Class['b']`) would be every pair, which
+    /// grows as the product of the sizes; but `before` is transitive, so it is enough to
+    /// order the last resources of the first set (those no other member of the set
+    /// must follow) before the first resources of the second. The engine orders exactly
+    /// as the full product would. Notifications are not transitive and keep every pair.
+    fn emit_edges(
+        &self,
+        requests: &[EdgeRequest],
+        metaparam_refs: &HashMap<usize, Vec<(&'static str, usize)>>,
+    ) -> Vec<catalog::Edge> {
+        // Orderings between single resources, which every set reduction may rely on.
+        let mut successors: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut predecessors: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut link = |from: usize, to: usize| {
+            successors.entry(from).or_default().push(to);
+            predecessors.entry(to).or_default().push(from);
+        };
+        for (&idx, refs) in metaparam_refs {
+            for &(metaparam, target) in refs {
+                match metaparam {
+                    "require" | "subscribe" => link(target, idx),
+                    _ => link(idx, target),
+                }
+            }
+        }
+        for request in requests {
+            if let ([source], [target]) = (request.sources.as_slice(), request.targets.as_slice()) {
+                link(*source, *target);
+            }
+        }
+        // The members of `set` with no successor (or, `reverse`, no predecessor) in it.
+        let ends = |set: &[usize], reverse: bool| -> Vec<usize> {
+            if set.len() < 2 {
+                return set.to_vec();
+            }
+            let members: HashSet<usize> = set.iter().copied().collect();
+            let neighbours = if reverse { &predecessors } else { &successors };
+            let ends: Vec<usize> = set
+                .iter()
+                .copied()
+                .filter(|idx| {
+                    !neighbours
+                        .get(idx)
+                        .is_some_and(|next| next.iter().any(|n| *n != *idx && members.contains(n)))
+                })
+                .collect();
+            // A set ordered in a cycle has no end; keep it whole (the cycle is
+            // reported when the graph is built).
+            if ends.is_empty() { set.to_vec() } else { ends }
+        };
+        let mut edges = Vec::new();
+        let mut seen: HashSet<(usize, usize, bool)> = HashSet::new();
+        let mut locations = HashMap::new();
+        for request in requests {
+            let (sources, targets) = if request.notify {
+                (request.sources.clone(), request.targets.clone())
+            } else {
+                (ends(&request.sources, false), ends(&request.targets, true))
+            };
+            let declared = locations
+                .entry(request.span)
+                .or_insert_with(|| self.location(request.span))
+                .clone();
+            for &source in &sources {
+                for &target in &targets {
+                    if source == target || !seen.insert((source, target, request.notify)) {
+                        continue;
+                    }
+                    let (s, t) = (&self.resources[source], &self.resources[target]);
+                    edges.push(catalog::Edge {
+                        source: ResourceRef::new(&s.type_name, &s.title),
+                        target: ResourceRef::new(&t.type_name, &t.title),
+                        kind: if request.notify {
+                            EdgeKind::Notify
+                        } else {
+                            EdgeKind::Before
+                        },
+                        declared: Some(declared.clone()),
+                    });
+                }
+            }
+        }
+        edges
     }
 
     fn operand_leaves(
@@ -2490,7 +2585,11 @@ impl<'a> Evaluator<'a> {
         }
         metaparams.tags = self.tags_of(idx);
         let mut attributes = catalog::Attributes::default();
-        let attrs = self.resources[idx].attrs.clone();
+        let tag_span = self.resources[idx]
+            .attr("tag")
+            .map_or(self.resources[idx].span, |attr| attr.span);
+        // The attributes are not read again: move them into the catalog.
+        let attrs = std::mem::take(&mut self.resources[idx].attrs);
         for attr in attrs {
             if attr.value == Val::Undef
                 || RELATIONSHIP_METAPARAMETERS.contains(&attr.name.as_str())
@@ -2563,10 +2662,7 @@ impl<'a> Evaluator<'a> {
         }
         for tag in &metaparams.tags {
             if !valid_tag(tag) {
-                let span = self.resources[idx]
-                    .attr("tag")
-                    .map_or(self.resources[idx].span, |attr| attr.span);
-                self.error("bad-tag", span, format!("`{tag}` is not a valid tag"))
+                self.error("bad-tag", tag_span, format!("`{tag}` is not a valid tag"))
                     .help = Some("tags are made of letters, digits, `_`, `-`, `.` and `:`, and start with a letter, digit or `_`".into());
             }
         }

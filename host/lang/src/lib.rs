@@ -162,7 +162,7 @@ fn compile_here(sources: &[Source], node: &str, types: &KnownTypes) -> Compiled 
             diagnostics,
         };
     }
-    let (catalog, mut evaluated) = eval::Evaluator::new(&program, sources, types, node).run();
+    let (catalog, mut evaluated) = eval::Evaluator::new(program, sources, types, node).run();
     let mut all = diagnostics;
     all.append(&mut evaluated);
     Compiled {

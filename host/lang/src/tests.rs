@@ -163,6 +163,7 @@ mod ok {
         relationship_empty_operand_is_noop,
         relationship_metaparameters,
         relationship_to_class_and_define_expands,
+        relationship_between_ordered_sets_is_reduced,
         collector_realizes_virtual_resources,
         collector_query_operators,
         collector_overrides_attributes,
