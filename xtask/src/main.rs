@@ -1,8 +1,8 @@
 //! Project tasks that need code: `cargo xtask demo` runs the README's safe demo.
 //!
 //! The demo writes only under `demo-out/` in the checkout: it builds `wconverge`,
-//! instantiates `examples/demo/` there (the catalog and its policy, with absolute paths
-//! into `demo-out/files`), and applies the catalog twice. The policy grants the plugins
+//! instantiates `examples/demo/` there (the manifest and its policy, with absolute paths
+//! into `demo-out/files`), and applies the manifest twice. The policy grants the plugins
 //! `demo-out/files` and nothing else, so the demo cannot touch the rest of the machine.
 
 #![expect(
@@ -64,19 +64,19 @@ fn demo() -> Result<(), String> {
     let files = out.join("files");
     std::fs::create_dir_all(&files)
         .map_err(|error| format!("cannot create {}: {error}", files.display()))?;
-    let catalog = out.join("catalog.json");
+    let manifest = out.join("site.wcv");
     let policy = out.join("policy.toml");
-    instantiate(&root.join("examples/demo/catalog.json"), &files, &catalog)?;
+    instantiate(&root.join("examples/demo/site.wcv"), &files, &manifest)?;
     instantiate(&root.join("examples/demo/policy.toml"), &files, &policy)?;
     println!("the demo writes only under {}\n", out.display());
     let mut codes = Vec::new();
     for run in ["first", "second"] {
         println!(
-            "== {run} run: wconverge apply demo-out/catalog.json --policy demo-out/policy.toml"
+            "== {run} run: wconverge apply demo-out/site.wcv --policy demo-out/policy.toml"
         );
         let status = Command::new(&wconverge)
             .arg("apply")
-            .arg(&catalog)
+            .arg(&manifest)
             .arg("--policy")
             .arg(&policy)
             .arg("--state-dir")

@@ -888,6 +888,18 @@ impl Parser<'_> {
                 if self.at(P::LCollect) || self.at(P::LLCollect) {
                     return self.collector(name, span);
                 }
+                // `Sensitive('secret')`, Puppet's way to mark a value sensitive.
+                if name == "Sensitive" && self.at(P::LParen) && self.adjacent() {
+                    let args = self.call_args()?;
+                    return Ok(Expr {
+                        kind: ExprKind::Call {
+                            name: "sensitive".to_owned(),
+                            args,
+                            lambda: None,
+                        },
+                        span: span.to(self.previous_span()),
+                    });
+                }
                 simple(ExprKind::TypeRef(name))
             }
             Tok::Punct(P::LBrack) => {

@@ -183,6 +183,7 @@ mod ok {
         metaparameters_carried,
         realize_function,
         manifest_order_with_defines,
+        sensitive_values,
     );
 }
 
