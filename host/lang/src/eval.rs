@@ -322,6 +322,20 @@ impl<'a> Evaluator<'a> {
     fn check_params(&mut self, params: &[Param], owner: &str) {
         let mut seen: HashMap<&str, Span> = HashMap::new();
         for param in params {
+            if let Some(assign) = param.default.as_ref().and_then(find_assignment) {
+                self.error(
+                    "assignment-in-default",
+                    assign,
+                    format!(
+                        "the default of `${}` in {owner} assigns a variable",
+                        param.name
+                    ),
+                )
+                .help = Some(
+                    "a parameter's default may not create variables; compute the value without `=`"
+                        .into(),
+                );
+            }
             if let Some(previous) = seen.insert(&param.name, param.span) {
                 self.error(
                     "duplicate-parameter",
@@ -421,7 +435,14 @@ impl<'a> Evaluator<'a> {
     fn block(&mut self, block: &[Expr]) -> Val {
         let mut last = Val::Undef;
         for expr in block {
-            last = self.eval(expr);
+            last = match &expr.kind {
+                // A collector standing alone: it realizes and overrides, with no value.
+                ExprKind::Collector(collector) => {
+                    self.collector(collector, expr.span);
+                    Val::Undef
+                }
+                _ => self.eval(expr),
+            };
         }
         last
     }
@@ -597,8 +618,9 @@ impl<'a> Evaluator<'a> {
                 self.override_expr(target, ops, span);
                 Val::Undef
             }
-            ExprKind::Collector(collector) => {
-                self.collector(collector, span);
+            ExprKind::Collector(_) => {
+                self.error("collector-value", span, "a collector has no value here")
+                    .help = Some("a collector stands alone as a statement, or as a whole side of a relationship (`Package <| |> -> Service['x']`), never inside an array or an expression".into());
                 Val::Undef
             }
             ExprKind::Relation(..) => match self.operand(expr) {
@@ -690,8 +712,21 @@ impl<'a> Evaluator<'a> {
             }
             current = self.scopes[id].parent;
         }
-        self.error("unknown-variable", span, format!("unknown variable `${name}`"))
-            .help = Some("assign it before this line, or check its spelling; a class's variable is read as `$class::name` after the class is included".into());
+        let in_define = self
+            .ctx
+            .container
+            .is_some_and(|idx| matches!(self.resources[idx].kind, Kind::Define(_)));
+        let help = if in_define {
+            "a defined type's body sees its parameters, `$title`, `$name` and the top scope, not the scope that declared the instance; pass the value as a parameter"
+        } else {
+            "assign it before this line, or check its spelling; a class's variable is read as `$class::name` after the class is included"
+        };
+        self.error(
+            "unknown-variable",
+            span,
+            format!("unknown variable `${name}`"),
+        )
+        .help = Some(help.into());
         Val::Undef
     }
 
@@ -2719,6 +2754,50 @@ impl<'a> Evaluator<'a> {
             }
         }
     }
+}
+
+/// The span of an assignment anywhere in `expr`.
+fn find_assignment(expr: &Expr) -> Option<Span> {
+    let children: Vec<&Expr> = match &expr.kind {
+        ExprKind::Assign(..) => return Some(expr.span),
+        ExprKind::Interp(parts) => parts
+            .iter()
+            .filter_map(|part| match part {
+                InterpPart::Expr(inner) => Some(inner),
+                InterpPart::Lit(_) => None,
+            })
+            .collect(),
+        ExprKind::Array(items) => items.iter().collect(),
+        ExprKind::Hash(entries) => entries.iter().flat_map(|(k, v)| [k, v]).collect(),
+        ExprKind::Access(target, keys) => std::iter::once(&**target).chain(keys).collect(),
+        ExprKind::Not(inner) | ExprKind::Neg(inner) => vec![inner],
+        ExprKind::Binary(_, lhs, rhs) => vec![lhs, rhs],
+        ExprKind::If {
+            cond,
+            then,
+            otherwise,
+        }
+        | ExprKind::Unless {
+            cond,
+            then,
+            otherwise,
+        } => std::iter::once(&**cond)
+            .chain(then)
+            .chain(otherwise.iter().flatten())
+            .collect(),
+        ExprKind::Case { subject, arms } => std::iter::once(&**subject)
+            .chain(
+                arms.iter()
+                    .flat_map(|arm| arm.options.iter().chain(&arm.body)),
+            )
+            .collect(),
+        ExprKind::Selector { subject, arms } => std::iter::once(&**subject)
+            .chain(arms.iter().flat_map(|(option, value)| [option, value]))
+            .collect(),
+        ExprKind::Call { args, .. } => args.iter().collect(),
+        _ => Vec::new(),
+    };
+    children.into_iter().find_map(find_assignment)
 }
 
 fn num(value: &Val) -> f64 {

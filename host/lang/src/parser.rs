@@ -222,8 +222,12 @@ impl Parser<'_> {
         let mut depth: usize = 0;
         for token in &self.tokens[before..self.pos] {
             match token.tok {
-                Tok::Punct(P::LBrace | P::LBrack | P::LParen) => depth += 1,
-                Tok::Punct(P::RBrace | P::RBrack | P::RParen) => depth = depth.saturating_sub(1),
+                Tok::Punct(P::LBrace | P::LBrack | P::LParen | P::LCollect | P::LLCollect) => {
+                    depth += 1;
+                }
+                Tok::Punct(P::RBrace | P::RBrack | P::RParen | P::RCollect | P::RRCollect) => {
+                    depth = depth.saturating_sub(1);
+                }
                 _ => {}
             }
         }
@@ -232,8 +236,10 @@ impl Parser<'_> {
             let token = self.token();
             match token.tok {
                 Tok::Eof => return,
-                Tok::Punct(P::LBrace | P::LBrack | P::LParen) => depth += 1,
-                Tok::Punct(P::RBrace | P::RBrack | P::RParen) => {
+                Tok::Punct(P::LBrace | P::LBrack | P::LParen | P::LCollect | P::LLCollect) => {
+                    depth += 1;
+                }
+                Tok::Punct(P::RBrace | P::RBrack | P::RParen | P::RCollect | P::RRCollect) => {
                     if depth == 0 {
                         if token.tok == Tok::Punct(P::RBrace) && self.open_blocks > 0 && moved {
                             return;
@@ -313,7 +319,16 @@ impl Parser<'_> {
                 return self.resource(Form::Regular, start);
             }
             Tok::TypeRef(name) if *self.peek_at(1) == Tok::Punct(P::LBrace) => {
-                self.bump();
+                let type_span = self.bump().span;
+                // `File { mode => ... }` sets defaults; `File { '/a': ... }` declares.
+                if !self.attributes_follow(0) {
+                    return self.resource_bodies(
+                        Form::Regular,
+                        start,
+                        name.to_ascii_lowercase(),
+                        type_span,
+                    );
+                }
                 let ops = self.attribute_block()?;
                 return Ok(Expr {
                     kind: ExprKind::Defaults {
@@ -364,6 +379,27 @@ impl Parser<'_> {
             }
             _ => false,
         };
+        if overridable && self.at(P::LBrace) && !self.attributes_follow(0) {
+            // `Resource[File] { '/a': ... }` declares a resource of the type given.
+            if let ExprKind::Access(target, keys) = &expr.kind
+                && target.kind == ExprKind::TypeRef("Resource".to_owned())
+                && let [key] = keys.as_slice()
+            {
+                let type_name = match &key.kind {
+                    ExprKind::TypeRef(name) | ExprKind::Str(name) | ExprKind::Bare(name) => {
+                        name.to_ascii_lowercase()
+                    }
+                    _ => {
+                        return Err(self.error(
+                            key.span,
+                            "the type in `Resource[...] { ... }` must be written out",
+                            "write the type itself: `Resource[File]` or `Resource['file']`",
+                        ));
+                    }
+                };
+                return self.resource_bodies(Form::Regular, start, type_name, key.span);
+            }
+        }
         if overridable && self.at(P::LBrace) {
             let ops = self.attribute_block()?;
             let span = expr.span.to(self.previous_span());
@@ -399,6 +435,17 @@ impl Parser<'_> {
             _ => return Err(self.unexpected("a resource type after `@`")),
         };
         self.bump();
+        self.resource_bodies(form, start, type_name, type_span)
+    }
+
+    /// The bodies of a resource expression whose type has been read.
+    fn resource_bodies(
+        &mut self,
+        form: Form,
+        start: Span,
+        type_name: String,
+        type_span: Span,
+    ) -> PResult<Expr> {
         let open = self.expect(P::LBrace, "after the resource type")?;
         self.enter()?;
         let mut bodies = Vec::new();
@@ -1178,10 +1225,20 @@ impl Parser<'_> {
     }
 
     fn looks_like_attributes(&self) -> bool {
-        matches!(
-            self.peek_at(1),
-            Tok::Name(_) | Tok::Keyword(_) | Tok::Punct(P::Star)
-        ) && matches!(self.peek_at(2), Tok::Punct(P::FatArrow | P::PlusArrow))
+        self.attributes_follow(0) && *self.peek_at(1) != Tok::Punct(P::RBrace)
+    }
+
+    /// Does the `{` at `offset` from here open attribute operations (or nothing), rather
+    /// than resource bodies (`title: ...`)?
+    fn attributes_follow(&self, offset: usize) -> bool {
+        *self.peek_at(offset + 1) == Tok::Punct(P::RBrace)
+            || (matches!(
+                self.peek_at(offset + 1),
+                Tok::Name(_) | Tok::Keyword(_) | Tok::Punct(P::Star)
+            ) && matches!(
+                self.peek_at(offset + 2),
+                Tok::Punct(P::FatArrow | P::PlusArrow)
+            ))
     }
 
     fn query(&mut self, min_bp: u8) -> PResult<Query> {
@@ -1226,9 +1283,17 @@ impl Parser<'_> {
                 Tok::Int(value) => ExprKind::Int(value),
                 Tok::Float(value) => ExprKind::Float(value),
                 Tok::Name(name) => ExprKind::Bare(name),
-                _ => return Err(self.unexpected(
-                    "a string, number, boolean, name or variable (queries allow no other values)",
-                )),
+                _ => {
+                    let span = self.span();
+                    let found = describe(self.peek());
+                    return Err(self.error(
+                        span,
+                        format!(
+                            "a query compares with a string, number, boolean, name or variable, not {found}"
+                        ),
+                        "arrays, hashes and expressions cannot be query values; join one comparison per value with `or`",
+                    ));
+                }
             };
             self.bump();
             Query::Compare {

@@ -184,6 +184,14 @@ mod ok {
         realize_function,
         manifest_order_with_defines,
         sensitive_values,
+        resource_forms_with_capitalized_type,
+        attribute_names_may_be_keywords,
+        undef_parameter_value_rules,
+        class_parameter_default_sees_inherited_variables,
+        override_forms,
+        relationship_has_lower_precedence_than_assignment,
+        node_dotted_name_without_quotes,
+        defaults_splat,
     );
 }
 
@@ -222,6 +230,16 @@ mod err {
         fail_function,
         selector_without_match,
         type_mismatch,
+        parameter_default_may_not_assign,
+        parameter_must_be_simple_name,
+        node_name_invalid_characters,
+        class_definition_inside_block,
+        define_named_like_a_plugin_type,
+        define_does_not_see_the_calling_scope,
+        attribute_set_twice_in_body,
+        collector_inside_array,
+        relationship_inside_parentheses,
+        collector_query_value_must_be_simple,
     );
 }
 
