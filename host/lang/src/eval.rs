@@ -9,7 +9,9 @@ use crate::value::{Val, flatten_into};
 use crate::{KnownTypes, Source};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
-use wconverge_catalog::{self as catalog, EdgeKind, ResourceRef, display_type_name};
+use wconverge_catalog::{
+    self as catalog, EdgeKind, METAPARAMETERS, ResourceRef, display_type_name,
+};
 
 /// A defined type instance may declare another at most this deep.
 pub const MAX_DEFINE_DEPTH: usize = 100;
@@ -17,20 +19,6 @@ pub const MAX_DEFINE_DEPTH: usize = 100;
 pub const MAX_ROUNDS: usize = 100;
 /// `include` chains nest at most this deep.
 pub const MAX_CLASS_DEPTH: usize = 50;
-
-/// Metaparameters every resource accepts, whatever its type.
-pub const METAPARAMETERS: &[&str] = &[
-    "require",
-    "before",
-    "notify",
-    "subscribe",
-    "tag",
-    "noop",
-    "only_if",
-    "not_if",
-    "guard_interpreter",
-    "requires",
-];
 
 /// Puppet metaparameters wconverge does not have.
 const UNSUPPORTED_METAPARAMETERS: &[&str] = &["alias", "audit", "loglevel", "schedule", "stage"];
@@ -823,30 +811,10 @@ impl<'a> Evaluator<'a> {
                 }
             }
             Val::Array(items) => {
-                let len = items.len() as i64;
-                match keys.as_slice() {
-                    [Val::Int(index)] => {
-                        let index = if *index < 0 { len + index } else { *index };
-                        usize::try_from(index)
-                            .ok()
-                            .and_then(|i| items.get(i).cloned())
-                            .unwrap_or(Val::Undef)
-                    }
-                    [Val::Int(start), Val::Int(count)] => {
-                        let start = if *start < 0 {
-                            (len + start).max(0)
-                        } else {
-                            (*start).min(len)
-                        };
-                        let end = if *count < 0 {
-                            len + count + 1
-                        } else {
-                            start.saturating_add(*count)
-                        }
-                        .clamp(start, len);
-                        Val::Array(items[start as usize..end as usize].to_vec())
-                    }
-                    _ => {
+                match select(items.len(), &keys) {
+                    Some(Selection::One(at)) => items.get(at).cloned().unwrap_or(Val::Undef),
+                    Some(Selection::Range(from, to)) => Val::Array(items[from..to].to_vec()),
+                    None => {
                         self.error("access", span, "an array is indexed by an integer: `$list[0]`, or sliced: `$list[1, 2]`");
                         Val::Undef
                     }
@@ -867,30 +835,12 @@ impl<'a> Evaluator<'a> {
             }
             Val::Str(text) => {
                 let chars: Vec<char> = text.chars().collect();
-                let len = chars.len() as i64;
-                match keys.as_slice() {
-                    [Val::Int(index)] => {
-                        let index = if *index < 0 { len + index } else { *index };
-                        usize::try_from(index)
-                            .ok()
-                            .and_then(|i| chars.get(i))
-                            .map_or(Val::Undef, |c| Val::Str(c.to_string()))
-                    }
-                    [Val::Int(start), Val::Int(count)] => {
-                        let start = if *start < 0 {
-                            (len + start).max(0)
-                        } else {
-                            (*start).min(len)
-                        };
-                        let end = if *count < 0 {
-                            len + count + 1
-                        } else {
-                            start.saturating_add(*count)
-                        }
-                        .clamp(start, len);
-                        Val::Str(chars[start as usize..end as usize].iter().collect())
-                    }
-                    _ => {
+                match select(chars.len(), &keys) {
+                    Some(Selection::One(at)) => chars
+                        .get(at)
+                        .map_or(Val::Undef, |c| Val::Str(c.to_string())),
+                    Some(Selection::Range(from, to)) => Val::Str(chars[from..to].iter().collect()),
+                    None => {
                         self.error(
                             "access",
                             span,
@@ -2753,6 +2703,38 @@ impl<'a> Evaluator<'a> {
                 Operand::Refs(refs)
             }
         }
+    }
+}
+
+/// What `[index]` or `[start, count]` selects in a sequence of `len` elements.
+enum Selection {
+    /// One element; past the end when out of range.
+    One(usize),
+    /// Elements `from..to`, clamped to the sequence.
+    Range(usize, usize),
+}
+
+/// Puppet's indexing: a negative index counts from the end; a negative count ends that
+/// far from the end. `None` when the keys are not one or two integers.
+fn select(len: usize, keys: &[Val]) -> Option<Selection> {
+    let len = i64::try_from(len).unwrap_or(i64::MAX);
+    let from_end = |at: i64| if at < 0 { len.saturating_add(at) } else { at };
+    match keys {
+        [Val::Int(index)] => Some(Selection::One(
+            usize::try_from(from_end(*index)).unwrap_or(usize::MAX),
+        )),
+        [Val::Int(start), Val::Int(count)] => {
+            let start = from_end(*start).clamp(0, len);
+            let end = if *count < 0 {
+                len.saturating_add(*count).saturating_add(1)
+            } else {
+                start.saturating_add(*count)
+            }
+            .clamp(start, len);
+            // Both are within 0..=len, which came from a usize.
+            Some(Selection::Range(start as usize, end as usize))
+        }
+        _ => None,
     }
 }
 

@@ -16,7 +16,7 @@ mod syntax;
 mod value;
 
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
-pub use eval::{MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_ROUNDS, METAPARAMETERS};
+pub use eval::{MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_ROUNDS};
 pub use parser::MAX_NESTING;
 
 use std::collections::HashMap;
