@@ -1,0 +1,526 @@
+//! The end of a compile: references resolved, classes and defined type instances
+//! expanded to the resources they contain, relationships turned into edges, and the
+//! realized resources written into the catalog in manifest order.
+
+use super::{
+    DiagnosticExt, EdgeRequest, Evaluator, Kind, Operand, RELATIONSHIP_METAPARAMETERS, Status,
+};
+use crate::diagnostic::Span;
+use crate::syntax::RelOp;
+use crate::value::{Val, flatten_into};
+use std::collections::{HashMap, HashSet};
+use wconverge_catalog::{self as catalog, EdgeKind, ResourceRef};
+
+impl Evaluator<'_> {
+    pub(super) fn tags_of(&self, idx: usize) -> Vec<String> {
+        let mut tags: Vec<String> = Vec::new();
+        let push = |tag: &str, tags: &mut Vec<String>| {
+            let tag = tag.to_ascii_lowercase();
+            if !tags.contains(&tag) {
+                tags.push(tag);
+            }
+        };
+        let res = &self.resources[idx];
+        push(&res.type_name, &mut tags);
+        if let Some(attr) = res.attr("tag") {
+            for tag in tag_values(&attr.value) {
+                push(&tag, &mut tags);
+            }
+        }
+        let mut current = res.container;
+        let mut steps = 0;
+        while let Some(container_idx) = current {
+            steps += 1;
+            if steps > self.resources.len() {
+                break;
+            }
+            let container = &self.resources[container_idx];
+            let name = if container.kind == Kind::Plugin {
+                break;
+            } else if matches!(container.kind, Kind::Class(_)) {
+                &container.title
+            } else {
+                &container.type_name
+            };
+            push(name, &mut tags);
+            if name.contains("::") {
+                for segment in name.split("::") {
+                    push(segment, &mut tags);
+                }
+            }
+            if let Some(attr) = container.attr("tag") {
+                for tag in tag_values(&attr.value) {
+                    push(&tag, &mut tags);
+                }
+            }
+            for tag in &container.function_tags {
+                push(tag, &mut tags);
+            }
+            current = container.container;
+        }
+        for tag in &self.main_tags {
+            push(tag, &mut tags);
+        }
+        tags
+    }
+
+    fn location(&self, span: Span) -> catalog::SourceLocation {
+        let source = &self.sources[span.file as usize];
+        let (line, column) =
+            self.line_starts[span.file as usize].line_column(&source.text, span.start);
+        catalog::SourceLocation {
+            file: source.name.clone(),
+            line,
+            column: Some(column),
+        }
+    }
+
+    /// The realized plugin resources a reference stands for: itself, or everything a
+    /// class or defined type instance contains.
+    fn leaves(&self, idx: usize, children: &HashMap<usize, Vec<usize>>, out: &mut Vec<usize>) {
+        let mut stack = vec![idx];
+        let mut seen = HashSet::new();
+        while let Some(current) = stack.pop() {
+            if !seen.insert(current) {
+                continue;
+            }
+            let res = &self.resources[current];
+            if res.status != Status::Realized {
+                continue;
+            }
+            match res.kind {
+                Kind::Plugin => out.push(current),
+                _ => {
+                    if let Some(kids) = children.get(&current) {
+                        stack.extend(kids.iter().rev());
+                    }
+                }
+            }
+        }
+    }
+
+    fn resolve_ref(&mut self, key: &(String, String), span: Span, what: &str) -> Option<usize> {
+        let reference = Val::reference(&key.0, &key.1).to_display();
+        match self.index.get(key).copied() {
+            Some(idx) if self.resources[idx].status == Status::Realized => Some(idx),
+            Some(idx) => {
+                let declared = self.resources[idx].span;
+                self.error(
+                    "virtual-reference",
+                    span,
+                    format!("{what} `{reference}`, which is virtual and never realized"),
+                )
+                .with_related_mut(declared, "declared virtual here")
+                .help = Some(format!(
+                    "realize it with `realize({reference})` or a collector"
+                ));
+                None
+            }
+            None => {
+                self.error(
+                    "unknown-reference",
+                    span,
+                    format!("{what} `{reference}`, which is not declared"),
+                )
+                .help = Some("declare the resource, or check the type and title for typos".into());
+                None
+            }
+        }
+    }
+
+    pub(super) fn finish(&mut self) -> catalog::Catalog {
+        // Overrides and `realize` calls whose target never appeared.
+        for pending in std::mem::take(&mut self.overrides) {
+            let reference = Val::reference(&pending.target.0, &pending.target.1).to_display();
+            self.error(
+                "unknown-reference",
+                pending.span,
+                format!("override of `{reference}`, which is not declared"),
+            )
+            .help = Some("declare the resource, or check the type and title for typos".into());
+        }
+        for (key, span) in std::mem::take(&mut self.realizes) {
+            match self.index.get(&key).copied() {
+                Some(idx) => self.realize(idx),
+                None => {
+                    let reference = Val::reference(&key.0, &key.1).to_display();
+                    self.error(
+                        "unknown-reference",
+                        span,
+                        format!("`realize` of `{reference}`, which is not declared"),
+                    );
+                }
+            }
+        }
+        let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (idx, res) in self.resources.iter().enumerate() {
+            if let Some(container) = res.container {
+                children.entry(container).or_default().push(idx);
+            }
+        }
+        // Every relationship, first as a request between sets of resources; emitted
+        // once all are known, so that ordering between sets can be reduced.
+        let mut requests: Vec<EdgeRequest> = Vec::new();
+        // Relationship expressions.
+        for relation in std::mem::take(&mut self.relations) {
+            let lhs = self.operand_leaves(&relation.lhs, relation.span, &children);
+            let rhs = self.operand_leaves(&relation.rhs, relation.span, &children);
+            let (sources, targets, notify) = match relation.op {
+                RelOp::Before => (lhs, rhs, false),
+                RelOp::Notify => (lhs, rhs, true),
+                RelOp::Require => (rhs, lhs, false),
+                RelOp::Subscribe => (rhs, lhs, true),
+            };
+            requests.push(EdgeRequest {
+                sources,
+                targets,
+                notify,
+                span: relation.span,
+            });
+        }
+        // Relationship metaparameters.
+        let mut metaparam_refs: HashMap<usize, Vec<(&'static str, usize)>> = HashMap::new();
+        for idx in 0..self.resources.len() {
+            if self.resources[idx].status != Status::Realized {
+                continue;
+            }
+            for &metaparam in RELATIONSHIP_METAPARAMETERS {
+                let Some(attr) = self.resources[idx].attr(metaparam).cloned() else {
+                    continue;
+                };
+                for key in self.reference_values(&attr.value, attr.span, metaparam) {
+                    let Some(target) =
+                        self.resolve_ref(&key, attr.span, &format!("`{metaparam}` refers to"))
+                    else {
+                        continue;
+                    };
+                    let both_plugins = self.resources[idx].kind == Kind::Plugin
+                        && self.resources[target].kind == Kind::Plugin;
+                    if both_plugins {
+                        metaparam_refs
+                            .entry(idx)
+                            .or_default()
+                            .push((metaparam, target));
+                        continue;
+                    }
+                    let mut own = Vec::new();
+                    self.leaves(idx, &children, &mut own);
+                    let mut other = Vec::new();
+                    self.leaves(target, &children, &mut other);
+                    let (sources, targets, notify) = match metaparam {
+                        "require" => (other, own, false),
+                        "subscribe" => (other, own, true),
+                        "before" => (own, other, false),
+                        _ => (own, other, true),
+                    };
+                    requests.push(EdgeRequest {
+                        sources,
+                        targets,
+                        notify,
+                        span: attr.span,
+                    });
+                }
+            }
+        }
+        let edges = self.emit_edges(&requests, &metaparam_refs);
+        // The resources, in manifest order.
+        let mut order: Vec<usize> = (0..self.resources.len())
+            .filter(|&idx| {
+                self.resources[idx].status == Status::Realized
+                    && self.resources[idx].kind == Kind::Plugin
+            })
+            .collect();
+        order.sort_by(|&a, &b| self.resources[a].order.cmp(&self.resources[b].order));
+        let mut resources = Vec::with_capacity(order.len());
+        for idx in order {
+            resources
+                .push(self.catalog_resource(idx, metaparam_refs.remove(&idx).unwrap_or_default()));
+        }
+        catalog::Catalog {
+            format_version: catalog::FORMAT_VERSION,
+            node: Some(self.node.to_owned()),
+            resources,
+            edges,
+        }
+    }
+
+    /// Turns relationship requests into catalog edges.
+    ///
+    /// Ordering between two sets (`Class['a'] -> Class['b']`) would be every pair, which
+    /// grows as the product of the sizes; but `before` is transitive, so it is enough to
+    /// order the last resources of the first set (those no other member of the set
+    /// must follow) before the first resources of the second. The engine orders exactly
+    /// as the full product would. Notifications are not transitive and keep every pair.
+    fn emit_edges(
+        &self,
+        requests: &[EdgeRequest],
+        metaparam_refs: &HashMap<usize, Vec<(&'static str, usize)>>,
+    ) -> Vec<catalog::Edge> {
+        // Orderings between single resources, which every set reduction may rely on.
+        let mut successors: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut predecessors: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut link = |from: usize, to: usize| {
+            successors.entry(from).or_default().push(to);
+            predecessors.entry(to).or_default().push(from);
+        };
+        for (&idx, refs) in metaparam_refs {
+            for &(metaparam, target) in refs {
+                match metaparam {
+                    "require" | "subscribe" => link(target, idx),
+                    _ => link(idx, target),
+                }
+            }
+        }
+        for request in requests {
+            if let ([source], [target]) = (request.sources.as_slice(), request.targets.as_slice()) {
+                link(*source, *target);
+            }
+        }
+        // The members of `set` with no successor (or, `reverse`, no predecessor) in it.
+        let ends = |set: &[usize], reverse: bool| -> Vec<usize> {
+            if set.len() < 2 {
+                return set.to_vec();
+            }
+            let members: HashSet<usize> = set.iter().copied().collect();
+            let neighbours = if reverse { &predecessors } else { &successors };
+            let ends: Vec<usize> = set
+                .iter()
+                .copied()
+                .filter(|idx| {
+                    !neighbours
+                        .get(idx)
+                        .is_some_and(|next| next.iter().any(|n| *n != *idx && members.contains(n)))
+                })
+                .collect();
+            // A set ordered in a cycle has no end; keep it whole (the cycle is
+            // reported when the graph is built).
+            if ends.is_empty() { set.to_vec() } else { ends }
+        };
+        let mut edges = Vec::new();
+        let mut seen: HashSet<(usize, usize, bool)> = HashSet::new();
+        let mut locations = HashMap::new();
+        for request in requests {
+            let (sources, targets) = if request.notify {
+                (request.sources.clone(), request.targets.clone())
+            } else {
+                (ends(&request.sources, false), ends(&request.targets, true))
+            };
+            let declared = locations
+                .entry(request.span)
+                .or_insert_with(|| self.location(request.span))
+                .clone();
+            for &source in &sources {
+                for &target in &targets {
+                    if source == target || !seen.insert((source, target, request.notify)) {
+                        continue;
+                    }
+                    let (s, t) = (&self.resources[source], &self.resources[target]);
+                    edges.push(catalog::Edge {
+                        source: ResourceRef::new(&s.type_name, &s.title),
+                        target: ResourceRef::new(&t.type_name, &t.title),
+                        kind: if request.notify {
+                            EdgeKind::Notify
+                        } else {
+                            EdgeKind::Before
+                        },
+                        declared: Some(declared.clone()),
+                    });
+                }
+            }
+        }
+        edges
+    }
+
+    fn operand_leaves(
+        &mut self,
+        operand: &Operand,
+        span: Span,
+        children: &HashMap<usize, Vec<usize>>,
+    ) -> Vec<usize> {
+        let mut out = Vec::new();
+        match operand {
+            Operand::Refs(refs) => {
+                for key in refs {
+                    if let Some(idx) = self.resolve_ref(key, span, "the relationship refers to") {
+                        self.leaves(idx, children, &mut out);
+                    }
+                }
+            }
+            Operand::Collector(collector_idx) => {
+                for &idx in &self.collectors[*collector_idx].matched_list {
+                    self.leaves(idx, children, &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    /// The references a relationship metaparameter's value names.
+    fn reference_values(
+        &mut self,
+        value: &Val,
+        span: Span,
+        metaparam: &str,
+    ) -> Vec<(String, String)> {
+        let mut flat = Vec::new();
+        flatten_into(value.clone(), &mut flat);
+        let mut out = Vec::new();
+        for item in flat {
+            match item {
+                Val::Undef => {}
+                Val::Ref {
+                    type_name,
+                    title: Some(title),
+                } => out.push((type_name, title)),
+                Val::Str(text) => match ResourceRef::parse(&text) {
+                    Ok(reference) => {
+                        let title = if reference.type_name == "class" {
+                            reference.title.to_ascii_lowercase()
+                        } else {
+                            reference.title
+                        };
+                        out.push((reference.type_name, title));
+                    }
+                    Err(message) => {
+                        self.error("bad-reference", span, format!("`{metaparam}`: {message}"));
+                    }
+                },
+                other => {
+                    self.error("bad-reference", span, format!("`{metaparam}` takes resource references like `File['/etc/motd']`, not {} `{}`", other.type_name(), other.to_display()));
+                }
+            }
+        }
+        out
+    }
+
+    fn catalog_resource(
+        &mut self,
+        idx: usize,
+        refs: Vec<(&'static str, usize)>,
+    ) -> catalog::Resource {
+        let mut metaparams = catalog::Metaparams::default();
+        for (metaparam, target) in refs {
+            let target = &self.resources[target];
+            let reference = ResourceRef::new(&target.type_name, &target.title);
+            let list = match metaparam {
+                "require" => &mut metaparams.require,
+                "before" => &mut metaparams.before,
+                "notify" => &mut metaparams.notify,
+                _ => &mut metaparams.subscribe,
+            };
+            if !list.contains(&reference) {
+                list.push(reference);
+            }
+        }
+        metaparams.tags = self.tags_of(idx);
+        let mut attributes = catalog::Attributes::default();
+        let tag_span = self.resources[idx]
+            .attr("tag")
+            .map_or(self.resources[idx].span, |attr| attr.span);
+        // The attributes are not read again: move them into the catalog.
+        let attrs = std::mem::take(&mut self.resources[idx].attrs);
+        for attr in attrs {
+            if attr.value == Val::Undef
+                || RELATIONSHIP_METAPARAMETERS.contains(&attr.name.as_str())
+                || attr.name == "tag"
+            {
+                continue;
+            }
+            match attr.name.as_str() {
+                "noop" => match attr.value {
+                    Val::Bool(noop) => metaparams.noop = noop,
+                    other => {
+                        self.error(
+                            "bad-metaparameter",
+                            attr.span,
+                            format!(
+                                "`noop` must be true or false, not {} `{}`",
+                                other.type_name(),
+                                other.to_display()
+                            ),
+                        );
+                    }
+                },
+                "guard_interpreter" | "requires" => match attr.value {
+                    Val::Str(text) => {
+                        if attr.name == "requires" {
+                            metaparams.requires = Some(text);
+                        } else {
+                            metaparams.guard_interpreter = Some(text);
+                        }
+                    }
+                    other => {
+                        self.error(
+                            "bad-metaparameter",
+                            attr.span,
+                            format!(
+                                "`{}` must be a string, not {} `{}`",
+                                attr.name,
+                                other.type_name(),
+                                other.to_display()
+                            ),
+                        );
+                    }
+                },
+                "only_if" | "not_if" => match attr.value.to_catalog() {
+                    Ok(value) => {
+                        if attr.name == "only_if" {
+                            metaparams.only_if = Some(value);
+                        } else {
+                            metaparams.not_if = Some(value);
+                        }
+                    }
+                    Err(message) => {
+                        self.error(
+                            "bad-value",
+                            attr.span,
+                            format!("`{}`: {message}", attr.name),
+                        );
+                    }
+                },
+                _ => {
+                    match attr.value.to_catalog() {
+                        Ok(value) => attributes.set(&attr.name, value),
+                        Err(message) => {
+                            self.error("bad-value", attr.span, format!("attribute `{}`: {message}", attr.name))
+                            .help = Some("attribute values are strings, numbers, booleans, arrays and hashes".into());
+                        }
+                    }
+                }
+            }
+        }
+        for tag in &metaparams.tags {
+            if !valid_tag(tag) {
+                self.error("bad-tag", tag_span, format!("`{tag}` is not a valid tag"))
+                    .help = Some("tags are made of letters, digits, `_`, `-`, `.` and `:`, and start with a letter, digit or `_`".into());
+            }
+        }
+        let res = &self.resources[idx];
+        catalog::Resource {
+            type_name: res.type_name.clone(),
+            title: res.title.clone(),
+            attributes,
+            metaparams,
+            source: Some(self.location(res.span)),
+        }
+    }
+}
+
+fn tag_values(value: &Val) -> Vec<String> {
+    let mut flat = Vec::new();
+    flatten_into(value.clone(), &mut flat);
+    flat.into_iter()
+        .filter_map(|item| match item {
+            Val::Str(tag) => Some(tag),
+            _ => None,
+        })
+        .collect()
+}
+
+fn valid_tag(tag: &str) -> bool {
+    let mut chars = tag.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        && chars.all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+}
