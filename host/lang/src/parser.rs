@@ -340,7 +340,7 @@ impl Parser<'_> {
             }
             Tok::Name(name)
                 if STATEMENT_FUNCTIONS.contains(&name.as_str())
-                    && !matches!(self.peek_at(1), Tok::Punct(P::LParen))
+                    && !self.call_parenthesis_follows()
                     && !self.tokens[(self.pos + 1).min(self.tokens.len() - 1)].line_start =>
             {
                 self.bump();
@@ -412,6 +412,13 @@ impl Parser<'_> {
             });
         }
         Ok(expr)
+    }
+
+    /// `name(` with no space: an ordinary call. `notice ("x")` is a statement call
+    /// whose first argument is in parentheses.
+    fn call_parenthesis_follows(&self) -> bool {
+        let next = &self.tokens[(self.pos + 1).min(self.tokens.len() - 1)];
+        next.tok == Tok::Punct(P::LParen) && next.span.start == self.span().end
     }
 
     fn source_word(&self, span: Span) -> &str {

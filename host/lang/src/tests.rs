@@ -412,3 +412,14 @@ fn values_nested_through_variables_are_bounded_by_the_catalog_depth() {
     let error = first_error(&text);
     assert!(error.message.contains("deeper than 128"), "{error:?}");
 }
+
+#[test]
+fn statement_calls_take_parenthesized_arguments_after_a_space() {
+    let compiled = compile_one("notice ('spaced')\nnotice('tight')\ninclude(['nothing'][1, 0])\n");
+    let messages: Vec<&str> = compiled
+        .diagnostics
+        .iter()
+        .map(|d| d.message.as_str())
+        .collect();
+    assert_eq!(messages, ["spaced", "tight"]);
+}
