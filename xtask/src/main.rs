@@ -71,9 +71,7 @@ fn demo() -> Result<(), String> {
     println!("the demo writes only under {}\n", out.display());
     let mut codes = Vec::new();
     for run in ["first", "second"] {
-        println!(
-            "== {run} run: wconverge apply demo-out/site.wcv --policy demo-out/policy.toml"
-        );
+        println!("== {run} run: wconverge apply demo-out/site.wcv --policy demo-out/policy.toml");
         let status = Command::new(&wconverge)
             .arg("apply")
             .arg(&manifest)
