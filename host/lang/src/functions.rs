@@ -49,7 +49,7 @@ pub(crate) fn call(
     span: Span,
 ) -> Val {
     let iteration = matches!(name, "each" | "map" | "filter" | "reduce");
-    if lambda.is_some() && !iteration {
+    if lambda.is_some() && !iteration && FUNCTIONS.contains(&name) {
         evaluator.report(
             Severity::Error,
             "unexpected-lambda",
@@ -73,7 +73,7 @@ pub(crate) fn call(
                 flatten_into(arg, &mut flat);
             }
             let tags = flat.into_iter().map(|tag| tag.to_display()).collect();
-            evaluator.add_tags(tags);
+            evaluator.add_tags(tags, span);
             Val::Undef
         }
         "defined" => {
@@ -114,6 +114,38 @@ pub(crate) fn call(
         },
         _ => pure(evaluator, name, args, span),
     }
+}
+
+/// Counting iterations (`5.each |$i| { }`) stop at this many steps.
+const MAX_ITERATIONS: i64 = 1_000_000;
+
+/// Sorts numbers by value and strings without regard to case; anything else, or a mix,
+/// is an error (the order would not be total).
+fn sort(mut items: Vec<Val>) -> Result<Vec<Val>, String> {
+    if items.iter().all(|item| matches!(item, Val::Int(_))) {
+        items.sort_by_key(|item| match item {
+            Val::Int(i) => *i,
+            _ => 0,
+        });
+    } else if items
+        .iter()
+        .all(|item| matches!(item, Val::Int(_) | Val::Float(_)))
+    {
+        let as_float = |item: &Val| match item {
+            Val::Int(i) => *i as f64,
+            Val::Float(f) => *f,
+            _ => 0.0,
+        };
+        items.sort_by(|a, b| as_float(a).total_cmp(&as_float(b)));
+    } else if items.iter().all(|item| matches!(item, Val::Str(_))) {
+        items.sort_by_cached_key(|item| match item {
+            Val::Str(text) => (text.to_lowercase(), text.clone()),
+            _ => (String::new(), String::new()),
+        });
+    } else {
+        return Err("takes an array of numbers or of strings, not a mix".to_owned());
+    }
+    Ok(items)
 }
 
 fn arity(evaluator: &mut Evaluator<'_>, name: &str, expected: &str, span: Span) -> Val {
@@ -202,25 +234,18 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
             }
             Val::Array(out)
         }
-        ("sort", Some(Val::Array(mut items)), None) => {
-            let mut error = None;
-            items.sort_by(|a, b| match a.compare(b) {
-                Ok(ordering) => ordering,
-                Err(message) => {
-                    error.get_or_insert(message);
-                    std::cmp::Ordering::Equal
-                }
-            });
-            if let Some(message) = error {
+        ("sort", Some(Val::Array(items)), None) => match sort(items) {
+            Ok(sorted) => Val::Array(sorted),
+            Err(message) => {
                 evaluator.report(
                     Severity::Error,
                     "type-mismatch",
                     span,
-                    format!("`sort`: {message}"),
+                    format!("`sort` {message}"),
                 );
+                Val::Undef
             }
-            Val::Array(items)
-        }
+        },
         (known, _, _) if FUNCTIONS.contains(&known) => {
             evaluator
                 .report(
@@ -265,6 +290,7 @@ fn iterate(
     };
     let mut args = args.into_iter();
     let collection = args.next().unwrap_or(Val::Undef);
+    let is_hash = matches!(collection, Val::Hash(_));
     let n_params = lambda.params.len();
     // Each element as the lambda's arguments: `|$value|`, `|$index, $value|`,
     // `|$key, $value|` or `|$pair|` for hashes.
@@ -293,9 +319,18 @@ fn iterate(
                 (pair, call_args)
             })
             .collect(),
-        Val::Int(count) if count >= 0 => (0..count)
+        Val::Int(count) if (0..=MAX_ITERATIONS).contains(&count) => (0..count)
             .map(|i| (Val::Int(i), vec![Val::Int(i)]))
             .collect(),
+        Val::Int(count) if count > MAX_ITERATIONS => {
+            evaluator.report(
+                Severity::Error,
+                "iteration-limit",
+                span,
+                format!("`{name}` over {count} steps is more than the limit of {MAX_ITERATIONS}"),
+            );
+            return Val::Undef;
+        }
         other => {
             evaluator.report(
                 Severity::Error,
@@ -324,17 +359,29 @@ fn iterate(
                 .map(|(_, call_args)| evaluator.run_lambda(lambda, call_args))
                 .collect(),
         ),
-        "filter" => Val::Array(
-            items
-                .into_iter()
-                .filter_map(|(item, call_args)| {
-                    evaluator
-                        .run_lambda(lambda, call_args)
-                        .truthy()
-                        .then_some(item)
-                })
-                .collect(),
-        ),
+        "filter" => {
+            let kept = items.into_iter().filter_map(|(item, call_args)| {
+                evaluator
+                    .run_lambda(lambda, call_args)
+                    .truthy()
+                    .then_some(item)
+            });
+            if is_hash {
+                // A hash filters to a hash: each kept item is a `[key, value]` pair.
+                Val::Hash(
+                    kept.filter_map(|pair| match pair {
+                        Val::Array(mut pair) if pair.len() == 2 => {
+                            let value = pair.pop()?;
+                            Some((pair.pop()?, value))
+                        }
+                        _ => None,
+                    })
+                    .collect(),
+                )
+            } else {
+                Val::Array(kept.collect())
+            }
+        }
         _ => {
             let mut items = items.into_iter().map(|(item, _)| item);
             let mut memo = match args.next() {

@@ -446,11 +446,14 @@ impl Lexer<'_, '_> {
             .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '.'))
             .unwrap_or(rest.len());
         let mut word = &rest[..len];
-        // `1..` or `$x[1].foo`: a dot not followed by a digit ends the number.
-        if let Some(dot) = word.find('.')
-            && !word[dot + 1..].starts_with(|c: char| c.is_ascii_digit())
-        {
-            word = &word[..dot];
+        // `$x[1].foo`: a dot not followed by a digit ends the number, and so does a
+        // second dot (`192.168.0.1` in a node name is numbers joined by dots).
+        if let Some(dot) = word.find('.') {
+            if !word[dot + 1..].starts_with(|c: char| c.is_ascii_digit()) {
+                word = &word[..dot];
+            } else if let Some(second) = word[dot + 1..].find('.') {
+                word = &word[..dot + 1 + second];
+            }
         }
         let word = word.to_owned();
         self.pos += word.len();
@@ -546,9 +549,10 @@ impl Lexer<'_, '_> {
                     }
                     parts.push(Part::Expr(tokens));
                 }
-                '$' if self
-                    .peek_char()
-                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':') =>
+                '$' if self.rest().starts_with("::")
+                    || self
+                        .peek_char()
+                        .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') =>
                 {
                     let name = self.qualified_name(|c| c.is_ascii_alphanumeric() || c == '_');
                     if !literal.is_empty() {

@@ -16,8 +16,8 @@ mod syntax;
 mod value;
 
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
-pub use eval::{MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_ROUNDS};
-pub use parser::MAX_NESTING;
+pub use eval::{MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_RESOURCES, MAX_ROUNDS};
+pub use parser::{MAX_CHAIN, MAX_NESTING};
 
 use std::collections::HashMap;
 use wconverge_catalog::{Catalog, TypeSchema};

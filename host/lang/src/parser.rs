@@ -16,6 +16,9 @@ use crate::syntax::*;
 /// Brackets, blocks and expressions nest at most this deep.
 pub const MAX_NESTING: usize = 100;
 
+/// Operators chained in one expression (`a + b + ...`, `a -> b -> ...`), at most.
+pub const MAX_CHAIN: usize = 10_000;
+
 /// Functions that may be called without parentheses at the start of a statement.
 const STATEMENT_FUNCTIONS: &[&str] = &[
     "include", "require", "contain", "realize", "tag", "notice", "info", "warning", "debug", "err",
@@ -46,6 +49,8 @@ pub(crate) struct Parser<'p> {
     context: Vec<Context>,
     /// Blocks open around the current statement.
     open_blocks: usize,
+    /// Parsing the tokens of one `${...}`, whose end is not the end of the file.
+    in_interpolation: bool,
 }
 
 /// Parses one file's tokens; definitions go into `program`, top-level statements are
@@ -66,6 +71,7 @@ pub(crate) fn parse_file(
         namespace: Vec::new(),
         context: vec![Context::Top],
         open_blocks: 0,
+        in_interpolation: false,
     };
     parser.statements(false)
 }
@@ -144,6 +150,18 @@ impl Parser<'_> {
     }
 
     fn unexpected(&mut self, expected: &str) -> Stop {
+        if self.in_interpolation && *self.peek() == Tok::Eof {
+            let span = self.span();
+            self.diagnostics.push(
+                Diagnostic::error(
+                    "syntax",
+                    span,
+                    format!("expected {expected}, found the `}}` that ends the interpolation"),
+                )
+                .with_help("complete the expression inside `${...}`"),
+            );
+            return Stop;
+        }
         let found = describe(self.peek());
         let span = self.span();
         // Two failed statements may stop at the same token; say it once.
@@ -169,6 +187,21 @@ impl Parser<'_> {
     fn error(&mut self, span: Span, message: impl Into<String>, help: &str) -> Stop {
         self.diagnostics
             .push(Diagnostic::error("syntax", span, message).with_help(help));
+        Stop
+    }
+
+    fn chain_limit(&mut self, span: Span) -> Stop {
+        self.diagnostics.push(
+            Diagnostic::error(
+                "nesting-limit",
+                span,
+                format!(
+                    "more than {MAX_CHAIN} operators are chained in one expression (the limit)"
+                ),
+            )
+            .with_help("split the expression into several statements"),
+        );
+        self.pos = self.tokens.len() - 1;
         Stop
     }
 
@@ -207,9 +240,14 @@ impl Parser<'_> {
                 _ => {}
             }
             let before = self.pos;
+            let depth = self.depth;
             match self.statement() {
                 Ok(expr) => block.push(expr),
-                Err(Stop) => self.recover(before),
+                Err(Stop) => {
+                    // A failed statement may leave nesting levels entered.
+                    self.depth = depth;
+                    self.recover(before);
+                }
             }
         }
         block
@@ -283,6 +321,7 @@ impl Parser<'_> {
             _ => {}
         }
         let mut lhs = self.operand()?;
+        let mut n_links = 0;
         loop {
             let op = match self.peek() {
                 Tok::Punct(P::InEdge) => RelOp::Before,
@@ -291,7 +330,11 @@ impl Parser<'_> {
                 Tok::Punct(P::OutEdgeSub) => RelOp::Subscribe,
                 _ => break,
             };
-            self.bump();
+            let op_span = self.bump().span;
+            n_links += 1;
+            if n_links > MAX_CHAIN {
+                return Err(self.chain_limit(op_span));
+            }
             let rhs = self.operand()?;
             let span = lhs.span.to(rhs.span);
             lhs = Expr {
@@ -379,6 +422,21 @@ impl Parser<'_> {
             }
             _ => false,
         };
+        // `Resource[File] { mode => ... }` sets defaults for the type given.
+        if self.at(P::LBrace)
+            && self.attributes_follow(0)
+            && let ExprKind::Access(target, keys) = &expr.kind
+            && target.kind == ExprKind::TypeRef("Resource".to_owned())
+            && let [key] = keys.as_slice()
+            && let ExprKind::TypeRef(name) | ExprKind::Str(name) | ExprKind::Bare(name) = &key.kind
+        {
+            let type_name = name.to_ascii_lowercase();
+            let ops = self.attribute_block()?;
+            return Ok(Expr {
+                kind: ExprKind::Defaults { type_name, ops },
+                span: start.to(self.previous_span()),
+            });
+        }
         if overridable && self.at(P::LBrace) && !self.attributes_follow(0) {
             // `Resource[File] { '/a': ... }` declares a resource of the type given.
             if let ExprKind::Access(target, keys) = &expr.kind
@@ -692,7 +750,7 @@ impl Parser<'_> {
                     self.bump();
                     HostMatch::Default
                 }
-                Tok::Name(_) | Tok::Int(_) => {
+                Tok::Name(_) | Tok::Int(_) | Tok::Float(_) => {
                     // `web01.example.com` lexes as names, numbers and dots.
                     let mut name = String::new();
                     loop {
@@ -762,7 +820,15 @@ impl Parser<'_> {
 
     fn expr_inner(&mut self, min_bp: u8) -> PResult<Expr> {
         let mut lhs = self.prefix()?;
+        // Operators chained to the left (`a + b + c`, `$x[0][1]`) nest the tree without
+        // recursing here; they are counted instead.
+        let mut n_links = 0;
         loop {
+            n_links += 1;
+            if n_links > MAX_CHAIN {
+                let span = self.span();
+                return Err(self.chain_limit(span));
+            }
             // Postfix operators bind tightest.
             if self.at(P::LBrack) && self.adjacent() {
                 self.bump();
@@ -1055,6 +1121,7 @@ impl Parser<'_> {
                         namespace: Vec::new(),
                         context: vec![Context::Other],
                         open_blocks: 0,
+                        in_interpolation: true,
                     };
                     let expr = inner.expr(BP_ASSIGN)?;
                     if *inner.peek() != Tok::Eof {

@@ -184,6 +184,18 @@ mod ok {
         realize_function,
         manifest_order_with_defines,
         sensitive_values,
+        override_on_define_instance_before_declaration,
+        collector_overrides_define_parameters,
+        realize_before_virtual_declaration,
+        exported_collector_after_plain_collector,
+        relationship_through_empty_class,
+        noop_on_container_applies_to_contents,
+        defaults_through_resource_type,
+        class_title_and_name,
+        filter_on_hash_returns_hash,
+        node_ip_address_name,
+        defaults_after_define_instance_do_not_apply,
+        dollar_without_name_is_literal,
         resource_forms_with_capitalized_type,
         attribute_names_may_be_keywords,
         undef_parameter_value_rules,
@@ -230,6 +242,15 @@ mod err {
         fail_function,
         selector_without_match,
         type_mismatch,
+        override_class_parameters,
+        duplicate_node_definitions,
+        bad_tag_from_function,
+        interpolation_incomplete_expression,
+        unknown_function_with_lambda,
+        two_default_bodies,
+        guard_on_defined_type_instance,
+        sort_mixed_types,
+        iteration_count_limit,
         parameter_default_may_not_assign,
         parameter_must_be_simple_name,
         node_name_invalid_characters,
@@ -422,4 +443,66 @@ fn statement_calls_take_parenthesized_arguments_after_a_space() {
         .map(|d| d.message.as_str())
         .collect();
     assert_eq!(messages, ["spaced", "tight"]);
+}
+
+#[test]
+fn long_operator_chains_are_an_error_not_a_stack_overflow() {
+    for text in [
+        format!("$x = 1{}\n", " + 1".repeat(100_000)),
+        format!(
+            "notify {{ 'a': }}\nNotify['a']{}\n",
+            " -> Notify['a']".repeat(100_000)
+        ),
+        format!("$x = [[1]]{}\n", "[0]".repeat(100_000)),
+    ] {
+        let error = first_error(&text);
+        assert!(error.message.contains("chained"), "{error:?}");
+    }
+    // Below the limit, long chains compile.
+    let compiled = compile_one(&format!(
+        "$x = 1{}\nnotify {{ \"${{x}}\": }}\n",
+        " + 1".repeat(5_000)
+    ));
+    assert!(
+        compiled.catalog.is_some(),
+        "{:?}",
+        compiled.diagnostics.first()
+    );
+}
+
+#[test]
+fn sorting_numbers_near_two_to_the_53_does_not_panic() {
+    let numbers: Vec<String> = (0..30)
+        .map(|i| {
+            if i % 3 == 0 {
+                "9007199254740992.0".to_owned()
+            } else {
+                format!("{}", 9_007_199_254_740_990_i64 + i % 7)
+            }
+        })
+        .collect();
+    let compiled = compile_one(&format!(
+        "$s = sort([{}])\nnotify {{ \"${{s[0]}}\": }}\n",
+        numbers.join(", ")
+    ));
+    assert!(
+        compiled.catalog.is_some(),
+        "{:?}",
+        compiled.diagnostics.first()
+    );
+}
+
+#[test]
+fn a_failed_statement_does_not_leak_nesting_levels() {
+    let mut text = "notify { 'a' }\n".repeat(60);
+    text.push_str(&format!("$x = {}1{}\n", "[".repeat(45), "]".repeat(45)));
+    let compiled = compile_one(&text);
+    assert!(
+        compiled
+            .diagnostics
+            .iter()
+            .all(|d| d.code != "wcv::nesting-limit"),
+        "{:?}",
+        compiled.diagnostics.last()
+    );
 }

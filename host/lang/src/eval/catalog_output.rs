@@ -12,6 +12,23 @@ use std::collections::{HashMap, HashSet};
 use wconverge_catalog::{self as catalog, EdgeKind, ResourceRef};
 
 impl Evaluator<'_> {
+    fn container_noop(&self, idx: usize) -> bool {
+        let mut current = self.resources[idx].container;
+        let mut steps = 0;
+        while let Some(container_idx) = current {
+            steps += 1;
+            if steps > self.resources.len() {
+                break;
+            }
+            let container = &self.resources[container_idx];
+            if let Some(attr) = container.attr("noop") {
+                return attr.value == Val::Bool(true);
+            }
+            current = container.container;
+        }
+        false
+    }
+
     pub(super) fn tags_of(&self, idx: usize) -> Vec<String> {
         let mut tags: Vec<String> = Vec::new();
         let push = |tag: &str, tags: &mut Vec<String>| {
@@ -165,7 +182,7 @@ impl Evaluator<'_> {
         for relation in std::mem::take(&mut self.relations) {
             let lhs = self.operand_leaves(&relation.lhs, relation.span, &children);
             let rhs = self.operand_leaves(&relation.rhs, relation.span, &children);
-            let (sources, targets, notify) = match relation.op {
+            let ((sources, empty_sources), (targets, empty_targets), notify) = match relation.op {
                 RelOp::Before => (lhs, rhs, false),
                 RelOp::Notify => (lhs, rhs, true),
                 RelOp::Require => (rhs, lhs, false),
@@ -176,6 +193,8 @@ impl Evaluator<'_> {
                 targets,
                 notify,
                 span: relation.span,
+                empty_sources,
+                empty_targets,
             });
         }
         // Relationship metaparameters.
@@ -203,25 +222,27 @@ impl Evaluator<'_> {
                             .push((metaparam, target));
                         continue;
                     }
-                    let mut own = Vec::new();
-                    self.leaves(idx, &children, &mut own);
-                    let mut other = Vec::new();
-                    self.leaves(target, &children, &mut other);
-                    let (sources, targets, notify) = match metaparam {
-                        "require" => (other, own, false),
-                        "subscribe" => (other, own, true),
-                        "before" => (own, other, false),
-                        _ => (own, other, true),
-                    };
+                    let own = self.side(&[idx], &children);
+                    let other = self.side(&[target], &children);
+                    let ((sources, empty_sources), (targets, empty_targets), notify) =
+                        match metaparam {
+                            "require" => (other, own, false),
+                            "subscribe" => (other, own, true),
+                            "before" => (own, other, false),
+                            _ => (own, other, true),
+                        };
                     requests.push(EdgeRequest {
                         sources,
                         targets,
                         notify,
                         span: attr.span,
+                        empty_sources,
+                        empty_targets,
                     });
                 }
             }
         }
+        bridge_empty_containers(&mut requests);
         let edges = self.emit_edges(&requests, &metaparam_refs);
         // The resources, in manifest order.
         let mut order: Vec<usize> = (0..self.resources.len())
@@ -331,28 +352,41 @@ impl Evaluator<'_> {
         edges
     }
 
+    /// One side of a relationship: the resources it stands for, and the classes and
+    /// defined type instances on it that contain none.
     fn operand_leaves(
         &mut self,
         operand: &Operand,
         span: Span,
         children: &HashMap<usize, Vec<usize>>,
-    ) -> Vec<usize> {
-        let mut out = Vec::new();
-        match operand {
-            Operand::Refs(refs) => {
-                for key in refs {
-                    if let Some(idx) = self.resolve_ref(key, span, "the relationship refers to") {
-                        self.leaves(idx, children, &mut out);
-                    }
-                }
-            }
+    ) -> (Vec<usize>, Vec<usize>) {
+        let members: Vec<usize> = match operand {
+            Operand::Refs(refs) => refs
+                .iter()
+                .filter_map(|key| self.resolve_ref(key, span, "the relationship refers to"))
+                .collect(),
             Operand::Collector(collector_idx) => {
-                for &idx in &self.collectors[*collector_idx].matched_list {
-                    self.leaves(idx, children, &mut out);
-                }
+                self.collectors[*collector_idx].matched_list.clone()
+            }
+        };
+        self.side(&members, children)
+    }
+
+    fn side(
+        &self,
+        members: &[usize],
+        children: &HashMap<usize, Vec<usize>>,
+    ) -> (Vec<usize>, Vec<usize>) {
+        let mut leaves = Vec::new();
+        let mut empty = Vec::new();
+        for &idx in members {
+            let before = leaves.len();
+            self.leaves(idx, children, &mut leaves);
+            if leaves.len() == before && self.resources[idx].kind != Kind::Plugin {
+                empty.push(idx);
             }
         }
-        out
+        (leaves, empty)
     }
 
     /// The references a relationship metaparameter's value names.
@@ -413,10 +447,12 @@ impl Evaluator<'_> {
             }
         }
         metaparams.tags = self.tags_of(idx);
+        // `noop => true` on a class or defined type instance covers what it contains,
+        // unless a resource says otherwise.
+        if self.resources[idx].attr("noop").is_none() {
+            metaparams.noop = self.container_noop(idx);
+        }
         let mut attributes = catalog::Attributes::default();
-        let tag_span = self.resources[idx]
-            .attr("tag")
-            .map_or(self.resources[idx].span, |attr| attr.span);
         // The attributes are not read again: move them into the catalog.
         let attrs = std::mem::take(&mut self.resources[idx].attrs);
         for attr in attrs {
@@ -489,12 +525,6 @@ impl Evaluator<'_> {
                 }
             }
         }
-        for tag in &metaparams.tags {
-            if !valid_tag(tag) {
-                self.error("bad-tag", tag_span, format!("`{tag}` is not a valid tag"))
-                    .help = Some("tags are made of letters, digits, `_`, `-`, `.` and `:`, and start with a letter, digit or `_`".into());
-            }
-        }
         let res = &self.resources[idx];
         catalog::Resource {
             type_name: res.type_name.clone(),
@@ -517,7 +547,45 @@ fn tag_values(value: &Val) -> Vec<String> {
         .collect()
 }
 
-fn valid_tag(tag: &str) -> bool {
+/// Relationships through a class or defined type instance that contains nothing:
+/// everything ordered before it is ordered before everything ordered after it. Each
+/// empty container is bridged once; bridges made for one are seen by the next, so
+/// chains of empty containers are crossed too.
+fn bridge_empty_containers(requests: &mut Vec<EdgeRequest>) {
+    let mut empties: Vec<usize> = requests
+        .iter()
+        .flat_map(|request| request.empty_sources.iter().chain(&request.empty_targets))
+        .copied()
+        .collect();
+    empties.sort_unstable();
+    empties.dedup();
+    for empty in empties {
+        let n_requests = requests.len();
+        let mut bridges = Vec::new();
+        for before in 0..n_requests {
+            if !requests[before].empty_targets.contains(&empty) {
+                continue;
+            }
+            for after in 0..n_requests {
+                if !requests[after].empty_sources.contains(&empty) {
+                    continue;
+                }
+                let (into, out_of) = (&requests[before], &requests[after]);
+                bridges.push(EdgeRequest {
+                    sources: into.sources.clone(),
+                    targets: out_of.targets.clone(),
+                    notify: into.notify && out_of.notify,
+                    span: out_of.span,
+                    empty_sources: into.empty_sources.clone(),
+                    empty_targets: out_of.empty_targets.clone(),
+                });
+            }
+        }
+        requests.extend(bridges);
+    }
+}
+
+pub(super) fn valid_tag(tag: &str) -> bool {
     let mut chars = tag.chars();
     chars
         .next()

@@ -17,6 +17,8 @@ mod catalog_output;
 pub const MAX_DEFINE_DEPTH: usize = 100;
 /// Defined types and collectors are evaluated in rounds until nothing new appears.
 pub const MAX_ROUNDS: usize = 100;
+/// A compile declares at most this many resources (classes and instances included).
+pub const MAX_RESOURCES: usize = 5_000_000;
 /// `include` chains nest at most this deep.
 pub const MAX_CLASS_DEPTH: usize = 50;
 
@@ -39,6 +41,8 @@ struct DefaultEntry {
     attribute: String,
     value: Val,
     span: Span,
+    /// When it was set, on the scale of `Evaluator::seq`.
+    seq: u32,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -81,6 +85,11 @@ struct Res {
     function_tags: Vec<String>,
     evaluated: bool,
     depth: usize,
+    /// Declared with `@@`: what `<<| |>>` collects, even once realized.
+    exported: bool,
+    /// Top-scope defaults set after this sequence number do not apply to what this
+    /// resource's body declares (a defined type is evaluated after the main code).
+    horizon: u32,
 }
 
 impl Res {
@@ -121,6 +130,10 @@ struct EdgeRequest {
     targets: Vec<usize>,
     notify: bool,
     span: Span,
+    /// Classes and defined type instances named on each side that contain nothing:
+    /// ordering passes through them (`a -> Class['empty'] -> b` orders a before b).
+    empty_sources: Vec<usize>,
+    empty_targets: Vec<usize>,
 }
 
 struct PendingOverride {
@@ -158,6 +171,8 @@ struct Ctx {
     class_name: Option<String>,
     order: Vec<u32>,
     depth: usize,
+    /// Top-scope defaults set after this point are not visible (see `Res::horizon`).
+    horizon: u32,
 }
 
 pub(crate) struct Evaluator<'a> {
@@ -187,6 +202,7 @@ pub(crate) struct Evaluator<'a> {
     captures: Vec<Val>,
     main_tags: Vec<String>,
     line_starts: Vec<crate::diagnostic::LineStarts>,
+    resource_limit_reported: bool,
 }
 
 impl<'a> Evaluator<'a> {
@@ -225,11 +241,13 @@ impl<'a> Evaluator<'a> {
                 class_name: None,
                 order: Vec::new(),
                 depth: 0,
+                horizon: u32::MAX,
             },
             seq: 0,
             regexes: HashMap::new(),
             captures: Vec::new(),
             main_tags: Vec::new(),
+            resource_limit_reported: false,
             line_starts: sources
                 .iter()
                 .map(|source| crate::diagnostic::LineStarts::new(&source.text))
@@ -345,6 +363,21 @@ impl<'a> Evaluator<'a> {
         let program = Rc::clone(&self.program);
         if program.nodes.is_empty() {
             return;
+        }
+        let mut seen: HashMap<String, Span> = HashMap::new();
+        for definition in &program.nodes {
+            for (host, span) in &definition.matches {
+                let key = match host {
+                    HostMatch::Name(name) => format!("name {}", name.to_ascii_lowercase()),
+                    HostMatch::Regex(pattern) => format!("regex {pattern}"),
+                    HostMatch::Default => "default".to_owned(),
+                };
+                if let Some(first) = seen.insert(key, *span) {
+                    self.error("duplicate-node", *span, "this node match is given twice")
+                        .with_related_mut(first, "first given here")
+                        .help = Some("merge the two node definitions".into());
+                }
+            }
         }
         let node = self.node.to_ascii_lowercase();
         let mut chosen = None;
@@ -675,7 +708,10 @@ impl<'a> Evaluator<'a> {
                     .collect();
                 true
             }
-            None => false,
+            None => {
+                self.captures.clear();
+                false
+            }
         }
     }
 
@@ -1220,6 +1256,17 @@ impl<'a> Evaluator<'a> {
 
     /// Is `name` an attribute of the type? Reports it if not.
     fn check_attribute(&mut self, type_name: &str, kind: Kind, name: &str, span: Span) -> bool {
+        if matches!(kind, Kind::Class(_) | Kind::Define(_))
+            && ["only_if", "not_if", "guard_interpreter", "requires"].contains(&name)
+        {
+            self.error(
+                "unsupported-metaparameter",
+                span,
+                format!("`{name}` on a class or defined type instance is not supported"),
+            )
+            .help = Some(format!("put `{name}` on the resources it should guard"));
+            return false;
+        }
         if METAPARAMETERS.contains(&name) {
             return true;
         }
@@ -1315,9 +1362,21 @@ impl<'a> Evaluator<'a> {
                 ops,
             });
         }
-        let local_defaults: Vec<Op> = bodies
+        let default_bodies: Vec<&Evaluated> = bodies
             .iter()
             .filter(|body| body.titles.contains(&Val::Default))
+            .collect();
+        if let [first, second, ..] = default_bodies.as_slice() {
+            self.error(
+                "duplicate-default-body",
+                second.title_span,
+                "a resource expression has two `default:` bodies",
+            )
+            .with_related_mut(first.title_span, "the first")
+            .help = Some("merge them into one `default:` body".into());
+        }
+        let local_defaults: Vec<Op> = default_bodies
+            .iter()
             .flat_map(|body| body.ops.iter().cloned())
             .collect();
         let mut refs = Vec::new();
@@ -1428,6 +1487,9 @@ impl<'a> Evaluator<'a> {
             if !self.check_attribute(type_name, kind, &op.name, op.span) {
                 continue;
             }
+            if op.name == "tag" {
+                self.check_tag_attribute(&op.value, op.span);
+            }
             match attrs.iter_mut().find(|attr| attr.name == op.name) {
                 Some(attr) => {
                     *attr = Attr {
@@ -1445,7 +1507,16 @@ impl<'a> Evaluator<'a> {
                 }),
             }
         }
+        if self.resources.len() >= MAX_RESOURCES {
+            if !self.resource_limit_reported {
+                self.resource_limit_reported = true;
+                self.error("resource-limit", span, format!("the manifests declare more than {MAX_RESOURCES} resources (the limit)"))
+                    .help = Some("a defined type that declares several instances of itself multiplies without end; check the recursion".into());
+            }
+            return None;
+        }
         let order = self.next_order();
+        let horizon = self.ctx.horizon.min(order.last().copied().unwrap_or(0));
         let idx = self.resources.len();
         self.resources.push(Res {
             type_name: type_name.to_owned(),
@@ -1460,6 +1531,8 @@ impl<'a> Evaluator<'a> {
             function_tags: Vec::new(),
             evaluated: false,
             depth: self.ctx.depth,
+            exported: status == Status::Exported,
+            horizon,
         });
         self.index.insert(key, idx);
         self.by_type
@@ -1478,7 +1551,11 @@ impl<'a> Evaluator<'a> {
         let mut current = Some(scope);
         while let Some(id) = current {
             for entry in &self.scopes[id].defaults {
+                // A defined type is evaluated after the main code: the top-scope
+                // defaults set after its instance was declared are not for it.
+                let too_late = id == TOP && entry.seq > self.ctx.horizon;
                 if entry.type_name == type_name
+                    && !too_late
                     && !out.iter().any(|(name, _, _)| *name == entry.attribute)
                 {
                     out.push((entry.attribute.clone(), entry.value.clone(), entry.span));
@@ -1538,11 +1615,13 @@ impl<'a> Evaluator<'a> {
             } else {
                 op.value
             };
+            self.seq += 1;
             self.scopes[scope].defaults.push(DefaultEntry {
                 type_name: type_name.to_owned(),
                 attribute: op.name,
                 value,
                 span: op.span,
+                seq: self.seq,
             });
         }
     }
@@ -1617,9 +1696,35 @@ impl<'a> Evaluator<'a> {
             });
         let type_name = self.resources[idx].type_name.clone();
         let kind = self.resources[idx].kind;
+        if let Some(first) = ops.first() {
+            let reference = self.resources[idx].reference();
+            match kind {
+                Kind::Class(_) => {
+                    self.error(
+                        "override-class",
+                        first.span,
+                        format!("`{reference}` is a class; its parameters cannot be overridden"),
+                    )
+                    .help = Some(
+                        "declare the class with its parameters: `class { 'name': param => value }`"
+                            .into(),
+                    );
+                    return;
+                }
+                Kind::Define(_) if self.resources[idx].evaluated => {
+                    self.error("override-too-late", first.span, format!("`{reference}` was already evaluated when this override was applied, so its body would not see it"))
+                        .help = Some("set the value where the instance is declared, or override it from the main manifest or a class rather than from a defined type".into());
+                    return;
+                }
+                _ => {}
+            }
+        }
         for op in ops {
             if !self.check_attribute(&type_name, kind, &op.name, op.span) {
                 continue;
+            }
+            if op.name == "tag" {
+                self.check_tag_attribute(&op.value, op.span);
             }
             let existing = self.resources[idx].attr(&op.name).cloned();
             let reference = self.resources[idx].reference();
@@ -1737,7 +1842,7 @@ impl<'a> Evaluator<'a> {
             if state.matched.contains(&idx) {
                 continue;
             }
-            if state.exported && self.resources[idx].status != Status::Exported {
+            if state.exported && !self.resources[idx].exported {
                 continue;
             }
             if !self.query_matches(&self.collectors[collector_idx].query, idx) {
@@ -1839,6 +1944,9 @@ impl<'a> Evaluator<'a> {
         let mut attrs = Vec::new();
         for op in ops {
             if self.check_attribute(&name, kind, &op.name, op.span) {
+                if op.name == "tag" {
+                    self.check_tag_attribute(&op.value, op.span);
+                }
                 attrs.push(Attr {
                     name: op.name,
                     value: op.value,
@@ -1862,6 +1970,8 @@ impl<'a> Evaluator<'a> {
             function_tags: Vec::new(),
             evaluated: true,
             depth: self.ctx.depth,
+            exported: false,
+            horizon: self.ctx.horizon,
         });
         self.index.insert(("class".to_owned(), name.clone()), idx);
         let scope = self.new_scope(Some(parent_scope));
@@ -1872,8 +1982,12 @@ impl<'a> Evaluator<'a> {
             class_name: Some(name.clone()),
             order,
             depth: self.ctx.depth,
+            horizon: self.ctx.horizon,
         };
         let saved = std::mem::replace(&mut self.ctx, ctx);
+        // A class's `$title` and `$name` are its name, as in Puppet.
+        self.set_var(scope, "title", Val::Str(name.clone()), span);
+        self.set_var(scope, "name", Val::Str(name.clone()), span);
         self.class_stack.push(name);
         self.bind_params(&definition.params, idx, scope);
         self.block(&definition.body);
@@ -1945,6 +2059,7 @@ impl<'a> Evaluator<'a> {
         self.set_var(scope, "title", Val::Str(title), span);
         self.set_var(scope, "name", Val::Str(name), span);
         let order = self.resources[idx].order.clone();
+        let horizon = self.resources[idx].horizon;
         let saved = std::mem::replace(
             &mut self.ctx,
             Ctx {
@@ -1953,6 +2068,7 @@ impl<'a> Evaluator<'a> {
                 class_name: None,
                 order,
                 depth: depth + 1,
+                horizon,
             },
         );
         self.bind_params(&definition.params, idx, scope);
@@ -1976,19 +2092,38 @@ impl<'a> Evaluator<'a> {
                     .help = Some("a collector realizes resources whose evaluation creates more for it to collect; narrow the collector's query".into());
                 return;
             }
+            // As Puppet does: collectors, then overrides and realizations waiting
+            // for their resource, then defined types, so that a defined type's
+            // parameters include everything set on its instance.
             let mut progress = false;
-            while let Some(idx) = self.pending_defines.pop_front() {
-                self.evaluate_define(idx);
-                progress = true;
-            }
             for collector_idx in 0..self.collectors.len() {
                 progress |= self.run_collector(collector_idx);
             }
             progress |= self.apply_pending_overrides();
-            if !progress && self.pending_defines.is_empty() {
+            progress |= self.apply_pending_realizes();
+            while let Some(idx) = self.pending_defines.pop_front() {
+                self.evaluate_define(idx);
+                progress = true;
+            }
+            if !progress {
                 return;
             }
         }
+    }
+
+    fn apply_pending_realizes(&mut self) -> bool {
+        let pending = std::mem::take(&mut self.realizes);
+        let mut progress = false;
+        for (key, span) in pending {
+            match self.index.get(&key).copied() {
+                Some(idx) => {
+                    self.realize(idx);
+                    progress = true;
+                }
+                None => self.realizes.push((key, span)),
+            }
+        }
+        progress
     }
 
     fn apply_pending_overrides(&mut self) -> bool {
@@ -2123,10 +2258,44 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    pub(crate) fn add_tags(&mut self, tags: Vec<String>) {
+    pub(crate) fn add_tags(&mut self, tags: Vec<String>, span: Span) {
+        for tag in &tags {
+            self.check_tag(tag, span);
+        }
         match self.ctx.container {
             Some(container) => self.resources[container].function_tags.extend(tags),
             None => self.main_tags.extend(tags),
+        }
+    }
+
+    /// Reports a tag that is not made of the characters tags allow.
+    fn check_tag(&mut self, tag: &str, span: Span) {
+        if !catalog_output::valid_tag(tag) {
+            self.error("bad-tag", span, format!("`{tag}` is not a valid tag"))
+                .help = Some("tags are made of letters, digits, `_`, `-`, `.` and `:`, and start with a letter, digit or `_`".into());
+        }
+    }
+
+    /// Checks the values of a `tag` attribute where it is set.
+    fn check_tag_attribute(&mut self, value: &Val, span: Span) {
+        let mut flat = Vec::new();
+        flatten_into(value.clone(), &mut flat);
+        for item in flat {
+            match item {
+                Val::Str(tag) => self.check_tag(&tag, span),
+                Val::Undef => {}
+                other => {
+                    self.error(
+                        "bad-tag",
+                        span,
+                        format!(
+                            "a tag is a string, not {} `{}`",
+                            other.type_name(),
+                            other.to_display()
+                        ),
+                    );
+                }
+            }
         }
     }
 
