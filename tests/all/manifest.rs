@@ -300,3 +300,23 @@ fn graph_and_validate_accept_manifests() {
         "{validate:#?}"
     );
 }
+
+#[test]
+fn one_file_under_two_titles_is_refused() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.wcv",
+        "file { 'config': path => '@FILES@/app.conf', content => \"one\\n\" }\nfile { '@FILES@/app.conf': content => \"two\\n\" }\n",
+    );
+    let policy = machine.policy("");
+    let run = machine.apply(&manifest, &policy, &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains(&format!("{}:2:8: File[", path(&manifest)))
+            && run.stderr.contains("manages the same path")
+            && run.stderr.contains("as File[config]"),
+        "{run:#?}"
+    );
+    assert!(!Path::new(&machine.file("app.conf")).exists());
+}

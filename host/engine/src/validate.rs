@@ -110,6 +110,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
             Err(mut found) => problems.append(&mut found),
         }
     }
+    problems.extend(same_namevar(&resources, &schemas));
     let graph = match Graph::build(catalog) {
         Ok(graph) if problems.is_empty() => graph,
         Ok(_) => return Err(problems),
@@ -124,6 +125,51 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         schemas,
         graph,
     })
+}
+
+/// Two resources of one type with the same namevar (`file { 'a': path => '/x' }` and
+/// `file { '/x': }`) would manage one thing twice, each undoing the other.
+fn same_namevar(
+    resources: &[PreparedResource],
+    schemas: &HashMap<String, TypeSchema>,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut seen: HashMap<(&str, &str), &PreparedResource> = HashMap::new();
+    for resource in resources {
+        let Some(namevar) = schemas
+            .get(&resource.type_name)
+            .and_then(TypeSchema::namevar)
+        else {
+            continue;
+        };
+        let Some(value) = resource.get(&namevar.name).and_then(Value::as_str) else {
+            continue;
+        };
+        match seen.get(&(resource.type_name.as_str(), value)) {
+            Some(first) => {
+                let first_at = first
+                    .source
+                    .as_ref()
+                    .map_or_else(String::new, |location| format!(" (declared at {location})"));
+                problems.push(
+                    Problem {
+                        resource: Some(resource.reference.clone()),
+                        location: resource.source.clone(),
+                        message: format!(
+                            "manages the same {} `{value}` as {}{first_at}",
+                            namevar.name, first.reference
+                        ),
+                        help: None,
+                    }
+                    .with_help("keep one of the two: two resources for one thing undo each other"),
+                );
+            }
+            None => {
+                seen.insert((resource.type_name.as_str(), value), resource);
+            }
+        }
+    }
+    problems
 }
 
 /// Metaparameters the catalog carries but this engine cannot honour yet. Applying the
