@@ -613,11 +613,13 @@ impl Lexer<'_, '_> {
                         .count();
                     (&rest[..end], end)
                 };
+                let hex = !digits.is_empty() && digits.chars().all(|c| c.is_ascii_hexdigit());
                 match u32::from_str_radix(digits, 16)
                     .ok()
+                    .filter(|_| hex)
                     .and_then(char::from_u32)
                 {
-                    Some(c) if !digits.is_empty() => {
+                    Some(c) => {
                         out.push(c);
                         self.pos += consumed;
                     }

@@ -242,6 +242,7 @@ mod err {
         fail_function,
         selector_without_match,
         type_mismatch,
+        invalid_unicode_escape,
         override_class_parameters,
         duplicate_node_definitions,
         bad_tag_from_function,

@@ -662,9 +662,8 @@ impl<'a> Evaluator<'a> {
                 Val::Str(text) => self.regex_match(pattern, text, span),
                 _ => false,
             },
-            Val::Array(options) if !matches!(subject, Val::Array(_)) => {
-                options.iter().any(|option| subject.equals(option))
-            }
+            // As in Puppet 4: an array option matches an equal array, not any element
+            // (list the values with commas for that).
             other => subject.equals(other),
         }
     }
