@@ -404,8 +404,10 @@ impl Lexer<'_, '_> {
             );
             return None;
         }
+        let first = self.rest().as_bytes().first().copied();
         for (text, punct) in PUNCTUATION {
-            if self.rest().starts_with(text) {
+            // Comparing the first byte first keeps this loop cheap.
+            if text.as_bytes().first().copied() == first && self.rest().starts_with(text) {
                 self.pos += text.len();
                 return Some(Tok::Punct(*punct));
             }

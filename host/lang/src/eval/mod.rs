@@ -1534,10 +1534,13 @@ impl<'a> Evaluator<'a> {
             horizon,
         });
         self.index.insert(key, idx);
-        self.by_type
-            .entry(type_name.to_owned())
-            .or_default()
-            .push(idx);
+        // Look up before inserting: `entry` would allocate the key for every resource.
+        match self.by_type.get_mut(type_name) {
+            Some(list) => list.push(idx),
+            None => {
+                self.by_type.insert(type_name.to_owned(), vec![idx]);
+            }
+        }
         if status == Status::Realized && matches!(kind, Kind::Define(_)) {
             self.pending_defines.push_back(idx);
         }
