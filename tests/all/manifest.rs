@@ -320,3 +320,15 @@ fn one_file_under_two_titles_is_refused() {
     );
     assert!(!Path::new(&machine.file("app.conf")).exists());
 }
+
+#[test]
+fn two_execs_may_run_the_same_command() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.wcv",
+        "exec { 'reload after a': command => '/bin/true', refreshonly => true }\nexec { 'reload after b': command => '/bin/true', refreshonly => true }\n",
+    );
+    let policy = machine.policy("");
+    let run = machine.run(&["validate", path(&manifest), "--policy", path(&policy)]);
+    assert_eq!(run.code, 0, "{run:#?}");
+}

@@ -7,7 +7,8 @@ use crate::redact::Secrets;
 use crate::{PluginErrorKind, PluginHost};
 use std::collections::{HashMap, HashSet};
 use wconverge_catalog::{
-    Behaviour, Catalog, Problem, Resource, ResourceRef, SourceLocation, TypeSchema, Value,
+    Behaviour, Catalog, PathAccess, Problem, Resource, ResourceRef, SourceLocation, TypeSchema,
+    Value,
 };
 
 /// A resource ready for its provider: undef attributes removed, defaults filled in,
@@ -127,8 +128,9 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
     })
 }
 
-/// Two resources of one type with the same namevar (`file { 'a': path => '/x' }` and
-/// `file { '/x': }`) would manage one thing twice, each undoing the other.
+/// Two resources of one type with the same path as namevar (`file { 'a': path => '/x' }`
+/// and `file { '/x': }`) would manage one thing twice, each undoing the other. Only
+/// namevars that are paths count: two `exec`s may run the same command, as in Puppet.
 fn same_namevar(
     resources: &[PreparedResource],
     schemas: &HashMap<String, TypeSchema>,
@@ -139,6 +141,7 @@ fn same_namevar(
         let Some(namevar) = schemas
             .get(&resource.type_name)
             .and_then(TypeSchema::namevar)
+            .filter(|namevar| namevar.path_access != PathAccess::None)
         else {
             continue;
         };

@@ -51,6 +51,9 @@ pub(crate) struct Parser<'p> {
     open_blocks: usize,
     /// Parsing the tokens of one `${...}`, whose end is not the end of the file.
     in_interpolation: bool,
+    /// Chained operators open around the current point, across nesting: each makes
+    /// the tree one level deeper, so together they are bounded by `MAX_CHAIN`.
+    chain_depth: usize,
 }
 
 /// Parses one file's tokens; definitions go into `program`, top-level statements are
@@ -72,6 +75,7 @@ pub(crate) fn parse_file(
         context: vec![Context::Top],
         open_blocks: 0,
         in_interpolation: false,
+        chain_depth: 0,
     };
     parser.statements(false)
 }
@@ -241,7 +245,10 @@ impl Parser<'_> {
             }
             let before = self.pos;
             let depth = self.depth;
-            match self.statement() {
+            let chain_depth = self.chain_depth;
+            let result = self.statement();
+            self.chain_depth = chain_depth;
+            match result {
                 Ok(expr) => block.push(expr),
                 Err(Stop) => {
                     // A failed statement may leave nesting levels entered.
@@ -321,7 +328,6 @@ impl Parser<'_> {
             _ => {}
         }
         let mut lhs = self.operand()?;
-        let mut n_links = 0;
         loop {
             let op = match self.peek() {
                 Tok::Punct(P::InEdge) => RelOp::Before,
@@ -331,8 +337,8 @@ impl Parser<'_> {
                 _ => break,
             };
             let op_span = self.bump().span;
-            n_links += 1;
-            if n_links > MAX_CHAIN {
+            self.chain_depth += 1;
+            if self.chain_depth > MAX_CHAIN {
                 return Err(self.chain_limit(op_span));
             }
             let rhs = self.operand()?;
@@ -813,7 +819,9 @@ impl Parser<'_> {
 
     fn expr(&mut self, min_bp: u8) -> PResult<Expr> {
         self.enter()?;
+        let chain_depth = self.chain_depth;
         let result = self.expr_inner(min_bp);
+        self.chain_depth = chain_depth;
         self.leave();
         result
     }
@@ -821,11 +829,10 @@ impl Parser<'_> {
     fn expr_inner(&mut self, min_bp: u8) -> PResult<Expr> {
         let mut lhs = self.prefix()?;
         // Operators chained to the left (`a + b + c`, `$x[0][1]`) nest the tree without
-        // recursing here; they are counted instead.
-        let mut n_links = 0;
+        // recursing here; they are counted instead (`expr` restores the count).
         loop {
-            n_links += 1;
-            if n_links > MAX_CHAIN {
+            self.chain_depth += 1;
+            if self.chain_depth > MAX_CHAIN {
                 let span = self.span();
                 return Err(self.chain_limit(span));
             }
@@ -1122,6 +1129,7 @@ impl Parser<'_> {
                         context: vec![Context::Other],
                         open_blocks: 0,
                         in_interpolation: true,
+                        chain_depth: self.chain_depth,
                     };
                     let expr = inner.expr(BP_ASSIGN)?;
                     if *inner.peek() != Tok::Eof {

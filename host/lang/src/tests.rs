@@ -184,6 +184,8 @@ mod ok {
         realize_function,
         manifest_order_with_defines,
         sensitive_values,
+        nested_define_reached_by_collector_and_override,
+        class_included_from_define_sees_earlier_defaults,
         override_on_define_instance_before_declaration,
         collector_overrides_define_parameters,
         realize_before_virtual_declaration,
@@ -242,6 +244,10 @@ mod err {
         fail_function,
         selector_without_match,
         type_mismatch,
+        tag_from_resource_default,
+        noop_on_class_must_be_boolean,
+        cycle_through_empty_class,
+        ordering_through_empty_class_too_wide,
         invalid_unicode_escape,
         override_class_parameters,
         duplicate_node_definitions,
@@ -455,6 +461,12 @@ fn long_operator_chains_are_an_error_not_a_stack_overflow() {
             " -> Notify['a']".repeat(100_000)
         ),
         format!("$x = [[1]]{}\n", "[0]".repeat(100_000)),
+        // Parentheses do not reset the count: the tree would still be this deep.
+        format!(
+            "$x = {}1{}\n",
+            "(".repeat(8),
+            &format!("{})", " + 1".repeat(9_999)).repeat(8)
+        ),
     ] {
         let error = first_error(&text);
         assert!(error.message.contains("chained"), "{error:?}");

@@ -12,6 +12,26 @@ use std::collections::{HashMap, HashSet};
 use wconverge_catalog::{self as catalog, EdgeKind, ResourceRef};
 
 impl Evaluator<'_> {
+    fn bridge_error(&mut self, error: BridgeError) {
+        match error {
+            BridgeError::TooMany {
+                empty,
+                n_pairs,
+                span,
+            } => {
+                let reference = self.resources[empty].reference();
+                self.error("empty-container-ordering", span, format!("ordering through `{reference}`, which contains no resource, relates {n_pairs} pairs of resources (more than {MAX_BRIDGED_PAIRS})"))
+                    .help = Some(format!("give `{reference}` a resource (a `notify`, say) that the ordering can pass through, or relate the resources directly"));
+            }
+            BridgeError::Cycle { empty, leaf, span } => {
+                let reference = self.resources[empty].reference();
+                let leaf = self.resources[leaf].reference();
+                self.error("cycle", span, format!("`{leaf}` is ordered both before and after `{reference}`, which contains no resource: a cycle"))
+                    .help = Some("remove one of the two relationships".into());
+            }
+        }
+    }
+
     fn container_noop(&self, idx: usize) -> bool {
         let mut current = self.resources[idx].container;
         let mut steps = 0;
@@ -21,7 +41,9 @@ impl Evaluator<'_> {
                 break;
             }
             let container = &self.resources[container_idx];
-            if let Some(attr) = container.attr("noop") {
+            if let Some(attr) = container.attr("noop")
+                && attr.value != Val::Undef
+            {
                 return attr.value == Val::Bool(true);
             }
             current = container.container;
@@ -242,7 +264,9 @@ impl Evaluator<'_> {
                 }
             }
         }
-        bridge_empty_containers(&mut requests);
+        if let Err(error) = bridge_empty_containers(&mut requests) {
+            self.bridge_error(error);
+        }
         let edges = self.emit_edges(&requests, &metaparam_refs);
         // The resources, in manifest order.
         let mut order: Vec<usize> = (0..self.resources.len())
@@ -449,7 +473,10 @@ impl Evaluator<'_> {
         metaparams.tags = self.tags_of(idx);
         // `noop => true` on a class or defined type instance covers what it contains,
         // unless a resource says otherwise.
-        if self.resources[idx].attr("noop").is_none() {
+        if self.resources[idx]
+            .attr("noop")
+            .is_none_or(|attr| attr.value == Val::Undef)
+        {
             metaparams.noop = self.container_noop(idx);
         }
         let mut attributes = catalog::Attributes::default();
@@ -551,38 +578,89 @@ fn tag_values(value: &Val) -> Vec<String> {
 /// everything ordered before it is ordered before everything ordered after it. Each
 /// empty container is bridged once; bridges made for one are seen by the next, so
 /// chains of empty containers are crossed too.
-fn bridge_empty_containers(requests: &mut Vec<EdgeRequest>) {
-    let mut empties: Vec<usize> = requests
-        .iter()
-        .flat_map(|request| request.empty_sources.iter().chain(&request.empty_targets))
-        .copied()
-        .collect();
+fn bridge_empty_containers(requests: &mut Vec<EdgeRequest>) -> Result<(), BridgeError> {
+    // Which requests end at, and start from, each empty container.
+    let mut into: HashMap<usize, Vec<usize>> = HashMap::new();
+    let mut out_of: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (request_idx, request) in requests.iter().enumerate() {
+        for &empty in &request.empty_targets {
+            into.entry(empty).or_default().push(request_idx);
+        }
+        for &empty in &request.empty_sources {
+            out_of.entry(empty).or_default().push(request_idx);
+        }
+    }
+    let mut empties: Vec<usize> = into.keys().chain(out_of.keys()).copied().collect();
     empties.sort_unstable();
     empties.dedup();
     for empty in empties {
-        let n_requests = requests.len();
-        let mut bridges = Vec::new();
-        for before in 0..n_requests {
-            if !requests[before].empty_targets.contains(&empty) {
-                continue;
-            }
-            for after in 0..n_requests {
-                if !requests[after].empty_sources.contains(&empty) {
-                    continue;
+        let befores = into.get(&empty).cloned().unwrap_or_default();
+        let afters = out_of.get(&empty).cloned().unwrap_or_default();
+        let n_pairs: usize = befores
+            .iter()
+            .map(|&b| requests[b].sources.len())
+            .sum::<usize>()
+            .saturating_mul(afters.iter().map(|&a| requests[a].targets.len()).sum());
+        if n_pairs > MAX_BRIDGED_PAIRS {
+            return Err(BridgeError::TooMany {
+                empty,
+                n_pairs,
+                span: requests[afters[0]].span,
+            });
+        }
+        for &before in &befores {
+            for &after in &afters {
+                let (first, second) = (&requests[before], &requests[after]);
+                if let Some(&leaf) = first
+                    .sources
+                    .iter()
+                    .find(|leaf| second.targets.contains(leaf))
+                {
+                    return Err(BridgeError::Cycle {
+                        empty,
+                        leaf,
+                        span: second.span,
+                    });
                 }
-                let (into, out_of) = (&requests[before], &requests[after]);
-                bridges.push(EdgeRequest {
-                    sources: into.sources.clone(),
-                    targets: out_of.targets.clone(),
-                    notify: into.notify && out_of.notify,
-                    span: out_of.span,
-                    empty_sources: into.empty_sources.clone(),
-                    empty_targets: out_of.empty_targets.clone(),
-                });
+                let bridge = EdgeRequest {
+                    sources: first.sources.clone(),
+                    targets: second.targets.clone(),
+                    notify: first.notify && second.notify,
+                    span: second.span,
+                    empty_sources: first.empty_sources.clone(),
+                    empty_targets: second.empty_targets.clone(),
+                };
+                // Bridges made here are seen by the empty containers still to come.
+                let bridge_idx = requests.len();
+                for &next in &bridge.empty_targets {
+                    into.entry(next).or_default().push(bridge_idx);
+                }
+                for &next in &bridge.empty_sources {
+                    out_of.entry(next).or_default().push(bridge_idx);
+                }
+                requests.push(bridge);
             }
         }
-        requests.extend(bridges);
     }
+    Ok(())
+}
+
+/// Ordering through one empty class or defined type instance relates every resource
+/// before it to every resource after it; beyond this many pairs, the compile asks for a
+/// resource in it instead (a catalog has no nodes that are not resources).
+const MAX_BRIDGED_PAIRS: usize = 100_000;
+
+enum BridgeError {
+    TooMany {
+        empty: usize,
+        n_pairs: usize,
+        span: Span,
+    },
+    Cycle {
+        empty: usize,
+        leaf: usize,
+        span: Span,
+    },
 }
 
 pub(super) fn valid_tag(tag: &str) -> bool {

@@ -16,7 +16,7 @@ mod catalog_output;
 /// A defined type instance may declare another at most this deep.
 pub const MAX_DEFINE_DEPTH: usize = 100;
 /// Defined types and collectors are evaluated in rounds until nothing new appears.
-pub const MAX_ROUNDS: usize = 100;
+pub const MAX_ROUNDS: usize = 1_000;
 /// A compile declares at most this many resources (classes and instances included).
 pub const MAX_RESOURCES: usize = 5_000_000;
 /// `include` chains nest at most this deep.
@@ -1489,6 +1489,9 @@ impl<'a> Evaluator<'a> {
             if op.name == "tag" {
                 self.check_tag_attribute(&op.value, op.span);
             }
+            if op.name == "noop" {
+                self.check_noop(&op.value, op.span);
+            }
             match attrs.iter_mut().find(|attr| attr.name == op.name) {
                 Some(attr) => {
                     *attr = Attr {
@@ -1583,6 +1586,9 @@ impl<'a> Evaluator<'a> {
         for op in ops {
             if !self.check_attribute(type_name, kind, &op.name, op.span) {
                 continue;
+            }
+            if op.name == "tag" {
+                self.check_tag_attribute(&op.value, op.span);
             }
             if let Some(first) = self.scopes[scope]
                 .defaults
@@ -1715,7 +1721,7 @@ impl<'a> Evaluator<'a> {
                 }
                 Kind::Define(_) if self.resources[idx].evaluated => {
                     self.error("override-too-late", first.span, format!("`{reference}` was already evaluated when this override was applied, so its body would not see it"))
-                        .help = Some("set the value where the instance is declared, or override it from the main manifest or a class rather than from a defined type".into());
+                        .help = Some("set the value where the instance is declared, or override it from the main manifest".into());
                     return;
                 }
                 _ => {}
@@ -1949,6 +1955,9 @@ impl<'a> Evaluator<'a> {
                 if op.name == "tag" {
                     self.check_tag_attribute(&op.value, op.span);
                 }
+                if op.name == "noop" {
+                    self.check_noop(&op.value, op.span);
+                }
                 attrs.push(Attr {
                     name: op.name,
                     value: op.value,
@@ -1984,7 +1993,9 @@ impl<'a> Evaluator<'a> {
             class_name: Some(name.clone()),
             order,
             depth: self.ctx.depth,
-            horizon: self.ctx.horizon,
+            // A class is declared when it is included: every default set before that
+            // applies, wherever the include is.
+            horizon: u32::MAX,
         };
         let saved = std::mem::replace(&mut self.ctx, ctx);
         // A class's `$title` and `$name` are its name, as in Puppet.
@@ -2103,7 +2114,10 @@ impl<'a> Evaluator<'a> {
             }
             progress |= self.apply_pending_overrides();
             progress |= self.apply_pending_realizes();
-            while let Some(idx) = self.pending_defines.pop_front() {
+            // Only the instances waiting at the start of the round: those their bodies
+            // declare wait for the next round, after collectors and overrides.
+            let batch: Vec<usize> = self.pending_defines.drain(..).collect();
+            for idx in batch {
                 self.evaluate_define(idx);
                 progress = true;
             }
@@ -2275,6 +2289,22 @@ impl<'a> Evaluator<'a> {
         if !catalog_output::valid_tag(tag) {
             self.error("bad-tag", span, format!("`{tag}` is not a valid tag"))
                 .help = Some("tags are made of letters, digits, `_`, `-`, `.` and `:`, and start with a letter, digit or `_`".into());
+        }
+    }
+
+    /// `noop` on a class or defined type instance decides for what it contains; a
+    /// value that is not a boolean must not be read as `false`.
+    fn check_noop(&mut self, value: &Val, span: Span) {
+        if !matches!(value, Val::Bool(_) | Val::Undef) {
+            self.error(
+                "bad-metaparameter",
+                span,
+                format!(
+                    "`noop` must be true or false, not {} `{}`",
+                    value.type_name(),
+                    value.to_display()
+                ),
+            );
         }
     }
 
