@@ -244,6 +244,7 @@ mod err {
         fail_function,
         selector_without_match,
         type_mismatch,
+        noop_must_be_boolean,
         tag_from_resource_default,
         noop_on_class_must_be_boolean,
         cycle_through_empty_class,

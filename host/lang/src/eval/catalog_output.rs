@@ -490,20 +490,12 @@ impl Evaluator<'_> {
                 continue;
             }
             match attr.name.as_str() {
-                "noop" => match attr.value {
-                    Val::Bool(noop) => metaparams.noop = noop,
-                    other => {
-                        self.error(
-                            "bad-metaparameter",
-                            attr.span,
-                            format!(
-                                "`noop` must be true or false, not {} `{}`",
-                                other.type_name(),
-                                other.to_display()
-                            ),
-                        );
+                "noop" => {
+                    // Anything but a boolean was reported where it was given.
+                    if let Val::Bool(noop) = attr.value {
+                        metaparams.noop = noop;
                     }
-                },
+                }
                 "guard_interpreter" | "requires" => match attr.value {
                     Val::Str(text) => {
                         if attr.name == "requires" {

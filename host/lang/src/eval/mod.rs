@@ -1483,14 +1483,8 @@ impl<'a> Evaluator<'a> {
             })
             .collect();
         for op in ops {
-            if !self.check_attribute(type_name, kind, &op.name, op.span) {
+            if !self.check_op(type_name, kind, &op) {
                 continue;
-            }
-            if op.name == "tag" {
-                self.check_tag_attribute(&op.value, op.span);
-            }
-            if op.name == "noop" {
-                self.check_noop(&op.value, op.span);
             }
             match attrs.iter_mut().find(|attr| attr.name == op.name) {
                 Some(attr) => {
@@ -1584,11 +1578,8 @@ impl<'a> Evaluator<'a> {
         let ops = self.eval_ops(ops, true, "resource defaults");
         let scope = self.ctx.scope;
         for op in ops {
-            if !self.check_attribute(type_name, kind, &op.name, op.span) {
+            if !self.check_op(type_name, kind, &op) {
                 continue;
-            }
-            if op.name == "tag" {
-                self.check_tag_attribute(&op.value, op.span);
             }
             if let Some(first) = self.scopes[scope]
                 .defaults
@@ -1728,11 +1719,8 @@ impl<'a> Evaluator<'a> {
             }
         }
         for op in ops {
-            if !self.check_attribute(&type_name, kind, &op.name, op.span) {
+            if !self.check_op(&type_name, kind, op) {
                 continue;
-            }
-            if op.name == "tag" {
-                self.check_tag_attribute(&op.value, op.span);
             }
             let existing = self.resources[idx].attr(&op.name).cloned();
             let reference = self.resources[idx].reference();
@@ -1951,13 +1939,7 @@ impl<'a> Evaluator<'a> {
         let kind = Kind::Class(def_idx);
         let mut attrs = Vec::new();
         for op in ops {
-            if self.check_attribute(&name, kind, &op.name, op.span) {
-                if op.name == "tag" {
-                    self.check_tag_attribute(&op.value, op.span);
-                }
-                if op.name == "noop" {
-                    self.check_noop(&op.value, op.span);
-                }
+            if self.check_op(&name, kind, &op) {
                 attrs.push(Attr {
                     name: op.name,
                     value: op.value,
@@ -2290,6 +2272,21 @@ impl<'a> Evaluator<'a> {
             self.error("bad-tag", span, format!("`{tag}` is not a valid tag"))
                 .help = Some("tags are made of letters, digits, `_`, `-`, `.` and `:`, and start with a letter, digit or `_`".into());
         }
+    }
+
+    /// Is the operation's attribute one of the type's? Metaparameter values that no
+    /// later step reads as such (tags, `noop` on containers) are checked here, where
+    /// they are given.
+    fn check_op(&mut self, type_name: &str, kind: Kind, op: &Op) -> bool {
+        if !self.check_attribute(type_name, kind, &op.name, op.span) {
+            return false;
+        }
+        match op.name.as_str() {
+            "tag" => self.check_tag_attribute(&op.value, op.span),
+            "noop" => self.check_noop(&op.value, op.span),
+            _ => {}
+        }
+        true
     }
 
     /// `noop` on a class or defined type instance decides for what it contains; a
