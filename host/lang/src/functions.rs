@@ -169,7 +169,7 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
                 .collect(),
         ),
         ("split", Some(Val::Str(text)), Some(Val::Regex(pattern))) => {
-            match evaluator.regex_for(&pattern, span) {
+            match evaluator.regex(&pattern, span) {
                 Some(regex) => Val::Array(
                     regex
                         .split(&text)

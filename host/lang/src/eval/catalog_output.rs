@@ -178,18 +178,15 @@ impl Evaluator<'_> {
             )
             .help = Some("declare the resource, or check the type and title for typos".into());
         }
-        for (key, span) in std::mem::take(&mut self.realizes) {
-            match self.index.get(&key).copied() {
-                Some(idx) => self.realize(idx),
-                None => {
-                    let reference = Val::reference(&key.0, &key.1).to_display();
-                    self.error(
-                        "unknown-reference",
-                        span,
-                        format!("`realize` of `{reference}`, which is not declared"),
-                    );
-                }
-            }
+        // The generation rounds realized every reference that appeared; what is left
+        // never did.
+        for ((type_name, title), span) in std::mem::take(&mut self.realizes) {
+            let reference = Val::reference(&type_name, &title).to_display();
+            self.error(
+                "unknown-reference",
+                span,
+                format!("`realize` of `{reference}`, which is not declared"),
+            );
         }
         let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
         for (idx, res) in self.resources.iter().enumerate() {

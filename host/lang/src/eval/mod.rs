@@ -2360,10 +2360,6 @@ impl<'a> Evaluator<'a> {
         result
     }
 
-    pub(crate) fn regex_for(&mut self, pattern: &str, span: Span) -> Option<regex::Regex> {
-        self.regex(pattern, span)
-    }
-
     /// Relationship operands: references, strings naming classes, arrays of them, or a
     /// collector.
     fn operand(&mut self, expr: &Expr) -> Operand {
