@@ -267,6 +267,11 @@ impl Lexer<'_, '_> {
             .push(Diagnostic::error("syntax", span, message).with_help(help));
     }
 
+    /// An opening (a quote, a slash, `/*`, `${`) with no end before the text ends.
+    fn unterminated(&mut self, start: usize, end: usize, what: &str, help: &str) {
+        self.error(start, end, format!("unterminated {what}"), help);
+    }
+
     /// Lexes until the end of the text, or (inside `${`) until the matching `}`.
     fn run(&mut self, until_brace: Option<usize>) -> Vec<Token> {
         let mut tokens: Vec<Token> = Vec::new();
@@ -295,10 +300,10 @@ impl Lexer<'_, '_> {
                         None => {
                             let start = self.pos;
                             self.pos = self.text.len();
-                            self.error(
+                            self.unterminated(
                                 start,
                                 start + 2,
-                                "unterminated comment".to_owned(),
+                                "comment",
                                 "close the comment with `*/`",
                             );
                         }
@@ -310,10 +315,10 @@ impl Lexer<'_, '_> {
             let start = self.pos;
             let Some(c) = self.peek_char() else {
                 if let Some(open) = until_brace {
-                    self.error(
+                    self.unterminated(
                         open,
                         open + 2,
-                        "unterminated interpolation `${`".to_owned(),
+                        "interpolation `${`",
                         "close the interpolation with `}` before the string ends",
                     );
                 }
@@ -489,12 +494,7 @@ impl Lexer<'_, '_> {
         let mut out = String::new();
         loop {
             let Some(c) = self.peek_char() else {
-                self.error(
-                    start,
-                    start + 1,
-                    "unterminated string".to_owned(),
-                    "close the string with `'`",
-                );
+                self.unterminated(start, start + 1, "string", "close the string with `'`");
                 return Some(Tok::Str(out));
             };
             self.pos += c.len_utf8();
@@ -518,12 +518,7 @@ impl Lexer<'_, '_> {
         let mut literal = String::new();
         loop {
             let Some(c) = self.peek_char() else {
-                self.error(
-                    start,
-                    start + 1,
-                    "unterminated string".to_owned(),
-                    "close the string with `\"`",
-                );
+                self.unterminated(start, start + 1, "string", "close the string with `\"`");
                 break;
             };
             let at = self.pos;
@@ -646,19 +641,14 @@ impl Lexer<'_, '_> {
         let mut out = String::new();
         loop {
             let Some(c) = self.peek_char() else {
-                self.error(
-                    start,
-                    start + 1,
-                    "unterminated regular expression".to_owned(),
-                    "close it with `/`",
-                );
+                self.unterminated(start, start + 1, "regular expression", "close it with `/`");
                 return Some(Tok::Regex(out));
             };
             if c == '\n' {
-                self.error(
+                self.unterminated(
                     start,
                     self.pos,
-                    "unterminated regular expression".to_owned(),
+                    "regular expression",
                     "close it with `/` on the same line",
                 );
                 return Some(Tok::Regex(out));
