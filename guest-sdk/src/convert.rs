@@ -166,7 +166,10 @@ fn provider_info_to_wit(info: &ProviderInfo) -> wit::ProviderInfo {
     }
 }
 
-fn attributes_from_wit(attributes: Vec<wit::Attribute>) -> Result<Vec<(String, Value)>, String> {
+/// Attributes from the host, checked (for the interpreter SDK).
+pub fn attributes_from_wit(
+    attributes: Vec<wit::Attribute>,
+) -> Result<Vec<(String, Value)>, String> {
     attributes
         .into_iter()
         .map(|attribute| Ok((attribute.name, value_from_wit(&attribute.value)?)))

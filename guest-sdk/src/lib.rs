@@ -71,6 +71,7 @@ mod resource;
 mod schema;
 mod value;
 
+pub use process::LaunchError;
 pub use resource::{Change, Resource, State};
 pub use schema::{Attribute, Behaviour, DataType, PathAccess, ProviderInfo, TypeSchema};
 pub use value::Value;
@@ -264,5 +265,7 @@ macro_rules! export_provider {
 /// Conversions the export macro calls; not a stable API.
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::convert::{apply, current_state, describe, plan, refresh, validate};
+    pub use crate::convert::{
+        apply, attributes_from_wit, current_state, describe, plan, refresh, validate,
+    };
 }

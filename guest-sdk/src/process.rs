@@ -6,7 +6,7 @@
 //! the timeout and caps the captured output. Compiled for the machine's own target
 //! (unit tests), commands run directly on the machine without those checks.
 
-use crate::{Error, Result};
+use crate::Error;
 use std::time::Duration;
 
 /// A program to run, built with chained calls.
@@ -28,6 +28,7 @@ pub struct Command {
     pub(crate) umask: Option<u32>,
     pub(crate) timeout: Option<Duration>,
     pub(crate) stdin: Option<Vec<u8>>,
+    pub(crate) architecture: Option<String>,
 }
 
 impl Command {
@@ -94,10 +95,61 @@ impl Command {
         self
     }
 
-    /// Runs the program to completion. An `Err` means it was refused or could not start;
-    /// a program that ran and failed is an `Ok` whose [`Output::status`] says so.
-    pub fn run(&self) -> Result<Output> {
-        imp::run(self).map_err(Error::from)
+    /// Runs the program as a process of `architecture` (`i686`, `x86_64`...); the host's
+    /// launcher plugin decides how (a 32-bit personality, another build of the program).
+    pub fn architecture(mut self, architecture: &str) -> Self {
+        self.architecture = Some(architecture.to_owned());
+        self
+    }
+
+    /// The program, as given to [`Command::new`].
+    pub fn program(&self) -> &str {
+        &self.program
+    }
+
+    /// The arguments.
+    pub fn get_args(&self) -> &[String] {
+        &self.args
+    }
+
+    /// Runs the program to completion. An `Err` means it did not run; a program that ran
+    /// and failed is an `Ok` whose [`Output::status`] says so.
+    pub fn run(&self) -> Result<Output, LaunchError> {
+        imp::run(self)
+    }
+}
+
+/// Why a program did not run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaunchError {
+    /// The policy refused it; the message says what would allow it.
+    Refused(String),
+    /// The program (or the wrapper the architecture needs) does not exist.
+    NotFound(String),
+    /// It exists but could not be started.
+    Failed(String),
+}
+
+impl LaunchError {
+    /// The host's message.
+    pub fn message(&self) -> &str {
+        match self {
+            LaunchError::Refused(message)
+            | LaunchError::NotFound(message)
+            | LaunchError::Failed(message) => message,
+        }
+    }
+}
+
+impl std::fmt::Display for LaunchError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.message())
+    }
+}
+
+impl From<LaunchError> for Error {
+    fn from(error: LaunchError) -> Self {
+        Error::new(error.message())
     }
 }
 
@@ -146,11 +198,11 @@ impl Output {
 
 #[cfg(target_arch = "wasm32")]
 mod imp {
-    use super::{Command, ExitStatus, Output};
+    use super::{Command, ExitStatus, LaunchError, Output};
     use crate::wit::wconverge::plugin::process as wit;
     use std::time::Duration;
 
-    pub(super) fn run(command: &Command) -> Result<Output, String> {
+    pub(super) fn run(command: &Command) -> Result<Output, LaunchError> {
         let request = wit::Command {
             program: command.program.clone(),
             args: command.args.clone(),
@@ -163,8 +215,13 @@ mod imp {
                 .timeout
                 .map(|timeout| u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
             stdin: command.stdin.clone(),
+            architecture: command.architecture.clone(),
         };
-        let output = wit::run(&request)?;
+        let output = wit::run(&request).map_err(|error| match error {
+            wit::LaunchError::Refused(message) => LaunchError::Refused(message),
+            wit::LaunchError::NotFound(message) => LaunchError::NotFound(message),
+            wit::LaunchError::Failed(message) => LaunchError::Failed(message),
+        })?;
         Ok(Output {
             status: match output.status {
                 wit::ExitStatus::Exited(code) => ExitStatus::Exited(code),
@@ -182,17 +239,24 @@ mod imp {
 
 #[cfg(not(target_arch = "wasm32"))]
 mod imp {
-    use super::{Command, ExitStatus, Output};
+    use super::{Command, ExitStatus, LaunchError, Output};
     use std::io::Write;
     use std::process::Stdio;
     use std::time::{Duration, Instant};
 
     /// Runs the command on the machine, for unit tests of a provider's logic.
-    pub(super) fn run(command: &Command) -> Result<Output, String> {
+    pub(super) fn run(command: &Command) -> Result<Output, LaunchError> {
         if command.user.is_some() || command.group.is_some() || command.umask.is_some() {
-            return Err(
+            return Err(LaunchError::Refused(
                 "the native test harness runs commands as the test's own user and umask".to_owned(),
-            );
+            ));
+        }
+        if command.architecture.is_some() {
+            return Err(LaunchError::Refused(
+                "the native test harness has no launcher; an architecture is applied by the \
+                 host"
+                    .to_owned(),
+            ));
         }
         let mut process = std::process::Command::new(&command.program);
         process
@@ -206,9 +270,14 @@ mod imp {
             process.current_dir(cwd);
         }
         let started = Instant::now();
-        let mut child = process
-            .spawn()
-            .map_err(|error| format!("cannot run `{}`: {error}", command.program))?;
+        let mut child = process.spawn().map_err(|error| {
+            let message = format!("cannot run `{}`: {error}", command.program);
+            if error.kind() == std::io::ErrorKind::NotFound {
+                LaunchError::NotFound(message)
+            } else {
+                LaunchError::Failed(message)
+            }
+        })?;
         if let Some(mut stdin) = child.stdin.take() {
             let input = command.stdin.clone().unwrap_or_default();
             // A program that exits without reading its input closes the pipe; that is
@@ -219,7 +288,7 @@ mod imp {
         loop {
             if child
                 .try_wait()
-                .map_err(|error| error.to_string())?
+                .map_err(|error| LaunchError::Failed(error.to_string()))?
                 .is_some()
             {
                 break;
@@ -240,7 +309,7 @@ mod imp {
         }
         let output = child
             .wait_with_output()
-            .map_err(|error| error.to_string())?;
+            .map_err(|error| LaunchError::Failed(error.to_string()))?;
         let status = match output.status.code() {
             Some(code) => ExitStatus::Exited(code),
             None => {

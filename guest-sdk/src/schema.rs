@@ -117,6 +117,11 @@ impl Attribute {
         }
     }
 
+    /// The attribute's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
     /// Must be set (minimum one value).
     pub fn required(mut self) -> Self {
         self.min = self.min.max(1);

@@ -6,6 +6,7 @@
 //! from the `wconverge-tests` artifacts crate.
 
 mod converge;
+mod guards;
 mod manifest;
 mod sandbox;
 mod sensitive;

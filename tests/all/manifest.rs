@@ -253,18 +253,18 @@ fn several_manifests_compile_together_in_order() {
 }
 
 #[test]
-fn guards_in_a_manifest_are_refused_rather_than_ignored() {
+fn requirements_in_a_manifest_are_refused_rather_than_ignored() {
     let machine = Machine::new();
     let manifest = machine.manifest(
         "site.wcv",
-        "exec { 'guarded': command => '/bin/echo ran >> @FILES@/ran', only_if => '/bin/false' }\n",
+        "exec { 'required': command => '/bin/echo ran >> @FILES@/ran', requires => \"os.family == 'debian'\" }\n",
     );
     let policy = machine.policy("");
     let run = machine.apply(&manifest, &policy, &[]);
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
         run.stderr
-            .contains("`only_if` is not evaluated by this version of wconverge"),
+            .contains("`requires` is not evaluated by this version of wconverge"),
         "{run:#?}"
     );
     assert!(!Path::new(&machine.file("ran")).exists());

@@ -124,8 +124,8 @@ impl Machine {
         path
     }
 
-    /// A policy granting the built-in plugins `files/` only (exec may read anywhere, to
-    /// check `creates`), plus `extra` TOML.
+    /// A policy granting the built-in plugins `files/` only (the interpreters may read
+    /// anywhere, to check `creates`), plus `extra` TOML.
     pub(crate) fn policy(&self, extra: &str) -> PathBuf {
         let files = self.files_dir();
         let text = format!(
@@ -133,12 +133,23 @@ impl Machine {
 source = "builtin"
 directories = [{{ path = "{files}", access = "read-write" }}]
 
-[plugins.exec]
+[plugins.sh]
 source = "builtin"
+provides = ["sh", "exec", "script"]
 directories = [{{ path = "/", access = "read" }}]
 programs = ["/bin/sh", "/usr/bin/*", "/bin/*"]
 users = ["*"]
 groups = ["*"]
+
+[plugins.bash]
+source = "builtin"
+directories = [{{ path = "/", access = "read" }}]
+programs = ["/bin/bash", "/usr/bin/bash"]
+
+[plugins.launcher]
+source = "builtin"
+provides = []
+programs = ["/usr/bin/setarch"]
 
 [plugins.notify]
 source = "builtin"

@@ -98,6 +98,27 @@ fn describe_resource(resource: &ResourceReport) -> Vec<String> {
             "{name}: skipped: {} failed",
             resource.failed_dependencies.join(", ")
         )),
+        Status::SkippedByGuard => {
+            if let Some(guard) = resource.guards.last() {
+                let why = if guard.succeeded {
+                    "succeeded"
+                } else {
+                    match guard.exit_code {
+                        Some(code) => &format!("failed (exit code {code})"),
+                        None => "failed (killed by a signal)",
+                    }
+                };
+                let inherited = if guard.inherited.is_empty() {
+                    String::new()
+                } else {
+                    format!(", inheriting {}", guard.inherited.join(", "))
+                };
+                lines.push(format!(
+                    "{name}: skipped by guard: {} `{}` {why} (interpreter `{}`{inherited})",
+                    guard.metaparameter, guard.command, guard.interpreter
+                ));
+            }
+        }
         Status::Unchanged => {}
     }
     if let Some(refresh) = &resource.refresh {
@@ -147,6 +168,7 @@ pub(crate) fn report_human(report: &Report) {
     count(summary.refreshed, "refreshed");
     count(summary.failed, "failed");
     count(summary.skipped, "skipped");
+    count(summary.skipped_by_guard, "skipped by guard");
     let verb = if report.mode == "noop" {
         "noop run"
     } else {

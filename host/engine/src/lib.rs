@@ -8,16 +8,19 @@
 #![warn(clippy::disallowed_methods)]
 
 mod graph;
+mod guard;
 mod redact;
 pub mod report;
 mod run;
 mod validate;
 
 pub use graph::Graph;
+pub use guard::Guard;
 pub use run::{Mode, run};
 pub use validate::{Prepared, PreparedResource, prepare};
 
 use std::fmt;
+use std::time::Duration;
 use wconverge_catalog::{TypeSchema, Value};
 
 /// How the engine reaches providers. The runtime implements it with wasm components;
@@ -38,6 +41,59 @@ pub trait PluginHost {
 
     /// Refreshes a resource that was notified.
     fn refresh(&self, resource: &PreparedResource) -> Call<()>;
+
+    /// What the interpreter plugin that implements script type `type_name` declares, or
+    /// `None` when no interpreter implements it.
+    fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError>;
+
+    /// The script type that evaluates guards whose interpreter is `default` on this
+    /// machine (`sh` on Unix), or `None` when no installed interpreter claims it.
+    fn default_interpreter(&self) -> Result<Option<String>, PluginError>;
+
+    /// Runs a guard's script through its interpreter plugin. An error means it did not
+    /// run (the interpreter could not be launched or was refused).
+    fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput>;
+}
+
+/// What an interpreter plugin declares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct InterpreterInfo {
+    /// The plugin's name in the policy.
+    pub plugin: String,
+    /// The attributes a guard inherits from its resource when it does not set them.
+    pub inherits: Vec<String>,
+}
+
+/// A guard's script and the context it runs in, with inherited values filled in.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GuardScript {
+    /// The script type that runs it (`sh`, `bash`, `powershell_script`).
+    pub interpreter: String,
+    pub code: String,
+    pub cwd: Option<String>,
+    pub environment: Vec<(String, String)>,
+    pub user: Option<String>,
+    pub group: Option<String>,
+    pub umask: Option<u32>,
+    pub path: Vec<String>,
+    pub architecture: Option<String>,
+    pub timeout: Duration,
+}
+
+/// How a script ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScriptStatus {
+    Exited(i32),
+    Signaled(i32),
+    TimedOut,
+}
+
+/// What a script did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScriptOutput {
+    pub status: ScriptStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
 }
 
 /// The outcome of one plugin call and what the plugin logged during it.

@@ -20,6 +20,15 @@ impl Secrets {
         Secrets(secrets)
     }
 
+    /// Adds more secrets (those of a resource's guards).
+    pub(crate) fn extend(&mut self, more: Vec<String>) {
+        if !more.is_empty() {
+            let mut all = std::mem::take(&mut self.0);
+            all.extend(more);
+            *self = Secrets::new(all);
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

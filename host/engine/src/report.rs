@@ -31,6 +31,8 @@ pub struct Summary {
     pub would_change: usize,
     pub failed: usize,
     pub skipped: usize,
+    /// Skipped because a guard said so: not a failure.
+    pub skipped_by_guard: usize,
     pub refreshed: usize,
 }
 
@@ -44,6 +46,8 @@ pub enum Status {
     Failed,
     /// A resource it depends on failed (or was skipped for that reason).
     SkippedFailedDependency,
+    /// A guard (`only_if`, `not_if`) said not to apply it.
+    SkippedByGuard,
 }
 
 impl Status {
@@ -54,6 +58,7 @@ impl Status {
             Status::WouldChange => "would change",
             Status::Failed => "failed",
             Status::SkippedFailedDependency => "skipped",
+            Status::SkippedByGuard => "skipped by guard",
         }
     }
 }
@@ -74,9 +79,34 @@ pub struct ResourceReport {
     /// For a skipped resource: the failed resources it depends on.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed_dependencies: Vec<String>,
+    /// The guards evaluated, in order; the last one decided when the resource was
+    /// skipped by a guard.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub guards: Vec<GuardReport>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub logs: Vec<LogReport>,
     pub duration_ms: f64,
+}
+
+/// One guard as it was evaluated.
+#[derive(Debug, Clone, Serialize)]
+pub struct GuardReport {
+    /// `only_if`, `not_if`, `onlyif` or `unless`.
+    pub metaparameter: &'static str,
+    /// The script (`[sensitive]` for a sensitive one).
+    pub command: String,
+    /// The script type that ran it.
+    pub interpreter: String,
+    /// What it inherited from the resource.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub inherited: Vec<String>,
+    /// Its exit code, when it exited.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// Whether the script succeeded (its exit code is in `returns`).
+    pub succeeded: bool,
+    /// Whether the resource may be applied as far as this guard goes.
+    pub passed: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]

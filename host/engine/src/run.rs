@@ -3,10 +3,10 @@
 
 use crate::redact::{REDACTED, Secrets};
 use crate::report::{
-    ChangeReport, LogReport, RefreshReport, Report, ResourceReport, Status, Summary,
+    ChangeReport, GuardReport, LogReport, RefreshReport, Report, ResourceReport, Status, Summary,
 };
 use crate::validate::Prepared;
-use crate::{Call, Change, LogRecord, PluginHost};
+use crate::{Call, Change, LogRecord, PluginHost, ScriptStatus};
 use std::time::Instant;
 use wconverge_catalog::EdgeKind;
 
@@ -44,6 +44,7 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             refresh: None,
             error: None,
             failed_dependencies: Vec::new(),
+            guards: Vec::new(),
             logs: Vec::new(),
             duration_ms: 0.0,
         };
@@ -72,9 +73,23 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                         message: secrets.scrub(&log.message),
                     }));
             };
-            let planned = host.plan(resource);
+            let guarded = guards(host, resource, &mut report.guards, &mut record);
+            let skipped = guarded == Guarded::Skip;
+            let planned = match guarded {
+                Guarded::Apply => host.plan(resource),
+                Guarded::Skip => Call::new(Ok(Vec::new()), Vec::new()),
+                Guarded::Fail(message) => Call::new(
+                    Err(crate::PluginError::new(
+                        "guard",
+                        crate::PluginErrorKind::Provider,
+                        message,
+                    )),
+                    Vec::new(),
+                ),
+            };
             record(planned.logs);
             let outcome = match planned.outcome {
+                Ok(_) if skipped => Ok((Status::SkippedByGuard, Vec::new())),
                 Err(error) => Err(error.to_string()),
                 Ok(changes) if changes.is_empty() => Ok((Status::Unchanged, changes)),
                 Ok(changes) if noop => Ok((Status::WouldChange, changes)),
@@ -104,7 +119,10 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                 .schemas
                 .get(&resource.type_name)
                 .is_some_and(|schema| schema.refreshable);
-            if refreshable && !notified_by[idx].is_empty() && report.status != Status::Failed {
+            if refreshable
+                && !notified_by[idx].is_empty()
+                && !matches!(report.status, Status::Failed | Status::SkippedByGuard)
+            {
                 let triggered_by = notified_by[idx]
                     .iter()
                     .map(|source| graph.reference(*source).to_string())
@@ -146,6 +164,7 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             Status::WouldChange => summary.would_change += 1,
             Status::Failed => summary.failed += 1,
             Status::SkippedFailedDependency => summary.skipped += 1,
+            Status::SkippedByGuard => summary.skipped_by_guard += 1,
         }
         statuses[idx] = Some(report.status);
         report.duration_ms = resource_started.elapsed().as_secs_f64() * 1000.0;
@@ -164,6 +183,65 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
         resources: reports,
         exit_code,
     }
+}
+
+/// What a resource's guards decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Guarded {
+    Apply,
+    Skip,
+    /// A guard could not be evaluated: the resource fails with this message.
+    Fail(String),
+}
+
+/// Evaluates the guards in order until one says to skip (as Chef does); a guard that
+/// cannot be launched or times out fails the resource rather than count as true or
+/// false.
+fn guards(
+    host: &dyn PluginHost,
+    resource: &crate::PreparedResource,
+    reports: &mut Vec<GuardReport>,
+    record: &mut impl FnMut(Vec<LogRecord>),
+) -> Guarded {
+    for guard in &resource.guards {
+        let Call { outcome, logs } = host.run_guard(&guard.script);
+        record(logs);
+        let named = format!(
+            "{} guard `{}` (interpreter `{}`)",
+            guard.metaparameter, guard.shown, guard.script.interpreter
+        );
+        let output = match outcome {
+            Ok(output) => output,
+            Err(error) => {
+                return Guarded::Fail(format!("{named} could not be evaluated: {}", error.message));
+            }
+        };
+        let exit_code = match output.status {
+            ScriptStatus::Exited(code) => Some(code),
+            ScriptStatus::Signaled(_) => None,
+            ScriptStatus::TimedOut => {
+                return Guarded::Fail(format!(
+                    "{named} ran past its timeout of {} seconds; its process group was killed",
+                    guard.script.timeout.as_secs_f64()
+                ));
+            }
+        };
+        let succeeded = exit_code.is_some_and(|code| guard.returns.contains(&i64::from(code)));
+        let passed = succeeded != guard.negated;
+        reports.push(GuardReport {
+            metaparameter: guard.metaparameter,
+            command: guard.shown.clone(),
+            interpreter: guard.script.interpreter.clone(),
+            inherited: guard.inherited.clone(),
+            exit_code,
+            succeeded,
+            passed,
+        });
+        if !passed {
+            return Guarded::Skip;
+        }
+    }
+    Guarded::Apply
 }
 
 /// Attributes whose changes are shown only as `[redacted]`: those the schema marks

@@ -2,7 +2,10 @@
 //! refresh, noop and redaction. The end-to-end tests repeat these through real plugins.
 
 use crate::report::Status;
-use crate::{Call, Change, Level, LogRecord, Mode, PluginError, PluginErrorKind, PluginHost};
+use crate::{
+    Call, Change, GuardScript, InterpreterInfo, Level, LogRecord, Mode, PluginError,
+    PluginErrorKind, PluginHost, ScriptOutput, ScriptStatus,
+};
 use crate::{PreparedResource, prepare, run};
 use std::cell::RefCell;
 use wconverge_catalog::{
@@ -96,6 +99,52 @@ impl PluginHost for MemoryHost {
             .borrow_mut()
             .push(format!("refresh {}", resource.title));
         Call::new(Ok(()), Vec::new())
+    }
+
+    /// One interpreter, `sh`, which inherits `cwd` only; the `test` type is no script
+    /// type, so its guards run with `default`, which is `sh` without inheritance.
+    fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError> {
+        Ok((type_name == "sh").then(|| InterpreterInfo {
+            plugin: "sh".to_owned(),
+            inherits: vec!["cwd".to_owned()],
+        }))
+    }
+
+    fn default_interpreter(&self) -> Result<Option<String>, PluginError> {
+        Ok(Some("sh".to_owned()))
+    }
+
+    /// `exit N` exits with N, `sleep` times out, `missing` cannot be launched.
+    fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {
+        self.calls
+            .borrow_mut()
+            .push(format!("guard {} in {:?}", script.code, script.cwd));
+        let status = match script.code.as_str() {
+            "sleep" => ScriptStatus::TimedOut,
+            "missing" => {
+                return Call::new(
+                    Err(PluginError::new(
+                        "sh",
+                        PluginErrorKind::Provider,
+                        "cannot launch `/bin/missing`: it does not exist",
+                    )),
+                    Vec::new(),
+                );
+            }
+            code => ScriptStatus::Exited(
+                code.strip_prefix("exit ")
+                    .and_then(|code| code.parse().ok())
+                    .unwrap_or(127),
+            ),
+        };
+        Call::new(
+            Ok(ScriptOutput {
+                status,
+                stdout: Vec::new(),
+                stderr: Vec::new(),
+            }),
+            Vec::new(),
+        )
     }
 }
 
@@ -206,4 +255,117 @@ fn every_schema_problem_is_reported_before_anything_runs() {
         ]
     );
     assert!(host.calls.borrow().is_empty());
+}
+
+#[test]
+fn guards_skip_in_order_and_run_in_noop_too() {
+    let host = MemoryHost::default();
+    let catalog = catalog(
+        r#"{"type": "test", "title": "a", "metaparams": {"only_if": "exit 1"}},
+           {"type": "test", "title": "b", "metaparams": {"not_if": ["exit 1", "exit 0"]}},
+           {"type": "test", "title": "c", "metaparams": {"only_if": {"command": "exit 3", "returns": [0, 3]}, "not_if": "exit 1"}},
+           {"type": "test", "title": "d", "metaparams": {"require": "Test[a]"}}"#,
+    );
+    let prepared = prepare(&catalog, &host).expect("valid");
+    let report = run(&prepared, &host, Mode::Noop);
+    let statuses: Vec<Status> = report.resources.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            Status::SkippedByGuard,
+            Status::SkippedByGuard,
+            Status::WouldChange,
+            Status::WouldChange
+        ]
+    );
+    let skipped_b = report.resources[1].guards.last().expect("guard");
+    assert_eq!(
+        (skipped_b.metaparameter, skipped_b.command.as_str()),
+        ("not_if", "exit 0")
+    );
+    assert_eq!(report.summary.skipped_by_guard, 2);
+    assert_eq!(report.exit_code, 2, "a guard skip is no failure");
+    assert_eq!(
+        *host.calls.borrow(),
+        vec![
+            "guard exit 1 in None",
+            "guard exit 1 in None",
+            "guard exit 0 in None",
+            "guard exit 3 in None",
+            "guard exit 1 in None",
+            "plan c",
+            "plan d"
+        ]
+    );
+}
+
+#[test]
+fn a_guard_that_cannot_run_or_times_out_fails_its_resource() {
+    let host = MemoryHost::default();
+    let catalog = catalog(
+        r#"{"type": "test", "title": "a", "metaparams": {"only_if": "missing"}},
+           {"type": "test", "title": "b", "metaparams": {"not_if": {"command": "sleep", "timeout": 2}}},
+           {"type": "test", "title": "c", "metaparams": {"require": "Test[b]"}}"#,
+    );
+    let prepared = prepare(&catalog, &host).expect("valid");
+    let report = run(&prepared, &host, Mode::Apply);
+    assert_eq!(report.resources[0].status, Status::Failed);
+    assert_eq!(
+        report.resources[0].error.as_deref(),
+        Some(
+            "only_if guard `missing` (interpreter `sh`) could not be evaluated: cannot launch `/bin/missing`: it does not exist"
+        )
+    );
+    assert_eq!(
+        report.resources[1].error.as_deref(),
+        Some(
+            "not_if guard `sleep` (interpreter `sh`) ran past its timeout of 2 seconds; its process group was killed"
+        )
+    );
+    assert_eq!(report.resources[2].status, Status::SkippedFailedDependency);
+}
+
+#[test]
+fn only_a_non_default_interpreter_inherits_and_guard_parameters_win() {
+    let host = MemoryHost::default();
+    let resource = |metaparams: &str| {
+        catalog(&format!(
+            r#"{{"type": "test", "title": "a", "metaparams": {metaparams}}}"#
+        ))
+    };
+    // `test` has no `cwd`, so inheritance is checked through a guard parameter and an
+    // unknown interpreter; the runtime tests cover inheritance from real attributes.
+    let prepared = prepare(
+        &resource(
+            r#"{"only_if": {"command": "exit 0", "cwd": "/opt"}, "guard_interpreter": "sh"}"#,
+        ),
+        &host,
+    )
+    .expect("valid");
+    assert_eq!(
+        prepared.resources[0].guards[0].script.cwd.as_deref(),
+        Some("/opt")
+    );
+    assert!(prepared.resources[0].guards[0].inherited.is_empty());
+    let problems = prepare(
+        &resource(r#"{"only_if": "exit 0", "guard_interpreter": "zsh"}"#),
+        &host,
+    )
+    .expect_err("unknown interpreter");
+    assert_eq!(
+        problems[0].to_string(),
+        "Test[a]: guard_interpreter `zsh` is not an installed interpreter\n  help: name a script type whose plugin is an interpreter (`sh`, `bash`, `exec`, `powershell_script`; `wconverge types` lists them) or `default`"
+    );
+    let problems = prepare(
+        &resource(r#"{"only_if": {"command": "exit 0", "colour": "red"}}"#),
+        &host,
+    )
+    .expect_err("unknown parameter");
+    assert!(
+        problems[0]
+            .message
+            .starts_with("`only_if`: a guard has no parameter `colour`"),
+        "{}",
+        problems[0]
+    );
 }

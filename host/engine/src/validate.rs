@@ -3,6 +3,7 @@
 //! problem changes nothing.
 
 use crate::graph::Graph;
+use crate::guard::{self, Defaults, Guard};
 use crate::redact::Secrets;
 use crate::{PluginErrorKind, PluginHost};
 use std::collections::{HashMap, HashSet};
@@ -22,6 +23,8 @@ pub struct PreparedResource {
     pub attributes: Vec<(String, Value)>,
     pub source: Option<SourceLocation>,
     pub noop: bool,
+    /// Its guards, in evaluation order.
+    pub guards: Vec<Guard>,
     pub(crate) secrets: Secrets,
 }
 
@@ -54,6 +57,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
     // Types no plugin could describe; each is reported once, at its first resource.
     let mut missing: HashSet<String> = HashSet::new();
     let mut resources = Vec::with_capacity(catalog.resources.len());
+    let mut defaults = Defaults::default();
     for resource in &catalog.resources {
         let type_name = &resource.type_name;
         if !schemas.contains_key(type_name) && !missing.contains(type_name) {
@@ -92,7 +96,14 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         };
         problems.extend(unsupported_metaparams(resource));
         match prepare_resource(resource, schema) {
-            Ok(prepared) => {
+            Ok(mut prepared) => {
+                match guard::prepare(resource, &prepared, host, &mut defaults) {
+                    Ok((guards, secrets)) => {
+                        prepared.guards = guards;
+                        prepared.secrets.extend(secrets);
+                    }
+                    Err(mut found) => problems.append(&mut found),
+                }
                 // Provider checks run for every resource that passed its schema, in
                 // catalog order, so one `validate` reports everything wrong at once.
                 let call = host.validate(&prepared);
@@ -180,12 +191,7 @@ fn same_namevar(
 /// catalog is refused instead.
 fn unsupported_metaparams(resource: &Resource) -> Vec<Problem> {
     let metaparams = &resource.metaparams;
-    let present = [
-        ("only_if", metaparams.only_if.is_some()),
-        ("not_if", metaparams.not_if.is_some()),
-        ("guard_interpreter", metaparams.guard_interpreter.is_some()),
-        ("requires", metaparams.requires.is_some()),
-    ];
+    let present = [("requires", metaparams.requires.is_some())];
     present
         .into_iter()
         .filter(|(_, set)| *set)
@@ -291,6 +297,7 @@ fn prepare_resource(
         attributes,
         source: resource.source.clone(),
         noop: resource.metaparams.noop,
+        guards: Vec::new(),
         secrets: Secrets::new(secrets),
     })
 }

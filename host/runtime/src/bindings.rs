@@ -1,4 +1,6 @@
-//! Host bindings generated from `wit/` (the only place they are generated).
+//! Host bindings generated from `wit/` (the only place they are generated): the
+//! `provider` world, and the exports of the `interpreter` and `launcher` worlds, which
+//! share its types and imports.
 //!
 //! Host calls are traced (`RUST_LOG=wconverge_runtime=trace`), except `log`, whose
 //! messages may carry values the engine has yet to redact.
@@ -20,3 +22,37 @@ wasmtime::component::bindgen!({
 
 pub use wconverge::plugin::types;
 pub use wconverge::plugin::{file_metadata, log, process};
+
+/// The `interpreter` world: only its `scripts` export is used from here (its provider
+/// functions are reached through [`Provider`]).
+pub mod interpreter {
+    wasmtime::component::bindgen!({
+        world: "interpreter",
+        path: "../../wit",
+        with: {
+            "wconverge:plugin/types": super::types,
+            "wconverge:plugin/log": super::log,
+            "wconverge:plugin/process": super::process,
+            "wconverge:plugin/file-metadata": super::file_metadata,
+        },
+        additional_derives: [PartialEq],
+    });
+
+    pub use exports::wconverge::plugin::scripts;
+}
+
+/// The `launcher` world.
+pub mod launcher {
+    wasmtime::component::bindgen!({
+        world: "launcher",
+        path: "../../wit",
+        additional_derives: [PartialEq],
+    });
+
+    pub use exports::wconverge::plugin::launching;
+}
+
+/// Export names that tell the worlds apart.
+pub const SCRIPTS_EXPORT: &str = "wconverge:plugin/scripts@0.1.0";
+pub const LAUNCHING_EXPORT: &str = "wconverge:plugin/launching@0.1.0";
+pub const PROVIDER_EXPORT: &str = "describe";

@@ -368,6 +368,45 @@ pub(crate) fn truncate(message: &str) -> String {
     format!("{}… [cut at {MAX_MESSAGE_BYTES} bytes]", &message[..end])
 }
 
+/// A guard's script as the interpreter's `scripts.run` takes it.
+pub(crate) fn script_to_wit(
+    script: &wconverge_engine::GuardScript,
+) -> crate::bindings::interpreter::scripts::Script {
+    use crate::bindings::interpreter::scripts;
+    scripts::Script {
+        type_name: script.interpreter.clone(),
+        code: script.code.clone(),
+        purpose: scripts::Purpose::Guard,
+        cwd: script.cwd.clone(),
+        environment: script.environment.clone(),
+        user: script.user.clone(),
+        group: script.group.clone(),
+        umask: script.umask,
+        path: script.path.clone(),
+        architecture: script.architecture.clone(),
+        timeout_ms: Some(u64::try_from(script.timeout.as_millis()).unwrap_or(u64::MAX)),
+        options: Vec::new(),
+        os: std::env::consts::OS.to_owned(),
+    }
+}
+
+/// What a script did, from the interpreter.
+pub(crate) fn output_from_wit(
+    output: crate::bindings::process::Output,
+) -> wconverge_engine::ScriptOutput {
+    use crate::bindings::process::ExitStatus;
+    use wconverge_engine::ScriptStatus;
+    wconverge_engine::ScriptOutput {
+        status: match output.status {
+            ExitStatus::Exited(code) => ScriptStatus::Exited(code),
+            ExitStatus::Signaled(signal) => ScriptStatus::Signaled(signal),
+            ExitStatus::TimedOut => ScriptStatus::TimedOut,
+        },
+        stdout: output.stdout,
+        stderr: output.stderr,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,16 +19,18 @@ mod state;
 use crate::grants::{Grant, GrantCache, GrantError};
 use crate::plugin::{Instance, Loader, Plugin};
 use crate::policy::{Access, Policy, Source};
-use crate::state::{NameCache, Phase, PluginState};
+use crate::process::{Launcher, LauncherSlot, Route};
+use crate::state::{Phase, PluginState, Shared};
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex, Once, Weak};
 use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 use wconverge_catalog::TypeSchema;
 use wconverge_engine::{
-    Call, Change, LogRecord, PluginError, PluginErrorKind, PluginHost, PreparedResource,
+    Call, Change, GuardScript, InterpreterInfo, LogRecord, PluginError, PluginErrorKind,
+    PluginHost, PreparedResource, ScriptOutput,
 };
 
 pub use cache::sha256_hex;
@@ -76,7 +78,7 @@ pub struct Runtime {
     cache: cache::Cache,
     policy: Policy,
     builtins: &'static [(&'static str, &'static [u8])],
-    names: Arc<NameCache>,
+    shared: Arc<Shared>,
     plugins: Mutex<HashMap<String, Result<Arc<Plugin>, PluginError>>>,
     grants: GrantCache,
     roots: Mutex<HashMap<String, Arc<PolicyRoots>>>,
@@ -100,7 +102,7 @@ impl Runtime {
             cache,
             policy: options.policy,
             builtins: options.builtins,
-            names: Arc::new(NameCache::default()),
+            shared: Arc::new(Shared::default()),
             plugins: Mutex::new(HashMap::new()),
             grants: GrantCache::default(),
             roots: Mutex::new(HashMap::new()),
@@ -144,7 +146,7 @@ impl Runtime {
             linker: &self.linker,
             cache: &self.cache,
             builtins: self.builtins,
-            names: &self.names,
+            shared: &self.shared,
         };
         let loaded = Plugin::load(&loader, Arc::new(policy)).map(Arc::new);
         self.plugins
@@ -152,6 +154,51 @@ impl Runtime {
             .expect("plugins lock")
             .insert(name.to_owned(), loaded.clone());
         loaded
+    }
+
+    /// Finds the launcher plugin, once per run, before a call whose resource or guard
+    /// asks for an `architecture`: the plugin with no types whose component is a
+    /// launcher. A run that asks for no architecture never loads it.
+    fn ensure_launcher(&self) {
+        if self.shared.launcher.get().is_some() {
+            return;
+        }
+        let mut found: Option<Arc<Plugin>> = None;
+        let mut problem = None;
+        for policy in self
+            .policy
+            .plugins
+            .iter()
+            .filter(|policy| policy.provides.is_empty())
+        {
+            match self.plugin(&policy.name) {
+                Ok(plugin) if plugin.is_launcher() => {
+                    if let Some(first) = &found {
+                        problem = Some(format!(
+                            "the policy has two launchers, `{}` and `{}`; keep one",
+                            first.policy.name, plugin.policy.name
+                        ));
+                    }
+                    found = Some(plugin);
+                }
+                Ok(_) => {}
+                Err(error) => problem = Some(error.to_string()),
+            }
+        }
+        let slot: LauncherSlot = match (found, problem) {
+            (_, Some(problem)) => Err(problem),
+            (Some(plugin), None) => Ok(Arc::new(LauncherHandle {
+                plugin,
+                engine: self.engine.clone(),
+                shared: Arc::downgrade(&self.shared),
+            })),
+            (None, None) => Err(
+                "the policy has no launcher plugin; add `[plugins.launcher]` with \
+                 `source = \"builtin\"` and `provides = []`"
+                    .to_owned(),
+            ),
+        };
+        let _ = self.shared.launcher.set(slot);
     }
 
     fn plugin_for_type(&self, type_name: &str) -> Result<Option<Arc<Plugin>>, PluginError> {
@@ -208,6 +255,9 @@ impl Runtime {
             &mut Vec<LogRecord>,
         ) -> Result<T, PluginError>,
     ) -> Call<T> {
+        if resource.get("architecture").is_some() {
+            self.ensure_launcher();
+        }
         let mut logs = Vec::new();
         let outcome = (|| {
             let plugin = self.plugin_for_type(&resource.type_name)?.ok_or_else(|| {
@@ -222,10 +272,10 @@ impl Runtime {
                 .get(&resource.type_name)
                 .expect("a plugin serves the types it was loaded for");
             let grants = match phase {
-                Phase::Describe => Vec::new(),
+                Phase::Describe | Phase::Guard => Vec::new(),
                 Phase::Inspect | Phase::Change => self.grants_for(&plugin, resource, schema)?,
             };
-            let mut instance = plugin.instance(&self.engine, &self.names, phase, &grants)?;
+            let mut instance = plugin.instance(&self.engine, &self.shared, phase, &grants)?;
             let result = body(&plugin, schema, &mut instance, &mut logs);
             if !matches!(&result, Err(error) if error.kind == PluginErrorKind::Fault) {
                 plugin.put_back(instance);
@@ -260,6 +310,55 @@ impl Runtime {
     }
 }
 
+/// The launcher plugin, as the process check calls it.
+struct LauncherHandle {
+    plugin: Arc<Plugin>,
+    engine: Engine,
+    shared: Weak<Shared>,
+}
+
+impl Launcher for LauncherHandle {
+    fn policy(&self) -> &policy::PluginPolicy {
+        &self.plugin.policy
+    }
+
+    fn route(&self, program: &str, args: &[String], architecture: &str) -> Result<Route, String> {
+        let shared = self
+            .shared
+            .upgrade()
+            .ok_or("the run is over; nothing can be launched")?;
+        let mut instance = self
+            .plugin
+            .instance(&self.engine, &shared, Phase::Describe, &[])
+            .map_err(|error| error.to_string())?;
+        let launch = bindings::launcher::launching::Launch {
+            program: program.to_owned(),
+            args: args.to_vec(),
+            architecture: architecture.to_owned(),
+            platform: bindings::launcher::launching::Platform {
+                os: std::env::consts::OS.to_owned(),
+                machine: rustix::system::uname()
+                    .machine()
+                    .to_string_lossy()
+                    .into_owned(),
+                process_arch: std::env::consts::ARCH.to_owned(),
+            },
+        };
+        let called = self.plugin.call(&mut instance, |exports, store| {
+            exports.launching()?.call_plan(store, &launch)
+        });
+        let plan = called.outcome.map_err(|error| error.to_string())?;
+        self.plugin.put_back(instance);
+        let plan = plan.map_err(|message| convert::truncate(&message))?;
+        Ok(Route {
+            program: plan.program,
+            args: plan.args,
+            how: convert::truncate(&plan.how),
+            provided_by: convert::truncate(&plan.provided_by),
+        })
+    }
+}
+
 fn provider_error(plugin: &Plugin, message: String) -> PluginError {
     PluginError::new(&plugin.policy.name, PluginErrorKind::Provider, message)
 }
@@ -273,6 +372,67 @@ fn contract_error(plugin: &Plugin, message: String) -> PluginError {
 }
 
 impl PluginHost for Runtime {
+    fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError> {
+        Ok(self.plugin_for_type(type_name)?.and_then(|plugin| {
+            plugin.interpreter.as_ref().map(|info| InterpreterInfo {
+                plugin: plugin.policy.name.clone(),
+                inherits: info.inherits.clone(),
+            })
+        }))
+    }
+
+    fn default_interpreter(&self) -> Result<Option<String>, PluginError> {
+        for policy in self
+            .policy
+            .plugins
+            .iter()
+            .filter(|policy| !policy.provides.is_empty())
+        {
+            // A plugin that does not load is reported where its types are used.
+            let Ok(plugin) = self.plugin(&policy.name) else {
+                continue;
+            };
+            if let Some(info) = &plugin.interpreter
+                && info
+                    .default_on
+                    .iter()
+                    .any(|family| family == std::env::consts::FAMILY)
+                && let Some(first) = plugin.type_order.first()
+            {
+                return Ok(Some(first.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {
+        if script.architecture.is_some() {
+            self.ensure_launcher();
+        }
+        let mut logs = Vec::new();
+        let outcome = (|| {
+            let plugin = self.plugin_for_type(&script.interpreter)?.ok_or_else(|| {
+                PluginError::new(
+                    &script.interpreter,
+                    PluginErrorKind::Load,
+                    format!("no plugin provides script type `{}`", script.interpreter),
+                )
+            })?;
+            let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Guard, &[])?;
+            let wit = convert::script_to_wit(script);
+            let called = plugin.call(&mut instance, |exports, store| {
+                exports.scripts()?.call_run(store, &wit)
+            });
+            logs.extend(called.logs);
+            let result = called.outcome?;
+            plugin.put_back(instance);
+            result
+                .map(convert::output_from_wit)
+                .map_err(|error| provider_error(&plugin, process::message(&error).to_owned()))
+        })();
+        Call::new(outcome, logs)
+    }
+
     fn schema(&self, type_name: &str) -> Result<Option<TypeSchema>, PluginError> {
         Ok(self
             .plugin_for_type(type_name)?
@@ -282,8 +442,8 @@ impl PluginHost for Runtime {
     fn validate(&self, resource: &PreparedResource) -> Call<Vec<String>> {
         self.session(resource, Phase::Describe, |plugin, _, instance, logs| {
             let wit = convert::resource_to_wit(resource);
-            let called = plugin.call(instance, |bindings, store| {
-                bindings.call_validate(store, &wit)
+            let called = plugin.call(instance, |exports, store| {
+                exports.provider()?.call_validate(store, &wit)
             });
             logs.extend(called.logs);
             let problems = called.outcome?;
@@ -301,16 +461,16 @@ impl PluginHost for Runtime {
             Phase::Inspect,
             |plugin, schema, instance, logs| {
                 let wit = convert::resource_to_wit(resource);
-                let called = plugin.call(instance, |bindings, store| {
-                    bindings.call_current_state(store, &wit)
+                let called = plugin.call(instance, |exports, store| {
+                    exports.provider()?.call_current_state(store, &wit)
                 });
                 logs.extend(called.logs);
                 let state = called
                     .outcome?
                     .map_err(|message| provider_error(plugin, message))?;
                 convert::check_state(&state).map_err(|message| contract_error(plugin, message))?;
-                let called = plugin.call(instance, |bindings, store| {
-                    bindings.call_plan(store, &wit, &state)
+                let called = plugin.call(instance, |exports, store| {
+                    exports.provider()?.call_plan(store, &wit, &state)
                 });
                 logs.extend(called.logs);
                 let changes = called
@@ -326,8 +486,8 @@ impl PluginHost for Runtime {
         self.session(resource, Phase::Change, |plugin, _, instance, logs| {
             let wit = convert::resource_to_wit(resource);
             let changes: Vec<_> = changes.iter().map(convert::change_to_wit).collect();
-            let called = plugin.call(instance, |bindings, store| {
-                bindings.call_apply(store, &wit, &changes)
+            let called = plugin.call(instance, |exports, store| {
+                exports.provider()?.call_apply(store, &wit, &changes)
             });
             logs.extend(called.logs);
             called
@@ -339,8 +499,8 @@ impl PluginHost for Runtime {
     fn refresh(&self, resource: &PreparedResource) -> Call<()> {
         self.session(resource, Phase::Change, |plugin, _, instance, logs| {
             let wit = convert::resource_to_wit(resource);
-            let called = plugin.call(instance, |bindings, store| {
-                bindings.call_refresh(store, &wit)
+            let called = plugin.call(instance, |exports, store| {
+                exports.provider()?.call_refresh(store, &wit)
             });
             logs.extend(called.logs);
             called

@@ -1,16 +1,20 @@
 //! Loading a plugin: its bytes, their digest, the import check, compilation (through
 //! the cache), pre-instantiation and `describe`; and running its instances.
 
-use crate::bindings::{Provider, ProviderPre};
+use crate::bindings::interpreter::scripts;
+use crate::bindings::launcher::launching;
+use crate::bindings::{
+    LAUNCHING_EXPORT, PROVIDER_EXPORT, Provider, ProviderIndices, SCRIPTS_EXPORT,
+};
 use crate::cache::{Cache, sha256_hex};
 use crate::convert::schema_from_wit;
 use crate::grants::Grant;
 use crate::policy::{Access, PluginPolicy, Source};
-use crate::state::{NameCache, Phase, PluginState, Stop};
+use crate::state::{Phase, PluginState, Shared, Stop};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
-use wasmtime::component::Linker;
+use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Engine, Store, StoreLimitsBuilder, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{FsPerms, ResourceTable, WasiCtxBuilder};
@@ -34,15 +38,56 @@ const ALLOWED_HOST: &[&str] = &["log", "process", "file-metadata", "types"];
 /// Idle instances kept per plugin, most recently used first.
 const IDLE_INSTANCES: usize = 4;
 
+/// What an interpreter plugin declares (the `interpreter` world's `scripts.info`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct InterpreterInfo {
+    pub(crate) inherits: Vec<String>,
+    pub(crate) default_on: Vec<String>,
+}
+
 /// A loaded plugin.
 pub(crate) struct Plugin {
     pub(crate) policy: Arc<PluginPolicy>,
     pub(crate) digest: String,
     pub(crate) version: String,
     pub(crate) schemas: HashMap<String, TypeSchema>,
+    /// The types it provides, in the order it describes them.
+    pub(crate) type_order: Vec<String>,
     pub(crate) imports: Vec<String>,
-    pre: ProviderPre<PluginState>,
+    /// Set for an interpreter plugin.
+    pub(crate) interpreter: Option<InterpreterInfo>,
+    pre: InstancePre<PluginState>,
+    provider: Option<ProviderIndices>,
+    scripts: Option<scripts::GuestIndices>,
+    launching: Option<launching::GuestIndices>,
     idle: Mutex<Vec<Instance>>,
+}
+
+/// The exports of one instance, by world.
+pub(crate) struct Exports {
+    provider: Option<Provider>,
+    scripts: Option<scripts::Guest>,
+    launching: Option<launching::Guest>,
+}
+
+impl Exports {
+    pub(crate) fn provider(&self) -> wasmtime::Result<&Provider> {
+        self.provider
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("the plugin is not a provider"))
+    }
+
+    pub(crate) fn scripts(&self) -> wasmtime::Result<&scripts::Guest> {
+        self.scripts
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("the plugin is not an interpreter"))
+    }
+
+    pub(crate) fn launching(&self) -> wasmtime::Result<&launching::Guest> {
+        self.launching
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("the plugin is not a launcher"))
+    }
 }
 
 /// What makes two instances interchangeable: the phase and exactly the same grants.
@@ -62,7 +107,7 @@ fn instance_key(phase: Phase, grants: &[Arc<Grant>]) -> InstanceKey {
 pub(crate) struct Instance {
     key: InstanceKey,
     store: Store<PluginState>,
-    bindings: Provider,
+    exports: Exports,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
 }
@@ -73,7 +118,7 @@ pub(crate) struct Loader<'a> {
     pub(crate) linker: &'a Linker<PluginState>,
     pub(crate) cache: &'a Cache,
     pub(crate) builtins: &'a [(&'static str, &'static [u8])],
-    pub(crate) names: &'a Arc<NameCache>,
+    pub(crate) shared: &'a Arc<Shared>,
 }
 
 fn load_error(policy: &PluginPolicy, message: impl Into<String>) -> PluginError {
@@ -169,29 +214,91 @@ impl Plugin {
             .map(|(name, _)| name.to_owned())
             .collect();
         check_imports(&imports).map_err(|message| load_error(&policy, message))?;
-        let pre = loader
-            .linker
-            .instantiate_pre(&component)
-            .and_then(ProviderPre::new)
-            .map_err(|error| {
-                load_error(
-                    &policy,
-                    format!("it does not fit the `provider` world: {error:#}"),
-                )
-            })?;
+        let exports: Vec<String> = component
+            .component_type()
+            .exports(loader.engine)
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        let exported = |name: &str| exports.iter().any(|export| export == name);
+        let pre = loader.linker.instantiate_pre(&component).map_err(|error| {
+            load_error(
+                &policy,
+                format!("its imports do not fit what the host provides: {error:#}"),
+            )
+        })?;
+        let world_error = |world: &str, error: wasmtime::Error| {
+            load_error(
+                &policy,
+                format!("it does not fit the `{world}` world: {error:#}"),
+            )
+        };
+        let launching = if exported(LAUNCHING_EXPORT) {
+            Some(
+                launching::GuestIndices::new(&pre)
+                    .map_err(|error| world_error("launcher", error))?,
+            )
+        } else {
+            None
+        };
+        let provider = if exported(PROVIDER_EXPORT) || launching.is_none() {
+            Some(ProviderIndices::new(&pre).map_err(|error| world_error("provider", error))?)
+        } else {
+            None
+        };
+        let scripts = if exported(SCRIPTS_EXPORT) {
+            Some(
+                scripts::GuestIndices::new(&pre)
+                    .map_err(|error| world_error("interpreter", error))?,
+            )
+        } else {
+            None
+        };
         let mut plugin = Plugin {
             policy: Arc::clone(&policy),
             digest,
             version: String::new(),
             schemas: HashMap::new(),
+            type_order: Vec::new(),
             imports,
+            interpreter: None,
             pre,
+            provider,
+            scripts,
+            launching,
             idle: Mutex::new(Vec::new()),
         };
-        let mut instance = plugin.instantiate(loader.engine, loader.names, Phase::Describe, &[])?;
+        let mut instance =
+            plugin.instantiate(loader.engine, loader.shared, Phase::Describe, &[])?;
+        if plugin.provider.is_none() {
+            if !policy.provides.is_empty() {
+                return Err(load_error(
+                    &policy,
+                    format!(
+                        "it is a launcher, which provides no types, but the policy says it \
+                         provides {}; set `provides = []` in [plugins.{}]",
+                        policy.provides.join(", "),
+                        policy.name
+                    ),
+                ));
+            }
+            plugin.put_back(instance);
+            tracing::debug!(plugin = %policy.name, elapsed = ?started.elapsed(), "loaded launcher");
+            return Ok(plugin);
+        }
+        if plugin.scripts.is_some() {
+            let info = plugin
+                .call(&mut instance, |exports, store| {
+                    exports.scripts()?.call_info(store)
+                })
+                .outcome?;
+            plugin.interpreter = Some(InterpreterInfo {
+                inherits: info.inherits,
+                default_on: info.default_on,
+            });
+        }
         let info = plugin
-            .call(&mut instance, |bindings, store| {
-                bindings.call_describe(store)
+            .call(&mut instance, |exports, store| {
+                exports.provider()?.call_describe(store)
             })
             .outcome?;
         for type_name in &policy.provides {
@@ -216,17 +323,28 @@ impl Plugin {
                 .map_err(|message| load_error(&policy, format!("invalid schema: {message}")))?;
             plugin.schemas.insert(type_name.clone(), schema);
         }
+        plugin.type_order = info
+            .types
+            .iter()
+            .map(|schema| schema.name.clone())
+            .filter(|name| policy.provides.contains(name))
+            .collect();
         plugin.version = info.version;
         plugin.put_back(instance);
         tracing::debug!(plugin = %policy.name, elapsed = ?started.elapsed(), "loaded");
         Ok(plugin)
     }
 
+    /// A launcher plugin provides no types and runs no scripts.
+    pub(crate) fn is_launcher(&self) -> bool {
+        self.launching.is_some()
+    }
+
     /// A fresh instance for `phase` that sees exactly `grants`.
     pub(crate) fn instantiate(
         &self,
         engine: &Engine,
-        names: &Arc<NameCache>,
+        shared: &Arc<Shared>,
         phase: Phase,
         grants: &[Arc<Grant>],
     ) -> Result<Instance, PluginError> {
@@ -266,7 +384,7 @@ impl Plugin {
             policy: Arc::clone(&self.policy),
             phase,
             grants: grants.to_vec(),
-            names: Arc::clone(names),
+            shared: Arc::clone(shared),
             logs: Vec::new(),
             output_used: 0,
             call_started: Instant::now(),
@@ -286,18 +404,45 @@ impl Plugin {
         });
         store.set_epoch_deadline(1);
         store.data_mut().begin_call();
-        let bindings = self.pre.instantiate(&mut store).map_err(|error| {
+        let fault = |error: wasmtime::Error, store: &Store<PluginState>| {
             let stop = store.data().stop;
             PluginError::new(
                 &self.policy.name,
                 PluginErrorKind::Fault,
                 describe_trap(&error, stop, &self.policy, &stdout, &stderr),
             )
-        })?;
+        };
+        let instance = match self.pre.instantiate(&mut store) {
+            Ok(instance) => instance,
+            Err(error) => return Err(fault(error, &store)),
+        };
+        let loaded = (|| {
+            Ok::<_, wasmtime::Error>(Exports {
+                provider: self
+                    .provider
+                    .as_ref()
+                    .map(|indices| indices.load(&mut store, &instance))
+                    .transpose()?,
+                scripts: self
+                    .scripts
+                    .as_ref()
+                    .map(|indices| indices.load(&mut store, &instance))
+                    .transpose()?,
+                launching: self
+                    .launching
+                    .as_ref()
+                    .map(|indices| indices.load(&mut store, &instance))
+                    .transpose()?,
+            })
+        })();
+        let exports = match loaded {
+            Ok(exports) => exports,
+            Err(error) => return Err(fault(error, &store)),
+        };
         Ok(Instance {
             key: instance_key(phase, grants),
             store,
-            bindings,
+            exports,
             stdout,
             stderr,
         })
@@ -307,7 +452,7 @@ impl Plugin {
     pub(crate) fn instance(
         &self,
         engine: &Engine,
-        names: &Arc<NameCache>,
+        shared: &Arc<Shared>,
         phase: Phase,
         grants: &[Arc<Grant>],
     ) -> Result<Instance, PluginError> {
@@ -320,7 +465,7 @@ impl Plugin {
         };
         match reused {
             Some(instance) => Ok(instance),
-            None => self.instantiate(engine, names, phase, grants),
+            None => self.instantiate(engine, shared, phase, grants),
         }
     }
 
@@ -341,13 +486,13 @@ impl Plugin {
     pub(crate) fn call<T>(
         &self,
         instance: &mut Instance,
-        call: impl FnOnce(&Provider, &mut Store<PluginState>) -> wasmtime::Result<T>,
+        call: impl FnOnce(&Exports, &mut Store<PluginState>) -> wasmtime::Result<T>,
     ) -> Called<T> {
         let stdout_before = instance.stdout.contents().len();
         let stderr_before = instance.stderr.contents().len();
         instance.store.data_mut().begin_call();
         instance.store.set_epoch_deadline(1);
-        let result = call(&instance.bindings, &mut instance.store);
+        let result = call(&instance.exports, &mut instance.store);
         let state = instance.store.data_mut();
         let mut logs = std::mem::take(&mut state.logs);
         let stop = state.stop;

@@ -16,14 +16,43 @@ pub const DEFAULT_POLICY: &str = r#"# wconverge's built-in policy: the built-in 
 source = "builtin"
 directories = [{ path = "/", access = "read-write" }]
 
-# Commands from the system's program directories, as any user; `creates` may name
-# any path (read-only).
-[plugins.exec]
+# Shell commands: exec, sh and script resources, and every guard whose interpreter is
+# `default` (/bin/sh) or `exec` or `sh`; programs from the system's program directories,
+# as any user; `creates` may name any path (read-only).
+[plugins.sh]
 source = "builtin"
+provides = ["sh", "exec", "script"]
 directories = [{ path = "/", access = "read" }]
 programs = ["/bin/*", "/sbin/*", "/usr/bin/*", "/usr/sbin/*", "/usr/local/bin/*", "/usr/local/sbin/*"]
 users = ["*"]
 groups = ["*"]
+environment = ["PATH"]
+
+# bash resources and bash guards.
+[plugins.bash]
+source = "builtin"
+directories = [{ path = "/", access = "read" }]
+programs = ["/bin/bash", "/usr/bin/bash"]
+users = ["*"]
+groups = ["*"]
+environment = ["PATH"]
+
+# powershell_script resources and PowerShell guards, with PowerShell 7 (pwsh).
+[plugins.powershell]
+source = "builtin"
+provides = ["powershell_script"]
+directories = [{ path = "/", access = "read" }]
+programs = ["/usr/bin/pwsh", "/usr/local/bin/pwsh", "/opt/microsoft/powershell/7/pwsh", "/snap/bin/pwsh"]
+users = ["*"]
+groups = ["*"]
+environment = ["PATH"]
+
+# Runs a script as another architecture (`architecture => 'i386'`): a 32-bit
+# personality with setarch. Pure rules; it launches nothing itself.
+[plugins.launcher]
+source = "builtin"
+provides = []
+programs = ["/usr/bin/setarch"]
 
 # Messages only: no files, no programs.
 [plugins.notify]
@@ -477,6 +506,9 @@ mod tests {
     fn the_builtin_policy_grants_what_the_readme_says() {
         let policy = Policy::builtin();
         let exec = policy.provider_of("exec").expect("exec is provided");
+        assert_eq!(exec.name, "sh");
+        let launcher = policy.plugin("launcher").expect("launcher");
+        assert!(launcher.provides.is_empty());
         assert!(
             exec.programs
                 .iter()

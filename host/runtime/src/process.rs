@@ -30,8 +30,42 @@ pub(crate) enum Launch {
     Allowed,
 }
 
+/// How a program is run as another architecture: what the launcher plugin says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Route {
+    pub(crate) program: String,
+    pub(crate) args: Vec<String>,
+    /// In words: `32-bit personality (setarch i686)`.
+    pub(crate) how: String,
+    /// What provides `program`: `setarch, from util-linux`.
+    pub(crate) provided_by: String,
+}
+
+/// The launcher plugin, as the process check sees it.
+pub(crate) trait Launcher: Send + Sync {
+    /// The launcher's policy entry: a wrapper it chooses must be on its allowlist.
+    fn policy(&self) -> &PluginPolicy;
+
+    /// How to run `program` with `args` as `architecture` on this machine.
+    fn route(&self, program: &str, args: &[String], architecture: &str) -> Result<Route, String>;
+}
+
+/// The launcher slot of a run: a launcher, or why there is none.
+pub(crate) type LauncherSlot = Result<std::sync::Arc<dyn Launcher>, String>;
+
+/// The message of a launch error.
+pub(crate) fn message(error: &wit::LaunchError) -> &str {
+    match error {
+        wit::LaunchError::Refused(message)
+        | wit::LaunchError::NotFound(message)
+        | wit::LaunchError::Failed(message) => message,
+    }
+}
+
 /// A request that passed the policy, ready to run.
 pub(crate) struct Checked {
+    /// The architecture and the launcher's way to provide it, for messages.
+    route: Option<(String, Route)>,
     program: String,
     args: Vec<String>,
     cwd: Option<String>,
@@ -52,9 +86,98 @@ fn normalized_absolute(path: &str) -> bool {
             .any(|component| matches!(component, Component::CurDir | Component::ParentDir))
 }
 
-/// Checks a request against the plugin's policy; the error says what was refused and
-/// what would allow it.
+/// Checks a request against the plugin's policy and, when it names an architecture,
+/// routes it through the launcher; the error says what was refused and what would
+/// allow it.
 pub(crate) fn check(
+    policy: &PluginPolicy,
+    launch: Launch,
+    command: &wit::Command,
+    launcher: Option<&LauncherSlot>,
+) -> Result<Checked, wit::LaunchError> {
+    let mut checked = check_policy(policy, launch, command).map_err(wit::LaunchError::Refused)?;
+    if let Some(architecture) = &command.architecture {
+        let launcher = match launcher {
+            Some(Ok(launcher)) => launcher,
+            Some(Err(why)) => {
+                return Err(wit::LaunchError::Failed(format!(
+                    "cannot run `{}` as `{architecture}`: {why}",
+                    command.program
+                )));
+            }
+            None => {
+                return Err(wit::LaunchError::Failed(format!(
+                    "cannot run `{}` as `{architecture}`: the launcher is loaded only for \
+                     resources and guards that set `architecture`, and this one does not",
+                    command.program
+                )));
+            }
+        };
+        let route = launcher
+            .route(&checked.program, &checked.args, architecture)
+            .map_err(|why| {
+                wit::LaunchError::Failed(format!("architecture `{architecture}`: {why}"))
+            })?;
+        check_route(policy, launcher.policy(), &checked, &route)
+            .map_err(wit::LaunchError::Refused)?;
+        checked.program = route.program.clone();
+        checked.args = route.args.clone();
+        checked.route = Some((architecture.clone(), route));
+    }
+    Ok(checked)
+}
+
+/// A launcher may do two things: run another build of the same program with the same
+/// arguments (which the plugin's own allowlist must allow), or wrap the original
+/// command line in a program of its own allowlist (`setarch i686 /bin/sh -c ...`). It
+/// may not rewrite the command.
+fn check_route(
+    policy: &PluginPolicy,
+    launcher: &PluginPolicy,
+    checked: &Checked,
+    route: &Route,
+) -> Result<(), String> {
+    if route.program == checked.program && route.args == checked.args {
+        return Ok(());
+    }
+    let allowed = |policy: &PluginPolicy| {
+        normalized_absolute(&route.program)
+            && policy
+                .programs
+                .iter()
+                .any(|grant| grant.pattern.matches(Path::new(&route.program)))
+    };
+    if route.args == checked.args {
+        if allowed(policy) {
+            return Ok(());
+        }
+        return Err(format!(
+            "the launcher runs `{}` instead of `{}` ({}), which is not on the allowlist of \
+             plugin `{}`; add it to `programs` of [plugins.{}] in the policy",
+            route.program, checked.program, route.how, policy.name, policy.name
+        ));
+    }
+    let wraps = route.args.len() > checked.args.len()
+        && route.args[route.args.len() - checked.args.len() - 1] == checked.program
+        && route.args[route.args.len() - checked.args.len()..] == checked.args[..];
+    if !wraps {
+        return Err(format!(
+            "the launcher `{}` changed the command line of `{}` instead of wrapping it; \
+             refusing to run it",
+            launcher.name, checked.program
+        ));
+    }
+    if !allowed(launcher) {
+        return Err(format!(
+            "the launcher wraps `{}` in `{}` ({}), which is not on the allowlist of plugin \
+             `{}`; add it to `programs` of [plugins.{}] in the policy",
+            checked.program, route.program, route.how, launcher.name, launcher.name
+        ));
+    }
+    Ok(())
+}
+
+fn check_policy(
     policy: &PluginPolicy,
     launch: Launch,
     command: &wit::Command,
@@ -142,6 +265,7 @@ pub(crate) fn check(
         .map(Duration::from_millis)
         .map_or(limit, |requested| requested.min(limit));
     Ok(Checked {
+        route: None,
         program: program.clone(),
         args: command.args.clone(),
         cwd: command.cwd.clone(),
@@ -236,7 +360,7 @@ fn spawn_drain<R: Read + Send + 'static>(
 }
 
 /// Runs a checked request to completion.
-pub(crate) fn run(checked: Checked) -> Result<wit::Output, String> {
+pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
     let mut command = std::process::Command::new(&checked.program);
     command
         .args(&checked.args)
@@ -260,9 +384,22 @@ pub(crate) fn run(checked: Checked) -> Result<wit::Output, String> {
         set_umask(&mut command, umask);
     }
     let started = Instant::now();
-    let mut child = command
-        .spawn()
-        .map_err(|error| format!("cannot launch `{}`: {error}", checked.program))?;
+    let mut child = command.spawn().map_err(|error| {
+        let program = &checked.program;
+        match (&checked.route, error.kind()) {
+            (Some((architecture, route)), std::io::ErrorKind::NotFound) => {
+                wit::LaunchError::NotFound(format!(
+                    "cannot launch `{program}`, which runs programs as `{architecture}` ({}): \
+                     it is not installed; install {}",
+                    route.how, route.provided_by
+                ))
+            }
+            (None, std::io::ErrorKind::NotFound) => {
+                wit::LaunchError::NotFound(format!("cannot launch `{program}`: it does not exist"))
+            }
+            _ => wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")),
+        }
+    })?;
     let pid = child.id();
     let stdin = child.stdin.take();
     let input = checked.stdin;
@@ -277,7 +414,7 @@ pub(crate) fn run(checked: Checked) -> Result<wit::Output, String> {
     let (stderr, stderr_reader) =
         spawn_drain::<ChildStderr>(child.stderr.take(), checked.output_cap);
     let deadline = started + checked.timeout;
-    let (status, timed_out) = wait_until(child, pid, deadline)?;
+    let (status, timed_out) = wait_until(child, pid, deadline).map_err(wit::LaunchError::Failed)?;
     // The program is gone; what it left in the pipes arrives shortly, unless something
     // it started outside its group still holds them open.
     let grace = Instant::now() + DRAIN_GRACE;
@@ -376,7 +513,7 @@ mod tests {
     use crate::policy::Policy;
 
     fn exec_policy() -> PluginPolicy {
-        Policy::builtin().plugin("exec").expect("exec").clone()
+        Policy::builtin().plugin("sh").expect("sh").clone()
     }
 
     fn command(program: &str, args: &[&str]) -> wit::Command {
@@ -390,35 +527,108 @@ mod tests {
             umask: None,
             timeout_ms: None,
             stdin: None,
+            architecture: None,
+        }
+    }
+
+    fn refusal(result: Result<Checked, wit::LaunchError>) -> String {
+        match result {
+            Err(wit::LaunchError::Refused(message)) => message,
+            Err(other) => panic!("not a refusal: {other:?}"),
+            Ok(_) => panic!("allowed"),
+        }
+    }
+
+    /// A launcher with fixed answers, to test what the host accepts from one.
+    struct Fixed {
+        policy: PluginPolicy,
+        route: Route,
+    }
+
+    impl Launcher for Fixed {
+        fn policy(&self) -> &PluginPolicy {
+            &self.policy
+        }
+        fn route(&self, _: &str, _: &[String], _: &str) -> Result<Route, String> {
+            Ok(self.route.clone())
+        }
+    }
+
+    fn routed(program: &str, args: &[&str]) -> LauncherSlot {
+        Ok(std::sync::Arc::new(Fixed {
+            policy: Policy::builtin()
+                .plugin("launcher")
+                .expect("launcher")
+                .clone(),
+            route: Route {
+                program: program.to_owned(),
+                args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+                how: "test".to_owned(),
+                provided_by: "test".to_owned(),
+            },
+        }))
+    }
+
+    #[test]
+    fn a_launcher_may_wrap_the_command_line_but_not_rewrite_it() {
+        let policy = exec_policy();
+        let mut request = command("/bin/sh", &["-c", "uname -m"]);
+        request.architecture = Some("i686".to_owned());
+        let wrap = routed("/usr/bin/setarch", &["i686", "/bin/sh", "-c", "uname -m"]);
+        let checked = check(&policy, Launch::Allowed, &request, Some(&wrap)).expect("wraps");
+        assert_eq!(checked.program, "/usr/bin/setarch");
+        let rewrite = routed("/usr/bin/setarch", &["i686", "/bin/sh", "-c", "rm -rf /"]);
+        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&rewrite)));
+        assert!(refused.contains("instead of wrapping it"), "{refused}");
+        let ungranted = routed("/usr/bin/qemu-i386", &["/bin/sh", "-c", "uname -m"]);
+        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&ungranted)));
+        assert!(
+            refused.contains("not on the allowlist of plugin `launcher`"),
+            "{refused}"
+        );
+        let swapped = routed("/opt/other/sh", &["-c", "uname -m"]);
+        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&swapped)));
+        assert!(
+            refused.contains("not on the allowlist of plugin `sh`"),
+            "{refused}"
+        );
+        let none: LauncherSlot = Err("the policy has no launcher".to_owned());
+        match check(&policy, Launch::Allowed, &request, Some(&none)) {
+            Err(wit::LaunchError::Failed(message)) => {
+                assert!(message.contains("the policy has no launcher"), "{message}")
+            }
+            _ => panic!("no launcher must fail the launch"),
         }
     }
 
     #[test]
     fn the_policy_decides_what_runs() {
         let policy = exec_policy();
-        assert!(check(&policy, Launch::Allowed, &command("/bin/sh", &[])).is_ok());
-        let relative = check(&policy, Launch::Allowed, &command("sh", &[]))
-            .err()
-            .expect("refused");
+        assert!(check(&policy, Launch::Allowed, &command("/bin/sh", &[]), None).is_ok());
+        let relative = refusal(check(&policy, Launch::Allowed, &command("sh", &[]), None));
         assert!(relative.contains("no PATH lookup"), "{relative}");
-        let elsewhere = check(&policy, Launch::Allowed, &command("/tmp/x", &[]))
-            .err()
-            .expect("refused");
+        let elsewhere = refusal(check(
+            &policy,
+            Launch::Allowed,
+            &command("/tmp/x", &[]),
+            None,
+        ));
         assert!(
-            elsewhere.contains("not on the allowlist of plugin `exec`"),
+            elsewhere.contains("not on the allowlist of plugin `sh`"),
             "{elsewhere}"
         );
-        let inspecting = check(&policy, Launch::QueriesOnly, &command("/bin/sh", &[]))
-            .err()
-            .expect("refused");
+        let inspecting = refusal(check(
+            &policy,
+            Launch::QueriesOnly,
+            &command("/bin/sh", &[]),
+            None,
+        ));
         assert!(inspecting.contains("only inspects"), "{inspecting}");
         let mut preload = command("/bin/sh", &[]);
         preload
             .env
             .push(("LD_PRELOAD".to_owned(), "/tmp/x.so".to_owned()));
-        let refused = check(&policy, Launch::Allowed, &preload)
-            .err()
-            .expect("refused");
+        let refused = refusal(check(&policy, Launch::Allowed, &preload, None));
         assert!(refused.contains("`LD_PRELOAD` may not be set"), "{refused}");
     }
 
@@ -426,8 +636,8 @@ mod tests {
     fn a_program_runs_with_an_empty_environment_and_its_input() {
         let mut request = command("/bin/sh", &["-c", "cat; echo \"[$HOME]\"; exit 3"]);
         request.stdin = Some(b"fed\n".to_vec());
-        let output =
-            run(check(&exec_policy(), Launch::Allowed, &request).expect("allowed")).expect("ran");
+        let output = run(check(&exec_policy(), Launch::Allowed, &request, None).expect("allowed"))
+            .expect("ran");
         assert_eq!(output.status, wit::ExitStatus::Exited(3));
         assert_eq!(String::from_utf8_lossy(&output.stdout), "fed\n[]\n");
     }
@@ -437,8 +647,8 @@ mod tests {
         let mut request = command("/bin/sh", &["-c", "sleep 30 & sleep 30"]);
         request.timeout_ms = Some(200);
         let started = Instant::now();
-        let output =
-            run(check(&exec_policy(), Launch::Allowed, &request).expect("allowed")).expect("ran");
+        let output = run(check(&exec_policy(), Launch::Allowed, &request, None).expect("allowed"))
+            .expect("ran");
         assert_eq!(output.status, wit::ExitStatus::TimedOut);
         assert!(
             started.elapsed() < Duration::from_secs(5),
@@ -452,7 +662,8 @@ mod tests {
         let mut policy = exec_policy();
         policy.limits.output_bytes = 1000;
         let request = command("/bin/sh", &["-c", "yes | head -c 100000"]);
-        let output = run(check(&policy, Launch::Allowed, &request).expect("allowed")).expect("ran");
+        let output =
+            run(check(&policy, Launch::Allowed, &request, None).expect("allowed")).expect("ran");
         assert_eq!(output.stdout.len(), 1000);
         assert!(output.stdout_truncated);
         assert_eq!(output.status, wit::ExitStatus::Exited(0));

@@ -5,11 +5,11 @@ use crate::bindings::{file_metadata, log, process};
 use crate::convert::truncate;
 use crate::grants::Grant;
 use crate::policy::{Access, PluginPolicy};
-use crate::process::Launch;
+use crate::process::{Launch, Launcher};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use wasmtime::StoreLimits;
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
@@ -25,6 +25,9 @@ pub(crate) enum Phase {
     Inspect,
     /// `apply` and `refresh`: the access the resource declares, as the policy allows.
     Change,
+    /// An interpreter evaluating a guard: no directories, and any program its policy
+    /// allows (guards run in noop runs too; that is how a noop run predicts).
+    Guard,
 }
 
 /// Why the host stopped a plugin: it turns a trap into a message that says so.
@@ -34,14 +37,17 @@ pub(crate) enum Stop {
     Output,
 }
 
-/// User and group names by id, shared by every instance of a run.
+/// What every instance of a run shares: user and group names by id, and the launcher
+/// plugin that maps an `architecture` to a launch.
 #[derive(Default)]
-pub(crate) struct NameCache {
+pub(crate) struct Shared {
     users: Mutex<HashMap<u32, Option<String>>>,
     groups: Mutex<HashMap<u32, Option<String>>>,
+    /// Set by the runtime before any plugin runs; an error says why there is none.
+    pub(crate) launcher: OnceLock<Result<Arc<dyn Launcher>, String>>,
 }
 
-impl NameCache {
+impl Shared {
     fn user(&self, uid: u32) -> Option<String> {
         let mut users = self.users.lock().expect("name cache lock");
         users
@@ -77,7 +83,7 @@ pub(crate) struct PluginState {
     pub(crate) policy: Arc<PluginPolicy>,
     pub(crate) phase: Phase,
     pub(crate) grants: Vec<Arc<Grant>>,
-    pub(crate) names: Arc<NameCache>,
+    pub(crate) shared: Arc<Shared>,
     /// Per call: what the plugin logged, and how many bytes of output it used.
     pub(crate) logs: Vec<LogRecord>,
     pub(crate) output_used: usize,
@@ -106,7 +112,7 @@ impl PluginState {
         match self.phase {
             Phase::Describe => Launch::Never,
             Phase::Inspect => Launch::QueriesOnly,
-            Phase::Change => Launch::Allowed,
+            Phase::Change | Phase::Guard => Launch::Allowed,
         }
     }
 
@@ -183,13 +189,14 @@ impl log::Host for PluginState {
 }
 
 impl process::Host for PluginState {
-    fn run(&mut self, command: process::Command) -> Result<process::Output, String> {
+    fn run(&mut self, command: process::Command) -> Result<process::Output, process::LaunchError> {
         let started = Instant::now();
-        let result = crate::process::check(&self.policy, self.launch(), &command)
+        let launcher = self.shared.launcher.get();
+        let result = crate::process::check(&self.policy, self.launch(), &command, launcher)
             .and_then(crate::process::run);
         self.host_time += started.elapsed();
-        if let Err(message) = &result {
-            tracing::warn!(plugin = %self.policy.name, "{message}");
+        if let Err(error) = &result {
+            tracing::warn!(plugin = %self.policy.name, "{}", crate::process::message(error));
         }
         result
     }
@@ -266,8 +273,8 @@ impl file_metadata::Host for PluginState {
             mode: stat.st_mode & 0o7777,
             uid: stat.st_uid,
             gid: stat.st_gid,
-            owner: self.names.user(stat.st_uid),
-            group: self.names.group(stat.st_gid),
+            owner: self.shared.user(stat.st_uid),
+            group: self.shared.group(stat.st_gid),
             size: u64::try_from(stat.st_size).unwrap_or(0),
         }))
     }

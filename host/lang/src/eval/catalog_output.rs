@@ -494,6 +494,10 @@ impl Evaluator<'_> {
                     }
                 }
                 "guard_interpreter" | "requires" => match attr.value {
+                    // Chef's `guard_interpreter :default`, written as Puppet's `default`.
+                    Val::Default if attr.name == "guard_interpreter" => {
+                        metaparams.guard_interpreter = Some("default".to_owned());
+                    }
                     Val::Str(text) => {
                         if attr.name == "requires" {
                             metaparams.requires = Some(text);

@@ -1,0 +1,411 @@
+//! Guards (DESIGN section 4, seed `chef-guard-interpreter-rfc.md`): `only_if` and
+//! `not_if` on every resource, Puppet's `onlyif` and `unless` on types that declare them,
+//! read from the catalog, given their interpreter and what they inherit, before the run.
+
+use crate::{GuardScript, PluginError, PluginHost, PreparedResource};
+use std::time::Duration;
+use wconverge_catalog::{Problem, Resource, Value};
+
+/// A guard's default timeout, as an `exec`'s (Puppet).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// The parameters a script guard may set, besides `command`.
+const PARAMETERS: [&str; 9] = [
+    "cwd",
+    "environment",
+    "user",
+    "group",
+    "umask",
+    "path",
+    "architecture",
+    "timeout",
+    "returns",
+];
+
+/// A guard ready to evaluate.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Guard {
+    /// Where it was written: `only_if`, `not_if`, `onlyif` or `unless`.
+    pub metaparameter: &'static str,
+    /// True for `not_if` and `unless`: the resource is skipped when the script succeeds.
+    pub negated: bool,
+    /// The script as the report shows it (`[sensitive]` for a sensitive one).
+    pub shown: String,
+    /// Exit codes that mean the script succeeded.
+    pub returns: Vec<i64>,
+    /// The attributes it inherited from its resource, in the interpreter's order.
+    pub inherited: Vec<String>,
+    pub script: GuardScript,
+}
+
+/// How a resource's string guards are interpreted.
+struct Interpretation {
+    interpreter: String,
+    inherits: Vec<String>,
+}
+
+/// Caches the host's answer about the `default` interpreter for one `prepare`.
+#[derive(Default)]
+pub(crate) struct Defaults {
+    default: Option<Result<Option<String>, PluginError>>,
+}
+
+impl Defaults {
+    fn get(&mut self, host: &dyn PluginHost) -> Result<Option<String>, PluginError> {
+        self.default
+            .get_or_insert_with(|| host.default_interpreter())
+            .clone()
+    }
+}
+
+/// The guards of `resource`, in evaluation order (every `only_if`, then every `not_if`),
+/// and the sensitive strings they carry. Every problem is reported, not only the first.
+pub(crate) fn prepare(
+    resource: &Resource,
+    prepared: &PreparedResource,
+    host: &dyn PluginHost,
+    defaults: &mut Defaults,
+) -> Result<(Vec<Guard>, Vec<String>), Vec<Problem>> {
+    let metaparams = &resource.metaparams;
+    let mut written: Vec<(&'static str, bool, &Value)> = Vec::new();
+    if let Some(value) = &metaparams.only_if {
+        written.push(("only_if", false, value));
+    }
+    if let Some(value) = prepared.get("onlyif") {
+        written.push(("onlyif", false, value));
+    }
+    if let Some(value) = &metaparams.not_if {
+        written.push(("not_if", true, value));
+    }
+    if let Some(value) = prepared.get("unless") {
+        written.push(("unless", true, value));
+    }
+    if written.is_empty() && metaparams.guard_interpreter.is_none() {
+        return Ok((Vec::new(), Vec::new()));
+    }
+    let problem = |message: String| Problem::of(resource, message);
+    let interpretation =
+        interpretation(resource, host, defaults).map_err(|problem| vec![*problem])?;
+    let mut guards = Vec::new();
+    let mut secrets = Vec::new();
+    let mut problems = Vec::new();
+    for (metaparameter, negated, value) in written {
+        let items: Vec<&Value> = match value.unwrap_sensitive() {
+            Value::Array(items) if !value.is_sensitive() => items.iter().collect(),
+            _ => vec![value],
+        };
+        for item in items {
+            item.collect_secrets(false, &mut secrets);
+            match guard(item, prepared, &interpretation) {
+                Ok((shown, returns, inherited, script)) => guards.push(Guard {
+                    metaparameter,
+                    negated,
+                    shown,
+                    returns,
+                    inherited,
+                    script,
+                }),
+                Err(message) => {
+                    problems.push(problem(format!("`{metaparameter}`: {message}")).with_help(
+                        "a guard is a string, a hash with `command` and guard parameters, or \
+                         an array of those",
+                    ))
+                }
+            }
+        }
+    }
+    // Chef evaluates every `only_if` before any `not_if`.
+    guards.sort_by_key(|guard| guard.negated);
+    if problems.is_empty() {
+        Ok((guards, secrets))
+    } else {
+        Err(problems)
+    }
+}
+
+/// The interpreter of a resource's guards (DESIGN section 4 and Decisions 2 and 5): the
+/// one `guard_interpreter` names, inheriting; `default`, never inheriting; unset, the
+/// resource's own interpreter for a script type and `default` for any other type.
+fn interpretation(
+    resource: &Resource,
+    host: &dyn PluginHost,
+    defaults: &mut Defaults,
+) -> Result<Interpretation, Box<Problem>> {
+    let host_error = |error: PluginError| Box::new(Problem::of(resource, error.to_string()));
+    let default = |defaults: &mut Defaults| -> Result<Interpretation, Box<Problem>> {
+        match defaults.get(host).map_err(host_error)? {
+            Some(interpreter) => Ok(Interpretation {
+                interpreter,
+                inherits: Vec::new(),
+            }),
+            None => Err(Box::new(
+                Problem::of(
+                    resource,
+                    format!(
+                        "no installed interpreter is the `default` guard interpreter on this {} \
+                         machine",
+                        std::env::consts::FAMILY
+                    ),
+                )
+                .with_help(
+                    "set `guard_interpreter` to an installed script type, or add the built-in \
+                     `sh` plugin to the policy",
+                ),
+            )),
+        }
+    };
+    match resource.metaparams.guard_interpreter.as_deref() {
+        Some("default") => default(defaults),
+        Some(name) => match host.interpreter(name).map_err(host_error)? {
+            Some(info) => Ok(Interpretation {
+                interpreter: name.to_owned(),
+                inherits: info.inherits,
+            }),
+            None => Err(Box::new(
+                Problem::of(
+                    resource,
+                    format!("guard_interpreter `{name}` is not an installed interpreter"),
+                )
+                .with_help(
+                    "name a script type whose plugin is an interpreter (`sh`, `bash`, `exec`, \
+                     `powershell_script`; `wconverge types` lists them) or `default`",
+                ),
+            )),
+        },
+        None => match host.interpreter(&resource.type_name).map_err(host_error)? {
+            Some(info) => Ok(Interpretation {
+                interpreter: resource.type_name.clone(),
+                inherits: info.inherits,
+            }),
+            None => default(defaults),
+        },
+    }
+}
+
+type Parsed = (String, Vec<i64>, Vec<String>, GuardScript);
+
+/// One guard: a string, or a hash with `command` and guard parameters.
+fn guard(
+    value: &Value,
+    prepared: &PreparedResource,
+    interpretation: &Interpretation,
+) -> Result<Parsed, String> {
+    let empty = Vec::new();
+    let (command, parameters) = match value.unwrap_sensitive() {
+        Value::String(_) => (value, &empty),
+        Value::Hash(entries) => {
+            let command = entries
+                .iter()
+                .find(|(key, _)| key == "command")
+                .map(|(_, command)| command)
+                .ok_or("a guard hash needs `command`, the script to run")?;
+            if let Some((key, _)) = entries
+                .iter()
+                .find(|(key, _)| key != "command" && !PARAMETERS.contains(&key.as_str()))
+            {
+                return Err(format!(
+                    "a guard has no parameter `{key}`; its parameters are: command, {}",
+                    PARAMETERS.join(", ")
+                ));
+            }
+            (command, entries)
+        }
+        other => {
+            return Err(format!(
+                "a guard is a string or a hash, not {}",
+                other.type_name()
+            ));
+        }
+    };
+    let code = command
+        .unwrap_sensitive()
+        .as_str()
+        .ok_or("the guard's `command` must be a string")?;
+    if code.trim().is_empty() {
+        return Err("the guard's command is empty".to_owned());
+    }
+    let shown = if command.is_sensitive() || value.is_sensitive() {
+        "[sensitive]".to_owned()
+    } else {
+        code.to_owned()
+    };
+    let own = |name: &str| {
+        parameters
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value)
+            .filter(|value| !matches!(value, Value::Undef))
+    };
+    let mut inherited = Vec::new();
+    let mut pick = |name: &str| -> Option<&Value> {
+        if let Some(value) = own(name) {
+            return Some(value);
+        }
+        if interpretation
+            .inherits
+            .iter()
+            .any(|inherits| inherits == name)
+            && let Some(value) = prepared.get(name)
+        {
+            inherited.push(name.to_owned());
+            return Some(value);
+        }
+        None
+    };
+    let script = GuardScript {
+        interpreter: interpretation.interpreter.clone(),
+        code: code.to_owned(),
+        cwd: pick("cwd")
+            .map(|value| absolute(value, "cwd"))
+            .transpose()?,
+        environment: pick("environment")
+            .map(environment)
+            .transpose()?
+            .unwrap_or_default(),
+        user: pick("user")
+            .map(|value| principal(value, "user"))
+            .transpose()?,
+        group: pick("group")
+            .map(|value| principal(value, "group"))
+            .transpose()?,
+        umask: pick("umask").map(umask).transpose()?,
+        path: pick("path")
+            .map(search_path)
+            .transpose()?
+            .unwrap_or_default(),
+        architecture: pick("architecture")
+            .map(|value| string(value, "architecture"))
+            .transpose()?,
+        timeout: own("timeout")
+            .map(timeout)
+            .transpose()?
+            .unwrap_or(DEFAULT_TIMEOUT),
+    };
+    let returns = own("returns").map(returns).transpose()?.unwrap_or(vec![0]);
+    Ok((shown, returns, inherited, script))
+}
+
+fn string(value: &Value, what: &str) -> Result<String, String> {
+    value
+        .unwrap_sensitive()
+        .as_str()
+        .map(str::to_owned)
+        .ok_or_else(|| format!("`{what}` must be a string, not {}", value.type_name()))
+}
+
+fn absolute(value: &Value, what: &str) -> Result<String, String> {
+    let path = string(value, what)?;
+    if path.starts_with('/') {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{what} `{path}` is not absolute; it must start with `/`"
+        ))
+    }
+}
+
+fn principal(value: &Value, what: &str) -> Result<String, String> {
+    match value.unwrap_sensitive() {
+        Value::Integer(id) if *id >= 0 => Ok(id.to_string()),
+        _ => string(value, what),
+    }
+}
+
+fn environment(value: &Value) -> Result<Vec<(String, String)>, String> {
+    let entry = |entry: &str| {
+        entry
+            .split_once('=')
+            .filter(|(name, _)| !name.is_empty())
+            .map(|(name, value)| (name.to_owned(), value.to_owned()))
+            .ok_or_else(|| format!("environment entry `{entry}` is not of the form NAME=value"))
+    };
+    match value.unwrap_sensitive() {
+        Value::Hash(entries) => entries
+            .iter()
+            .map(|(name, value)| Ok((name.clone(), string(value, "environment")?)))
+            .collect(),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| entry(&string(item, "environment")?))
+            .collect(),
+        Value::String(text) => Ok(vec![entry(text)?]),
+        other => Err(format!(
+            "`environment` must be a hash or an array, not {}",
+            other.type_name()
+        )),
+    }
+}
+
+fn umask(value: &Value) -> Result<u32, String> {
+    let text = match value.unwrap_sensitive() {
+        Value::Integer(digits) => digits.to_string(),
+        _ => string(value, "umask")?,
+    };
+    u32::from_str_radix(&text, 8)
+        .ok()
+        .filter(|umask| text.len() <= 4 && *umask <= 0o777)
+        .ok_or_else(|| format!("umask `{text}` is not an octal umask like '022'"))
+}
+
+fn search_path(value: &Value) -> Result<Vec<String>, String> {
+    let directories: Vec<String> = match value.unwrap_sensitive() {
+        Value::String(joined) => joined
+            .split(':')
+            .filter(|dir| !dir.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| string(item, "path"))
+            .collect::<Result<_, _>>()?,
+        other => {
+            return Err(format!(
+                "`path` must be a string or an array, not {}",
+                other.type_name()
+            ));
+        }
+    };
+    match directories.iter().find(|dir| !dir.starts_with('/')) {
+        Some(relative) => Err(format!(
+            "path entry `{relative}` is not absolute; it must start with `/`"
+        )),
+        None => Ok(directories),
+    }
+}
+
+fn timeout(value: &Value) -> Result<Duration, String> {
+    let seconds = match value.unwrap_sensitive() {
+        Value::Integer(seconds) => *seconds as f64,
+        Value::Float(seconds) => *seconds,
+        other => {
+            return Err(format!(
+                "`timeout` must be a number of seconds, not {}",
+                other.type_name()
+            ));
+        }
+    };
+    if seconds > 0.0 && seconds <= 86_400.0 {
+        Ok(Duration::from_secs_f64(seconds))
+    } else {
+        Err(format!(
+            "timeout `{seconds}` must be more than 0 seconds and at most a day"
+        ))
+    }
+}
+
+fn returns(value: &Value) -> Result<Vec<i64>, String> {
+    let codes = match value.unwrap_sensitive() {
+        Value::Array(items) => items.iter().collect(),
+        _ => vec![value],
+    };
+    codes
+        .into_iter()
+        .map(|code| match code.unwrap_sensitive() {
+            Value::Integer(code) => Ok(*code),
+            other => Err(format!(
+                "`returns` must be exit codes (integers), not {}",
+                other.type_name()
+            )),
+        })
+        .collect()
+}
