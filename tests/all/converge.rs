@@ -490,8 +490,27 @@ fn graph_and_types_describe_the_catalog_and_the_plugins() {
             .contains("refreshonly  Boolean, [0..1], parameter, default false"),
         "{types:#?}"
     );
+    assert!(
+        types.stdout.contains(
+            "script type of interpreter plugin `sh`: its guards run with `exec` unless \
+             `guard_interpreter` says otherwise, inheriting cwd, environment, group, path, \
+             user, umask, architecture"
+        ),
+        "{types:#?}"
+    );
     let list = machine.run(&["plugins", "list"]);
-    assert!(list.stdout.contains("file  builtin"), "{list:#?}");
+    assert!(list.stdout.contains("file  provider builtin"), "{list:#?}");
+    assert!(
+        list.stdout.contains(
+            "  guards inherit: cwd, environment, group, path, user, umask, architecture; the \
+             `default` guard interpreter on unix"
+        ),
+        "{list:#?}"
+    );
+    assert!(
+        list.stdout.contains("launcher  launcher builtin"),
+        "{list:#?}"
+    );
 }
 
 /// Tests of ownership and run-as need root (this suite's machines and CI run as root).

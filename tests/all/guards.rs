@@ -403,3 +403,55 @@ powershell_script { 'a native exit code counts':
     assert!(!exists(&machine.file("throw-ran")), "{report:#}");
     assert!(exists(&machine.file("exit-ran")), "{report:#}");
 }
+
+#[test]
+fn a_lazy_block_guard_is_evaluated_by_the_host_even_from_a_compiled_catalog() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"
+$port = 8080
+file { '@FILES@/high-port':
+  content => "high\n",
+  only_if => lazy { $port > 1024 },
+}
+file { '@FILES@/low-port':
+  content => "low\n",
+  only_if => [lazy { $port < 1024 }, 'true'],
+}
+file { '@FILES@/broken':
+  content => "broken\n",
+  not_if  => lazy { $port + 'x' },
+}
+"#,
+    );
+    // Compiled here, applied later from the JSON catalog.
+    let compiled = machine.run(&["compile", manifest.to_str().expect("utf-8"), "--node", "n1"]);
+    assert_eq!(compiled.code, 0, "{compiled:#?}");
+    assert!(
+        compiled.stdout.contains("\"__lazy\""),
+        "{}",
+        compiled.stdout
+    );
+    let catalog = machine.root().join("compiled.json");
+    std::fs::write(&catalog, &compiled.stdout).expect("catalog written");
+    let report = machine.apply_json(&catalog, &machine.policy(""), &[], 6);
+    assert!(exists(&machine.file("high-port")));
+    assert!(!exists(&machine.file("low-port")));
+    let low = format!("File[{}]", machine.file("low-port"));
+    assert_eq!(
+        guard_of(&report, &low),
+        ("only_if".to_owned(), "host".to_owned(), vec![], false)
+    );
+    let broken = format!("File[{}]", machine.file("broken"));
+    let error = entry(&report, &broken)["error"].as_str().expect("failed");
+    assert!(
+        error.starts_with(
+            "not_if guard `lazy { $port + 'x' }` (interpreter `host`) could not be evaluated: \
+             the lazy block at "
+        ) && error.contains("site.wcv:13:14 failed")
+            && error.contains("cannot apply `+` to Integer `8080` and String `x`"),
+        "{error}"
+    );
+    assert!(!exists(&machine.file("broken")));
+}

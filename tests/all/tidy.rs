@@ -303,3 +303,18 @@ fn guest_unit_tests_pass() {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+#[test]
+fn the_readme_shows_the_builtin_policy_as_it_is() {
+    let root = repository();
+    let source = std::fs::read_to_string(root.join("host/runtime/src/policy.rs"))
+        .expect("host/runtime/src/policy.rs");
+    let start = "pub const DEFAULT_POLICY: &str = r#\"";
+    let from = source.find(start).expect("DEFAULT_POLICY") + start.len();
+    let policy = &source[from..from + source[from..].find("\"#;").expect("end of DEFAULT_POLICY")];
+    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    assert!(
+        readme.contains(&format!("```toml\n{policy}```")),
+        "the README's built-in policy differs from DEFAULT_POLICY in host/runtime/src/policy.rs"
+    );
+}

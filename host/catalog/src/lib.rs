@@ -6,10 +6,12 @@
 //! prints text that others read and write.
 #![warn(clippy::disallowed_methods)]
 
+mod lazy;
 mod reference;
 mod schema;
 mod value;
 
+pub use lazy::{LAZY_KEY, Lazy};
 pub use reference::{ResourceRef, display_type_name};
 pub use schema::{AttributeSchema, Behaviour, DataType, Invariant, PathAccess, TypeSchema};
 pub use value::{MAX_DEPTH, Value};

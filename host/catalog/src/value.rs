@@ -5,7 +5,9 @@
 //! with a single reserved key:
 //!
 //! - `{"__sensitive": V}`: `V`, redacted in every output;
-//! - `{"__hash": [["key", V], ...]}`: a hash, used when a key starts with `__`.
+//! - `{"__hash": [["key", V], ...]}`: a hash, used when a key starts with `__`;
+//! - `{"__lazy": {...}}`: a lazy value (see [`crate::Lazy`]), which is the hash with that
+//!   one key.
 //!
 //! Every other key starting with `__` is reserved and refused, so a newer catalog is
 //! never misread by an older wconverge.
@@ -192,6 +194,11 @@ impl Serialize for Value {
                 }
                 seq.end()
             }
+            Value::Hash(entries) if entries.len() == 1 && entries[0].0 == crate::LAZY_KEY => {
+                let mut map = serializer.serialize_map(Some(1))?;
+                map.serialize_entry(crate::LAZY_KEY, &entries[0].1)?;
+                map.end()
+            }
             Value::Hash(entries) if entries.iter().any(|(key, _)| key.starts_with("__")) => {
                 let mut map = serializer.serialize_map(Some(1))?;
                 map.serialize_entry("__hash", &HashEntries(entries))?;
@@ -303,10 +310,11 @@ impl<'de> Visitor<'de> for ValueVisitor {
                 let value = match tag {
                     "sensitive" => Value::Sensitive(Box::new(map.next_value()?)),
                     "hash" => Value::Hash(map.next_value::<Vec<(String, Value)>>()?),
+                    "lazy" => Value::Hash(vec![(key.clone(), map.next_value()?)]),
                     _ => {
                         return Err(de::Error::custom(format!(
-                            "unknown tagged value `{key}`; the tags are `__sensitive` and \
-                             `__hash`"
+                            "unknown tagged value `{key}`; the tags are `__sensitive`, \
+                             `__hash` and `__lazy`"
                         )));
                     }
                 };
@@ -373,11 +381,18 @@ mod tests {
             r#"{"__hash": [["__x", 1]]}"#,
             Value::Hash(vec![("__x".to_owned(), Value::Integer(1))]),
         );
+        check(
+            r#"{"__lazy": {"expression": "1"}}"#,
+            Value::Hash(vec![(
+                "__lazy".to_owned(),
+                Value::Hash(vec![("expression".to_owned(), "1".into())]),
+            )]),
+        );
     }
 
     #[test]
     fn reserved_and_duplicate_keys_are_refused() {
-        check_err(r#"{"__lazy": 1}"#, "unknown tagged value `__lazy`");
+        check_err(r#"{"__later": 1}"#, "unknown tagged value `__later`");
         check_err(
             r#"{"a": 1, "__sensitive": 2}"#,
             "key `__sensitive` is reserved",

@@ -233,21 +233,31 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Types { type_name, runtime } => {
             let runtime = runtime_for(&runtime)?;
             let mut failed = false;
-            let mut schemas = Vec::new();
+            let mut summaries = Vec::new();
             for summary in runtime.plugin_summaries() {
                 match summary {
-                    Ok(summary) => schemas.extend(summary.types),
+                    Ok(summary) => summaries.push(summary),
                     Err(error) => {
                         output::error(&error.to_string());
                         failed = true;
                     }
                 }
             }
+            let mut schemas: Vec<_> = summaries
+                .iter()
+                .flat_map(|summary| summary.types.iter().cloned())
+                .collect();
             schemas.sort_by(|a, b| a.name.cmp(&b.name));
             match type_name {
                 None => output::types_list(&schemas),
                 Some(name) => match schemas.iter().find(|schema| schema.name == name) {
-                    Some(schema) => output::type_detail(schema),
+                    Some(schema) => output::type_detail(
+                        schema,
+                        summaries.iter().find(|summary| {
+                            summary.kind == "interpreter"
+                                && summary.types.iter().any(|provided| provided.name == name)
+                        }),
+                    ),
                     None => bail!(
                         "no plugin of the policy provides type `{name}`; `wconverge types` lists them"
                     ),

@@ -100,13 +100,12 @@ fn describe_resource(resource: &ResourceReport) -> Vec<String> {
         )),
         Status::SkippedByGuard => {
             if let Some(guard) = resource.guards.last() {
-                let why = if guard.succeeded {
-                    "succeeded"
-                } else {
-                    match guard.exit_code {
-                        Some(code) => &format!("failed (exit code {code})"),
-                        None => "failed (killed by a signal)",
-                    }
+                let why = match (guard.succeeded, guard.exit_code) {
+                    (true, _) if guard.interpreter == "host" => "was true",
+                    (true, _) => "succeeded",
+                    (false, _) if guard.interpreter == "host" => "was false",
+                    (false, Some(code)) => &format!("failed (exit code {code})"),
+                    (false, None) => "failed (killed by a signal)",
                 };
                 let inherited = if guard.inherited.is_empty() {
                     String::new()
@@ -256,10 +255,25 @@ pub(crate) fn types_list(schemas: &[TypeSchema]) {
     out(&text);
 }
 
-pub(crate) fn type_detail(schema: &TypeSchema) {
+/// One type's schema; `interpreter` is the summary of its plugin when that plugin is an
+/// interpreter (the type is a script type, and its guards run with it by default).
+pub(crate) fn type_detail(schema: &TypeSchema, interpreter: Option<&PluginSummary>) {
     let mut text = format!("{}\n  {}\n", display_type_name(&schema.name), schema.doc);
     if schema.refreshable {
         text.push_str("  refreshable: reacts to notifications\n");
+    }
+    if let Some(plugin) = interpreter {
+        text.push_str(&format!(
+            "  script type of interpreter plugin `{}`: its guards run with `{}` unless \
+             `guard_interpreter` says otherwise, inheriting {}\n",
+            plugin.name,
+            schema.name,
+            if plugin.inherits.is_empty() {
+                "nothing".to_owned()
+            } else {
+                plugin.inherits.join(", ")
+            }
+        ));
     }
     text.push_str("\nattributes:\n");
     for attribute in &schema.attributes {
@@ -297,14 +311,41 @@ pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::
                     .iter()
                     .map(|schema| schema.name.as_str())
                     .collect();
+                let version = if summary.version.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}", summary.version)
+                };
                 text.push_str(&format!(
-                    "{}  {} {}  sha256:{}  types: {}\n",
+                    "{}  {} {}{version}  sha256:{}  types: {}\n",
                     summary.name,
+                    summary.kind,
                     summary.source,
-                    summary.version,
                     summary.sha256,
-                    types.join(", ")
+                    if types.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        types.join(", ")
+                    }
                 ));
+                if summary.kind == "interpreter" {
+                    let default = if summary.default_on.is_empty() {
+                        String::new()
+                    } else {
+                        format!(
+                            "; the `default` guard interpreter on {}",
+                            summary.default_on.join(", ")
+                        )
+                    };
+                    text.push_str(&format!(
+                        "  guards inherit: {}{default}\n",
+                        if summary.inherits.is_empty() {
+                            "nothing".to_owned()
+                        } else {
+                            summary.inherits.join(", ")
+                        }
+                    ));
+                }
             }
             Err(error) => text.push_str(&format!("error: {error}\n")),
         }

@@ -4,7 +4,7 @@
 
 use crate::{GuardScript, PluginError, PluginHost, PreparedResource};
 use std::time::Duration;
-use wconverge_catalog::{Problem, Resource, Value};
+use wconverge_catalog::{Lazy, Problem, Resource, Value};
 
 /// A guard's default timeout, as an `exec`'s (Puppet).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -35,7 +35,26 @@ pub struct Guard {
     pub returns: Vec<i64>,
     /// The attributes it inherited from its resource, in the interpreter's order.
     pub inherited: Vec<String>,
-    pub script: GuardScript,
+    pub body: GuardBody,
+}
+
+/// What a guard runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum GuardBody {
+    /// A script, run by an interpreter plugin.
+    Script(GuardScript),
+    /// `lazy { expr }`, evaluated by the host: true unless `undef` or `false`.
+    Block(Lazy),
+}
+
+impl Guard {
+    /// Who evaluates it: the script type of its interpreter, or `host` for a block.
+    pub fn interpreter(&self) -> &str {
+        match &self.body {
+            GuardBody::Script(script) => &script.interpreter,
+            GuardBody::Block(_) => "host",
+        }
+    }
 }
 
 /// How a resource's string guards are interpreted.
@@ -84,26 +103,58 @@ pub(crate) fn prepare(
         return Ok((Vec::new(), Vec::new()));
     }
     let problem = |message: String| Problem::of(resource, message);
-    let interpretation =
-        interpretation(resource, host, defaults).map_err(|problem| vec![*problem])?;
+    let written: Vec<(&'static str, bool, &Value)> = written
+        .into_iter()
+        .flat_map(|(metaparameter, negated, value)| {
+            let items: Vec<&Value> = match value.unwrap_sensitive() {
+                Value::Array(items) if !value.is_sensitive() => items.iter().collect(),
+                _ => vec![value],
+            };
+            items
+                .into_iter()
+                .map(move |item| (metaparameter, negated, item))
+        })
+        .collect();
+    // Block guards need no interpreter; a `guard_interpreter` is checked anyway.
+    let scripts = written
+        .iter()
+        .any(|(_, _, item)| Lazy::from_value(item).is_none());
+    let interpretation = if scripts || resource.metaparams.guard_interpreter.is_some() {
+        Some(interpretation(resource, host, defaults).map_err(|problem| vec![*problem])?)
+    } else {
+        None
+    };
     let mut guards = Vec::new();
     let mut secrets = Vec::new();
     let mut problems = Vec::new();
-    for (metaparameter, negated, value) in written {
-        let items: Vec<&Value> = match value.unwrap_sensitive() {
-            Value::Array(items) if !value.is_sensitive() => items.iter().collect(),
-            _ => vec![value],
+    for (metaparameter, negated, item) in written {
+        item.collect_secrets(false, &mut secrets);
+        if let Some(lazy) = Lazy::from_value(item) {
+            match lazy.and_then(|lazy| wconverge_lang::check_lazy(&lazy).map(|()| lazy)) {
+                Ok(lazy) => guards.push(Guard {
+                    metaparameter,
+                    negated,
+                    shown: lazy.shown(),
+                    returns: Vec::new(),
+                    inherited: Vec::new(),
+                    body: GuardBody::Block(lazy),
+                }),
+                Err(message) => problems.push(problem(format!("`{metaparameter}`: {message}"))),
+            }
+            continue;
+        }
+        let Some(interpretation) = &interpretation else {
+            continue;
         };
-        for item in items {
-            item.collect_secrets(false, &mut secrets);
-            match guard(item, prepared, &interpretation) {
+        {
+            match guard(item, prepared, interpretation) {
                 Ok((shown, returns, inherited, script)) => guards.push(Guard {
                     metaparameter,
                     negated,
                     shown,
                     returns,
                     inherited,
-                    script,
+                    body: GuardBody::Script(script),
                 }),
                 Err(message) => {
                     problems.push(problem(format!("`{metaparameter}`: {message}")).with_help(

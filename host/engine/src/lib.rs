@@ -15,7 +15,7 @@ mod run;
 mod validate;
 
 pub use graph::Graph;
-pub use guard::Guard;
+pub use guard::{Guard, GuardBody};
 pub use run::{Mode, run};
 pub use validate::{Prepared, PreparedResource, prepare};
 

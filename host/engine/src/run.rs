@@ -6,7 +6,7 @@ use crate::report::{
     ChangeReport, GuardReport, LogReport, RefreshReport, Report, ResourceReport, Status, Summary,
 };
 use crate::validate::Prepared;
-use crate::{Call, Change, LogRecord, PluginHost, ScriptStatus};
+use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
 use std::time::Instant;
 use wconverge_catalog::EdgeKind;
 
@@ -204,34 +204,53 @@ fn guards(
     record: &mut impl FnMut(Vec<LogRecord>),
 ) -> Guarded {
     for guard in &resource.guards {
-        let Call { outcome, logs } = host.run_guard(&guard.script);
-        record(logs);
         let named = format!(
             "{} guard `{}` (interpreter `{}`)",
-            guard.metaparameter, guard.shown, guard.script.interpreter
+            guard.metaparameter,
+            guard.shown,
+            guard.interpreter()
         );
-        let output = match outcome {
-            Ok(output) => output,
-            Err(error) => {
-                return Guarded::Fail(format!("{named} could not be evaluated: {}", error.message));
+        let (exit_code, succeeded) = match &guard.body {
+            GuardBody::Block(lazy) => match wconverge_lang::evaluate_lazy(lazy) {
+                Ok(value) => (None, truthy(&value)),
+                Err(message) => {
+                    return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
+                }
+            },
+            GuardBody::Script(script) => {
+                let Call { outcome, logs } = host.run_guard(script);
+                record(logs);
+                let output = match outcome {
+                    Ok(output) => output,
+                    Err(error) => {
+                        return Guarded::Fail(format!(
+                            "{named} could not be evaluated: {}",
+                            error.message
+                        ));
+                    }
+                };
+                let exit_code = match output.status {
+                    ScriptStatus::Exited(code) => Some(code),
+                    ScriptStatus::Signaled(_) => None,
+                    ScriptStatus::TimedOut => {
+                        return Guarded::Fail(format!(
+                            "{named} ran past its timeout of {} seconds; its process group was \
+                             killed",
+                            script.timeout.as_secs_f64()
+                        ));
+                    }
+                };
+                (
+                    exit_code,
+                    exit_code.is_some_and(|code| guard.returns.contains(&i64::from(code))),
+                )
             }
         };
-        let exit_code = match output.status {
-            ScriptStatus::Exited(code) => Some(code),
-            ScriptStatus::Signaled(_) => None,
-            ScriptStatus::TimedOut => {
-                return Guarded::Fail(format!(
-                    "{named} ran past its timeout of {} seconds; its process group was killed",
-                    guard.script.timeout.as_secs_f64()
-                ));
-            }
-        };
-        let succeeded = exit_code.is_some_and(|code| guard.returns.contains(&i64::from(code)));
         let passed = succeeded != guard.negated;
         reports.push(GuardReport {
             metaparameter: guard.metaparameter,
             command: guard.shown.clone(),
-            interpreter: guard.script.interpreter.clone(),
+            interpreter: guard.interpreter().to_owned(),
             inherited: guard.inherited.clone(),
             exit_code,
             succeeded,
@@ -242,6 +261,16 @@ fn guards(
         }
     }
     Guarded::Apply
+}
+
+/// Puppet's truth: everything but `undef` and `false`.
+fn truthy(value: &wconverge_catalog::Value) -> bool {
+    use wconverge_catalog::Value;
+    match value {
+        Value::Undef | Value::Boolean(false) => false,
+        Value::Sensitive(inner) => truthy(inner),
+        _ => true,
+    }
 }
 
 /// Attributes whose changes are shown only as `[redacted]`: those the schema marks

@@ -343,7 +343,10 @@ fn only_a_non_default_interpreter_inherits_and_guard_parameters_win() {
     )
     .expect("valid");
     assert_eq!(
-        prepared.resources[0].guards[0].script.cwd.as_deref(),
+        match &prepared.resources[0].guards[0].body {
+            crate::GuardBody::Script(script) => script.cwd.as_deref(),
+            crate::GuardBody::Block(_) => panic!("a script guard"),
+        },
         Some("/opt")
     );
     assert!(prepared.resources[0].guards[0].inherited.is_empty());

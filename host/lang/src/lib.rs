@@ -16,7 +16,9 @@ mod syntax;
 mod value;
 
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
-pub use eval::{MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_RESOURCES, MAX_ROUNDS};
+pub use eval::{
+    MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_RESOURCES, MAX_ROUNDS, check_lazy, evaluate_lazy,
+};
 pub use parser::{MAX_CHAIN, MAX_NESTING};
 
 use std::collections::HashMap;

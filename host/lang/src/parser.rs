@@ -998,6 +998,18 @@ impl Parser<'_> {
                 let parts = self.interpolation(parts)?;
                 simple(ExprKind::Interp(parts))
             }
+            // `lazy { expr }`: where a value is expected, `lazy` before a brace is never a
+            // resource declaration.
+            Tok::Name(name) if name == "lazy" && *self.peek_at(1) == Tok::Punct(P::LBrace) => {
+                self.bump();
+                let open = self.bump().span;
+                let inner = self.expr(BP_ASSIGN)?;
+                self.expect_close(P::RBrace, "to close the lazy block", open)?;
+                Ok(Expr {
+                    kind: ExprKind::Lazy(Box::new(inner)),
+                    span: span.to(self.previous_span()),
+                })
+            }
             Tok::Name(name) => {
                 self.bump();
                 if self.at(P::LParen) && self.adjacent() {

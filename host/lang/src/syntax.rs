@@ -69,6 +69,8 @@ pub(crate) enum ExprKind {
     Relation(Box<Expr>, RelOp, Box<Expr>),
     /// A definition already hoisted into the program's tables.
     Definition,
+    /// `lazy { expr }`.
+    Lazy(Box<Expr>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -206,6 +206,7 @@ mod ok {
         relationship_has_lower_precedence_than_assignment,
         node_dotted_name_without_quotes,
         defaults_splat,
+        lazy_guard,
     );
 }
 
@@ -269,6 +270,7 @@ mod err {
         collector_inside_array,
         relationship_inside_parentheses,
         collector_query_value_must_be_simple,
+        lazy_changes_catalog,
     );
 }
 

@@ -3,7 +3,7 @@
 
 use std::cmp::Ordering;
 use std::fmt::Write as _;
-use wconverge_catalog::{MAX_DEPTH, ResourceRef, Value, display_type_name};
+use wconverge_catalog::{Lazy, MAX_DEPTH, ResourceRef, SourceLocation, Value, display_type_name};
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Val {
@@ -24,6 +24,17 @@ pub(crate) enum Val {
         title: Option<String>,
     },
     Sensitive(Box<Val>),
+    /// `lazy { expr }`: evaluated during the run, not now.
+    Lazy(Box<LazyVal>),
+}
+
+/// A lazy value during compilation: the expression's text, the variables it reads with
+/// their values here, and where it was written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct LazyVal {
+    pub(crate) expression: String,
+    pub(crate) variables: Vec<(String, Val)>,
+    pub(crate) location: SourceLocation,
 }
 
 impl Val {
@@ -45,6 +56,7 @@ impl Val {
             Val::Ref { title: None, .. } => "Type",
             Val::Ref { .. } => "Resource reference",
             Val::Sensitive(_) => "Sensitive",
+            Val::Lazy(_) => "Lazy",
         }
     }
 
@@ -115,6 +127,9 @@ impl Val {
                 }
             }
             Val::Sensitive(_) => out.push_str("Sensitive [value redacted]"),
+            Val::Lazy(lazy) => {
+                let _ = write!(out, "lazy {{ {} }}", lazy.expression.trim());
+            }
         }
     }
 
@@ -187,6 +202,36 @@ impl Val {
             .map(|(_, value)| value)
     }
 
+    /// Whether the value is or holds a lazy value.
+    pub(crate) fn contains_lazy(&self) -> bool {
+        match self {
+            Val::Lazy(_) => true,
+            Val::Array(items) => items.iter().any(Val::contains_lazy),
+            Val::Hash(entries) => entries.iter().any(|(_, value)| value.contains_lazy()),
+            Val::Sensitive(inner) => inner.contains_lazy(),
+            _ => false,
+        }
+    }
+
+    /// A catalog value as a value of the language (for lazy values' variables).
+    pub(crate) fn from_catalog(value: &Value) -> Val {
+        match value {
+            Value::Undef => Val::Undef,
+            Value::Boolean(b) => Val::Bool(*b),
+            Value::Integer(i) => Val::Int(*i),
+            Value::Float(f) => Val::Float(*f),
+            Value::String(s) => Val::Str(s.clone()),
+            Value::Array(items) => Val::Array(items.iter().map(Val::from_catalog).collect()),
+            Value::Hash(entries) => Val::Hash(
+                entries
+                    .iter()
+                    .map(|(key, value)| (Val::Str(key.clone()), Val::from_catalog(value)))
+                    .collect(),
+            ),
+            Value::Sensitive(inner) => Val::Sensitive(Box::new(Val::from_catalog(inner))),
+        }
+    }
+
     /// The value for the catalog; `Err` names what cannot go there.
     pub(crate) fn to_catalog(&self) -> Result<Value, String> {
         self.to_catalog_at(1)
@@ -229,6 +274,16 @@ impl Val {
                 title: Some(title),
             } => Value::String(ResourceRef::new(type_name, title).to_string()),
             Val::Sensitive(inner) => Value::Sensitive(Box::new(nested(inner)?)),
+            Val::Lazy(lazy) => Lazy {
+                expression: lazy.expression.clone(),
+                variables: lazy
+                    .variables
+                    .iter()
+                    .map(|(name, value)| Ok((name.clone(), nested(value)?)))
+                    .collect::<Result<_, String>>()?,
+                location: lazy.location.clone(),
+            }
+            .to_value(),
             Val::Default | Val::Regex(_) | Val::Ref { title: None, .. } => {
                 return Err(format!(
                     "a value of type {} cannot be an attribute value",

@@ -69,6 +69,13 @@ pub struct PluginSummary {
     pub version: String,
     pub imports: Vec<String>,
     pub types: Vec<TypeSchema>,
+    /// What the plugin is: `provider`, `interpreter` or `launcher`.
+    pub kind: &'static str,
+    /// For an interpreter: the attributes its guards inherit.
+    pub inherits: Vec<String>,
+    /// For an interpreter: the OS families where its first type is the `default` guard
+    /// interpreter.
+    pub default_on: Vec<String>,
 }
 
 /// Runs plugins for the engine.
@@ -304,6 +311,23 @@ impl Runtime {
                     version: plugin.version.clone(),
                     imports: plugin.imports.clone(),
                     types,
+                    kind: if plugin.is_launcher() {
+                        "launcher"
+                    } else if plugin.interpreter.is_some() {
+                        "interpreter"
+                    } else {
+                        "provider"
+                    },
+                    inherits: plugin
+                        .interpreter
+                        .as_ref()
+                        .map(|info| info.inherits.clone())
+                        .unwrap_or_default(),
+                    default_on: plugin
+                        .interpreter
+                        .as_ref()
+                        .map(|info| info.default_on.clone())
+                        .unwrap_or_default(),
                 })
             })
             .collect()

@@ -103,7 +103,7 @@ impl Evaluator<'_> {
         tags
     }
 
-    fn location(&self, span: Span) -> catalog::SourceLocation {
+    pub(super) fn location(&self, span: Span) -> catalog::SourceLocation {
         let source = &self.sources[span.file as usize];
         let (line, column) =
             self.line_starts[span.file as usize].line_column(&source.text, span.start);
@@ -534,6 +534,21 @@ impl Evaluator<'_> {
                         );
                     }
                 },
+                // Lazy attribute values need the run phase to resolve them for the
+                // provider, which comes with node attributes (issue 5); only guards take
+                // them for now.
+                _ if attr.value.contains_lazy() => {
+                    self.error(
+                        "lazy-attribute",
+                        attr.span,
+                        format!(
+                            "attribute `{}`: lazy values are taken only by `only_if` and \
+                             `not_if` in this version",
+                            attr.name
+                        ),
+                    )
+                    .help = Some("compute the value at compile time, or guard the resource with `only_if => lazy { ... }`".into());
+                }
                 _ => {
                     match attr.value.to_catalog() {
                         Ok(value) => attributes.set(&attr.name, value),

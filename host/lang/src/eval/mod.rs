@@ -12,6 +12,9 @@ use std::rc::Rc;
 use wconverge_catalog::{self as catalog, METAPARAMETERS, display_type_name};
 
 mod catalog_output;
+mod lazy;
+
+pub use lazy::{check_lazy, evaluate_lazy};
 
 /// A defined type instance may declare another at most this deep.
 pub const MAX_DEFINE_DEPTH: usize = 100;
@@ -653,6 +656,7 @@ impl<'a> Evaluator<'a> {
                 Operand::Collector(_) => Val::Undef,
             },
             ExprKind::Definition => Val::Undef,
+            ExprKind::Lazy(inner) => self.lazy(inner, span),
         }
     }
 
