@@ -455,3 +455,48 @@ file { '@FILES@/broken':
     );
     assert!(!exists(&machine.file("broken")));
 }
+
+#[test]
+fn a_third_party_interpreter_is_a_plugin_and_nothing_else() {
+    let machine = Machine::new();
+    let perl = wconverge_tests::PERL;
+    let policy = machine.policy(&format!(
+        r#"[plugins.perl]
+source = "{perl}"
+sha256 = "{digest}"
+directories = [{{ path = "/", access = "read" }}]
+programs = ["/usr/bin/perl"]
+"#,
+        digest = crate::support::sha256_of(perl)
+    ));
+    std::fs::create_dir(machine.file("work")).expect("dir");
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"
+perl { 'hello':
+  code    => 'open(my $f, ">", "@FILES@/perl-ran") or die',
+  cwd     => '@FILES@/work',
+  only_if => 'use Cwd; exit(getcwd() eq "@FILES@/work" ? 0 : 1)',
+}
+file { '@FILES@/guarded-by-perl':
+  content           => "x\n",
+  guard_interpreter => perl,
+  not_if            => 'exit(-d "@FILES@" ? 0 : 1)',
+}
+"#,
+    );
+    let report = machine.apply_json(&manifest, &policy, &[], 2);
+    assert!(exists(&machine.file("perl-ran")), "{report:#}");
+    assert_eq!(
+        guard_of(&report, "Perl[hello]"),
+        (
+            "only_if".to_owned(),
+            "perl".to_owned(),
+            vec!["cwd".to_owned()],
+            true
+        )
+    );
+    let guarded = format!("File[{}]", machine.file("guarded-by-perl"));
+    assert_eq!(status(&report, &guarded), "skipped_by_guard");
+    assert_eq!(guard_of(&report, &guarded).1, "perl");
+}
