@@ -102,16 +102,6 @@ impl Command {
         self
     }
 
-    /// The program, as given to [`Command::new`].
-    pub fn program(&self) -> &str {
-        &self.program
-    }
-
-    /// The arguments.
-    pub fn get_args(&self) -> &[String] {
-        &self.args
-    }
-
     /// Runs the program to completion. An `Err` means it did not run; a program that ran
     /// and failed is an `Ok` whose [`Output::status`] says so.
     pub fn run(&self) -> Result<Output, LaunchError> {

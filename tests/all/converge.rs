@@ -494,7 +494,7 @@ fn graph_and_types_describe_the_catalog_and_the_plugins() {
         types.stdout.contains(
             "script type of interpreter plugin `sh`: its guards run with `exec` unless \
              `guard_interpreter` says otherwise, inheriting cwd, environment, group, path, \
-             user, umask, architecture"
+             user, umask, architecture, interpreter"
         ),
         "{types:#?}"
     );
@@ -502,8 +502,8 @@ fn graph_and_types_describe_the_catalog_and_the_plugins() {
     assert!(list.stdout.contains("file  provider builtin"), "{list:#?}");
     assert!(
         list.stdout.contains(
-            "  guards inherit: cwd, environment, group, path, user, umask, architecture; the \
-             `default` guard interpreter on unix"
+            "  guards inherit: cwd, environment, group, path, user, umask, architecture, \
+             interpreter; the `default` guard interpreter on unix"
         ),
         "{list:#?}"
     );

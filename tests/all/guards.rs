@@ -233,7 +233,7 @@ file { '@FILES@/after-slow':
     let slow = format!("File[{}]", machine.file("slow"));
     assert_eq!(
         entry(&report, &slow)["error"],
-        "not_if guard `sleep 30` (interpreter `sh`) ran past its timeout of 1 seconds; its \
+        "not_if guard `sleep 30` (interpreter `sh`) ran past its timeout of 1 second; its \
          process group was killed"
     );
     assert_eq!(
@@ -260,6 +260,45 @@ script { 'no such shell':
     assert_eq!(
         entry(&report, "Script[no such shell]")["error"],
         "cannot launch `/usr/bin/wconverge-no-such-shell`: it does not exist"
+    );
+    // A guard whose interpreter cannot be launched fails its resource, also when a
+    // launcher (setarch) stands between: never a silent false.
+    let guarded = machine.manifest(
+        "guarded.wcv",
+        r#"
+script { 'guard needs the missing shell':
+  interpreter => '/usr/bin/wconverge-no-such-shell',
+  code        => 'true',
+  only_if     => 'true',
+}
+script { 'through the launcher':
+  interpreter  => '/usr/bin/wconverge-no-such-shell',
+  architecture => 'i386',
+  code         => 'true',
+  not_if       => 'true',
+}
+script { 'a real one':
+  interpreter => '/bin/sh',
+  code        => 'touch @FILES@/script-ran',
+  only_if     => 'test -d @FILES@',
+}
+"#,
+    );
+    let report = machine.apply_json(&guarded, &policy, &[], 6);
+    assert_eq!(
+        entry(&report, "Script[guard needs the missing shell]")["error"],
+        "only_if guard `true` (interpreter `script`) could not be evaluated: cannot launch \
+         `/usr/bin/wconverge-no-such-shell`: it does not exist"
+    );
+    assert_eq!(
+        entry(&report, "Script[through the launcher]")["error"],
+        "not_if guard `true` (interpreter `script`) could not be evaluated: cannot launch \
+         `/usr/bin/wconverge-no-such-shell`: it does not exist"
+    );
+    assert!(exists(&machine.file("script-ran")), "{report:#}");
+    assert_eq!(
+        guard_of(&report, "Script[a real one]").2,
+        vec!["interpreter".to_owned()]
     );
     let unknown = machine.manifest(
         "unknown.wcv",

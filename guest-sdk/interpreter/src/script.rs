@@ -205,6 +205,8 @@ pub struct CommandLine {
     pub args: Vec<String>,
     /// Standard input; empty when `None`.
     pub stdin: Option<Vec<u8>>,
+    /// What to tell the operator when no candidate exists (`install PowerShell 7`).
+    pub when_missing: Option<String>,
 }
 
 impl CommandLine {
@@ -214,7 +216,14 @@ impl CommandLine {
             programs: vec![program.to_owned()],
             args: Vec::new(),
             stdin: None,
+            when_missing: None,
         }
+    }
+
+    /// What to do when no candidate program exists: `install PowerShell 7 (pwsh)`.
+    pub fn when_missing(mut self, hint: &str) -> Self {
+        self.when_missing = Some(hint.to_owned());
+        self
     }
 
     /// Tries `program` when the ones before it do not exist.
@@ -288,13 +297,13 @@ pub fn run<I: Interpreter>(script: &Script) -> Result<Output, LaunchError> {
             other => return other,
         }
     }
-    Err(LaunchError::NotFound(match missing.as_slice() {
+    let found = match missing.as_slice() {
         [one] => one.clone(),
-        _ => format!(
-            "none of {} could be found ({})",
-            line.programs.join(", "),
-            missing.join("; ")
-        ),
+        _ => format!("none of {} exists", line.programs.join(", ")),
+    };
+    Err(LaunchError::NotFound(match &line.when_missing {
+        Some(hint) => format!("{found}; {hint}"),
+        None => found,
     }))
 }
 

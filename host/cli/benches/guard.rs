@@ -28,6 +28,7 @@ fn guard() -> GuardScript {
         path: Vec::new(),
         architecture: None,
         timeout: Duration::from_secs(300),
+        options: Vec::new(),
     }
 }
 

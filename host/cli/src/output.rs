@@ -104,8 +104,12 @@ fn describe_resource(resource: &ResourceReport) -> Vec<String> {
                     (true, _) if guard.interpreter == "host" => "was true",
                     (true, _) => "succeeded",
                     (false, _) if guard.interpreter == "host" => "was false",
+                    (false, Some(127)) => "failed (exit code 127: command not found)",
                     (false, Some(code)) => &format!("failed (exit code {code})"),
-                    (false, None) => "failed (killed by a signal)",
+                    (false, None) => &format!(
+                        "failed (killed by signal {})",
+                        guard.signal.unwrap_or_default()
+                    ),
                 };
                 let inherited = if guard.inherited.is_empty() {
                     String::new()

@@ -33,7 +33,7 @@ pub struct Guard {
     pub shown: String,
     /// Exit codes that mean the script succeeded.
     pub returns: Vec<i64>,
-    /// The attributes it inherited from its resource, in the interpreter's order.
+    /// The attributes it inherited from its resource.
     pub inherited: Vec<String>,
     pub body: GuardBody,
 }
@@ -90,25 +90,42 @@ pub(crate) fn prepare(
     if let Some(value) = &metaparams.only_if {
         written.push(("only_if", false, value));
     }
-    if let Some(value) = prepared.get("onlyif") {
-        written.push(("onlyif", false, value));
-    }
     if let Some(value) = &metaparams.not_if {
         written.push(("not_if", true, value));
     }
-    if let Some(value) = prepared.get("unless") {
-        written.push(("unless", true, value));
+    let scripted = (!written.is_empty()
+        || metaparams.guard_interpreter.is_some()
+        || prepared.get("onlyif").is_some()
+        || prepared.get("unless").is_some())
+    .then(|| host.interpreter(&resource.type_name))
+    .transpose()
+    .map_err(|error| vec![Problem::of(resource, error.to_string())])?
+    .flatten();
+    // Puppet's `onlyif` and `unless` are guards on script types (`exec`); another type's
+    // attributes of those names are its own business.
+    if scripted.is_some() {
+        if let Some(value) = prepared.get("onlyif") {
+            written.push(("onlyif", false, value));
+        }
+        if let Some(value) = prepared.get("unless") {
+            written.push(("unless", true, value));
+        }
     }
     if written.is_empty() && metaparams.guard_interpreter.is_none() {
         return Ok((Vec::new(), Vec::new()));
     }
     let problem = |message: String| Problem::of(resource, message);
-    let written: Vec<(&'static str, bool, &Value)> = written
+    // An array holds several guards; a sensitive array, several sensitive guards.
+    let written: Vec<(&'static str, bool, Value)> = written
         .into_iter()
         .flat_map(|(metaparameter, negated, value)| {
-            let items: Vec<&Value> = match value.unwrap_sensitive() {
-                Value::Array(items) if !value.is_sensitive() => items.iter().collect(),
-                _ => vec![value],
+            let items: Vec<Value> = match value.unwrap_sensitive() {
+                Value::Array(items) if value.is_sensitive() => items
+                    .iter()
+                    .map(|item| Value::Sensitive(Box::new(item.clone())))
+                    .collect(),
+                Value::Array(items) => items.clone(),
+                _ => vec![value.clone()],
             };
             items
                 .into_iter()
@@ -120,14 +137,18 @@ pub(crate) fn prepare(
         .iter()
         .any(|(_, _, item)| Lazy::from_value(item).is_none());
     let interpretation = if scripts || resource.metaparams.guard_interpreter.is_some() {
-        Some(interpretation(resource, host, defaults).map_err(|problem| vec![*problem])?)
+        Some(
+            interpretation(resource, scripted.is_some(), host, defaults)
+                .map_err(|problem| vec![*problem])?,
+        )
     } else {
         None
     };
     let mut guards = Vec::new();
     let mut secrets = Vec::new();
     let mut problems = Vec::new();
-    for (metaparameter, negated, item) in written {
+    for (metaparameter, negated, item) in &written {
+        let (metaparameter, negated) = (*metaparameter, *negated);
         item.collect_secrets(false, &mut secrets);
         if let Some(lazy) = Lazy::from_value(item) {
             match lazy.and_then(|lazy| wconverge_lang::check_lazy(&lazy).map(|()| lazy)) {
@@ -156,11 +177,14 @@ pub(crate) fn prepare(
                     inherited,
                     body: GuardBody::Script(script),
                 }),
-                Err(message) => {
+                Err(GuardError::Shape(message)) => {
                     problems.push(problem(format!("`{metaparameter}`: {message}")).with_help(
-                        "a guard is a string, a hash with `command` and guard parameters, or \
-                         an array of those",
+                        "a guard is a string, a hash with `command` and guard parameters, a \
+                         `lazy { }` block, or an array of those",
                     ))
+                }
+                Err(GuardError::Value(message)) => {
+                    problems.push(problem(format!("`{metaparameter}`: {message}")))
                 }
             }
         }
@@ -177,11 +201,16 @@ pub(crate) fn prepare(
 /// The interpreter of a resource's guards (DESIGN section 4 and Decisions 2 and 5): the
 /// one `guard_interpreter` names, inheriting; `default`, never inheriting; unset, the
 /// resource's own interpreter for a script type and `default` for any other type.
+///
+/// Only a script resource has attributes to inherit: a `file`'s `path` or `group` mean
+/// something else than a script's, so they never reach a guard.
 fn interpretation(
     resource: &Resource,
+    script_type: bool,
     host: &dyn PluginHost,
     defaults: &mut Defaults,
 ) -> Result<Interpretation, Box<Problem>> {
+    let inheriting = |inherits: Vec<String>| if script_type { inherits } else { Vec::new() };
     let host_error = |error: PluginError| Box::new(Problem::of(resource, error.to_string()));
     let default = |defaults: &mut Defaults| -> Result<Interpretation, Box<Problem>> {
         match defaults.get(host).map_err(host_error)? {
@@ -210,7 +239,7 @@ fn interpretation(
         Some(name) => match host.interpreter(name).map_err(host_error)? {
             Some(info) => Ok(Interpretation {
                 interpreter: name.to_owned(),
-                inherits: info.inherits,
+                inherits: inheriting(info.inherits),
             }),
             None => Err(Box::new(
                 Problem::of(
@@ -223,24 +252,55 @@ fn interpretation(
                 ),
             )),
         },
-        None => match host.interpreter(&resource.type_name).map_err(host_error)? {
-            Some(info) => Ok(Interpretation {
+        None if script_type => {
+            let info = host
+                .interpreter(&resource.type_name)
+                .map_err(host_error)?
+                .unwrap_or(crate::InterpreterInfo {
+                    inherits: Vec::new(),
+                });
+            Ok(Interpretation {
                 interpreter: resource.type_name.clone(),
                 inherits: info.inherits,
-            }),
-            None => default(defaults),
-        },
+            })
+        }
+        None => default(defaults),
     }
 }
 
 type Parsed = (String, Vec<i64>, Vec<String>, GuardScript);
+
+/// Why a guard is refused: its shape, or one of its values.
+enum GuardError {
+    Shape(String),
+    Value(String),
+}
+
+impl From<String> for GuardError {
+    fn from(message: String) -> Self {
+        GuardError::Value(message)
+    }
+}
+
+/// The inheritable attributes that set a guard's context; any other attribute an
+/// interpreter inherits (`interpreter` for `script`) reaches it as an option.
+const CONTEXT: [&str; 7] = [
+    "cwd",
+    "environment",
+    "user",
+    "group",
+    "umask",
+    "path",
+    "architecture",
+];
 
 /// One guard: a string, or a hash with `command` and guard parameters.
 fn guard(
     value: &Value,
     prepared: &PreparedResource,
     interpretation: &Interpretation,
-) -> Result<Parsed, String> {
+) -> Result<Parsed, GuardError> {
+    let shape = |message: &str| GuardError::Shape(message.to_owned());
     let empty = Vec::new();
     let (command, parameters) = match value.unwrap_sensitive() {
         Value::String(_) => (value, &empty),
@@ -249,31 +309,31 @@ fn guard(
                 .iter()
                 .find(|(key, _)| key == "command")
                 .map(|(_, command)| command)
-                .ok_or("a guard hash needs `command`, the script to run")?;
+                .ok_or_else(|| shape("a guard hash needs `command`, the script to run"))?;
             if let Some((key, _)) = entries
                 .iter()
                 .find(|(key, _)| key != "command" && !PARAMETERS.contains(&key.as_str()))
             {
-                return Err(format!(
+                return Err(GuardError::Shape(format!(
                     "a guard has no parameter `{key}`; its parameters are: command, {}",
                     PARAMETERS.join(", ")
-                ));
+                )));
             }
             (command, entries)
         }
         other => {
-            return Err(format!(
+            return Err(GuardError::Shape(format!(
                 "a guard is a string or a hash, not {}",
                 other.type_name()
-            ));
+            )));
         }
     };
     let code = command
         .unwrap_sensitive()
         .as_str()
-        .ok_or("the guard's `command` must be a string")?;
+        .ok_or_else(|| shape("the guard's `command` must be a string"))?;
     if code.trim().is_empty() {
-        return Err("the guard's command is empty".to_owned());
+        return Err(shape("the guard's command is empty"));
     }
     let shown = if command.is_sensitive() || value.is_sensitive() {
         "[sensitive]".to_owned()
@@ -314,10 +374,10 @@ fn guard(
             .transpose()?
             .unwrap_or_default(),
         user: pick("user")
-            .map(|value| principal(value, "user"))
+            .map(|value| string(value, "user"))
             .transpose()?,
         group: pick("group")
-            .map(|value| principal(value, "group"))
+            .map(|value| string(value, "group"))
             .transpose()?,
         umask: pick("umask").map(umask).transpose()?,
         path: pick("path")
@@ -331,7 +391,17 @@ fn guard(
             .map(timeout)
             .transpose()?
             .unwrap_or(DEFAULT_TIMEOUT),
+        options: Vec::new(),
     };
+    let mut script = script;
+    for name in &interpretation.inherits {
+        if !CONTEXT.contains(&name.as_str())
+            && let Some(value) = prepared.get(name)
+        {
+            inherited.push(name.clone());
+            script.options.push((name.clone(), value.clone()));
+        }
+    }
     let returns = own("returns").map(returns).transpose()?.unwrap_or(vec![0]);
     Ok((shown, returns, inherited, script))
 }
@@ -352,13 +422,6 @@ fn absolute(value: &Value, what: &str) -> Result<String, String> {
         Err(format!(
             "{what} `{path}` is not absolute; it must start with `/`"
         ))
-    }
-}
-
-fn principal(value: &Value, what: &str) -> Result<String, String> {
-    match value.unwrap_sensitive() {
-        Value::Integer(id) if *id >= 0 => Ok(id.to_string()),
-        _ => string(value, what),
     }
 }
 
@@ -388,10 +451,7 @@ fn environment(value: &Value) -> Result<Vec<(String, String)>, String> {
 }
 
 fn umask(value: &Value) -> Result<u32, String> {
-    let text = match value.unwrap_sensitive() {
-        Value::Integer(digits) => digits.to_string(),
-        _ => string(value, "umask")?,
-    };
+    let text = string(value, "umask")?;
     u32::from_str_radix(&text, 8)
         .ok()
         .filter(|umask| text.len() <= 4 && *umask <= 0o777)
@@ -435,11 +495,11 @@ fn timeout(value: &Value) -> Result<Duration, String> {
             ));
         }
     };
-    if seconds > 0.0 && seconds <= 86_400.0 {
+    if seconds > 0.0 && seconds <= 86_400.0 * 7.0 {
         Ok(Duration::from_secs_f64(seconds))
     } else {
         Err(format!(
-            "timeout `{seconds}` must be more than 0 seconds and at most a day"
+            "timeout `{seconds}` must be more than 0 seconds and at most a week"
         ))
     }
 }
@@ -449,7 +509,7 @@ fn returns(value: &Value) -> Result<Vec<i64>, String> {
         Value::Array(items) => items.iter().collect(),
         _ => vec![value],
     };
-    codes
+    let codes: Vec<i64> = codes
         .into_iter()
         .map(|code| match code.unwrap_sensitive() {
             Value::Integer(code) => Ok(*code),
@@ -458,5 +518,9 @@ fn returns(value: &Value) -> Result<Vec<i64>, String> {
                 other.type_name()
             )),
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    if codes.is_empty() {
+        return Err("`returns` must list at least one exit code".to_owned());
+    }
+    Ok(codes)
 }

@@ -58,8 +58,6 @@ pub trait PluginHost {
 /// What an interpreter plugin declares.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterpreterInfo {
-    /// The plugin's name in the policy.
-    pub plugin: String,
     /// The attributes a guard inherits from its resource when it does not set them.
     pub inherits: Vec<String>,
 }
@@ -78,6 +76,9 @@ pub struct GuardScript {
     pub path: Vec<String>,
     pub architecture: Option<String>,
     pub timeout: Duration,
+    /// Inherited attributes of the interpreter's own script type beyond the context
+    /// above (`interpreter` for `script`).
+    pub options: Vec<(String, Value)>,
 }
 
 /// How a script ended.
@@ -94,6 +95,8 @@ pub struct ScriptOutput {
     pub status: ScriptStatus,
     pub stdout: Vec<u8>,
     pub stderr: Vec<u8>,
+    /// The timeout that applied: the script's, or the host's limit if smaller.
+    pub timeout: Duration,
 }
 
 /// The outcome of one plugin call and what the plugin logged during it.

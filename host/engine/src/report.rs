@@ -103,6 +103,9 @@ pub struct GuardReport {
     /// Its exit code, when it exited.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
+    /// The signal that killed it, when one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
     /// Whether the script succeeded (its exit code is in `returns`).
     pub succeeded: bool,
     /// Whether the resource may be applied as far as this guard goes.

@@ -210,9 +210,9 @@ fn guards(
             guard.shown,
             guard.interpreter()
         );
-        let (exit_code, succeeded) = match &guard.body {
+        let (exit_code, signal, succeeded) = match &guard.body {
             GuardBody::Block(lazy) => match wconverge_lang::evaluate_lazy(lazy) {
-                Ok(value) => (None, truthy(&value)),
+                Ok(value) => (None, None, truthy(&value)),
                 Err(message) => {
                     return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
                 }
@@ -229,19 +229,33 @@ fn guards(
                         ));
                     }
                 };
-                let exit_code = match output.status {
-                    ScriptStatus::Exited(code) => Some(code),
-                    ScriptStatus::Signaled(_) => None,
+                // A guard's output explains a false one ("command not found"); the JSON
+                // report keeps it.
+                for (stream, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
+                    record(
+                        String::from_utf8_lossy(bytes)
+                            .lines()
+                            .take(50)
+                            .map(|line| LogRecord {
+                                level: crate::Level::Info,
+                                message: format!("{} {stream}: {line}", guard.metaparameter),
+                            })
+                            .collect(),
+                    );
+                }
+                let (exit_code, signal) = match output.status {
+                    ScriptStatus::Exited(code) => (Some(code), None),
+                    ScriptStatus::Signaled(signal) => (None, Some(signal)),
                     ScriptStatus::TimedOut => {
                         return Guarded::Fail(format!(
-                            "{named} ran past its timeout of {} seconds; its process group was \
-                             killed",
-                            script.timeout.as_secs_f64()
+                            "{named} ran past its timeout of {}; its process group was killed",
+                            seconds(output.timeout)
                         ));
                     }
                 };
                 (
                     exit_code,
+                    signal,
                     exit_code.is_some_and(|code| guard.returns.contains(&i64::from(code))),
                 )
             }
@@ -253,6 +267,7 @@ fn guards(
             interpreter: guard.interpreter().to_owned(),
             inherited: guard.inherited.clone(),
             exit_code,
+            signal,
             succeeded,
             passed,
         });
@@ -261,6 +276,16 @@ fn guards(
         }
     }
     Guarded::Apply
+}
+
+/// `1 second`, `2.5 seconds`.
+fn seconds(duration: std::time::Duration) -> String {
+    let seconds = duration.as_secs_f64();
+    if seconds == 1.0 {
+        "1 second".to_owned()
+    } else {
+        format!("{seconds} seconds")
+    }
 }
 
 /// Puppet's truth: everything but `undef` and `false`.

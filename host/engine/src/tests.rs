@@ -37,6 +37,19 @@ fn attribute(name: &str, behaviour: Behaviour, sensitive: bool) -> AttributeSche
 
 impl PluginHost for MemoryHost {
     fn schema(&self, type_name: &str) -> Result<Option<TypeSchema>, PluginError> {
+        if type_name == "sh" {
+            return Ok(Some(TypeSchema {
+                name: "sh".to_owned(),
+                doc: String::new(),
+                attributes: vec![
+                    attribute("name", Behaviour::Namevar, false),
+                    attribute("code", Behaviour::Parameter, false),
+                    attribute("cwd", Behaviour::Parameter, false),
+                ],
+                invariants: Vec::new(),
+                refreshable: true,
+            }));
+        }
         Ok((type_name == "test").then(|| TypeSchema {
             name: "test".to_owned(),
             doc: String::new(),
@@ -105,7 +118,6 @@ impl PluginHost for MemoryHost {
     /// type, so its guards run with `default`, which is `sh` without inheritance.
     fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError> {
         Ok((type_name == "sh").then(|| InterpreterInfo {
-            plugin: "sh".to_owned(),
             inherits: vec!["cwd".to_owned()],
         }))
     }
@@ -142,6 +154,7 @@ impl PluginHost for MemoryHost {
                 status,
                 stdout: Vec::new(),
                 stderr: Vec::new(),
+                timeout: script.timeout,
             }),
             Vec::new(),
         )
@@ -328,30 +341,42 @@ fn a_guard_that_cannot_run_or_times_out_fails_its_resource() {
 #[test]
 fn only_a_non_default_interpreter_inherits_and_guard_parameters_win() {
     let host = MemoryHost::default();
-    let resource = |metaparams: &str| {
-        catalog(&format!(
-            r#"{{"type": "test", "title": "a", "metaparams": {metaparams}}}"#
-        ))
-    };
-    // `test` has no `cwd`, so inheritance is checked through a guard parameter and an
-    // unknown interpreter; the runtime tests cover inheritance from real attributes.
-    let prepared = prepare(
-        &resource(
-            r#"{"only_if": {"command": "exit 0", "cwd": "/opt"}, "guard_interpreter": "sh"}"#,
-        ),
-        &host,
-    )
-    .expect("valid");
-    assert_eq!(
-        match &prepared.resources[0].guards[0].body {
-            crate::GuardBody::Script(script) => script.cwd.as_deref(),
+    let guard = |resource: &str| {
+        let prepared = prepare(&catalog(resource), &host).expect("valid");
+        let guard = prepared.resources[0].guards[0].clone();
+        let cwd = match &guard.body {
+            crate::GuardBody::Script(script) => script.cwd.clone(),
             crate::GuardBody::Block(_) => panic!("a script guard"),
-        },
-        Some("/opt")
+        };
+        (guard.interpreter().to_owned(), cwd, guard.inherited)
+    };
+    // A script type's guards run with its own interpreter and inherit its cwd...
+    assert_eq!(
+        guard(
+            r#"{"type": "sh", "title": "a", "attributes": {"code": "x", "cwd": "/opt"}, "metaparams": {"only_if": "exit 0"}}"#
+        ),
+        (
+            "sh".to_owned(),
+            Some("/opt".to_owned()),
+            vec!["cwd".to_owned()]
+        )
     );
-    assert!(prepared.resources[0].guards[0].inherited.is_empty());
+    // ...unless the guard sets its own...
+    assert_eq!(
+        guard(
+            r#"{"type": "sh", "title": "a", "attributes": {"code": "x", "cwd": "/opt"}, "metaparams": {"only_if": {"command": "exit 0", "cwd": "/srv"}}}"#
+        ),
+        ("sh".to_owned(), Some("/srv".to_owned()), vec![])
+    );
+    // ...and `default` inherits nothing.
+    assert_eq!(
+        guard(
+            r#"{"type": "sh", "title": "a", "attributes": {"code": "x", "cwd": "/opt"}, "metaparams": {"only_if": "exit 0", "guard_interpreter": "default"}}"#
+        ),
+        ("sh".to_owned(), None, vec![])
+    );
     let problems = prepare(
-        &resource(r#"{"only_if": "exit 0", "guard_interpreter": "zsh"}"#),
+        &catalog(r#"{"type": "test", "title": "a", "metaparams": {"only_if": "exit 0", "guard_interpreter": "zsh"}}"#),
         &host,
     )
     .expect_err("unknown interpreter");
@@ -360,10 +385,10 @@ fn only_a_non_default_interpreter_inherits_and_guard_parameters_win() {
         "Test[a]: guard_interpreter `zsh` is not an installed interpreter\n  help: name a script type whose plugin is an interpreter (`sh`, `bash`, `exec`, `powershell_script`; `wconverge types` lists them) or `default`"
     );
     let problems = prepare(
-        &resource(r#"{"only_if": {"command": "exit 0", "colour": "red"}}"#),
+        &catalog(r#"{"type": "test", "title": "a", "metaparams": {"only_if": {"command": "exit 0", "colour": "red"}, "not_if": {"command": "x", "returns": []}}}"#),
         &host,
     )
-    .expect_err("unknown parameter");
+    .expect_err("unknown parameter, empty returns");
     assert!(
         problems[0]
             .message
@@ -371,4 +396,9 @@ fn only_a_non_default_interpreter_inherits_and_guard_parameters_win() {
         "{}",
         problems[0]
     );
+    assert_eq!(
+        problems[1].message,
+        "`not_if`: `returns` must list at least one exit code"
+    );
+    assert_eq!(problems[1].help, None);
 }

@@ -371,6 +371,7 @@ pub(crate) fn truncate(message: &str) -> String {
 /// A guard's script as the interpreter's `scripts.run` takes it.
 pub(crate) fn script_to_wit(
     script: &wconverge_engine::GuardScript,
+    timeout: std::time::Duration,
 ) -> crate::bindings::interpreter::scripts::Script {
     use crate::bindings::interpreter::scripts;
     scripts::Script {
@@ -384,8 +385,15 @@ pub(crate) fn script_to_wit(
         umask: script.umask,
         path: script.path.clone(),
         architecture: script.architecture.clone(),
-        timeout_ms: Some(u64::try_from(script.timeout.as_millis()).unwrap_or(u64::MAX)),
-        options: Vec::new(),
+        timeout_ms: Some(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+        options: script
+            .options
+            .iter()
+            .map(|(name, value)| crate::bindings::types::Attribute {
+                name: name.clone(),
+                value: value_to_wit(value),
+            })
+            .collect(),
         os: std::env::consts::OS.to_owned(),
     }
 }
@@ -393,6 +401,7 @@ pub(crate) fn script_to_wit(
 /// What a script did, from the interpreter.
 pub(crate) fn output_from_wit(
     output: crate::bindings::process::Output,
+    timeout: std::time::Duration,
 ) -> wconverge_engine::ScriptOutput {
     use crate::bindings::process::ExitStatus;
     use wconverge_engine::ScriptStatus;
@@ -404,6 +413,7 @@ pub(crate) fn output_from_wit(
         },
         stdout: output.stdout,
         stderr: output.stderr,
+        timeout,
     }
 }
 

@@ -103,13 +103,22 @@ impl Runtime {
         bindings::Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         let cache = cache::Cache::new(options.cache_dir.as_deref(), &engine);
+        let shared = Arc::new(Shared::default());
+        shared.set_launcher_loader(launcher_loader(
+            &engine,
+            &linker,
+            options.cache_dir.as_deref(),
+            options.builtins,
+            &shared,
+            &options.policy,
+        ));
         Ok(Runtime {
             engine,
             linker,
             cache,
             policy: options.policy,
             builtins: options.builtins,
-            shared: Arc::new(Shared::default()),
+            shared,
             plugins: Mutex::new(HashMap::new()),
             grants: GrantCache::default(),
             roots: Mutex::new(HashMap::new()),
@@ -161,51 +170,6 @@ impl Runtime {
             .expect("plugins lock")
             .insert(name.to_owned(), loaded.clone());
         loaded
-    }
-
-    /// Finds the launcher plugin, once per run, before a call whose resource or guard
-    /// asks for an `architecture`: the plugin with no types whose component is a
-    /// launcher. A run that asks for no architecture never loads it.
-    fn ensure_launcher(&self) {
-        if self.shared.launcher.get().is_some() {
-            return;
-        }
-        let mut found: Option<Arc<Plugin>> = None;
-        let mut problem = None;
-        for policy in self
-            .policy
-            .plugins
-            .iter()
-            .filter(|policy| policy.provides.is_empty())
-        {
-            match self.plugin(&policy.name) {
-                Ok(plugin) if plugin.is_launcher() => {
-                    if let Some(first) = &found {
-                        problem = Some(format!(
-                            "the policy has two launchers, `{}` and `{}`; keep one",
-                            first.policy.name, plugin.policy.name
-                        ));
-                    }
-                    found = Some(plugin);
-                }
-                Ok(_) => {}
-                Err(error) => problem = Some(error.to_string()),
-            }
-        }
-        let slot: LauncherSlot = match (found, problem) {
-            (_, Some(problem)) => Err(problem),
-            (Some(plugin), None) => Ok(Arc::new(LauncherHandle {
-                plugin,
-                engine: self.engine.clone(),
-                shared: Arc::downgrade(&self.shared),
-            })),
-            (None, None) => Err(
-                "the policy has no launcher plugin; add `[plugins.launcher]` with \
-                 `source = \"builtin\"` and `provides = []`"
-                    .to_owned(),
-            ),
-        };
-        let _ = self.shared.launcher.set(slot);
     }
 
     fn plugin_for_type(&self, type_name: &str) -> Result<Option<Arc<Plugin>>, PluginError> {
@@ -262,9 +226,6 @@ impl Runtime {
             &mut Vec<LogRecord>,
         ) -> Result<T, PluginError>,
     ) -> Call<T> {
-        if resource.get("architecture").is_some() {
-            self.ensure_launcher();
-        }
         let mut logs = Vec::new();
         let outcome = (|| {
             let plugin = self.plugin_for_type(&resource.type_name)?.ok_or_else(|| {
@@ -334,6 +295,66 @@ impl Runtime {
     }
 }
 
+/// Finds and loads the launcher the first time a launch names an architecture, whatever
+/// the resource or plugin: the plugin with no types whose component is a launcher. A run
+/// that asks for no architecture never loads it.
+fn launcher_loader(
+    engine: &Engine,
+    linker: &Linker<PluginState>,
+    cache_dir: Option<&std::path::Path>,
+    builtins: &'static [(&'static str, &'static [u8])],
+    shared: &Arc<Shared>,
+    policy: &Policy,
+) -> Box<dyn FnOnce() -> LauncherSlot + Send> {
+    let engine = engine.clone();
+    let linker = linker.clone();
+    let cache_dir = cache_dir.map(std::path::Path::to_path_buf);
+    let weak = Arc::downgrade(shared);
+    let candidates: Vec<policy::PluginPolicy> = policy
+        .plugins
+        .iter()
+        .filter(|plugin| plugin.provides.is_empty())
+        .cloned()
+        .collect();
+    Box::new(move || {
+        let shared = weak
+            .upgrade()
+            .ok_or("the run is over; nothing can be launched")?;
+        let cache = cache::Cache::new(cache_dir.as_deref(), &engine);
+        let loader = Loader {
+            engine: &engine,
+            linker: &linker,
+            cache: &cache,
+            builtins,
+            shared: &shared,
+        };
+        let mut found: Option<Arc<Plugin>> = None;
+        for candidate in candidates {
+            let plugin = Plugin::load(&loader, Arc::new(candidate))
+                .map_err(|error| format!("the launcher could not be loaded: {error}"))?;
+            if !plugin.is_launcher() {
+                continue;
+            }
+            if let Some(first) = &found {
+                return Err(format!(
+                    "the policy has two launchers, `{}` and `{}`; keep one",
+                    first.policy.name, plugin.policy.name
+                ));
+            }
+            found = Some(Arc::new(plugin));
+        }
+        let plugin = found.ok_or(
+            "the policy has no launcher plugin; add `[plugins.launcher]` with `source = \
+             \"builtin\"` and `provides = []`",
+        )?;
+        Ok(Arc::new(LauncherHandle {
+            plugin,
+            engine,
+            shared: weak,
+        }) as Arc<dyn Launcher>)
+    })
+}
+
 /// The launcher plugin, as the process check calls it.
 struct LauncherHandle {
     plugin: Arc<Plugin>,
@@ -399,7 +420,6 @@ impl PluginHost for Runtime {
     fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError> {
         Ok(self.plugin_for_type(type_name)?.and_then(|plugin| {
             plugin.interpreter.as_ref().map(|info| InterpreterInfo {
-                plugin: plugin.policy.name.clone(),
                 inherits: info.inherits.clone(),
             })
         }))
@@ -430,9 +450,6 @@ impl PluginHost for Runtime {
     }
 
     fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {
-        if script.architecture.is_some() {
-            self.ensure_launcher();
-        }
         let mut logs = Vec::new();
         let outcome = (|| {
             let plugin = self.plugin_for_type(&script.interpreter)?.ok_or_else(|| {
@@ -443,7 +460,11 @@ impl PluginHost for Runtime {
                 )
             })?;
             let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Guard, &[])?;
-            let wit = convert::script_to_wit(script);
+            // The host kills a program at the smaller of its timeout and the policy's limit.
+            let timeout = script.timeout.min(std::time::Duration::from_secs(
+                plugin.policy.limits.process_timeout_seconds,
+            ));
+            let wit = convert::script_to_wit(script, timeout);
             let called = plugin.call(&mut instance, |exports, store| {
                 exports.scripts()?.call_run(store, &wit)
             });
@@ -451,7 +472,7 @@ impl PluginHost for Runtime {
             let result = called.outcome?;
             plugin.put_back(instance);
             result
-                .map(convert::output_from_wit)
+                .map(|output| convert::output_from_wit(output, timeout))
                 .map_err(|error| provider_error(&plugin, process::message(&error).to_owned()))
         })();
         Call::new(outcome, logs)

@@ -323,6 +323,23 @@ impl Plugin {
                 .map_err(|message| load_error(&policy, format!("invalid schema: {message}")))?;
             plugin.schemas.insert(type_name.clone(), schema);
         }
+        // What a guard inherits must be an attribute of the interpreter's own types.
+        if let Some(interpreter) = &plugin.interpreter
+            && let Some(unknown) = interpreter.inherits.iter().find(|name| {
+                !plugin
+                    .schemas
+                    .values()
+                    .any(|schema| schema.attribute(name).is_some())
+            })
+        {
+            return Err(load_error(
+                &policy,
+                format!(
+                    "it says guards inherit `{unknown}`, which none of its types has; its \
+                     author must fix the plugin"
+                ),
+            ));
+        }
         plugin.type_order = info
             .types
             .iter()

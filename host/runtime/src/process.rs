@@ -107,8 +107,7 @@ pub(crate) fn check(
             }
             None => {
                 return Err(wit::LaunchError::Failed(format!(
-                    "cannot run `{}` as `{architecture}`: the launcher is loaded only for \
-                     resources and guards that set `architecture`, and this one does not",
+                    "cannot run `{}` as `{architecture}`: no launcher was given",
                     command.program
                 )));
             }
@@ -118,8 +117,19 @@ pub(crate) fn check(
             .map_err(|why| {
                 wit::LaunchError::Failed(format!("architecture `{architecture}`: {why}"))
             })?;
-        check_route(policy, launcher.policy(), &checked, &route)
+        if route.program == checked.program && route.args == checked.args {
+            return Ok(checked);
+        }
+        check_route(policy, launcher.policy(), launch, &checked, &route)
             .map_err(wit::LaunchError::Refused)?;
+        // A wrapper that exists would hide a missing program behind its own exit code
+        // (setarch exits 127): a missing program is reported as such, before the launch.
+        if std::fs::symlink_metadata(&checked.program).is_err() {
+            return Err(wit::LaunchError::NotFound(format!(
+                "cannot launch `{}`: it does not exist",
+                checked.program
+            )));
+        }
         checked.program = route.program.clone();
         checked.args = route.args.clone();
         checked.route = Some((architecture.clone(), route));
@@ -127,28 +137,35 @@ pub(crate) fn check(
     Ok(checked)
 }
 
-/// A launcher may do two things: run another build of the same program with the same
-/// arguments (which the plugin's own allowlist must allow), or wrap the original
-/// command line in a program of its own allowlist (`setarch i686 /bin/sh -c ...`). It
-/// may not rewrite the command.
+/// A launcher may do two things: run another build of the same program (the same file
+/// name, elsewhere: `SysWOW64` for `System32`) with the same arguments, which the
+/// plugin's own allowlist must allow; or wrap the original command line in a program of
+/// its own allowlist with a few plain options (`setarch i686 /bin/sh -c ...`). It may
+/// not rewrite the command, and in a call that only inspects, both must be queries.
 fn check_route(
     policy: &PluginPolicy,
     launcher: &PluginPolicy,
+    launch: Launch,
     checked: &Checked,
     route: &Route,
 ) -> Result<(), String> {
-    if route.program == checked.program && route.args == checked.args {
-        return Ok(());
-    }
-    let allowed = |policy: &PluginPolicy| {
+    let granted = |policy: &PluginPolicy| {
         normalized_absolute(&route.program)
-            && policy
-                .programs
-                .iter()
-                .any(|grant| grant.pattern.matches(Path::new(&route.program)))
+            && policy.programs.iter().any(|grant| {
+                grant.pattern.matches(Path::new(&route.program))
+                    && (launch != Launch::QueriesOnly || grant.query)
+            })
     };
+    let file_name = |program: &str| program.rsplit(['/', '\\']).next().map(str::to_owned);
     if route.args == checked.args {
-        if allowed(policy) {
+        if file_name(&route.program) != file_name(&checked.program) {
+            return Err(format!(
+                "the launcher `{}` runs `{}` instead of `{}`, which is another program, not \
+                 another build of it; refusing to run it",
+                launcher.name, route.program, checked.program
+            ));
+        }
+        if granted(policy) {
             return Ok(());
         }
         return Err(format!(
@@ -157,17 +174,25 @@ fn check_route(
             route.program, checked.program, route.how, policy.name, policy.name
         ));
     }
-    let wraps = route.args.len() > checked.args.len()
-        && route.args[route.args.len() - checked.args.len() - 1] == checked.program
+    let kept = checked.args.len() + 1;
+    let wraps = route.args.len() >= kept
+        && route.args[route.args.len() - kept] == checked.program
         && route.args[route.args.len() - checked.args.len()..] == checked.args[..];
-    if !wraps {
+    let options = &route.args[..route.args.len().saturating_sub(kept)];
+    let plain = |option: &String| {
+        !option.is_empty()
+            && option
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+    };
+    if !wraps || options.len() > 4 || !options.iter().all(plain) {
         return Err(format!(
-            "the launcher `{}` changed the command line of `{}` instead of wrapping it; \
-             refusing to run it",
+            "the launcher `{}` changed the command line of `{}` instead of wrapping it with a \
+             few plain options; refusing to run it",
             launcher.name, checked.program
         ));
     }
-    if !allowed(launcher) {
+    if !granted(launcher) {
         return Err(format!(
             "the launcher wraps `{}` in `{}` ({}), which is not on the allowlist of plugin \
              `{}`; add it to `programs` of [plugins.{}] in the policy",
@@ -388,10 +413,15 @@ pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
         let program = &checked.program;
         match (&checked.route, error.kind()) {
             (Some((architecture, route)), std::io::ErrorKind::NotFound) => {
+                let install = if route.provided_by.is_empty() {
+                    String::new()
+                } else {
+                    format!("; install {}", route.provided_by)
+                };
                 wit::LaunchError::NotFound(format!(
                     "cannot launch `{program}`, which runs programs as `{architecture}` ({}): \
-                     it is not installed; install {}",
-                    route.how, route.provided_by
+                     it is not installed{install}",
+                    route.how
                 ))
             }
             (None, std::io::ErrorKind::NotFound) => {
@@ -580,6 +610,28 @@ mod tests {
         let rewrite = routed("/usr/bin/setarch", &["i686", "/bin/sh", "-c", "rm -rf /"]);
         let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&rewrite)));
         assert!(refused.contains("instead of wrapping it"), "{refused}");
+        // Options before the original command line may not name another program.
+        let smuggled = routed(
+            "/usr/bin/setarch",
+            &[
+                "i686",
+                "/usr/bin/python3",
+                "-c",
+                "x",
+                "/bin/sh",
+                "-c",
+                "uname -m",
+            ],
+        );
+        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&smuggled)));
+        assert!(refused.contains("instead of wrapping it"), "{refused}");
+        // Another build must be the same program.
+        let other = routed("/usr/bin/python3", &["-c", "uname -m"]);
+        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&other)));
+        assert!(refused.contains("is another program"), "{refused}");
+        // While only inspecting, the wrapper must be a query too.
+        let refused = refusal(check(&policy, Launch::QueriesOnly, &request, Some(&wrap)));
+        assert!(refused.contains("only inspects"), "{refused}");
         let ungranted = routed("/usr/bin/qemu-i386", &["/bin/sh", "-c", "uname -m"]);
         let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&ungranted)));
         assert!(

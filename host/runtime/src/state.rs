@@ -5,7 +5,7 @@ use crate::bindings::{file_metadata, log, process};
 use crate::convert::truncate;
 use crate::grants::Grant;
 use crate::policy::{Access, PluginPolicy};
-use crate::process::{Launch, Launcher};
+use crate::process::{Launch, LauncherSlot};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use std::collections::HashMap;
@@ -43,8 +43,34 @@ pub(crate) enum Stop {
 pub(crate) struct Shared {
     users: Mutex<HashMap<u32, Option<String>>>,
     groups: Mutex<HashMap<u32, Option<String>>>,
-    /// Set by the runtime before any plugin runs; an error says why there is none.
-    pub(crate) launcher: OnceLock<Result<Arc<dyn Launcher>, String>>,
+    /// Loaded the first time a launch names an architecture; an error says why there is
+    /// none.
+    launcher: OnceLock<LauncherSlot>,
+    launcher_loader: Mutex<Option<LauncherLoader>>,
+}
+
+/// Loads the launcher plugin (see `launcher_loader` in the crate root).
+pub(crate) type LauncherLoader = Box<dyn FnOnce() -> LauncherSlot + Send>;
+
+impl Shared {
+    pub(crate) fn set_launcher_loader(&self, loader: LauncherLoader) {
+        *self.launcher_loader.lock().expect("launcher loader lock") = Some(loader);
+    }
+
+    /// The launcher, loaded on first use.
+    pub(crate) fn launcher(&self) -> &LauncherSlot {
+        self.launcher.get_or_init(|| {
+            let loader = self
+                .launcher_loader
+                .lock()
+                .expect("launcher loader lock")
+                .take();
+            match loader {
+                Some(load) => load(),
+                None => Err("no launcher is configured".to_owned()),
+            }
+        })
+    }
 }
 
 impl Shared {
@@ -191,12 +217,16 @@ impl log::Host for PluginState {
 impl process::Host for PluginState {
     fn run(&mut self, command: process::Command) -> Result<process::Output, process::LaunchError> {
         let started = Instant::now();
-        let launcher = self.shared.launcher.get();
+        let launcher = command
+            .architecture
+            .is_some()
+            .then(|| self.shared.launcher());
         let result = crate::process::check(&self.policy, self.launch(), &command, launcher)
             .and_then(crate::process::run);
         self.host_time += started.elapsed();
         if let Err(error) = &result {
-            tracing::warn!(plugin = %self.policy.name, "{}", crate::process::message(error));
+            // The plugin gets the error and reports it with its resource.
+            tracing::debug!(plugin = %self.policy.name, "{}", crate::process::message(error));
         }
         result
     }

@@ -139,11 +139,10 @@ fn linux(launch: &Launch, requested: Arch) -> Result<LaunchPlan, String> {
     Err(format!(
         "this {} Linux machine cannot run `{}` programs: it runs {}{also}; running another \
          architecture needs an emulator and interpreters built for it, which this launcher \
-         does not provide (apply this resource on a {} node instead)",
+         does not provide (apply this resource on a node of that architecture instead)",
         native.name(),
         launch.architecture,
         native.name(),
-        requested.name()
     ))
 }
 
@@ -251,7 +250,7 @@ mod tests {
             "this x86_64 Linux machine cannot run `aarch64` programs: it runs x86_64 and i686 \
              under a 32-bit personality; running another architecture needs an emulator and \
              interpreters built for it, which this launcher does not provide (apply this \
-             resource on a aarch64 node instead)"
+             resource on a node of that architecture instead)"
         );
         let unknown =
             plan(&launch("linux", "x86_64", "x86_64", "/bin/sh", "vax")).expect_err("unknown");

@@ -58,6 +58,10 @@ impl Interpreter for PowerShell {
                 .fold(CommandLine::new(PWSH[0]), |line, program| line.or(program))
         };
         line = line
+            .when_missing(
+                "install PowerShell 7 (pwsh), or allow where it is in the policy's `programs` of \
+                 the powershell plugin",
+            )
             .args([
                 "-NoLogo",
                 "-NonInteractive",
@@ -190,6 +194,7 @@ mod tests {
         let code = "(get-executionpolicy -scope localmachine) -eq 'remotesigned'";
         let line = PowerShell::command_line(&script(code, Purpose::Guard, "linux")).expect("valid");
         assert_eq!(line.programs, PWSH);
+        assert!(line.when_missing.is_some());
         assert_eq!(
             line.args[..8],
             [

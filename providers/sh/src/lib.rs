@@ -9,7 +9,7 @@
 
 use wconverge_sdk::{Attribute, DataType, Result};
 use wconverge_sdk_interpreter::{
-    CommandLine, Interpreter, InterpreterInfo, Script, ScriptType, export_interpreter,
+    CommandLine, INHERITABLE, Interpreter, InterpreterInfo, Script, ScriptType, export_interpreter,
 };
 
 struct Sh;
@@ -19,7 +19,11 @@ const SHELL: &str = "/bin/sh";
 
 impl Interpreter for Sh {
     fn info() -> InterpreterInfo {
+        // A `script` resource's guards run with its own `interpreter` too.
+        let mut inherits = INHERITABLE.to_vec();
+        inherits.push("interpreter");
         InterpreterInfo::new("sh", env!("CARGO_PKG_VERSION"))
+            .inherits(&inherits)
             .default_on("unix")
             .with_type(ScriptType::new(
                 "sh",
