@@ -135,7 +135,7 @@ pub(crate) fn prepare(
     // Block guards need no interpreter; a `guard_interpreter` is checked anyway.
     let scripts = written
         .iter()
-        .any(|(_, _, item)| Lazy::from_value(item).is_none());
+        .any(|(_, _, item)| Lazy::from_value(item.unwrap_sensitive()).is_none());
     let interpretation = if scripts || resource.metaparams.guard_interpreter.is_some() {
         Some(
             interpretation(resource, scripted.is_some(), host, defaults)
@@ -150,12 +150,16 @@ pub(crate) fn prepare(
     for (metaparameter, negated, item) in &written {
         let (metaparameter, negated) = (*metaparameter, *negated);
         item.collect_secrets(false, &mut secrets);
-        if let Some(lazy) = Lazy::from_value(item) {
+        if let Some(lazy) = Lazy::from_value(item.unwrap_sensitive()) {
             match lazy.and_then(|lazy| wconverge_lang::check_lazy(&lazy).map(|()| lazy)) {
                 Ok(lazy) => guards.push(Guard {
                     metaparameter,
                     negated,
-                    shown: lazy.shown(),
+                    shown: if item.is_sensitive() {
+                        "[sensitive]".to_owned()
+                    } else {
+                        lazy.shown()
+                    },
                     returns: Vec::new(),
                     inherited: Vec::new(),
                     body: GuardBody::Block(lazy),

@@ -211,8 +211,8 @@ fn guards(
             guard.interpreter()
         );
         let (exit_code, signal, succeeded) = match &guard.body {
-            GuardBody::Block(lazy) => match wconverge_lang::evaluate_lazy(lazy) {
-                Ok(value) => (None, None, truthy(&value)),
+            GuardBody::Block(lazy) => match wconverge_lang::evaluate_lazy_truth(lazy) {
+                Ok(holds) => (None, None, holds),
                 Err(message) => {
                     return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
                 }
@@ -285,16 +285,6 @@ fn seconds(duration: std::time::Duration) -> String {
         "1 second".to_owned()
     } else {
         format!("{seconds} seconds")
-    }
-}
-
-/// Puppet's truth: everything but `undef` and `false`.
-fn truthy(value: &wconverge_catalog::Value) -> bool {
-    use wconverge_catalog::Value;
-    match value {
-        Value::Undef | Value::Boolean(false) => false,
-        Value::Sensitive(inner) => truthy(inner),
-        _ => true,
     }
 }
 

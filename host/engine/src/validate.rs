@@ -232,6 +232,15 @@ fn prepare_resource(
         if matches!(value, Value::Undef) {
             continue;
         }
+        if wconverge_catalog::Lazy::within(value) {
+            problems.push(
+                Problem::of(resource, format!("attribute `{name}` holds a lazy value")).with_help(
+                    "this version resolves lazy values in `only_if` and `not_if` only; compute \
+                     the value when compiling",
+                ),
+            );
+            continue;
+        }
         if attribute.behaviour == Behaviour::ReadOnly {
             problems.push(
                 Problem::of(resource, format!("attribute `{name}` is read-only"))

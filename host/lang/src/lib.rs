@@ -18,6 +18,7 @@ mod value;
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
 pub use eval::{
     MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_RESOURCES, MAX_ROUNDS, check_lazy, evaluate_lazy,
+    evaluate_lazy_truth,
 };
 pub use parser::{MAX_CHAIN, MAX_NESTING};
 

@@ -522,3 +522,73 @@ fn a_failed_statement_does_not_leak_nesting_levels() {
         compiled.diagnostics.last()
     );
 }
+
+fn lazy(
+    expression: &str,
+    variables: Vec<(&str, wconverge_catalog::Value)>,
+) -> wconverge_catalog::Lazy {
+    wconverge_catalog::Lazy {
+        expression: expression.to_owned(),
+        variables: variables
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value))
+            .collect(),
+        location: wconverge_catalog::SourceLocation {
+            file: "site.wcv".to_owned(),
+            line: 3,
+            column: Some(12),
+        },
+    }
+}
+
+#[test]
+fn a_lazy_value_sees_what_it_captured_qualified_names_too() {
+    use wconverge_catalog::Value;
+    let captured = lazy(
+        "$app::port == 8443 and $::mode == 'strict' and $n + 1 == 3",
+        vec![
+            ("app::port", Value::Integer(8443)),
+            ("::mode", "strict".into()),
+            ("n", Value::Integer(2)),
+        ],
+    );
+    assert_eq!(crate::evaluate_lazy_truth(&captured), Ok(true));
+    // The block's own variables live in a scope of their own.
+    let local = lazy("[$x, $x = 2][1] == 2", vec![("x", Value::Integer(1))]);
+    assert_eq!(crate::evaluate_lazy_truth(&local), Ok(true));
+    // A regular expression is no catalog value, but it is true.
+    assert_eq!(crate::evaluate_lazy_truth(&lazy("/x/", vec![])), Ok(true));
+    assert_eq!(
+        crate::evaluate_lazy_truth(&lazy("undef", vec![])),
+        Ok(false)
+    );
+}
+
+#[test]
+fn a_lazy_value_from_a_catalog_is_bounded_and_checked() {
+    for expensive in [
+        "1000000.reduce([]) |$m, $i| { [$m] } == 1",
+        "1000.each |$a| { 1000.each |$b| { } } != 0",
+        "24.reduce('x') |$m, $i| { \"${m}${m}\" } != ''",
+    ] {
+        let error = crate::evaluate_lazy_truth(&lazy(expensive, vec![])).expect_err(expensive);
+        assert!(
+            error.starts_with(
+                "the lazy block at site.wcv:3:12 failed: it did more work than a lazy value may"
+            ),
+            "{expensive}: {error}"
+        );
+    }
+    for (refused, why) in [
+        ("file { '/x': }", "does not parse"),
+        (
+            "include('x')",
+            "a function that changes or reads the catalog",
+        ),
+        ("lazy { true }", "a lazy value"),
+        ("1 }  file { '/x': ", "must be one expression"),
+    ] {
+        let error = crate::check_lazy(&lazy(refused, vec![])).expect_err(refused);
+        assert!(error.contains(why), "{refused}: {error}");
+    }
+}

@@ -251,6 +251,15 @@ impl Val {
             Val::Float(f) => Value::Float(*f),
             Val::Str(s) => Value::String(s.clone()),
             Val::Array(items) => Value::Array(items.iter().map(nested).collect::<Result<_, _>>()?),
+            Val::Hash(entries)
+                if entries.len() == 1
+                    && matches!(&entries[0].0, Val::Str(key) if key == wconverge_catalog::LAZY_KEY) =>
+            {
+                return Err(format!(
+                    "a hash whose one key is `{}` is reserved for lazy values; write `lazy {{ }}`",
+                    wconverge_catalog::LAZY_KEY
+                ));
+            }
             Val::Hash(entries) => Value::Hash(
                 entries
                     .iter()

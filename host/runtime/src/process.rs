@@ -16,6 +16,16 @@ fn dangerous(name: &str) -> bool {
     name == "PATH" || name.starts_with("LD_") || name.starts_with("DYLD_")
 }
 
+/// Where a program named without a path is found when the environment has no PATH.
+const DEFAULT_PATH: [&str; 6] = [
+    "/usr/local/sbin",
+    "/usr/local/bin",
+    "/usr/sbin",
+    "/usr/bin",
+    "/sbin",
+    "/bin",
+];
+
 /// How long to wait for a program's output after it (or its group) is gone.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
@@ -89,15 +99,16 @@ fn normalized_absolute(path: &str) -> bool {
 /// Checks a request against the plugin's policy and, when it names an architecture,
 /// routes it through the launcher; the error says what was refused and what would
 /// allow it.
-pub(crate) fn check(
+pub(crate) fn check<'l>(
     policy: &PluginPolicy,
     launch: Launch,
     command: &wit::Command,
-    launcher: Option<&LauncherSlot>,
+    launcher: impl FnOnce() -> Option<&'l LauncherSlot>,
 ) -> Result<Checked, wit::LaunchError> {
     let mut checked = check_policy(policy, launch, command).map_err(wit::LaunchError::Refused)?;
     if let Some(architecture) = &command.architecture {
-        let launcher = match launcher {
+        // Loaded only now, for a launch the policy allows.
+        let launcher = match launcher() {
             Some(Ok(launcher)) => launcher,
             Some(Err(why)) => {
                 return Err(wit::LaunchError::Failed(format!(
@@ -123,12 +134,29 @@ pub(crate) fn check(
         check_route(policy, launcher.policy(), launch, &checked, &route)
             .map_err(wit::LaunchError::Refused)?;
         // A wrapper that exists would hide a missing program behind its own exit code
-        // (setarch exits 127): a missing program is reported as such, before the launch.
-        if std::fs::symlink_metadata(&checked.program).is_err() {
-            return Err(wit::LaunchError::NotFound(format!(
-                "cannot launch `{}`: it does not exist",
-                checked.program
-            )));
+        // (setarch exits 127 or 126): a program that is missing or not executable is
+        // reported as such, before the launch.
+        let runs = if route.args == checked.args {
+            &route.program
+        } else {
+            &checked.program
+        };
+        match std::fs::metadata(runs) {
+            Err(_) => {
+                return Err(wit::LaunchError::NotFound(format!(
+                    "cannot launch `{runs}`: it does not exist"
+                )));
+            }
+            Ok(metadata)
+                if !metadata.is_file()
+                    || std::os::unix::fs::PermissionsExt::mode(&metadata.permissions()) & 0o111
+                        == 0 =>
+            {
+                return Err(wit::LaunchError::Failed(format!(
+                    "cannot launch `{runs}`: it is not an executable file"
+                )));
+            }
+            Ok(_) => {}
         }
         checked.program = route.program.clone();
         checked.args = route.args.clone();
@@ -185,7 +213,21 @@ fn check_route(
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
     };
-    if !wraps || options.len() > 4 || !options.iter().all(plain) {
+    // `setarch` runs its first operand that is not an option as the program, looked up
+    // in the default PATH: an option may not name a program there, unless it is the
+    // wrapper itself under another name (`linux32` is setarch).
+    let wrapper = std::fs::canonicalize(&route.program).ok();
+    let names_a_program = |option: &String| {
+        DEFAULT_PATH.iter().any(|dir| {
+            let candidate = Path::new(dir).join(option);
+            candidate.exists() && std::fs::canonicalize(&candidate).ok() != wrapper
+        })
+    };
+    if !wraps
+        || options.len() > 4
+        || !options.iter().all(plain)
+        || options.iter().any(names_a_program)
+    {
         return Err(format!(
             "the launcher `{}` changed the command line of `{}` instead of wrapping it with a \
              few plain options; refusing to run it",
@@ -605,10 +647,10 @@ mod tests {
         let mut request = command("/bin/sh", &["-c", "uname -m"]);
         request.architecture = Some("i686".to_owned());
         let wrap = routed("/usr/bin/setarch", &["i686", "/bin/sh", "-c", "uname -m"]);
-        let checked = check(&policy, Launch::Allowed, &request, Some(&wrap)).expect("wraps");
+        let checked = check(&policy, Launch::Allowed, &request, || Some(&wrap)).expect("wraps");
         assert_eq!(checked.program, "/usr/bin/setarch");
         let rewrite = routed("/usr/bin/setarch", &["i686", "/bin/sh", "-c", "rm -rf /"]);
-        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&rewrite)));
+        let refused = refusal(check(&policy, Launch::Allowed, &request, || Some(&rewrite)));
         assert!(refused.contains("instead of wrapping it"), "{refused}");
         // Options before the original command line may not name another program.
         let smuggled = routed(
@@ -623,29 +665,42 @@ mod tests {
                 "uname -m",
             ],
         );
-        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&smuggled)));
+        let refused = refusal(check(&policy, Launch::Allowed, &request, || {
+            Some(&smuggled)
+        }));
+        assert!(refused.contains("instead of wrapping it"), "{refused}");
+        // ...not even by a bare name that setarch would look up.
+        let bare = routed(
+            "/usr/bin/setarch",
+            &["i686", "chmod", "/bin/sh", "-c", "uname -m"],
+        );
+        let refused = refusal(check(&policy, Launch::Allowed, &request, || Some(&bare)));
         assert!(refused.contains("instead of wrapping it"), "{refused}");
         // Another build must be the same program.
         let other = routed("/usr/bin/python3", &["-c", "uname -m"]);
-        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&other)));
+        let refused = refusal(check(&policy, Launch::Allowed, &request, || Some(&other)));
         assert!(refused.contains("is another program"), "{refused}");
         // While only inspecting, the wrapper must be a query too.
-        let refused = refusal(check(&policy, Launch::QueriesOnly, &request, Some(&wrap)));
+        let refused = refusal(check(&policy, Launch::QueriesOnly, &request, || {
+            Some(&wrap)
+        }));
         assert!(refused.contains("only inspects"), "{refused}");
         let ungranted = routed("/usr/bin/qemu-i386", &["/bin/sh", "-c", "uname -m"]);
-        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&ungranted)));
+        let refused = refusal(check(&policy, Launch::Allowed, &request, || {
+            Some(&ungranted)
+        }));
         assert!(
             refused.contains("not on the allowlist of plugin `launcher`"),
             "{refused}"
         );
         let swapped = routed("/opt/other/sh", &["-c", "uname -m"]);
-        let refused = refusal(check(&policy, Launch::Allowed, &request, Some(&swapped)));
+        let refused = refusal(check(&policy, Launch::Allowed, &request, || Some(&swapped)));
         assert!(
             refused.contains("not on the allowlist of plugin `sh`"),
             "{refused}"
         );
         let none: LauncherSlot = Err("the policy has no launcher".to_owned());
-        match check(&policy, Launch::Allowed, &request, Some(&none)) {
+        match check(&policy, Launch::Allowed, &request, || Some(&none)) {
             Err(wit::LaunchError::Failed(message)) => {
                 assert!(message.contains("the policy has no launcher"), "{message}")
             }
@@ -656,14 +711,16 @@ mod tests {
     #[test]
     fn the_policy_decides_what_runs() {
         let policy = exec_policy();
-        assert!(check(&policy, Launch::Allowed, &command("/bin/sh", &[]), None).is_ok());
-        let relative = refusal(check(&policy, Launch::Allowed, &command("sh", &[]), None));
+        assert!(check(&policy, Launch::Allowed, &command("/bin/sh", &[]), || None).is_ok());
+        let relative = refusal(check(&policy, Launch::Allowed, &command("sh", &[]), || {
+            None
+        }));
         assert!(relative.contains("no PATH lookup"), "{relative}");
         let elsewhere = refusal(check(
             &policy,
             Launch::Allowed,
             &command("/tmp/x", &[]),
-            None,
+            || None,
         ));
         assert!(
             elsewhere.contains("not on the allowlist of plugin `sh`"),
@@ -673,14 +730,14 @@ mod tests {
             &policy,
             Launch::QueriesOnly,
             &command("/bin/sh", &[]),
-            None,
+            || None,
         ));
         assert!(inspecting.contains("only inspects"), "{inspecting}");
         let mut preload = command("/bin/sh", &[]);
         preload
             .env
             .push(("LD_PRELOAD".to_owned(), "/tmp/x.so".to_owned()));
-        let refused = refusal(check(&policy, Launch::Allowed, &preload, None));
+        let refused = refusal(check(&policy, Launch::Allowed, &preload, || None));
         assert!(refused.contains("`LD_PRELOAD` may not be set"), "{refused}");
     }
 
@@ -688,8 +745,9 @@ mod tests {
     fn a_program_runs_with_an_empty_environment_and_its_input() {
         let mut request = command("/bin/sh", &["-c", "cat; echo \"[$HOME]\"; exit 3"]);
         request.stdin = Some(b"fed\n".to_vec());
-        let output = run(check(&exec_policy(), Launch::Allowed, &request, None).expect("allowed"))
-            .expect("ran");
+        let output =
+            run(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"))
+                .expect("ran");
         assert_eq!(output.status, wit::ExitStatus::Exited(3));
         assert_eq!(String::from_utf8_lossy(&output.stdout), "fed\n[]\n");
     }
@@ -699,8 +757,9 @@ mod tests {
         let mut request = command("/bin/sh", &["-c", "sleep 30 & sleep 30"]);
         request.timeout_ms = Some(200);
         let started = Instant::now();
-        let output = run(check(&exec_policy(), Launch::Allowed, &request, None).expect("allowed"))
-            .expect("ran");
+        let output =
+            run(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"))
+                .expect("ran");
         assert_eq!(output.status, wit::ExitStatus::TimedOut);
         assert!(
             started.elapsed() < Duration::from_secs(5),
@@ -715,7 +774,7 @@ mod tests {
         policy.limits.output_bytes = 1000;
         let request = command("/bin/sh", &["-c", "yes | head -c 100000"]);
         let output =
-            run(check(&policy, Launch::Allowed, &request, None).expect("allowed")).expect("ran");
+            run(check(&policy, Launch::Allowed, &request, || None).expect("allowed")).expect("ran");
         assert_eq!(output.stdout.len(), 1000);
         assert!(output.stdout_truncated);
         assert_eq!(output.status, wit::ExitStatus::Exited(0));

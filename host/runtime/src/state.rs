@@ -217,12 +217,11 @@ impl log::Host for PluginState {
 impl process::Host for PluginState {
     fn run(&mut self, command: process::Command) -> Result<process::Output, process::LaunchError> {
         let started = Instant::now();
-        let launcher = command
-            .architecture
-            .is_some()
-            .then(|| self.shared.launcher());
-        let result = crate::process::check(&self.policy, self.launch(), &command, launcher)
-            .and_then(crate::process::run);
+        let shared = &self.shared;
+        let result = crate::process::check(&self.policy, self.launch(), &command, || {
+            Some(shared.launcher())
+        })
+        .and_then(crate::process::run);
         self.host_time += started.elapsed();
         if let Err(error) = &result {
             // The plugin gets the error and reports it with its resource.

@@ -6,14 +6,47 @@
 //! classes, tags or realizing, which the run phase could not honour.
 
 use super::Evaluator;
-use crate::diagnostic::{Diagnostic, Span};
+use crate::diagnostic::Span;
 use crate::syntax::{Expr, ExprKind, InterpPart};
 use crate::value::{LazyVal, Val};
 use crate::{KnownTypes, Source};
 use wconverge_catalog::{Lazy, Value};
 
-/// Functions that change the catalog, refused in a lazy expression.
-const CATALOG_FUNCTIONS: [&str; 5] = ["include", "contain", "require", "realize", "tag"];
+/// Functions that change or read the catalog, refused in a lazy expression (during the
+/// run there is no catalog to change or read).
+const CATALOG_FUNCTIONS: [&str; 7] = [
+    "include", "contain", "require", "realize", "tag", "defined", "tagged",
+];
+
+/// The work a lazy value's evaluation may do: expressions evaluated plus the size of the
+/// values read from variables. It bounds the time and memory a catalog's lazy value can
+/// take on the machine that applies it.
+pub(crate) const LAZY_BUDGET: u64 = 1_000_000;
+
+/// The size of `value` in nodes and bytes, counted up to `cap`.
+pub(crate) fn size_capped(value: &Val, cap: u64) -> u64 {
+    let mut size = 0u64;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        size += 1;
+        match value {
+            Val::Str(text) | Val::Regex(text) => size += text.len() as u64 / 8,
+            Val::Array(items) => stack.extend(items),
+            Val::Hash(entries) => {
+                for (key, value) in entries {
+                    stack.push(key);
+                    stack.push(value);
+                }
+            }
+            Val::Sensitive(inner) => stack.push(inner),
+            _ => {}
+        }
+        if size >= cap {
+            return cap;
+        }
+    }
+    size
+}
 
 /// What a walk of a lazy expression finds.
 #[derive(Default)]
@@ -22,6 +55,8 @@ struct Found {
     variables: Vec<(String, Span)>,
     /// Constructs that would change the catalog.
     forbidden: Vec<(Span, &'static str)>,
+    /// Variables the expression assigns: local to it, unless also read from outside.
+    assigned: Vec<String>,
 }
 
 fn walk_all(exprs: &[Expr], bound: &mut Vec<String>, found: &mut Found) {
@@ -33,9 +68,12 @@ fn walk_all(exprs: &[Expr], bound: &mut Vec<String>, found: &mut Found) {
 fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
     match &expr.kind {
         ExprKind::Var(name) => {
-            let numbered = name.parse::<usize>().is_ok();
-            if !numbered
-                && !bound.contains(name)
+            if name.parse::<usize>().is_ok() {
+                found.forbidden.push((
+                    expr.span,
+                    "a match variable (it is not kept for the run; assign it to a variable first)",
+                ));
+            } else if !bound.contains(name)
                 && !found.variables.iter().any(|(known, _)| known == name)
             {
                 found.variables.push((name.clone(), expr.span));
@@ -75,7 +113,7 @@ fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
         }
         ExprKind::Assign(name, value) => {
             walk(value, bound, found);
-            bound.push(name.clone());
+            found.assigned.push(name.clone());
         }
         ExprKind::If {
             cond,
@@ -111,7 +149,7 @@ fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
             if CATALOG_FUNCTIONS.contains(&name.as_str()) {
                 found
                     .forbidden
-                    .push((expr.span, "a function that changes the catalog"));
+                    .push((expr.span, "a function that changes or reads the catalog"));
             }
             walk_all(args, bound, found);
             if let Some(lambda) = lambda {
@@ -127,7 +165,7 @@ fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
         ExprKind::Collector(_) => found.forbidden.push((expr.span, "a collector")),
         ExprKind::Relation(..) => found.forbidden.push((expr.span, "a relationship")),
         ExprKind::Definition => found.forbidden.push((expr.span, "a definition")),
-        ExprKind::Lazy(inner) => walk(inner, bound, found),
+        ExprKind::Lazy(_) => found.forbidden.push((expr.span, "a lazy value")),
     }
 }
 
@@ -148,14 +186,31 @@ impl Evaluator<'_> {
                     .into(),
             );
         }
-        let variables = found
-            .variables
-            .into_iter()
-            .map(|(name, at)| {
-                let value = self.lookup(&name, at);
-                (name, value)
-            })
-            .collect();
+        let mut variables = Vec::new();
+        for (name, at) in found.variables {
+            // A variable the block assigns is its own, unless it also exists here.
+            if found.assigned.contains(&name) && self.peek_variable(&name).is_none() {
+                continue;
+            }
+            let value = self.lookup(&name, at);
+            if value.contains_lazy() {
+                self.error(
+                    "lazy-in-lazy",
+                    at,
+                    format!("`${name}` holds a lazy value, which another lazy value cannot read"),
+                )
+                .help = Some("write the expression inside this lazy block instead".into());
+            }
+            if let Err(message) = value.to_catalog() {
+                self.error(
+                    "lazy-variable",
+                    at,
+                    format!("`${name}` cannot be kept for the run: {message}"),
+                )
+                .help = Some("read it into a string, number, boolean, array or hash first".into());
+            }
+            variables.push((name, value));
+        }
         let source = &self.sources[inner.span.file as usize].text;
         let expression = source
             .get(inner.span.start as usize..inner.span.end as usize)
@@ -182,7 +237,9 @@ pub fn evaluate_lazy(lazy: &Lazy) -> Result<Value, String> {
 
 fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
     let at = &lazy.location;
-    let sources = [Source::new(at.to_string(), lazy.expression.clone())];
+    // Parsed as a value, as where it was written: `lazy { }` around it keeps a leading
+    // `name {` from reading as a resource.
+    let sources = [Source::new(at.to_string(), wrapped(lazy))];
     let (mut program, diagnostics) = crate::parse_all(&sources);
     if let Some(error) = diagnostics.iter().find(|d| d.is_error()) {
         return Err(format!(
@@ -191,13 +248,22 @@ fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
         ));
     }
     let mut statements = std::mem::take(&mut program.files[0]);
-    if statements.len() != 1 || !program.classes.is_empty() || !program.defines.is_empty() {
-        return Err(format!(
-            "the lazy block at {at} must be one expression, not {} statements",
-            statements.len()
-        ));
-    }
-    let expr = statements.remove(0);
+    let expr = match statements.pop() {
+        Some(Expr {
+            kind: ExprKind::Assign(_, value),
+            ..
+        }) if statements.is_empty()
+            && program.classes.is_empty()
+            && program.defines.is_empty()
+            && program.nodes.is_empty() =>
+        {
+            match value.kind {
+                ExprKind::Lazy(inner) => *inner,
+                _ => return Err(format!("the lazy block at {at} must be one expression")),
+            }
+        }
+        _ => return Err(format!("the lazy block at {at} must be one expression")),
+    };
     let mut found = Found::default();
     walk(&expr, &mut Vec::new(), &mut found);
     if let Some((_, what)) = found.forbidden.first() {
@@ -208,24 +274,61 @@ fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
     Ok((program, expr))
 }
 
+/// Evaluates a lazy value used as a guard: whether it holds (Puppet's truth, so a value
+/// that cannot go into a catalog, like a regular expression, still counts).
+pub fn evaluate_lazy_truth(lazy: &Lazy) -> Result<bool, String> {
+    crate::run_on_big_stack(|| evaluated(lazy).map(|value| value.truthy()))
+}
+
 fn evaluate_here(lazy: &Lazy) -> Result<Value, String> {
     let at = &lazy.location;
+    evaluated(lazy)?
+        .to_catalog()
+        .map_err(|message| format!("the lazy block at {at} returned a value that {message}"))
+}
+
+/// The expression as the value it was written as, so that it parses the same way.
+fn wrapped(lazy: &Lazy) -> String {
+    format!("$wconverge_lazy = lazy {{\n{}\n}}", lazy.expression)
+}
+
+fn evaluated(lazy: &Lazy) -> Result<Val, String> {
+    let at = &lazy.location;
     let (program, expr) = parse_lazy(lazy)?;
-    let sources = [Source::new(at.to_string(), lazy.expression.clone())];
+    let sources = [Source::new(at.to_string(), wrapped(lazy))];
     let types = KnownTypes::new();
     let mut evaluator = Evaluator::new(program, &sources, &types, "");
     for (name, value) in &lazy.variables {
-        evaluator.scopes[super::TOP]
-            .vars
-            .insert(name.clone(), (Val::from_catalog(value), expr.span));
+        let value = (Val::from_catalog(value), expr.span);
+        match name.strip_prefix("::").unwrap_or(name).rsplit_once("::") {
+            // `$class::name`: the class's scope, as where the block was written.
+            Some((class, variable)) => {
+                let scope = match evaluator.class_scopes.get(class) {
+                    Some(scope) => *scope,
+                    None => {
+                        let scope = evaluator.new_scope(Some(super::TOP));
+                        evaluator.class_scopes.insert(class.to_owned(), scope);
+                        scope
+                    }
+                };
+                evaluator.scopes[scope]
+                    .vars
+                    .insert(variable.to_owned(), value);
+            }
+            None => {
+                let simple = name.strip_prefix("::").unwrap_or(name);
+                evaluator.scopes[super::TOP]
+                    .vars
+                    .insert(simple.to_owned(), value);
+            }
+        }
     }
+    // The block's own assignments go into a scope of its own.
+    let local = evaluator.new_scope(Some(super::TOP));
+    evaluator.ctx.scope = local;
+    evaluator.budget = Some(LAZY_BUDGET);
     let value = evaluator.eval(&expr);
-    let errors: Vec<&Diagnostic> = evaluator
-        .diagnostics
-        .iter()
-        .filter(|d| d.is_error())
-        .collect();
-    if let Some(error) = errors.first() {
+    if let Some(error) = evaluator.diagnostics.iter().find(|d| d.is_error()) {
         return Err(format!("the lazy block at {at} failed: {}", error.message));
     }
     if !evaluator.resources.is_empty() {
@@ -233,7 +336,5 @@ fn evaluate_here(lazy: &Lazy) -> Result<Value, String> {
             "the lazy block at {at} declared resources, which the run cannot add"
         ));
     }
-    value
-        .to_catalog()
-        .map_err(|message| format!("the lazy block at {at} returned a value that {message}"))
+    Ok(value)
 }

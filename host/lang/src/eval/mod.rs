@@ -14,7 +14,7 @@ use wconverge_catalog::{self as catalog, METAPARAMETERS, display_type_name};
 mod catalog_output;
 mod lazy;
 
-pub use lazy::{check_lazy, evaluate_lazy};
+pub use lazy::{check_lazy, evaluate_lazy, evaluate_lazy_truth};
 
 /// A defined type instance may declare another at most this deep.
 pub const MAX_DEFINE_DEPTH: usize = 100;
@@ -206,6 +206,9 @@ pub(crate) struct Evaluator<'a> {
     main_tags: Vec<String>,
     line_starts: Vec<crate::diagnostic::LineStarts>,
     resource_limit_reported: bool,
+    /// Work a lazy value's evaluation may still do (`None` when compiling): every
+    /// expression costs one, every variable read its size.
+    pub(crate) budget: Option<u64>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -251,6 +254,7 @@ impl<'a> Evaluator<'a> {
             captures: Vec::new(),
             main_tags: Vec::new(),
             resource_limit_reported: false,
+            budget: None,
             line_starts: sources
                 .iter()
                 .map(|source| crate::diagnostic::LineStarts::new(&source.text))
@@ -473,6 +477,9 @@ impl<'a> Evaluator<'a> {
 
     fn eval(&mut self, expr: &Expr) -> Val {
         let span = expr.span;
+        if self.budget.is_some() && !self.spend(1, span) {
+            return Val::Undef;
+        }
         match &expr.kind {
             ExprKind::Str(text) | ExprKind::Bare(text) => Val::Str(text.clone()),
             ExprKind::Interp(parts) => {
@@ -482,6 +489,14 @@ impl<'a> Evaluator<'a> {
                         InterpPart::Lit(text) => out.push_str(text),
                         InterpPart::Expr(inner) => {
                             let value = self.eval(inner);
+                            if let Val::Lazy(_) = value {
+                                self.error(
+                                    "lazy-in-string",
+                                    inner.span,
+                                    "a lazy value has no text until the run",
+                                )
+                                .help = Some("interpolate inside the lazy block instead".into());
+                            }
                             out.push_str(&value.to_display());
                         }
                     }
@@ -719,6 +734,17 @@ impl<'a> Evaluator<'a> {
     }
 
     fn lookup(&mut self, name: &str, span: Span) -> Val {
+        let value = self.lookup_value(name, span);
+        if let Some(budget) = self.budget {
+            let cost = lazy::size_capped(&value, budget);
+            if !self.spend(cost, span) {
+                return Val::Undef;
+            }
+        }
+        value
+    }
+
+    fn lookup_value(&mut self, name: &str, span: Span) -> Val {
         if let Ok(group) = name.parse::<usize>() {
             return self.captures.get(group).cloned().unwrap_or(Val::Undef);
         }
@@ -755,6 +781,47 @@ impl<'a> Evaluator<'a> {
         )
         .help = Some(help.into());
         Val::Undef
+    }
+
+    /// Spends `cost` of a lazy evaluation's budget; once it is spent, reports it (once)
+    /// and every further expression is `undef`.
+    fn spend(&mut self, cost: u64, span: Span) -> bool {
+        let Some(budget) = self.budget else {
+            return true;
+        };
+        if budget == 0 {
+            return false;
+        }
+        if cost >= budget {
+            self.budget = Some(0);
+            self.error(
+                "lazy-budget",
+                span,
+                format!(
+                    "it did more work than a lazy value may ({} steps and values read)",
+                    lazy::LAZY_BUDGET
+                ),
+            )
+            .help = Some("simplify the expression, or compute the value at compile time".into());
+            return false;
+        }
+        self.budget = Some(budget - cost);
+        true
+    }
+
+    /// The value of a simple variable visible here, without reporting anything.
+    pub(crate) fn peek_variable(&self, name: &str) -> Option<Val> {
+        if name.contains("::") {
+            return None;
+        }
+        let mut current = Some(self.ctx.scope);
+        while let Some(id) = current {
+            if let Some((value, _)) = self.scopes[id].vars.get(name) {
+                return Some(value.clone());
+            }
+            current = self.scopes[id].parent;
+        }
+        None
     }
 
     fn qualified(&mut self, name: &str, span: Span) -> Val {
@@ -2354,6 +2421,21 @@ impl<'a> Evaluator<'a> {
 
     /// Runs a lambda with its parameters bound in a new local scope.
     pub(crate) fn run_lambda(&mut self, lambda: &Lambda, args: Vec<Val>) -> Val {
+        // In a lazy value, every call costs (its scope lives until the end), so an
+        // empty loop in a loop cannot run for ever.
+        if let Some(budget) = self.budget {
+            let span = lambda
+                .params
+                .first()
+                .map_or(Span::new(0, 0, 0), |(_, span)| *span);
+            let cost = 4 + args
+                .iter()
+                .map(|arg| lazy::size_capped(arg, budget))
+                .sum::<u64>();
+            if !self.spend(cost, span) {
+                return Val::Undef;
+            }
+        }
         let scope = self.new_scope(Some(self.ctx.scope));
         for ((name, span), value) in lambda.params.iter().zip(args) {
             self.set_var(scope, name, value, *span);
