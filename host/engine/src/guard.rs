@@ -9,18 +9,9 @@ use wconverge_catalog::{Lazy, Problem, Resource, Value};
 /// A guard's default timeout, as an `exec`'s (Puppet).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// The parameters a script guard may set, besides `command`.
-const PARAMETERS: [&str; 9] = [
-    "cwd",
-    "environment",
-    "user",
-    "group",
-    "umask",
-    "path",
-    "architecture",
-    "timeout",
-    "returns",
-];
+/// The parameters a script guard may set besides `command` and its context
+/// ([`CONTEXT`]).
+const OUTCOME: [&str; 2] = ["timeout", "returns"];
 
 /// A guard ready to evaluate.
 #[derive(Debug, Clone, PartialEq)]
@@ -286,8 +277,9 @@ impl From<String> for GuardError {
     }
 }
 
-/// The inheritable attributes that set a guard's context; any other attribute an
-/// interpreter inherits (`interpreter` for `script`) reaches it as an option.
+/// The guard parameters that set a script's context, which a guard may also inherit;
+/// any other attribute an interpreter inherits (`interpreter` for `script`) reaches it
+/// as an option.
 const CONTEXT: [&str; 7] = [
     "cwd",
     "environment",
@@ -314,13 +306,15 @@ fn guard(
                 .find(|(key, _)| key == "command")
                 .map(|(_, command)| command)
                 .ok_or_else(|| shape("a guard hash needs `command`, the script to run"))?;
-            if let Some((key, _)) = entries
-                .iter()
-                .find(|(key, _)| key != "command" && !PARAMETERS.contains(&key.as_str()))
-            {
+            if let Some((key, _)) = entries.iter().find(|(key, _)| {
+                key != "command"
+                    && !CONTEXT.contains(&key.as_str())
+                    && !OUTCOME.contains(&key.as_str())
+            }) {
                 return Err(GuardError::Shape(format!(
-                    "a guard has no parameter `{key}`; its parameters are: command, {}",
-                    PARAMETERS.join(", ")
+                    "a guard has no parameter `{key}`; its parameters are: command, {}, {}",
+                    CONTEXT.join(", "),
+                    OUTCOME.join(", ")
                 )));
             }
             (command, entries)

@@ -7,7 +7,7 @@
 
 use super::Evaluator;
 use crate::diagnostic::Span;
-use crate::syntax::{Expr, ExprKind, InterpPart};
+use crate::syntax::{Expr, ExprKind};
 use crate::value::{LazyVal, Val};
 use crate::{KnownTypes, Source};
 use wconverge_catalog::{Lazy, Value};
@@ -59,12 +59,6 @@ struct Found {
     assigned: Vec<String>,
 }
 
-fn walk_all(exprs: &[Expr], bound: &mut Vec<String>, found: &mut Found) {
-    for expr in exprs {
-        walk(expr, bound, found);
-    }
-}
-
 fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
     match &expr.kind {
         ExprKind::Var(name) => {
@@ -79,83 +73,19 @@ fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
                 found.variables.push((name.clone(), expr.span));
             }
         }
-        ExprKind::Str(_)
-        | ExprKind::Int(_)
-        | ExprKind::Float(_)
-        | ExprKind::Bool(_)
-        | ExprKind::Undef
-        | ExprKind::Default
-        | ExprKind::Regex(_)
-        | ExprKind::Bare(_)
-        | ExprKind::TypeRef(_) => {}
-        ExprKind::Interp(parts) => {
-            for part in parts {
-                if let InterpPart::Expr(inner) = part {
-                    walk(inner, bound, found);
-                }
-            }
-        }
-        ExprKind::Array(items) => walk_all(items, bound, found),
-        ExprKind::Hash(entries) => {
-            for (key, value) in entries {
-                walk(key, bound, found);
-                walk(value, bound, found);
-            }
-        }
-        ExprKind::Access(target, keys) => {
-            walk(target, bound, found);
-            walk_all(keys, bound, found);
-        }
-        ExprKind::Not(inner) | ExprKind::Neg(inner) => walk(inner, bound, found),
-        ExprKind::Binary(_, left, right) => {
-            walk(left, bound, found);
-            walk(right, bound, found);
-        }
-        ExprKind::Assign(name, value) => {
-            walk(value, bound, found);
-            found.assigned.push(name.clone());
-        }
-        ExprKind::If {
-            cond,
-            then,
-            otherwise,
-        }
-        | ExprKind::Unless {
-            cond,
-            then,
-            otherwise,
-        } => {
-            walk(cond, bound, found);
-            walk_all(then, bound, found);
-            if let Some(otherwise) = otherwise {
-                walk_all(otherwise, bound, found);
-            }
-        }
-        ExprKind::Case { subject, arms } => {
-            walk(subject, bound, found);
-            for arm in arms {
-                walk_all(&arm.options, bound, found);
-                walk_all(&arm.body, bound, found);
-            }
-        }
-        ExprKind::Selector { subject, arms } => {
-            walk(subject, bound, found);
-            for (option, value) in arms {
-                walk(option, bound, found);
-                walk(value, bound, found);
-            }
-        }
-        ExprKind::Call { name, args, lambda } => {
+        ExprKind::Assign(name, _) => found.assigned.push(name.clone()),
+        ExprKind::Call { name, lambda, .. } => {
             if CATALOG_FUNCTIONS.contains(&name.as_str()) {
                 found
                     .forbidden
                     .push((expr.span, "a function that changes or reads the catalog"));
             }
-            walk_all(args, bound, found);
             if let Some(lambda) = lambda {
                 let depth = bound.len();
                 bound.extend(lambda.params.iter().map(|(name, _)| name.clone()));
-                walk_all(&lambda.body, bound, found);
+                for statement in &lambda.body {
+                    walk(statement, bound, found);
+                }
                 bound.truncate(depth);
             }
         }
@@ -165,7 +95,14 @@ fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
         ExprKind::Collector(_) => found.forbidden.push((expr.span, "a collector")),
         ExprKind::Relation(..) => found.forbidden.push((expr.span, "a relationship")),
         ExprKind::Definition => found.forbidden.push((expr.span, "a definition")),
-        ExprKind::Lazy(_) => found.forbidden.push((expr.span, "a lazy value")),
+        ExprKind::Lazy(_) => {
+            found.forbidden.push((expr.span, "a lazy value"));
+            return;
+        }
+        _ => {}
+    }
+    for child in super::children(expr) {
+        walk(child, bound, found);
     }
 }
 

@@ -2525,8 +2525,18 @@ fn select(len: usize, keys: &[Val]) -> Option<Selection> {
 
 /// The span of an assignment anywhere in `expr`.
 fn find_assignment(expr: &Expr) -> Option<Span> {
-    let children: Vec<&Expr> = match &expr.kind {
-        ExprKind::Assign(..) => return Some(expr.span),
+    if let ExprKind::Assign(..) = expr.kind {
+        return Some(expr.span);
+    }
+    children(expr).into_iter().find_map(find_assignment)
+}
+
+/// The expressions directly inside `expr`, but not inside a lambda's body nor inside a
+/// resource, default, override, collector or relationship.
+pub(super) fn children(expr: &Expr) -> Vec<&Expr> {
+    match &expr.kind {
+        ExprKind::Assign(_, value) => vec![value],
+        ExprKind::Lazy(inner) => vec![inner],
         ExprKind::Interp(parts) => parts
             .iter()
             .filter_map(|part| match part {
@@ -2563,8 +2573,7 @@ fn find_assignment(expr: &Expr) -> Option<Span> {
             .collect(),
         ExprKind::Call { args, .. } => args.iter().collect(),
         _ => Vec::new(),
-    };
-    children.into_iter().find_map(find_assignment)
+    }
 }
 
 fn num(value: &Val) -> f64 {
