@@ -18,6 +18,8 @@ const CATALOG_FUNCTIONS: [&str; 7] = [
     "include", "contain", "require", "realize", "tag", "defined", "tagged",
 ];
 
+const UNKNOWN_FUNCTION: &str = "an unknown function";
+
 /// The work a lazy value's evaluation may do: expressions evaluated plus the size of the
 /// values read from variables. It bounds the time and memory a catalog's lazy value can
 /// take on the machine that applies it.
@@ -79,6 +81,9 @@ fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
                 found
                     .forbidden
                     .push((expr.span, "a function that changes or reads the catalog"));
+            } else if !crate::functions::FUNCTIONS.contains(&name.as_str()) {
+                // Found now rather than when the run evaluates it.
+                found.forbidden.push((expr.span, UNKNOWN_FUNCTION));
             }
             if let Some(lambda) = lambda {
                 let depth = bound.len();
@@ -112,16 +117,22 @@ impl Evaluator<'_> {
         let mut found = Found::default();
         walk(inner, &mut Vec::new(), &mut found);
         for (at, what) in &found.forbidden {
+            let help = if *what == UNKNOWN_FUNCTION {
+                format!(
+                    "the functions are: {}",
+                    crate::functions::FUNCTIONS.join(", ")
+                )
+            } else {
+                "a lazy value is computed during the run, when the catalog is fixed; compute \
+                 values in it, and declare resources outside it"
+                    .to_owned()
+            };
             self.error(
                 "lazy-changes-catalog",
                 *at,
                 format!("{what} cannot be inside `lazy {{ }}`"),
             )
-            .help = Some(
-                "a lazy value is computed during the run, when the catalog is fixed; compute \
-                 values in it, and declare resources outside it"
-                    .into(),
-            );
+            .help = Some(help);
         }
         let mut variables = Vec::new();
         for (name, at) in found.variables {
