@@ -8,6 +8,7 @@
 mod converge;
 mod guards;
 mod manifest;
+mod requirement;
 mod sandbox;
 mod sensitive;
 mod support;

@@ -101,6 +101,17 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// Evaluate a resource program (one expression per line, like
+    /// `package.name == 'fwts'`): prints `true` (exit 0) or `false` (exit 1); an invalid
+    /// program is a diagnostic (exit 2).
+    Requirement {
+        #[arg(value_name = "PROGRAM")]
+        program: String,
+        /// The facts, as JSON: `{"group": [{"key": "value"}, ...]}`, instead of this
+        /// machine's.
+        #[arg(long, value_name = "FILE")]
+        facts: Option<PathBuf>,
+    },
     /// Inspect the plugins of the policy.
     Plugins {
         #[command(subcommand)]
@@ -265,6 +276,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             Ok(u8::from(failed))
         }
+        Command::Requirement { program, facts } => Ok(requirement(&program, facts.as_deref())),
         Command::Plugins {
             command: PluginsCommand::List { runtime },
         } => {
@@ -275,6 +287,72 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             Ok(u8::from(failed))
         }
     }
+}
+
+/// `wconverge requirement`: 0 true, 1 false, 2 invalid (the program or the facts).
+fn requirement(text: &str, facts: Option<&Path>) -> u8 {
+    let program = match wconverge_program::Program::parse(text) {
+        Ok(program) => program,
+        Err(errors) => {
+            output::program_errors(&errors, text);
+            return 2;
+        }
+    };
+    let Some(path) = facts else {
+        output::error(
+            "gathering this machine's facts is not built yet; give them with --facts FILE \
+             (a JSON object mapping each group to a list of records of strings)",
+        );
+        return 2;
+    };
+    let facts = match read_facts(path) {
+        Ok(facts) => facts,
+        Err(message) => {
+            output::error(&message);
+            return 2;
+        }
+    };
+    let verdict = program.evaluate(&facts);
+    output::verdict(&verdict);
+    u8::from(!verdict.holds)
+}
+
+/// Facts from a JSON file: `{"group": [{"key": "value"}, ...]}`, every value a string.
+fn read_facts(path: &Path) -> Result<wconverge_program::Facts, String> {
+    let shown = path.display();
+    let text =
+        std::fs::read_to_string(path).map_err(|error| format!("cannot read `{shown}`: {error}"))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|error| format!("{shown}: not JSON: {error}"))?;
+    let groups = json.as_object().ok_or_else(|| {
+        format!("{shown}: the facts must be an object mapping each group to its records")
+    })?;
+    let mut facts = wconverge_program::Facts::default();
+    for (group, records) in groups {
+        let records = records
+            .as_array()
+            .ok_or_else(|| format!("{shown}: group `{group}` must be a list of records"))?;
+        let mut parsed = Vec::with_capacity(records.len());
+        for (index, record) in records.iter().enumerate() {
+            let record = record
+                .as_object()
+                .ok_or_else(|| format!("{shown}: record {index} of `{group}` must be an object"))?;
+            parsed.push(
+                record
+                    .iter()
+                    .map(|(key, value)| {
+                        value.as_str().map(|value| (key.clone(), value.to_owned())).ok_or_else(|| {
+                            format!(
+                                "{shown}: `{group}` record {index}: `{key}` must be a string (every fact is a string; write \"{value}\")"
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        facts.groups.insert(group.clone(), parsed);
+    }
+    Ok(facts)
 }
 
 fn is_manifest(path: &Path) -> bool {

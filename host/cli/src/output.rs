@@ -356,3 +356,38 @@ pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::
     }
     out(&text);
 }
+
+/// A resource program's errors, each under its line with a marker at the column.
+pub(crate) fn program_errors(errors: &[wconverge_program::ProgramError], text: &str) {
+    for error in errors {
+        eprintln!(
+            "error: line {}, column {}: {}",
+            error.line, error.column, error.message
+        );
+        if let Some(line) = text.lines().nth(error.line - 1) {
+            eprintln!("  | {line}");
+            let before: String = line
+                .chars()
+                .take(error.column.saturating_sub(1))
+                .map(|c| if c == '\t' { '\t' } else { ' ' })
+                .collect();
+            eprintln!("  | {before}^");
+        }
+        if let Some(help) = &error.help {
+            eprintln!("  = help: {help}");
+        }
+    }
+    eprintln!(
+        "error: the resource program is invalid ({} error{}); nothing was evaluated",
+        errors.len(),
+        if errors.len() == 1 { "" } else { "s" }
+    );
+}
+
+/// `true` or `false` on stdout; for `false`, the line that did not hold on stderr.
+pub(crate) fn verdict(verdict: &wconverge_program::Verdict) {
+    out(if verdict.holds { "true\n" } else { "false\n" });
+    if let Some((line, text)) = &verdict.failed {
+        eprintln!("line {line} does not hold: `{text}`");
+    }
+}
