@@ -253,24 +253,6 @@ fn several_manifests_compile_together_in_order() {
 }
 
 #[test]
-fn requirements_in_a_manifest_are_refused_rather_than_ignored() {
-    let machine = Machine::new();
-    let manifest = machine.manifest(
-        "site.wcv",
-        "exec { 'required': command => '/bin/echo ran >> @FILES@/ran', requires => \"os.family == 'debian'\" }\n",
-    );
-    let policy = machine.policy("");
-    let run = machine.apply(&manifest, &policy, &[]);
-    assert_eq!(run.code, 1, "{run:#?}");
-    assert!(
-        run.stderr
-            .contains("`requires` is not evaluated by this version of wconverge"),
-        "{run:#?}"
-    );
-    assert!(!Path::new(&machine.file("ran")).exists());
-}
-
-#[test]
 fn graph_and_validate_accept_manifests() {
     let machine = Machine::new();
     let manifest = machine.manifest("site.wcv", "notify { 'a': } -> notify { 'b': }\n");

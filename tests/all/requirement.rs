@@ -1,5 +1,6 @@
-//! `wconverge requirement` through the binary: the seed's examples over facts given as
-//! JSON, exit codes 0, 1 and 2, and diagnostics.
+//! Resource programs through the binary: `wconverge requirement` over facts given as JSON
+//! (the seed's examples, exit codes 0, 1 and 2, diagnostics) and over this machine's
+//! facts; `wconverge facts`; the `requires` metaparameter in a manifest.
 
 use crate::support::Machine;
 
@@ -80,6 +81,102 @@ fn an_invalid_program_or_bad_facts_exit_2_with_a_diagnostic() {
     assert!(
         run.stderr.contains(
             "`package` record 0: `size` must be a string (every fact is a string; write \"12\")"
+        ),
+        "{run:#?}"
+    );
+}
+
+/// This machine's `os` record, as `wconverge facts` gathers it.
+fn os_record(machine: &Machine, policy: &str) -> serde_json::Value {
+    let run = machine.run(&["facts", "--format", "json", "--policy", policy]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let facts = run.json();
+    facts["os"][0].clone()
+}
+
+#[test]
+fn facts_are_gathered_by_plugins_and_programs_read_them() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let policy = policy.to_str().expect("utf-8");
+    let os = os_record(&machine, policy);
+    let architecture = rustix_free_uname_m();
+    assert_eq!(os["architecture"], architecture.as_str(), "{os:#}");
+    assert!(
+        !os["name"].as_str().unwrap_or_default().is_empty(),
+        "{os:#}"
+    );
+    let run = machine.run(&[
+        "requirement",
+        &format!("os.architecture == '{architecture}'"),
+        "--policy",
+        policy,
+    ]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, "true\n"), "{run:#?}");
+}
+
+/// `uname -m`, from the program itself.
+fn rustix_free_uname_m() -> String {
+    let output = std::process::Command::new("uname")
+        .arg("-m")
+        .output()
+        .expect("uname runs");
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+#[test]
+fn requires_skips_a_resource_and_its_dependents_when_it_does_not_hold() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let os = os_record(&machine, policy.to_str().expect("utf-8"));
+    let name = os["name"].as_str().expect("os name");
+    let manifest = machine.manifest(
+        "site.wcv",
+        &format!(
+            r#"
+file {{ '@FILES@/here':
+  content  => "here\n",
+  requires => "os.name == '{name}'",
+}}
+file {{ '@FILES@/elsewhere':
+  content  => "elsewhere\n",
+  requires => "os.name == '{name}'\nos.name == 'no-such-os'",
+}}
+file {{ '@FILES@/after':
+  content => "after\n",
+  require => File['@FILES@/elsewhere'],
+}}
+"#
+        ),
+    );
+    let run = machine.apply(&manifest, &policy, &[]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(std::path::Path::new(&machine.file("here")).exists());
+    assert!(!std::path::Path::new(&machine.file("elsewhere")).exists());
+    assert!(!std::path::Path::new(&machine.file("after")).exists());
+    let elsewhere = machine.file("elsewhere");
+    assert!(
+        run.stdout.contains(&format!(
+            "File[{elsewhere}]: requirement not met: line 2 does not hold: `os.name == 'no-such-os'`"
+        )),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "File[{}]: skipped: the requirement of File[{elsewhere}] is not met",
+            machine.file("after")
+        )),
+        "{run:#?}"
+    );
+    let invalid = machine.manifest(
+        "invalid.wcv",
+        "file { '@FILES@/x': content => 'x', requires => 'os.family == 1 and package.name' }\n",
+    );
+    let run = machine.apply(&invalid, &policy, &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(
+            "`requires` line 1, column 1: the expression uses 2 group variables (os, package)"
         ),
         "{run:#?}"
     );

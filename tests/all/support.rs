@@ -151,6 +151,16 @@ source = "builtin"
 provides = []
 programs = ["/usr/bin/setarch"]
 
+[plugins.facts-os]
+source = "builtin"
+provides = []
+directories = [{{ path = "/etc", access = "read" }}, {{ path = "/usr/lib", access = "read" }}]
+
+[plugins.facts-package]
+source = "builtin"
+provides = []
+directories = [{{ path = "/var/lib/dpkg", access = "read" }}]
+
 [plugins.notify]
 source = "builtin"
 

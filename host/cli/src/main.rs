@@ -111,6 +111,15 @@ enum Command {
         /// machine's.
         #[arg(long, value_name = "FILE")]
         facts: Option<PathBuf>,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
+    /// Print this machine's facts, as the fact plugins of the policy gather them.
+    Facts {
+        #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
+        format: ReportFormat,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
     },
     /// Inspect the plugins of the policy.
     Plugins {
@@ -276,7 +285,29 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             Ok(u8::from(failed))
         }
-        Command::Requirement { program, facts } => Ok(requirement(&program, facts.as_deref())),
+        Command::Requirement {
+            program,
+            facts,
+            runtime,
+        } => requirement(&program, facts.as_deref(), &runtime),
+        Command::Facts { format, runtime } => {
+            let runtime = runtime_for(&runtime)?;
+            match runtime.gather_facts() {
+                Ok(groups) => {
+                    match format {
+                        ReportFormat::Human => output::facts_human(&groups),
+                        ReportFormat::Json => output::facts_json(&groups),
+                    }
+                    Ok(0)
+                }
+                Err(errors) => {
+                    for error in errors {
+                        output::error(&error.to_string());
+                    }
+                    Ok(1)
+                }
+            }
+        }
         Command::Plugins {
             command: PluginsCommand::List { runtime },
         } => {
@@ -290,31 +321,35 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 }
 
 /// `wconverge requirement`: 0 true, 1 false, 2 invalid (the program or the facts).
-fn requirement(text: &str, facts: Option<&Path>) -> u8 {
+fn requirement(text: &str, facts: Option<&Path>, runtime: &RuntimeArgs) -> anyhow::Result<u8> {
     let program = match wconverge_program::Program::parse(text) {
         Ok(program) => program,
         Err(errors) => {
             output::program_errors(&errors, text);
-            return 2;
+            return Ok(2);
         }
     };
-    let Some(path) = facts else {
-        output::error(
-            "gathering this machine's facts is not built yet; give them with --facts FILE \
-             (a JSON object mapping each group to a list of records of strings)",
-        );
-        return 2;
-    };
-    let facts = match read_facts(path) {
-        Ok(facts) => facts,
-        Err(message) => {
-            output::error(&message);
-            return 2;
-        }
+    let facts = match facts {
+        Some(path) => match read_facts(path) {
+            Ok(facts) => facts,
+            Err(message) => {
+                output::error(&message);
+                return Ok(2);
+            }
+        },
+        None => match runtime_for(runtime)?.gather_facts() {
+            Ok(groups) => wconverge_program::Facts { groups },
+            Err(errors) => {
+                for error in errors {
+                    output::error(&error.to_string());
+                }
+                return Ok(2);
+            }
+        },
     };
     let verdict = program.evaluate(&facts);
     output::verdict(&verdict);
-    u8::from(!verdict.holds)
+    Ok(u8::from(!verdict.holds))
 }
 
 /// Facts from a JSON file: `{"group": [{"key": "value"}, ...]}`, every value a string.

@@ -98,6 +98,13 @@ fn describe_resource(resource: &ResourceReport) -> Vec<String> {
             "{name}: skipped: {} failed",
             resource.failed_dependencies.join(", ")
         )),
+        Status::SkippedByRequirement => lines.push(match &resource.requirement {
+            Some(line) => format!("{name}: requirement not met: {line}"),
+            None => format!(
+                "{name}: skipped: the requirement of {} is not met",
+                resource.unmet_dependencies.join(", ")
+            ),
+        }),
         Status::SkippedByGuard => {
             if let Some(guard) = resource.guards.last() {
                 let why = match (guard.succeeded, guard.exit_code) {
@@ -172,6 +179,7 @@ pub(crate) fn report_human(report: &Report) {
     count(summary.failed, "failed");
     count(summary.skipped, "skipped");
     count(summary.skipped_by_guard, "skipped by guard");
+    count(summary.skipped_by_requirement, "requirement not met");
     let verb = if report.mode == "noop" {
         "noop run"
     } else {
@@ -390,4 +398,48 @@ pub(crate) fn verdict(verdict: &wconverge_program::Verdict) {
     if let Some((line, text)) = &verdict.failed {
         eprintln!("line {line} does not hold: `{text}`");
     }
+}
+
+/// Facts as text: each group, then one line per record.
+pub(crate) fn facts_human(groups: &wconverge_runtime::FactGroups) {
+    let mut text = String::new();
+    for (group, records) in groups {
+        text.push_str(&format!(
+            "{group} ({} record{})\n",
+            records.len(),
+            if records.len() == 1 { "" } else { "s" }
+        ));
+        for record in records {
+            let fields: Vec<String> = record
+                .iter()
+                .map(|(key, value)| format!("{key}={value:?}"))
+                .collect();
+            text.push_str(&format!("  {}\n", fields.join(" ")));
+        }
+    }
+    out(&text);
+}
+
+/// Facts as JSON, in the form `requirement --facts` reads: each group a list of objects.
+pub(crate) fn facts_json(groups: &wconverge_runtime::FactGroups) {
+    let object: serde_json::Map<String, serde_json::Value> = groups
+        .iter()
+        .map(|(group, records)| {
+            let records = records
+                .iter()
+                .map(|record| {
+                    serde_json::Value::Object(
+                        record
+                            .iter()
+                            .map(|(key, value)| {
+                                (key.clone(), serde_json::Value::String(value.clone()))
+                            })
+                            .collect(),
+                    )
+                })
+                .collect();
+            (group.clone(), serde_json::Value::Array(records))
+        })
+        .collect();
+    json(&object);
 }

@@ -53,6 +53,10 @@ pub trait PluginHost {
     /// Runs a guard's script through its interpreter plugin. An error means it did not
     /// run (the interpreter could not be launched or was refused).
     fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput>;
+
+    /// This machine's facts, for `requires` (gathered once per run by the host's fact
+    /// plugins). An error says why they could not be gathered.
+    fn facts(&self) -> Result<wconverge_program::Facts, String>;
 }
 
 /// What an interpreter plugin declares.

@@ -33,6 +33,9 @@ pub struct Summary {
     pub skipped: usize,
     /// Skipped because a guard said so: not a failure.
     pub skipped_by_guard: usize,
+    /// Skipped because its requirement (or a dependency's) does not hold on this
+    /// machine: not a failure.
+    pub skipped_by_requirement: usize,
     pub refreshed: usize,
 }
 
@@ -48,6 +51,8 @@ pub enum Status {
     SkippedFailedDependency,
     /// A guard (`only_if`, `not_if`) said not to apply it.
     SkippedByGuard,
+    /// Its `requires` program, or that of a resource it depends on, does not hold here.
+    SkippedByRequirement,
 }
 
 impl Status {
@@ -59,6 +64,7 @@ impl Status {
             Status::Failed => "failed",
             Status::SkippedFailedDependency => "skipped",
             Status::SkippedByGuard => "skipped by guard",
+            Status::SkippedByRequirement => "requirement not met",
         }
     }
 }
@@ -79,6 +85,12 @@ pub struct ResourceReport {
     /// For a skipped resource: the failed resources it depends on.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub failed_dependencies: Vec<String>,
+    /// For a resource skipped by its requirement: the line that does not hold.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub requirement: Option<String>,
+    /// For a resource skipped because of a dependency's requirement: those resources.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unmet_dependencies: Vec<String>,
     /// The guards evaluated, in order; the last one decided when the resource was
     /// skipped by a guard.
     #[serde(skip_serializing_if = "Vec::is_empty")]

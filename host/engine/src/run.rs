@@ -29,6 +29,8 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
     // For each resource, the resources whose changes notified it.
     let mut notified_by: Vec<Vec<usize>> = vec![Vec::new(); n_resources];
     let mut reports = Vec::with_capacity(n_resources);
+    // Gathered at the first resource with a requirement, once.
+    let mut facts: Option<Result<wconverge_program::Facts, String>> = None;
     let mut summary = Summary {
         resources: n_resources,
         ..Summary::default()
@@ -44,6 +46,8 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             refresh: None,
             error: None,
             failed_dependencies: Vec::new(),
+            requirement: None,
+            unmet_dependencies: Vec::new(),
             guards: Vec::new(),
             logs: Vec::new(),
             duration_ms: 0.0,
@@ -59,9 +63,41 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             })
             .map(|dependency| graph.reference(*dependency).to_string())
             .collect();
+        let unmet: Vec<String> = graph
+            .predecessors(idx)
+            .iter()
+            .filter(|dependency| statuses[**dependency] == Some(Status::SkippedByRequirement))
+            .map(|dependency| graph.reference(*dependency).to_string())
+            .collect();
+        let requirement = match &resource.requirement {
+            Some(program) if failed_dependencies.is_empty() && unmet.is_empty() => Some(
+                facts
+                    .get_or_insert_with(|| host.facts())
+                    .as_ref()
+                    .map(|facts| program.evaluate(facts)),
+            ),
+            _ => None,
+        };
         if !failed_dependencies.is_empty() {
             report.status = Status::SkippedFailedDependency;
             report.failed_dependencies = failed_dependencies;
+        } else if !unmet.is_empty() {
+            report.status = Status::SkippedByRequirement;
+            report.unmet_dependencies = unmet;
+        } else if let Some(Err(error)) = &requirement {
+            report.status = Status::Failed;
+            report.error = Some(format!(
+                "its requirement could not be evaluated: the facts could not be gathered: {error}"
+            ));
+        } else if let Some(Ok(verdict)) = requirement
+            .as_ref()
+            .filter(|verdict| verdict.as_ref().is_ok_and(|verdict| !verdict.holds))
+        {
+            report.status = Status::SkippedByRequirement;
+            report.requirement = verdict
+                .failed
+                .as_ref()
+                .map(|(line, text)| format!("line {line} does not hold: `{text}`"));
         } else {
             let noop = mode == Mode::Noop || resource.noop;
             let secrets = &resource.secrets;
@@ -165,6 +201,7 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             Status::Failed => summary.failed += 1,
             Status::SkippedFailedDependency => summary.skipped += 1,
             Status::SkippedByGuard => summary.skipped_by_guard += 1,
+            Status::SkippedByRequirement => summary.skipped_by_requirement += 1,
         }
         statuses[idx] = Some(report.status);
         report.duration_ms = resource_started.elapsed().as_secs_f64() * 1000.0;

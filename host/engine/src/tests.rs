@@ -126,6 +126,16 @@ impl PluginHost for MemoryHost {
         Ok(Some("sh".to_owned()))
     }
 
+    /// One `os` record: the Debian family.
+    fn facts(&self) -> Result<wconverge_program::Facts, String> {
+        let mut facts = wconverge_program::Facts::default();
+        facts.groups.insert(
+            "os".to_owned(),
+            vec![vec![("family".to_owned(), "debian".to_owned())]],
+        );
+        Ok(facts)
+    }
+
     /// `exit N` exits with N, `sleep` times out, `missing` cannot be launched.
     fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {
         self.calls
@@ -401,4 +411,37 @@ fn only_a_non_default_interpreter_inherits_and_guard_parameters_win() {
         "`not_if`: `returns` must list at least one exit code"
     );
     assert_eq!(problems[1].help, None);
+}
+
+#[test]
+fn an_unmet_requirement_skips_the_resource_and_its_dependents_without_failing() {
+    let host = MemoryHost::default();
+    let requiring = catalog(
+        r#"{"type": "test", "title": "debian", "metaparams": {"requires": "os.family == 'debian'"}},
+           {"type": "test", "title": "redhat", "metaparams": {"requires": "os.family == 'debian'\nos.family == 'redhat'"}},
+           {"type": "test", "title": "after", "metaparams": {"require": "Test[redhat]"}}"#,
+    );
+    let prepared = prepare(&requiring, &host).expect("valid");
+    let report = run(&prepared, &host, Mode::Apply);
+    let statuses: Vec<Status> = report.resources.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            Status::Changed,
+            Status::SkippedByRequirement,
+            Status::SkippedByRequirement
+        ]
+    );
+    assert_eq!(
+        report.resources[1].requirement.as_deref(),
+        Some("line 2 does not hold: `os.family == 'redhat'`")
+    );
+    assert_eq!(report.resources[2].unmet_dependencies, vec!["Test[redhat]"]);
+    assert_eq!(report.exit_code, 2);
+    let invalid = catalog(r#"{"type": "test", "title": "a", "metaparams": {"requires": "True"}}"#);
+    let problems = prepare(&invalid, &host).expect_err("invalid program");
+    assert_eq!(
+        problems[0].message,
+        "`requires` line 1, column 1: the expression uses no group variable"
+    );
 }

@@ -25,6 +25,8 @@ pub struct PreparedResource {
     pub noop: bool,
     /// Its guards, in evaluation order.
     pub guards: Vec<Guard>,
+    /// Its `requires` resource program.
+    pub requirement: Option<wconverge_program::Program>,
     pub(crate) secrets: Secrets,
 }
 
@@ -94,9 +96,24 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         let Some(schema) = schemas.get(type_name) else {
             continue;
         };
-        problems.extend(unsupported_metaparams(resource));
         match prepare_resource(resource, schema) {
             Ok(mut prepared) => {
+                if let Some(text) = &resource.metaparams.requires {
+                    match wconverge_program::Program::parse(text) {
+                        Ok(program) => prepared.requirement = Some(program),
+                        Err(errors) => problems.extend(errors.into_iter().map(|error| {
+                            let mut problem = Problem::of(
+                                resource,
+                                format!(
+                                    "`requires` line {}, column {}: {}",
+                                    error.line, error.column, error.message
+                                ),
+                            );
+                            problem.help = error.help;
+                            problem
+                        })),
+                    }
+                }
                 match guard::prepare(resource, &prepared, host, &mut defaults) {
                     Ok((guards, secrets)) => {
                         prepared.guards = guards;
@@ -184,27 +201,6 @@ fn same_namevar(
         }
     }
     problems
-}
-
-/// Metaparameters the catalog carries but this engine cannot honour yet. Applying the
-/// resource while ignoring them would do what the manifest said not to do, so the
-/// catalog is refused instead.
-fn unsupported_metaparams(resource: &Resource) -> Vec<Problem> {
-    let metaparams = &resource.metaparams;
-    let present = [("requires", metaparams.requires.is_some())];
-    present
-        .into_iter()
-        .filter(|(_, set)| *set)
-        .map(|(name, _)| {
-            Problem::of(
-                resource,
-                format!("`{name}` is not evaluated by this version of wconverge"),
-            )
-            .with_help(format!(
-                "remove `{name}`; the catalog is refused rather than applied without it"
-            ))
-        })
-        .collect()
 }
 
 fn prepare_resource(
@@ -307,6 +303,7 @@ fn prepare_resource(
         source: resource.source.clone(),
         noop: resource.metaparams.noop,
         guards: Vec::new(),
+        requirement: None,
         secrets: Secrets::new(secrets),
     })
 }

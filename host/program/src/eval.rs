@@ -122,7 +122,7 @@ pub(crate) fn eval<'a>(expr: &'a Expr, record: &'a Record) -> Option<Value<'a>> 
                 ) =>
         {
             let left = eval(first, record)?;
-            let (op, (Expr::List(items) | Expr::Tuple(items))) = (&rest[0].0, &rest[0].1) else {
+            let (op, Expr::List(items) | Expr::Tuple(items)) = (&rest[0].0, &rest[0].1) else {
                 return None;
             };
             let mut found = false;

@@ -52,7 +52,22 @@ pub mod launcher {
     pub use exports::wconverge::plugin::launching;
 }
 
+/// The `fact-source` world.
+pub mod fact_source {
+    wasmtime::component::bindgen!({
+        world: "fact-source",
+        path: "../../wit",
+        with: {
+            "wconverge:plugin/log": super::log,
+        },
+        additional_derives: [PartialEq],
+    });
+
+    pub use exports::wconverge::plugin::facts;
+}
+
 /// Export names that tell the worlds apart.
+pub const FACTS_EXPORT: &str = "wconverge:plugin/facts@0.1.0";
 pub const SCRIPTS_EXPORT: &str = "wconverge:plugin/scripts@0.1.0";
 pub const LAUNCHING_EXPORT: &str = "wconverge:plugin/launching@0.1.0";
 pub const PROVIDER_EXPORT: &str = "describe";

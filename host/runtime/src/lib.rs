@@ -60,6 +60,13 @@ pub struct RuntimeOptions {
     pub builtins: &'static [(&'static str, &'static [u8])],
 }
 
+/// Fact records by group name: each record string keys and string values.
+pub type FactGroups = std::collections::BTreeMap<String, Vec<Vec<(String, String)>>>;
+
+/// The most records a group may have, and the longest key or value, from a fact plugin.
+const MAX_FACT_RECORDS: usize = 1_000_000;
+const MAX_FACT_STRING: usize = 64 * 1024;
+
 /// A plugin as `wconverge plugins list` and `types` show it.
 #[derive(Debug, Clone)]
 pub struct PluginSummary {
@@ -90,6 +97,7 @@ pub struct Runtime {
     grants: GrantCache,
     roots: Mutex<HashMap<String, Arc<PolicyRoots>>>,
     ticker: Once,
+    facts: std::sync::OnceLock<Result<FactGroups, Vec<PluginError>>>,
 }
 
 impl Runtime {
@@ -123,6 +131,7 @@ impl Runtime {
             grants: GrantCache::default(),
             roots: Mutex::new(HashMap::new()),
             ticker: Once::new(),
+            facts: std::sync::OnceLock::new(),
         })
     }
 
@@ -253,6 +262,137 @@ impl Runtime {
         Call::new(outcome, logs)
     }
 
+    /// The facts of every fact-source plugin of the policy, gathered once per run, each
+    /// plugin with read-only access to the directories its policy grants and nothing
+    /// else. Every plugin that fails is reported.
+    pub fn gather_facts(&self) -> Result<FactGroups, Vec<PluginError>> {
+        self.facts.get_or_init(|| self.gather_facts_now()).clone()
+    }
+
+    fn gather_facts_now(&self) -> Result<FactGroups, Vec<PluginError>> {
+        let machine = {
+            let uname = rustix::system::uname();
+            bindings::fact_source::facts::Machine {
+                os: std::env::consts::OS.to_owned(),
+                architecture: uname.machine().to_string_lossy().into_owned(),
+                kernel: uname.release().to_string_lossy().into_owned(),
+                hostname: uname.nodename().to_string_lossy().into_owned(),
+            }
+        };
+        let mut groups = FactGroups::new();
+        let mut from: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+        let mut errors = Vec::new();
+        for policy in self
+            .policy
+            .plugins
+            .iter()
+            .filter(|policy| policy.provides.is_empty())
+        {
+            let plugin = match self.plugin(&policy.name) {
+                Ok(plugin) => plugin,
+                Err(error) => {
+                    errors.push(error);
+                    continue;
+                }
+            };
+            let Some(declared) = &plugin.fact_groups else {
+                continue;
+            };
+            match self.gather_one(&plugin, declared, &machine) {
+                Ok(gathered) => {
+                    for (name, records) in gathered {
+                        if let Some(other) = from.insert(name.clone(), policy.name.clone()) {
+                            errors.push(PluginError::new(
+                                &policy.name,
+                                PluginErrorKind::Load,
+                                format!(
+                                    "it publishes the group `{name}`, which plugin `{other}` \
+                                     publishes too; keep one of them in the policy"
+                                ),
+                            ));
+                            continue;
+                        }
+                        groups.insert(name, records);
+                    }
+                }
+                Err(error) => errors.push(error),
+            }
+        }
+        if errors.is_empty() {
+            Ok(groups)
+        } else {
+            Err(errors)
+        }
+    }
+
+    fn gather_one(
+        &self,
+        plugin: &Plugin,
+        declared: &[String],
+        machine: &bindings::fact_source::facts::Machine,
+    ) -> Result<FactGroups, PluginError> {
+        let name = &plugin.policy.name;
+        let roots = self.roots(plugin);
+        let grants = plugin
+            .policy
+            .directories
+            .iter()
+            .filter(|directory| directory.path.exists())
+            .map(|directory| {
+                let path = directory.path.to_string_lossy();
+                self.grants
+                    .grant(&plugin.policy, &roots, &path, policy::Access::Read)
+                    .map_err(|error| {
+                        PluginError::new(
+                            name,
+                            PluginErrorKind::Denied,
+                            match error {
+                                GrantError::Denied(message) | GrantError::Unusable(message) => {
+                                    message
+                                }
+                            },
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Inspect, &grants)?;
+        let called = plugin.call(&mut instance, |exports, store| {
+            exports.facts()?.call_gather(store, machine)
+        });
+        let gathered = called.outcome?;
+        plugin.put_back(instance);
+        let gathered =
+            gathered.map_err(|message| provider_error(plugin, convert::truncate(&message)))?;
+        let mut groups = FactGroups::new();
+        for group in gathered {
+            if !declared.contains(&group.name) {
+                return Err(contract_error(
+                    plugin,
+                    format!(
+                        "it returned the group `{}`, which it does not publish",
+                        group.name
+                    ),
+                ));
+            }
+            if group.records.len() > MAX_FACT_RECORDS
+                || group.records.iter().flatten().any(|(key, value)| {
+                    key.len() > MAX_FACT_STRING || value.len() > MAX_FACT_STRING
+                })
+            {
+                return Err(contract_error(
+                    plugin,
+                    format!(
+                        "the group `{}` is larger than a fact group may be ({MAX_FACT_RECORDS} \
+                         records, strings of {MAX_FACT_STRING} bytes)",
+                        group.name
+                    ),
+                ));
+            }
+            groups.insert(group.name, group.records);
+        }
+        Ok(groups)
+    }
+
     /// Every plugin of the policy, loaded, for `plugins list` and `types`.
     pub fn plugin_summaries(&self) -> Vec<Result<PluginSummary, PluginError>> {
         self.policy
@@ -274,6 +414,8 @@ impl Runtime {
                     types,
                     kind: if plugin.is_launcher() {
                         "launcher"
+                    } else if plugin.fact_groups.is_some() {
+                        "facts"
                     } else if plugin.interpreter.is_some() {
                         "interpreter"
                     } else {
@@ -447,6 +589,18 @@ impl PluginHost for Runtime {
             }
         }
         Ok(None)
+    }
+
+    fn facts(&self) -> Result<wconverge_program::Facts, String> {
+        self.gather_facts()
+            .map(|groups| wconverge_program::Facts { groups })
+            .map_err(|errors| {
+                errors
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })
     }
 
     fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {

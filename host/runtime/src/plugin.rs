@@ -1,10 +1,11 @@
 //! Loading a plugin: its bytes, their digest, the import check, compilation (through
 //! the cache), pre-instantiation and `describe`; and running its instances.
 
+use crate::bindings::fact_source::facts;
 use crate::bindings::interpreter::scripts;
 use crate::bindings::launcher::launching;
 use crate::bindings::{
-    LAUNCHING_EXPORT, PROVIDER_EXPORT, Provider, ProviderIndices, SCRIPTS_EXPORT,
+    FACTS_EXPORT, LAUNCHING_EXPORT, PROVIDER_EXPORT, Provider, ProviderIndices, SCRIPTS_EXPORT,
 };
 use crate::cache::{Cache, sha256_hex};
 use crate::convert::schema_from_wit;
@@ -56,10 +57,13 @@ pub(crate) struct Plugin {
     pub(crate) imports: Vec<String>,
     /// Set for an interpreter plugin.
     pub(crate) interpreter: Option<InterpreterInfo>,
+    /// For a fact source: the groups it publishes.
+    pub(crate) fact_groups: Option<Vec<String>>,
     pre: InstancePre<PluginState>,
     provider: Option<ProviderIndices>,
     scripts: Option<scripts::GuestIndices>,
     launching: Option<launching::GuestIndices>,
+    facts: Option<facts::GuestIndices>,
     idle: Mutex<Vec<Instance>>,
 }
 
@@ -68,6 +72,7 @@ pub(crate) struct Exports {
     provider: Option<Provider>,
     scripts: Option<scripts::Guest>,
     launching: Option<launching::Guest>,
+    facts: Option<facts::Guest>,
 }
 
 impl Exports {
@@ -81,6 +86,12 @@ impl Exports {
         self.scripts
             .as_ref()
             .ok_or_else(|| wasmtime::format_err!("the plugin is not an interpreter"))
+    }
+
+    pub(crate) fn facts(&self) -> wasmtime::Result<&facts::Guest> {
+        self.facts
+            .as_ref()
+            .ok_or_else(|| wasmtime::format_err!("the plugin is not a fact source"))
     }
 
     pub(crate) fn launching(&self) -> wasmtime::Result<&launching::Guest> {
@@ -240,7 +251,15 @@ impl Plugin {
         } else {
             None
         };
-        let provider = if exported(PROVIDER_EXPORT) || launching.is_none() {
+        let facts = if exported(FACTS_EXPORT) {
+            Some(
+                facts::GuestIndices::new(&pre)
+                    .map_err(|error| world_error("fact-source", error))?,
+            )
+        } else {
+            None
+        };
+        let provider = if exported(PROVIDER_EXPORT) || (launching.is_none() && facts.is_none()) {
             Some(ProviderIndices::new(&pre).map_err(|error| world_error("provider", error))?)
         } else {
             None
@@ -261,21 +280,31 @@ impl Plugin {
             type_order: Vec::new(),
             imports,
             interpreter: None,
+            fact_groups: None,
             pre,
             provider,
             scripts,
             launching,
+            facts,
             idle: Mutex::new(Vec::new()),
         };
         let mut instance =
             plugin.instantiate(loader.engine, loader.shared, Phase::Describe, &[])?;
+        if plugin.facts.is_some() {
+            let groups = plugin
+                .call(&mut instance, |exports, store| {
+                    exports.facts()?.call_groups(store)
+                })
+                .outcome?;
+            plugin.fact_groups = Some(groups);
+        }
         if plugin.provider.is_none() {
             if !policy.provides.is_empty() {
                 return Err(load_error(
                     &policy,
                     format!(
-                        "it is a launcher, which provides no types, but the policy says it \
-                         provides {}; set `provides = []` in [plugins.{}]",
+                        "it is a launcher or a fact source, which provides no types, but the \
+                         policy says it provides {}; set `provides = []` in [plugins.{}]",
                         policy.provides.join(", "),
                         policy.name
                     ),
@@ -447,6 +476,11 @@ impl Plugin {
                     .transpose()?,
                 launching: self
                     .launching
+                    .as_ref()
+                    .map(|indices| indices.load(&mut store, &instance))
+                    .transpose()?,
+                facts: self
+                    .facts
                     .as_ref()
                     .map(|indices| indices.load(&mut store, &instance))
                     .transpose()?,

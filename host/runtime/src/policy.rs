@@ -54,6 +54,28 @@ source = "builtin"
 provides = []
 programs = ["/usr/bin/setarch"]
 
+# Facts for resource programs (`requires`, `wconverge facts`): each reads only where
+# its facts are, read-only, and launches nothing.
+[plugins.facts-os]
+source = "builtin"
+provides = []
+directories = [{ path = "/etc", access = "read" }, { path = "/usr/lib", access = "read" }]
+
+[plugins.facts-package]
+source = "builtin"
+provides = []
+directories = [{ path = "/var/lib/dpkg", access = "read" }]
+
+[plugins.facts-users]
+source = "builtin"
+provides = []
+directories = [{ path = "/etc", access = "read" }]
+
+[plugins.facts-mount]
+source = "builtin"
+provides = []
+directories = [{ path = "/proc", access = "read" }]
+
 # Messages only: no files, no programs.
 [plugins.notify]
 source = "builtin"

@@ -1,0 +1,112 @@
+//! The `os` facts: one record with the operating system's `family` (`debian`, `redhat`,
+//! `suse`...), `name` and `release` from os-release, and the `architecture`, `kernel`
+//! and `hostname` the host reports.
+
+mod wit;
+
+use wit::exports::wconverge::plugin::facts::{Group, Guest, Machine};
+
+struct Os;
+
+/// Where os-release lives; /etc/os-release is usually a link to the second.
+const OS_RELEASE: [&str; 2] = ["/etc/os-release", "/usr/lib/os-release"];
+
+impl Guest for Os {
+    fn groups() -> Vec<String> {
+        vec!["os".to_owned()]
+    }
+
+    fn gather(machine: Machine) -> Result<Vec<Group>, String> {
+        let text = OS_RELEASE
+            .iter()
+            .find_map(|path| std::fs::read_to_string(path).ok())
+            .ok_or_else(|| format!("cannot read {}", OS_RELEASE.join(" or ")))?;
+        Ok(vec![Group {
+            name: "os".to_owned(),
+            records: vec![record(&text, &machine)],
+        }])
+    }
+}
+
+/// The values of os-release, unquoted.
+fn fields(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|line| line.split_once('='))
+        .map(|(key, value)| {
+            let value = value.trim();
+            let unquoted = value
+                .strip_prefix('"')
+                .and_then(|value| value.strip_suffix('"'))
+                .or_else(|| {
+                    value
+                        .strip_prefix('\'')
+                        .and_then(|value| value.strip_suffix('\''))
+                })
+                .unwrap_or(value);
+            (key.trim().to_owned(), unquoted.replace("\\\"", "\""))
+        })
+        .collect()
+}
+
+/// Puppet's families, lowercase: the distribution or one it is like.
+fn family(id: &str, like: &str) -> String {
+    let names: Vec<&str> = std::iter::once(id).chain(like.split_whitespace()).collect();
+    for (family, members) in [
+        ("debian", &["debian", "ubuntu"][..]),
+        ("redhat", &["rhel", "fedora", "centos"][..]),
+        ("suse", &["suse", "opensuse", "sles"][..]),
+        ("arch", &["arch"][..]),
+        ("alpine", &["alpine"][..]),
+    ] {
+        if names.iter().any(|name| members.contains(name)) {
+            return family.to_owned();
+        }
+    }
+    id.to_owned()
+}
+
+fn record(text: &str, machine: &Machine) -> Vec<(String, String)> {
+    let fields = fields(text);
+    let get = |key: &str| {
+        fields
+            .iter()
+            .find(|(name, _)| name == key)
+            .map(|(_, value)| value.clone())
+            .unwrap_or_default()
+    };
+    let id = get("ID").to_ascii_lowercase();
+    vec![
+        (
+            "family".to_owned(),
+            family(&id, &get("ID_LIKE").to_ascii_lowercase()),
+        ),
+        ("name".to_owned(), id),
+        ("release".to_owned(), get("VERSION_ID")),
+        ("codename".to_owned(), get("VERSION_CODENAME")),
+        ("architecture".to_owned(), machine.architecture.clone()),
+        ("kernel".to_owned(), machine.kernel.clone()),
+        ("hostname".to_owned(), machine.hostname.clone()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ubuntu_is_of_the_debian_family() {
+        let machine = Machine {
+            os: "linux".to_owned(),
+            architecture: "x86_64".to_owned(),
+            kernel: "6.1.0".to_owned(),
+            hostname: "web1".to_owned(),
+        };
+        let text = "NAME=\"Ubuntu\"\nID=ubuntu\nID_LIKE=debian\nVERSION_ID=\"24.04\"\nVERSION_CODENAME=noble\n";
+        let record = record(text, &machine);
+        assert_eq!(record[0], ("family".to_owned(), "debian".to_owned()));
+        assert_eq!(record[1], ("name".to_owned(), "ubuntu".to_owned()));
+        assert_eq!(record[2], ("release".to_owned(), "24.04".to_owned()));
+        assert_eq!(family("centos", "rhel fedora"), "redhat");
+        assert_eq!(family("nixos", ""), "nixos");
+    }
+}
