@@ -181,3 +181,23 @@ file {{ '@FILES@/after':
         "{run:#?}"
     );
 }
+
+#[test]
+fn manifests_read_the_facts_as_a_hash_of_record_lists() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"
+$os = $facts['os'][0]
+file { '@FILES@/arch':
+  content => "${os['architecture']}\n",
+}
+"#,
+    );
+    let run = machine.apply(&manifest, &machine.policy(""), &[]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert_eq!(
+        std::fs::read_to_string(machine.file("arch")).expect("written"),
+        format!("{}\n", rustix_free_uname_m())
+    );
+}

@@ -320,6 +320,31 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
+/// Facts as a manifest reads them: `$facts['package']` is the list of package records,
+/// each a hash of strings.
+fn facts_value(groups: &wconverge_runtime::FactGroups) -> wconverge_catalog::Value {
+    use wconverge_catalog::Value;
+    Value::Hash(
+        groups
+            .iter()
+            .map(|(group, records)| {
+                let records = records
+                    .iter()
+                    .map(|record| {
+                        Value::Hash(
+                            record
+                                .iter()
+                                .map(|(key, value)| (key.clone(), Value::String(value.clone())))
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                (group.clone(), Value::Array(records))
+            })
+            .collect(),
+    )
+}
+
 /// `wconverge requirement`: 0 true, 1 false, 2 invalid (the program or the facts).
 fn requirement(text: &str, facts: Option<&Path>, runtime: &RuntimeArgs) -> anyhow::Result<u8> {
     let program = match wconverge_program::Program::parse(text) {
@@ -434,7 +459,17 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
         Some(node) => node.clone(),
         None => dirs::host_name(),
     };
-    let compiled = wconverge_lang::compile(&sources, &node, &types);
+    // `$facts`: this machine's, as the fact plugins of the policy gather them.
+    let facts = match runtime.gather_facts() {
+        Ok(groups) => facts_value(&groups),
+        Err(errors) => {
+            for error in &errors {
+                output::error(&format!("gathering facts for `$facts`: {error}"));
+            }
+            return Ok(None);
+        }
+    };
+    let compiled = wconverge_lang::compile_with_facts(&sources, &node, &types, &facts);
     output::diagnostics(&compiled.diagnostics, &sources);
     Ok(compiled.catalog)
 }

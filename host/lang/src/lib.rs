@@ -103,9 +103,25 @@ const MAX_SOURCE_BYTES: usize = 512 << 20;
 const COMPILER_STACK_BYTES: usize = 256 << 20;
 
 /// Parses every source and, if there is no syntax error, evaluates them in order
-/// (then the node definition matching `node`) into a catalog.
+/// (then the node definition matching `node`) into a catalog. `$facts` is an empty hash.
 pub fn compile(sources: &[Source], node: &str, types: &KnownTypes) -> Compiled {
-    run_on_big_stack(|| compile_here(sources, node, types))
+    compile_with_facts(
+        sources,
+        node,
+        types,
+        &wconverge_catalog::Value::Hash(Vec::new()),
+    )
+}
+
+/// As [`compile`], with `facts` (a hash: each fact group to its list of records) as the
+/// read-only top-scope variable `$facts`.
+pub fn compile_with_facts(
+    sources: &[Source],
+    node: &str,
+    types: &KnownTypes,
+    facts: &wconverge_catalog::Value,
+) -> Compiled {
+    run_on_big_stack(|| compile_here(sources, node, types, facts))
 }
 
 /// Parses only: the syntax diagnostics of every source.
@@ -157,7 +173,12 @@ fn parse_all(sources: &[Source]) -> (syntax::Program, Vec<Diagnostic>) {
     (program, diagnostics)
 }
 
-fn compile_here(sources: &[Source], node: &str, types: &KnownTypes) -> Compiled {
+fn compile_here(
+    sources: &[Source],
+    node: &str,
+    types: &KnownTypes,
+    facts: &wconverge_catalog::Value,
+) -> Compiled {
     let (program, diagnostics) = parse_all(sources);
     if diagnostics.iter().any(Diagnostic::is_error) {
         return Compiled {
@@ -165,7 +186,9 @@ fn compile_here(sources: &[Source], node: &str, types: &KnownTypes) -> Compiled 
             diagnostics,
         };
     }
-    let (catalog, mut evaluated) = eval::Evaluator::new(program, sources, types, node).run();
+    let mut evaluator = eval::Evaluator::new(program, sources, types, node);
+    evaluator.set_facts(facts);
+    let (catalog, mut evaluated) = evaluator.run();
     let mut all = diagnostics;
     all.append(&mut evaluated);
     Compiled {

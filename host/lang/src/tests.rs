@@ -207,6 +207,7 @@ mod ok {
         node_dotted_name_without_quotes,
         defaults_splat,
         lazy_guard,
+        facts_variable,
     );
 }
 
@@ -271,6 +272,7 @@ mod err {
         relationship_inside_parentheses,
         collector_query_value_must_be_simple,
         lazy_changes_catalog,
+        facts_assigned,
     );
 }
 
@@ -591,4 +593,28 @@ fn a_lazy_value_from_a_catalog_is_bounded_and_checked() {
         let error = crate::check_lazy(&lazy(refused, vec![])).expect_err(refused);
         assert!(error.contains(why), "{refused}: {error}");
     }
+}
+
+#[test]
+fn facts_are_a_top_scope_hash_of_record_lists() {
+    use wconverge_catalog::Value;
+    let facts = Value::Hash(vec![(
+        "os".to_owned(),
+        Value::Array(vec![Value::Hash(vec![(
+            "family".to_owned(),
+            "debian".into(),
+        )])]),
+    )]);
+    let source = Source::new(
+        "site.wcv",
+        "class probe { notify { 'os': message => $facts['os'][0]['family'] } }\ninclude probe\n",
+    );
+    let mut types = KnownTypes::new();
+    types.insert("notify", ["message"]);
+    let compiled = crate::compile_with_facts(&[source], "n", &types, &facts);
+    let catalog = compiled.catalog.expect("compiles");
+    assert_eq!(
+        catalog.resources[0].attributes.get("message"),
+        Some(&Value::String("debian".to_owned()))
+    );
 }

@@ -268,6 +268,14 @@ impl<'a> Evaluator<'a> {
         self.diagnostics.last_mut().expect("just pushed")
     }
 
+    /// Sets `$facts` in the top scope; assigning it again is an error like any variable.
+    pub(crate) fn set_facts(&mut self, facts: &catalog::Value) {
+        self.scopes[TOP].vars.insert(
+            "facts".to_owned(),
+            (Val::from_catalog(facts), Span::new(0, 0, 0)),
+        );
+    }
+
     /// Evaluates everything and returns the catalog when there were no errors.
     pub(crate) fn run(mut self) -> (Option<catalog::Catalog>, Vec<Diagnostic>) {
         self.load_definitions();
@@ -858,6 +866,15 @@ impl<'a> Evaluator<'a> {
             return;
         }
         let scope = self.ctx.scope;
+        if scope == TOP && name == "facts" {
+            self.error(
+                "assign-facts",
+                span,
+                "`$facts` holds this machine's facts and cannot be assigned",
+            )
+            .help = Some("use another name".into());
+            return;
+        }
         self.set_var(scope, name, value, span);
     }
 
