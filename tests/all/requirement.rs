@@ -201,3 +201,34 @@ file { '@FILES@/arch':
         format!("{}\n", rustix_free_uname_m())
     );
 }
+
+#[test]
+fn a_failing_fact_plugin_stops_only_what_needs_its_facts() {
+    let machine = Machine::new();
+    // No directory: /proc/mounts cannot be read.
+    let policy = machine.policy("[plugins.facts-mount]\nsource = \"builtin\"\nprovides = []\n");
+    let policy = policy.to_str().expect("utf-8");
+    let plain = machine.manifest("plain.wcv", "notify { 'hello': }\n");
+    let run = machine.run(&["apply", plain.to_str().expect("utf-8"), "--policy", policy]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    let facts = machine.run(&["facts", "--policy", policy]);
+    assert_eq!(facts.code, 1, "{facts:#?}");
+    assert!(facts.stdout.contains("os (1 record)"), "{facts:#?}");
+    assert!(
+        facts.stderr.contains("cannot read /proc/mounts"),
+        "{facts:#?}"
+    );
+    let requirement = machine.run(&["requirement", "os.family != ''", "--policy", policy]);
+    assert_eq!(requirement.code, 2, "{requirement:#?}");
+    assert!(
+        requirement
+            .stderr
+            .contains("the facts are incomplete; the program was not evaluated"),
+        "{requirement:#?}"
+    );
+    let typo = machine.run(&["requirement", "os.family != ''", "--fact", "x.json"]);
+    assert_eq!(
+        typo.code, 2,
+        "usage errors of requirement are 2, not false: {typo:#?}"
+    );
+}

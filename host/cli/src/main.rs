@@ -153,7 +153,14 @@ fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {
-            let code = if error.use_stderr() { 1 } else { 0 };
+            // `requirement` answers 1 for "false"; its usage errors are 2, as its other
+            // errors are.
+            let usage = if std::env::args().nth(1).as_deref() == Some("requirement") {
+                2
+            } else {
+                1
+            };
+            let code = if error.use_stderr() { usage } else { 0 };
             let _ = error.print();
             return ExitCode::from(code);
         }
@@ -292,21 +299,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => requirement(&program, facts.as_deref(), &runtime),
         Command::Facts { format, runtime } => {
             let runtime = runtime_for(&runtime)?;
-            match runtime.gather_facts() {
-                Ok(groups) => {
-                    match format {
-                        ReportFormat::Human => output::facts_human(&groups),
-                        ReportFormat::Json => output::facts_json(&groups),
-                    }
-                    Ok(0)
-                }
-                Err(errors) => {
-                    for error in errors {
-                        output::error(&error.to_string());
-                    }
-                    Ok(1)
-                }
+            let (groups, errors) = runtime.gather_facts();
+            match format {
+                ReportFormat::Human => output::facts_human(&groups),
+                ReportFormat::Json => output::facts_json(&groups),
             }
+            for error in &errors {
+                output::error(&error.to_string());
+            }
+            Ok(u8::from(!errors.is_empty()))
         }
         Command::Plugins {
             command: PluginsCommand::List { runtime },
@@ -362,17 +363,33 @@ fn requirement(text: &str, facts: Option<&Path>, runtime: &RuntimeArgs) -> anyho
                 return Ok(2);
             }
         },
-        None => match runtime_for(runtime)?.gather_facts() {
-            Ok(groups) => wconverge_program::Facts { groups },
-            Err(errors) => {
+        None => {
+            let runtime = match runtime_for(runtime) {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    output::error(&format!("{error:#}"));
+                    return Ok(2);
+                }
+            };
+            let (groups, errors) = runtime.gather_facts();
+            if !errors.is_empty() {
                 for error in errors {
                     output::error(&error.to_string());
                 }
+                output::error("the facts are incomplete; the program was not evaluated");
                 return Ok(2);
             }
-        },
+            wconverge_program::Facts { groups }
+        }
     };
     let verdict = program.evaluate(&facts);
+    if verdict.exhausted {
+        output::error(
+            "the program did more work than a resource program may, and was stopped; \
+             simplify it",
+        );
+        return Ok(2);
+    }
     output::verdict(&verdict);
     Ok(u8::from(!verdict.holds))
 }
@@ -459,15 +476,18 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
         Some(node) => node.clone(),
         None => dirs::host_name(),
     };
-    // `$facts`: this machine's, as the fact plugins of the policy gather them.
-    let facts = match runtime.gather_facts() {
-        Ok(groups) => facts_value(&groups),
-        Err(errors) => {
-            for error in &errors {
-                output::error(&format!("gathering facts for `$facts`: {error}"));
-            }
-            return Ok(None);
+    // `$facts`: this machine's, as the fact plugins of the policy gather them; only for
+    // manifests that can read them, and a plugin that fails leaves out its groups.
+    let facts = if sources.iter().any(|source| source.text.contains("facts")) {
+        let (groups, errors) = runtime.gather_facts();
+        for error in &errors {
+            output::warning(&format!(
+                "`$facts` lacks the groups of a fact plugin that failed: {error}"
+            ));
         }
+        facts_value(&groups)
+    } else {
+        wconverge_catalog::Value::Hash(Vec::new())
     };
     let compiled = wconverge_lang::compile_with_facts(&sources, &node, &types, &facts);
     output::diagnostics(&compiled.diagnostics, &sources);

@@ -28,6 +28,10 @@ pub(crate) fn line(text: &str) {
     out(&format!("{text}\n"));
 }
 
+pub(crate) fn warning(message: &str) {
+    eprintln!("warning: {message}");
+}
+
 pub(crate) fn error(message: &str) {
     eprintln!("error: {message}");
 }
@@ -404,15 +408,18 @@ pub(crate) fn verdict(verdict: &wconverge_program::Verdict) {
 pub(crate) fn facts_human(groups: &wconverge_runtime::FactGroups) {
     let mut text = String::new();
     for (group, records) in groups {
+        // A third-party plugin's names are escaped like its values, so they cannot
+        // carry terminal control sequences.
         text.push_str(&format!(
-            "{group} ({} record{})\n",
+            "{} ({} record{})\n",
+            group.escape_debug(),
             records.len(),
             if records.len() == 1 { "" } else { "s" }
         ));
         for record in records {
             let fields: Vec<String> = record
                 .iter()
-                .map(|(key, value)| format!("{key}={value:?}"))
+                .map(|(key, value)| format!("{}={value:?}", key.escape_debug()))
                 .collect();
             text.push_str(&format!("  {}\n", fields.join(" ")));
         }

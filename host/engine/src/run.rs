@@ -89,6 +89,15 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             report.error = Some(format!(
                 "its requirement could not be evaluated: the facts could not be gathered: {error}"
             ));
+        } else if let Some(Ok(verdict)) = &requirement
+            && verdict.exhausted
+        {
+            report.status = Status::Failed;
+            report.error = Some(
+                "its requirement did more work than a resource program may, and was stopped; \
+                 simplify it"
+                    .to_owned(),
+            );
         } else if let Some(Ok(verdict)) = requirement
             .as_ref()
             .filter(|verdict| verdict.as_ref().is_ok_and(|verdict| !verdict.holds))

@@ -6,10 +6,36 @@
 use crate::Record;
 use crate::syntax::{BinOp, Builtin, CmpOp, Expr, UnaryOp};
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::cmp::Ordering;
 
-/// The longest string or list an expression may build (`'x' * 10**9` is an error).
-const MAX_LENGTH: usize = 1 << 20;
+/// The largest value an expression may build, in [`weight`] units (`'x' * 10**9` is an
+/// error).
+const MAX_WEIGHT: u64 = 1 << 16;
+
+/// The work one evaluation of a whole program may do: every expression evaluated costs
+/// one, every value built its weight. Past it, the program is not evaluated further.
+pub(crate) const BUDGET: u64 = 20_000_000;
+
+/// What a value costs to build and keep: 1 per value, plus 1 per 8 bytes of text.
+fn weight(value: &Value<'_>) -> u64 {
+    match value {
+        Value::Str(text) => 1 + text.len() as u64 / 8,
+        Value::List(items) | Value::Tuple(items) => 1 + items.iter().map(weight).sum::<u64>(),
+        _ => 1,
+    }
+}
+
+/// Spends `cost` of the budget; `None` once it is spent.
+fn spend(budget: &Cell<u64>, cost: u64) -> Option<()> {
+    let left = budget.get();
+    if left < cost {
+        budget.set(0);
+        return None;
+    }
+    budget.set(left - cost);
+    Some(())
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Value<'a> {
@@ -60,7 +86,12 @@ impl Number {
 }
 
 /// Evaluates `expr` with `record` bound to the line's group variable.
-pub(crate) fn eval<'a>(expr: &'a Expr, record: &'a Record) -> Option<Value<'a>> {
+pub(crate) fn eval<'a>(
+    expr: &'a Expr,
+    record: &'a Record,
+    budget: &Cell<u64>,
+) -> Option<Value<'a>> {
+    spend(budget, 1)?;
     Some(match expr {
         Expr::Str(text) => Value::Str(Cow::Borrowed(text)),
         Expr::Int(n) => Value::Int(*n),
@@ -69,35 +100,35 @@ pub(crate) fn eval<'a>(expr: &'a Expr, record: &'a Record) -> Option<Value<'a>> 
         Expr::List(items) => Value::List(
             items
                 .iter()
-                .map(|item| eval(item, record))
+                .map(|item| eval(item, record, budget))
                 .collect::<Option<_>>()?,
         ),
         Expr::Tuple(items) => Value::Tuple(
             items
                 .iter()
-                .map(|item| eval(item, record))
+                .map(|item| eval(item, record, budget))
                 .collect::<Option<_>>()?,
         ),
         // The checker lets no bare name through.
         Expr::Name(..) | Expr::All(..) => return None,
         Expr::Attr(_, attribute) => Value::Str(Cow::Borrowed(attribute_of(record, attribute)?)),
-        Expr::Call(builtin, argument) => call(*builtin, eval(argument, record)?)?,
-        Expr::Not(inner) => Value::Bool(!eval(inner, record)?.truthy()),
-        Expr::Unary(op, inner) => unary(*op, eval(inner, record)?)?,
+        Expr::Call(builtin, argument) => call(*builtin, eval(argument, record, budget)?)?,
+        Expr::Not(inner) => Value::Bool(!eval(inner, record, budget)?.truthy()),
+        Expr::Unary(op, inner) => unary(*op, eval(inner, record, budget)?)?,
         Expr::And(left, right) => {
-            let left = eval(left, record)?;
+            let left = eval(left, record, budget)?;
             if left.truthy() {
-                eval(right, record)?
+                eval(right, record, budget)?
             } else {
                 left
             }
         }
         Expr::Or(left, right) => {
-            let left = eval(left, record)?;
+            let left = eval(left, record, budget)?;
             if left.truthy() {
                 left
             } else {
-                eval(right, record)?
+                eval(right, record, budget)?
             }
         }
         // The most common line by far, `package.name == 'fwts'`, compares without
@@ -121,23 +152,21 @@ pub(crate) fn eval<'a>(expr: &'a Expr, record: &'a Record) -> Option<Value<'a>> 
                     (CmpOp::In | CmpOp::NotIn, Expr::List(_) | Expr::Tuple(_))
                 ) =>
         {
-            let left = eval(first, record)?;
+            let left = eval(first, record, budget)?;
             let (op, Expr::List(items) | Expr::Tuple(items)) = (&rest[0].0, &rest[0].1) else {
                 return None;
             };
+            // Python builds the whole list first: an error in any item is an error.
             let mut found = false;
             for item in items {
-                if equal(&left, &eval(item, record)?) {
-                    found = true;
-                    break;
-                }
+                found |= equal(&left, &eval(item, record, budget)?);
             }
             Value::Bool(found == (*op == CmpOp::In))
         }
         Expr::Compare(first, rest) => {
-            let mut left = eval(first, record)?;
+            let mut left = eval(first, record, budget)?;
             for (op, right) in rest {
-                let right = eval(right, record)?;
+                let right = eval(right, record, budget)?;
                 if !compare(*op, &left, &right)? {
                     return Some(Value::Bool(false));
                 }
@@ -145,7 +174,17 @@ pub(crate) fn eval<'a>(expr: &'a Expr, record: &'a Record) -> Option<Value<'a>> 
             }
             Value::Bool(true)
         }
-        Expr::Binary(op, left, right) => binary(*op, eval(left, record)?, eval(right, record)?)?,
+        Expr::Binary(op, left, right) => {
+            let value = binary(
+                *op,
+                eval(left, record, budget)?,
+                eval(right, record, budget)?,
+            )?;
+            if matches!(value, Value::Str(_) | Value::List(_) | Value::Tuple(_)) {
+                spend(budget, weight(&value))?;
+            }
+            value
+        }
     })
 }
 
@@ -222,10 +261,35 @@ fn equal(left: &Value<'_>, right: &Value<'_>) -> bool {
             a.len() == b.len() && a.iter().zip(b).all(|(x, y)| equal(x, y))
         }
         _ => match (left.number(), right.number()) {
-            (Some(Number::Int(a)), Some(Number::Int(b))) => a == b,
-            (Some(a), Some(b)) => a.float() == b.float(),
+            (Some(a), Some(b)) => compare_numbers(a, b) == Some(Ordering::Equal),
             _ => false,
         },
+    }
+}
+
+/// Numbers compared exactly, as Python does (not through a lossy conversion).
+fn compare_numbers(a: Number, b: Number) -> Option<Ordering> {
+    let exact = |i: i64, f: f64| -> Option<Ordering> {
+        if f.is_nan() {
+            return None;
+        }
+        if f >= 9_223_372_036_854_775_808.0 {
+            return Some(Ordering::Less);
+        }
+        if f < -9_223_372_036_854_775_808.0 {
+            return Some(Ordering::Greater);
+        }
+        let whole = f.floor();
+        match i.cmp(&(whole as i64)) {
+            Ordering::Equal if f > whole => Some(Ordering::Less),
+            other => Some(other),
+        }
+    };
+    match (a, b) {
+        (Number::Int(a), Number::Int(b)) => Some(a.cmp(&b)),
+        (Number::Int(a), Number::Float(b)) => exact(a, b),
+        (Number::Float(a), Number::Int(b)) => exact(b, a).map(Ordering::reverse),
+        (Number::Float(a), Number::Float(b)) => a.partial_cmp(&b),
     }
 }
 
@@ -241,11 +305,8 @@ fn order(left: &Value<'_>, right: &Value<'_>) -> Option<Option<Ordering>> {
             }
             Some(Some(a.len().cmp(&b.len())))
         }
-        _ => match (left.number()?, right.number()?) {
-            (Number::Int(a), Number::Int(b)) => Some(Some(a.cmp(&b))),
-            // NaN orders with nothing: every comparison with it is false.
-            (a, b) => Some(a.float().partial_cmp(&b.float())),
-        },
+        // NaN orders with nothing: every comparison with it is false.
+        _ => Some(compare_numbers(left.number()?, right.number()?)),
     }
 }
 
@@ -276,12 +337,14 @@ fn contains(container: &Value<'_>, item: &Value<'_>) -> Option<bool> {
 
 fn binary<'a>(op: BinOp, left: Value<'a>, right: Value<'a>) -> Option<Value<'a>> {
     match (op, &left, &right) {
-        (BinOp::Add, Value::Str(a), Value::Str(b)) => {
-            (a.len() + b.len() <= MAX_LENGTH).then(|| Value::Str(Cow::Owned(format!("{a}{b}"))))
-        }
-        (BinOp::Add, Value::List(a), Value::List(b)) => (a.len() + b.len() <= MAX_LENGTH)
+        (BinOp::Add, Value::Str(a), Value::Str(b)) => (weight(&left) + weight(&right)
+            <= MAX_WEIGHT)
+            .then(|| Value::Str(Cow::Owned(format!("{a}{b}")))),
+        (BinOp::Add, Value::List(a), Value::List(b)) => (weight(&left) + weight(&right)
+            <= MAX_WEIGHT)
             .then(|| Value::List(a.iter().chain(b).cloned().collect())),
-        (BinOp::Add, Value::Tuple(a), Value::Tuple(b)) => (a.len() + b.len() <= MAX_LENGTH)
+        (BinOp::Add, Value::Tuple(a), Value::Tuple(b)) => (weight(&left) + weight(&right)
+            <= MAX_WEIGHT)
             .then(|| Value::Tuple(a.iter().chain(b).cloned().collect())),
         (BinOp::Mul, Value::Str(_) | Value::List(_) | Value::Tuple(_), _) => {
             repeat(&left, right.number()?)
@@ -298,17 +361,12 @@ fn repeat<'a>(sequence: &Value<'a>, times: Number) -> Option<Value<'a>> {
         return None;
     };
     let times = usize::try_from(times).unwrap_or(0);
+    if weight(sequence).checked_mul(times as u64)? > MAX_WEIGHT {
+        return None;
+    }
     Some(match sequence {
-        Value::Str(text) => {
-            if text.len().checked_mul(times)? > MAX_LENGTH {
-                return None;
-            }
-            Value::Str(Cow::Owned(text.repeat(times)))
-        }
+        Value::Str(text) => Value::Str(Cow::Owned(text.repeat(times))),
         Value::List(items) | Value::Tuple(items) => {
-            if items.len().checked_mul(times)? > MAX_LENGTH {
-                return None;
-            }
             let repeated = items
                 .iter()
                 .cycle()
@@ -335,6 +393,7 @@ fn arithmetic<'a>(op: BinOp, left: Number, right: Number) -> Option<Value<'a>> {
             BinOp::Div => Value::Float(a as f64 / b as f64),
             BinOp::FloorDiv => Value::Int(floor_div(a, b)?),
             BinOp::Mod => Value::Int(a.checked_sub(floor_div(a, b)?.checked_mul(b)?)?),
+            BinOp::Pow if b < 0 && a == 0 => return None,
             BinOp::Pow if b < 0 => Value::Float((a as f64).powf(b as f64)),
             BinOp::Pow => Value::Int(a.checked_pow(u32::try_from(b).ok()?)?),
             BinOp::Shl if !(0..64).contains(&b) => return None,
@@ -353,17 +412,42 @@ fn arithmetic<'a>(op: BinOp, left: Number, right: Number) -> Option<Value<'a>> {
         });
     }
     let (a, b) = (left.float(), right.float());
-    Some(Value::Float(match op {
+    let result = match op {
         BinOp::Add => a + b,
         BinOp::Sub => a - b,
         BinOp::Mul => a * b,
         BinOp::Div | BinOp::FloorDiv | BinOp::Mod if b == 0.0 => return None,
         BinOp::Div => a / b,
-        BinOp::FloorDiv => (a / b).floor(),
-        BinOp::Mod => a - (a / b).floor() * b,
+        BinOp::FloorDiv => float_divmod(a, b).0,
+        BinOp::Mod => float_divmod(a, b).1,
+        BinOp::Pow if a == 0.0 && b < 0.0 => return None,
         BinOp::Pow => a.powf(b),
         BinOp::Shl | BinOp::Shr | BinOp::BitAnd | BinOp::BitOr | BinOp::BitXor => return None,
-    }))
+    };
+    // Python raises OverflowError where finite operands give an infinite result.
+    if result.is_infinite() && a.is_finite() && b.is_finite() {
+        return None;
+    }
+    Some(Value::Float(result))
+}
+
+/// Python's `divmod` on floats: the remainder has the sign of the divisor, and the
+/// quotient is the floor of the exact one.
+fn float_divmod(a: f64, b: f64) -> (f64, f64) {
+    let mut remainder = a % b;
+    let mut quotient = (a - remainder) / b;
+    if remainder != 0.0 && ((b < 0.0) != (remainder < 0.0)) {
+        remainder += b;
+        quotient -= 1.0;
+    }
+    let mut floor = quotient.floor();
+    if quotient - floor > 0.5 {
+        floor += 1.0;
+    }
+    if remainder == 0.0 {
+        remainder = 0.0_f64.copysign(b);
+    }
+    (floor, remainder)
 }
 
 /// Python's `//` on integers: rounds towards negative infinity.

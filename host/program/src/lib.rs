@@ -82,6 +82,9 @@ pub struct Verdict {
     pub holds: bool,
     /// The first line that did not hold: its number and text.
     pub failed: Option<(usize, String)>,
+    /// The evaluation did more work than a program may and was stopped: the program
+    /// does not hold, but because it was too expensive, not because the facts say so.
+    pub exhausted: bool,
 }
 
 /// A program longer than this is refused.
@@ -142,6 +145,7 @@ impl Program {
 
     /// Evaluates the program over `facts`.
     pub fn evaluate(&self, facts: &Facts) -> Verdict {
+        let budget = std::cell::Cell::new(eval::BUDGET);
         for line in &self.lines {
             let records = facts
                 .groups
@@ -149,7 +153,7 @@ impl Program {
                 .map(Vec::as_slice)
                 .unwrap_or_default();
             let holds = |record: &Record| {
-                eval::eval(&line.expr, record).is_some_and(|value| value.truthy())
+                eval::eval(&line.expr, record, &budget).is_some_and(|value| value.truthy())
             };
             let line_holds = !records.is_empty()
                 && if line.all {
@@ -161,12 +165,14 @@ impl Program {
                 return Verdict {
                     holds: false,
                     failed: Some((line.number, line.text.trim().to_owned())),
+                    exhausted: budget.get() == 0,
                 };
             }
         }
         Verdict {
             holds: true,
             failed: None,
+            exhausted: false,
         }
     }
 }

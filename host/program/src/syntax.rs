@@ -86,6 +86,10 @@ enum Tok {
 /// Nesting deeper than this is refused (a line is a requirement, not a program).
 const MAX_NESTING: usize = 64;
 
+/// A line with more operators and operands than this is refused: its tree would be too
+/// deep to evaluate (`1 + 1 + ...` nests to the left).
+const MAX_NODES: usize = 500;
+
 const OPERATORS: [&str; 28] = [
     "**", "//", "<<", ">>", "<=", ">=", "==", "!=", "+", "-", "*", "/", "%", "&", "|", "^", "~",
     "<", ">", "(", ")", "[", "]", ",", ".", "=", "@", ":",
@@ -123,8 +127,21 @@ fn lex(line: usize, text: &str) -> Result<Vec<(Tok, usize)>, ProgramError> {
             {
                 i += 1;
             }
-            let literal: String = chars[start..i].iter().filter(|c| **c != '_').collect();
+            let written: String = chars[start..i].iter().collect();
+            let literal: String = written.chars().filter(|c| *c != '_').collect();
             let lower = literal.to_ascii_lowercase();
+            // Python refuses `01`, `1__0` and `1_`.
+            let leading_zero = lower.len() > 1
+                && lower.starts_with('0')
+                && lower[1..].chars().all(|c| c.is_ascii_digit())
+                && lower[1..].chars().any(|c| c != '0');
+            if leading_zero || written.contains("__") || written.ends_with('_') {
+                return Err(error(
+                    column,
+                    format!("`{written}` is not a valid number"),
+                    "write decimal numbers without leading zeros (0o17 for octal)",
+                ));
+            }
             let parsed = if let Some(hex) = lower.strip_prefix("0x") {
                 i64::from_str_radix(hex, 16).ok().map(Tok::Int)
             } else if let Some(octal) = lower.strip_prefix("0o") {
@@ -199,10 +216,37 @@ fn lex(line: usize, text: &str) -> Result<Vec<(Tok, usize)>, ProgramError> {
                     'n' => value.push('\n'),
                     't' => value.push('\t'),
                     'r' => value.push('\r'),
-                    '0' => value.push('\0'),
+                    'a' => value.push('\u{7}'),
+                    'b' => value.push('\u{8}'),
+                    'f' => value.push('\u{c}'),
+                    'v' => value.push('\u{b}'),
                     '\\' | '\'' | '"' => value.push(escaped),
-                    'x' | 'u' => {
-                        let digits = if escaped == 'x' { 2 } else { 4 };
+                    '0'..='7' => {
+                        // Up to three octal digits, as in Python.
+                        let mut code = escaped.to_digit(8).unwrap_or(0);
+                        let mut taken = 0;
+                        while taken < 2
+                            && let Some(digit) = chars.get(i).and_then(|c| c.to_digit(8))
+                        {
+                            code = code * 8 + digit;
+                            i += 1;
+                            taken += 1;
+                        }
+                        value.push(char::from_u32(code).unwrap_or('\u{fffd}'));
+                    }
+                    'N' => {
+                        return Err(error(
+                            i,
+                            "`\\N{...}` escapes are not supported".to_owned(),
+                            "write the character itself, or `\\u` and its code",
+                        ));
+                    }
+                    'x' | 'u' | 'U' => {
+                        let digits = match escaped {
+                            'x' => 2,
+                            'u' => 4,
+                            _ => 8,
+                        };
                         let hex: String = chars.iter().skip(i).take(digits).collect();
                         match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
                             Some(decoded) if hex.len() == digits => {
@@ -252,6 +296,7 @@ pub(crate) struct Parser {
     tokens: Vec<(Tok, usize)>,
     pos: usize,
     depth: usize,
+    nodes: usize,
 }
 
 impl Parser {
@@ -262,6 +307,7 @@ impl Parser {
             tokens: lex(line, text)?,
             pos: 0,
             depth: 0,
+            nodes: 0,
         };
         let expr = parser.expr()?;
         if parser.peek() != &Tok::End {
@@ -332,6 +378,19 @@ impl Parser {
         } else {
             Err(self.unexpected(wanted))
         }
+    }
+
+    /// Counts one more node of the line's tree.
+    fn node(&mut self) -> Result<(), ProgramError> {
+        self.nodes += 1;
+        if self.nodes > MAX_NODES {
+            return Err(self.error(
+                self.column(),
+                format!("the expression has more than {MAX_NODES} parts"),
+                "split it into lines: lines are joined by an implicit `and`",
+            ));
+        }
+        Ok(())
     }
 
     fn nested<T>(
@@ -605,6 +664,7 @@ impl Parser {
     }
 
     fn atom(&mut self) -> Result<Expr, ProgramError> {
+        self.node()?;
         let column = self.column();
         let token = self.peek().clone();
         if matches!(token, Tok::End) || matches!(token, Tok::Op(op) if op != "(" && op != "[") {

@@ -81,7 +81,8 @@ fn the_cdrom_program_needs_both_lines() {
         verdict,
         Verdict {
             holds: false,
-            failed: Some((2, "optical_drive.cd == 'writable'".to_owned()))
+            failed: Some((2, "optical_drive.cd == 'writable'".to_owned())),
+            exhausted: false,
         }
     );
 }
@@ -209,6 +210,19 @@ fn python_semantics_of_the_allowed_operators() {
         ("int(' 12 ') == int(os.release)", true),
         ("int('1_2') == int(os.release)", true),
         ("int('4.2') == 4 or os.family == 'x'", false),
+        ("os.family in ['debian', int('x')]", false),
+        ("os.release and 0 ** -1", false),
+        ("os.release and 10.0 ** 400 > 0", false),
+        ("1 // 0.1 == 9 and 7.0 // 0.1 == 69 and os.family", true),
+        ("-7.5 % 2 == 0.5 and 7.5 % -2 == -0.5 and os.family", true),
+        (
+            "2 ** 53 + 1 != 2.0 ** 53 and 2 ** 53 == 2.0 ** 53 and os.family",
+            true,
+        ),
+        (
+            "'\\101\\x41\\u0041\\U00000041' == 'AAAA' and os.family",
+            true,
+        ),
     ] {
         assert_eq!(holds(program, &record), expected, "{program}");
     }
@@ -283,4 +297,24 @@ fn deep_nesting_is_refused_not_overflowed() {
     assert!(refused(&deep).message.contains("nests deeper than"));
     let negations = format!("{}package.name", "not ".repeat(200));
     assert!(refused(&negations).message.contains("nests deeper than"));
+}
+
+#[test]
+fn expensive_programs_stop_instead_of_exhausting_the_machine() {
+    let chain = format!("package.name and {}", vec!["1"; 4000].join(" + "));
+    assert!(refused(&chain).message.contains("more than 500 parts"));
+    let record = packages(&["bash"]);
+    // Building a huge value is an error for the record, not an allocation.
+    assert!(!holds("[package.name * 2**19] * 2**20 == []", &record));
+    assert!(!holds(
+        "package.name and [[0] * 2**20] * 2**20 == []",
+        &record
+    ));
+    // A program that does too much stops, and says so.
+    let line = "all([package.name] * 8000 != [])";
+    let program = Program::parse(&vec![line; 1000].join("\n")).expect("valid");
+    let many: Vec<&str> = vec!["x"; 700];
+    let verdict = program.evaluate(&packages(&many));
+    assert!(!verdict.holds);
+    assert!(verdict.exhausted);
 }

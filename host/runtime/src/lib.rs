@@ -97,7 +97,7 @@ pub struct Runtime {
     grants: GrantCache,
     roots: Mutex<HashMap<String, Arc<PolicyRoots>>>,
     ticker: Once,
-    facts: std::sync::OnceLock<Result<FactGroups, Vec<PluginError>>>,
+    facts: std::sync::OnceLock<(FactGroups, Vec<PluginError>)>,
 }
 
 impl Runtime {
@@ -264,12 +264,12 @@ impl Runtime {
 
     /// The facts of every fact-source plugin of the policy, gathered once per run, each
     /// plugin with read-only access to the directories its policy grants and nothing
-    /// else. Every plugin that fails is reported.
-    pub fn gather_facts(&self) -> Result<FactGroups, Vec<PluginError>> {
+    /// else: the groups gathered, and every plugin that failed.
+    pub fn gather_facts(&self) -> (FactGroups, Vec<PluginError>) {
         self.facts.get_or_init(|| self.gather_facts_now()).clone()
     }
 
-    fn gather_facts_now(&self) -> Result<FactGroups, Vec<PluginError>> {
+    fn gather_facts_now(&self) -> (FactGroups, Vec<PluginError>) {
         let machine = {
             let uname = rustix::system::uname();
             bindings::fact_source::facts::Machine {
@@ -318,11 +318,7 @@ impl Runtime {
                 Err(error) => errors.push(error),
             }
         }
-        if errors.is_empty() {
-            Ok(groups)
-        } else {
-            Err(errors)
-        }
+        (groups, errors)
     }
 
     fn gather_one(
@@ -591,16 +587,19 @@ impl PluginHost for Runtime {
         Ok(None)
     }
 
+    /// A requirement is evaluated only on complete facts: a plugin that failed could
+    /// have published the group it reads.
     fn facts(&self) -> Result<wconverge_program::Facts, String> {
-        self.gather_facts()
-            .map(|groups| wconverge_program::Facts { groups })
-            .map_err(|errors| {
-                errors
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            })
+        let (groups, errors) = self.gather_facts();
+        if errors.is_empty() {
+            Ok(wconverge_program::Facts { groups })
+        } else {
+            Err(errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "))
+        }
     }
 
     fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {

@@ -54,8 +54,10 @@ source = "builtin"
 provides = []
 programs = ["/usr/bin/setarch"]
 
-# Facts for resource programs (`requires`, `wconverge facts`): each reads only where
-# its facts are, read-only, and launches nothing.
+# Facts for resource programs (`requires`, `wconverge facts`): each is granted the
+# directories that hold its facts, read-only, and launches nothing. A directory grant
+# holds more than the fact files (/etc holds /etc/shadow): review a fact plugin as you
+# would anything that reads /etc.
 [plugins.facts-os]
 source = "builtin"
 provides = []

@@ -1,5 +1,6 @@
-//! The `package` facts: `name`, `version` and `architecture` of every installed package,
-//! from the dpkg status database. On a machine without dpkg the group is empty.
+//! The `package` facts: `name`, `version` and `architecture` of every installed package
+//! (configured, or waiting for triggers), from the dpkg status database. On a machine
+//! without dpkg the group is empty.
 
 mod wit;
 
@@ -41,7 +42,13 @@ fn installed(text: &str) -> Vec<Vec<(String, String)>> {
         let Some(name) = field("Package") else {
             continue;
         };
-        if !field("Status").is_some_and(|status| status.ends_with(" installed")) {
+        // Configured, or configured and waiting for triggers: installed either way.
+        let installed = field("Status").is_some_and(|status| {
+            [" installed", " triggers-pending", " triggers-awaited"]
+                .iter()
+                .any(|state| status.ends_with(state))
+        });
+        if !installed {
             continue;
         }
         records.push(vec![

@@ -866,19 +866,20 @@ impl<'a> Evaluator<'a> {
             return;
         }
         let scope = self.ctx.scope;
-        if scope == TOP && name == "facts" {
-            self.error(
-                "assign-facts",
-                span,
-                "`$facts` holds this machine's facts and cannot be assigned",
-            )
-            .help = Some("use another name".into());
-            return;
-        }
         self.set_var(scope, name, value, span);
     }
 
     fn set_var(&mut self, scope: ScopeId, name: &str, value: Val, span: Span) {
+        // Not in any scope, as a parameter neither: it would hide the machine's facts.
+        if name == "facts" {
+            self.error(
+                "assign-facts",
+                span,
+                "`$facts` holds this machine's facts and cannot be assigned or shadowed",
+            )
+            .help = Some("use another name".into());
+            return;
+        }
         if let Some((_, previous)) = self.scopes[scope].vars.get(name) {
             let previous = *previous;
             self.error(
