@@ -232,3 +232,28 @@ fn a_failing_fact_plugin_stops_only_what_needs_its_facts() {
         "usage errors of requirement are 2, not false: {typo:#?}"
     );
 }
+
+#[test]
+fn a_third_party_fact_plugin_is_pinned_and_its_group_is_readable() {
+    let machine = Machine::new();
+    let plugin = wconverge_tests::FACTS_CUSTOM;
+    let policy = machine.policy(&format!(
+        "[plugins.site]\nsource = \"{plugin}\"\nsha256 = \"{}\"\nprovides = []\n",
+        crate::support::sha256_of(plugin)
+    ));
+    let policy = policy.to_str().expect("utf-8");
+    let run = machine.run(&[
+        "requirement",
+        "site.name == 'paris'\nint(site.rack) > 10",
+        "--policy",
+        policy,
+    ]);
+    assert_eq!((run.code, run.stdout.as_str()), (0, "true\n"), "{run:#?}");
+    let wrong = machine.policy(&format!(
+        "[plugins.site]\nsource = \"{plugin}\"\nsha256 = \"{}\"\nprovides = []\n",
+        "0".repeat(64)
+    ));
+    let run = machine.run(&["facts", "--policy", wrong.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(run.stderr.contains("digest mismatch"), "{run:#?}");
+}
