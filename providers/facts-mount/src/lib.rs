@@ -1,15 +1,13 @@
 //! The `mount` facts: `device`, `path`, `type` and `options` of every mounted file system,
 //! from `/proc/mounts`.
 
-mod wit;
-
-use wit::exports::wconverge::plugin::facts::{Group, Guest, Machine};
+use wconverge_sdk_facts::{FactSource, Group, Machine, export_fact_source};
 
 struct Mounts;
 
 const MOUNTS: &str = "/proc/mounts";
 
-impl Guest for Mounts {
+impl FactSource for Mounts {
     fn groups() -> Vec<String> {
         vec!["mount".to_owned()]
     }
@@ -62,6 +60,8 @@ fn mounts(text: &str) -> Vec<Vec<(String, String)>> {
         })
         .collect()
 }
+
+export_fact_source!(Mounts);
 
 #[cfg(test)]
 mod tests {

@@ -2,16 +2,14 @@
 //! `suse`...), `name` and `release` from os-release, and the `architecture`, `kernel`
 //! and `hostname` the host reports.
 
-mod wit;
-
-use wit::exports::wconverge::plugin::facts::{Group, Guest, Machine};
+use wconverge_sdk_facts::{FactSource, Group, Machine, export_fact_source};
 
 struct Os;
 
 /// Where os-release lives; /etc/os-release is usually a link to the second.
 const OS_RELEASE: [&str; 2] = ["/etc/os-release", "/usr/lib/os-release"];
 
-impl Guest for Os {
+impl FactSource for Os {
     fn groups() -> Vec<String> {
         vec!["os".to_owned()]
     }
@@ -88,6 +86,8 @@ fn record(text: &str, machine: &Machine) -> Vec<(String, String)> {
         ("hostname".to_owned(), machine.hostname.clone()),
     ]
 }
+
+export_fact_source!(Os);
 
 #[cfg(test)]
 mod tests {

@@ -2,15 +2,13 @@
 //! (configured, or waiting for triggers), from the dpkg status database. On a machine
 //! without dpkg the group is empty.
 
-mod wit;
-
-use wit::exports::wconverge::plugin::facts::{Group, Guest, Machine};
+use wconverge_sdk_facts::{FactSource, Group, Machine, export_fact_source};
 
 struct Packages;
 
 const STATUS: &str = "/var/lib/dpkg/status";
 
-impl Guest for Packages {
+impl FactSource for Packages {
     fn groups() -> Vec<String> {
         vec!["package".to_owned()]
     }
@@ -62,6 +60,8 @@ fn installed(text: &str) -> Vec<Vec<(String, String)>> {
     }
     records
 }
+
+export_fact_source!(Packages);
 
 #[cfg(test)]
 mod tests {

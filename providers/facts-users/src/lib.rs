@@ -2,13 +2,11 @@
 //! `name`, `uid`, `gid`, `home` and `shell`; for a group its `name`, `gid` and `members`
 //! (comma-separated).
 
-mod wit;
-
-use wit::exports::wconverge::plugin::facts::{Group, Guest, Machine};
+use wconverge_sdk_facts::{FactSource, Group, Machine, export_fact_source};
 
 struct Users;
 
-impl Guest for Users {
+impl FactSource for Users {
     fn groups() -> Vec<String> {
         vec!["user".to_owned(), "group".to_owned()]
     }
@@ -60,6 +58,8 @@ fn records(text: &str, wanted: &[(usize, &str)]) -> Vec<Vec<(String, String)>> {
         })
         .collect()
 }
+
+export_fact_source!(Users);
 
 #[cfg(test)]
 mod tests {
