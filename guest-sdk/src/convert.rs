@@ -163,6 +163,7 @@ fn provider_info_to_wit(info: &ProviderInfo) -> wit::ProviderInfo {
         name: info.name.clone(),
         version: info.version.clone(),
         types: info.types.iter().map(type_schema_to_wit).collect(),
+        requires: info.requires.clone(),
     }
 }
 

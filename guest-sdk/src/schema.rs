@@ -222,6 +222,7 @@ pub struct ProviderInfo {
     pub(crate) name: String,
     pub(crate) version: String,
     pub(crate) types: Vec<TypeSchema>,
+    pub(crate) requires: Option<String>,
 }
 
 impl ProviderInfo {
@@ -231,7 +232,24 @@ impl ProviderInfo {
             name: name.to_owned(),
             version: version.to_owned(),
             types: Vec::new(),
+            requires: None,
         }
+    }
+
+    /// Makes the provider suitable only where a resource program over the machine's
+    /// facts holds, one expression per line, as in `requires`:
+    ///
+    /// ```
+    /// # use wconverge_sdk::ProviderInfo;
+    /// let info = ProviderInfo::new("apt", "1.0.0").requires("os.family == 'debian'");
+    /// ```
+    ///
+    /// Where it does not hold, the host uses the next provider of the type that the
+    /// policy lists, and refuses resources that name this one with `provider`. The host
+    /// checks the program when it loads the plugin.
+    pub fn requires(mut self, program: &str) -> Self {
+        self.requires = Some(program.to_owned());
+        self
     }
 
     /// Adds a type.

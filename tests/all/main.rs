@@ -8,6 +8,7 @@
 mod converge;
 mod guards;
 mod manifest;
+mod providers;
 mod requirement;
 mod sandbox;
 mod sensitive;

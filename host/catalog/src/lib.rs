@@ -37,6 +37,7 @@ pub const METAPARAMETERS: &[&str] = &[
     "not_if",
     "guard_interpreter",
     "requires",
+    "provider",
 ];
 
 /// A compiled catalog.
@@ -114,6 +115,10 @@ pub struct Metaparams {
     /// A resource program over facts that must hold (DESIGN section 6).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires: Option<String>,
+    /// The plugin that implements the resource, by its name in the policy; without it,
+    /// the first of the type's providers that is suitable on the machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider: Option<String>,
 }
 
 fn is_false(b: &bool) -> bool {

@@ -15,7 +15,7 @@ use std::process::ExitCode;
 use wconverge_catalog::Catalog;
 use wconverge_engine::{Mode, Prepared};
 use wconverge_runtime::policy::Policy;
-use wconverge_runtime::{Runtime, RuntimeOptions};
+use wconverge_runtime::{Runtime, RuntimeOptions, Suitability};
 
 #[derive(Parser)]
 #[command(
@@ -98,6 +98,10 @@ enum Command {
     Types {
         #[arg(value_name = "TYPE")]
         type_name: Option<String>,
+        /// Show the attributes of this provider of TYPE (a plugin's name in the policy)
+        /// rather than of the one a resource gets by default.
+        #[arg(long, value_name = "PLUGIN", requires = "type_name")]
+        provider: Option<String>,
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
@@ -257,7 +261,11 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
             Ok(0)
         }
-        Command::Types { type_name, runtime } => {
+        Command::Types {
+            type_name,
+            provider,
+            runtime,
+        } => {
             let runtime = runtime_for(&runtime)?;
             let mut failed = false;
             let mut summaries = Vec::new();
@@ -270,25 +278,59 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     }
                 }
             }
-            let mut schemas: Vec<_> = summaries
-                .iter()
-                .flat_map(|summary| summary.types.iter().cloned())
-                .collect();
-            schemas.sort_by(|a, b| a.name.cmp(&b.name));
+            // Each type with its providers, in the policy's order. Facts are gathered
+            // only if a provider has a requirement.
+            let mut types: std::collections::BTreeMap<&str, Vec<output::TypeProvider>> =
+                std::collections::BTreeMap::new();
+            for summary in &summaries {
+                let suitability = match &summary.requires {
+                    None => Suitability::Everywhere,
+                    Some(_) => runtime
+                        .plugin_suitability(&summary.name)
+                        .unwrap_or_else(|error| Suitability::Unknown(error.to_string())),
+                };
+                for schema in &summary.types {
+                    types
+                        .entry(&schema.name)
+                        .or_default()
+                        .push(output::TypeProvider {
+                            plugin: summary,
+                            schema,
+                            suitability: suitability.clone(),
+                        });
+                }
+            }
             match type_name {
-                None => output::types_list(&schemas),
-                Some(name) => match schemas.iter().find(|schema| schema.name == name) {
-                    Some(schema) => output::type_detail(
-                        schema,
-                        summaries.iter().find(|summary| {
-                            summary.kind == "interpreter"
-                                && summary.types.iter().any(|provided| provided.name == name)
-                        }),
-                    ),
-                    None => bail!(
-                        "no plugin of the policy provides type `{name}`; `wconverge types` lists them"
-                    ),
-                },
+                None => output::types_list(&types),
+                Some(name) => {
+                    let Some(providers) = types.get(name.as_str()) else {
+                        bail!(
+                            "no plugin of the policy provides type `{name}`; `wconverge types` \
+                             lists them"
+                        );
+                    };
+                    let shown = match &provider {
+                        Some(wanted) => providers
+                            .iter()
+                            .find(|candidate| candidate.plugin.name == *wanted)
+                            .with_context(|| {
+                                format!(
+                                    "no plugin named `{wanted}` provides type `{name}`; its \
+                                     providers are: {}",
+                                    providers
+                                        .iter()
+                                        .map(|candidate| candidate.plugin.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            })?,
+                        None => providers
+                            .iter()
+                            .find(|candidate| candidate.suitability.is_suitable())
+                            .unwrap_or(&providers[0]),
+                    };
+                    output::type_detail(shown, providers);
+                }
             }
             Ok(u8::from(failed))
         }

@@ -3,11 +3,12 @@
 #![expect(clippy::print_stderr, reason = "this module is where the CLI writes")]
 
 use serde::Serialize;
+use std::collections::BTreeMap;
 use std::io::Write;
 use wconverge_catalog::{Problem, TypeSchema, display_type_name};
 use wconverge_engine::Prepared;
 use wconverge_engine::report::{Report, ResourceReport, Status};
-use wconverge_runtime::PluginSummary;
+use wconverge_runtime::{PluginSummary, Suitability};
 
 /// Writes to stdout; a broken pipe ends the process successfully.
 fn out(text: &str) {
@@ -258,27 +259,55 @@ pub(crate) fn graph_json(prepared: &Prepared) {
     json(&GraphJson { order, edges });
 }
 
-pub(crate) fn types_list(schemas: &[TypeSchema]) {
+/// One provider of a type, for `wconverge types`.
+pub(crate) struct TypeProvider<'a> {
+    pub(crate) plugin: &'a PluginSummary,
+    pub(crate) schema: &'a TypeSchema,
+    pub(crate) suitability: Suitability,
+}
+
+/// Every type with its documentation; a type with several providers, or whose provider
+/// is suitable only on some machines, also lists its providers.
+pub(crate) fn types_list(types: &BTreeMap<&str, Vec<TypeProvider>>) {
     let mut text = String::new();
-    let width = schemas
-        .iter()
-        .map(|schema| schema.name.len())
-        .max()
-        .unwrap_or(0);
-    for schema in schemas {
-        text.push_str(&format!("{:width$}  {}\n", schema.name, schema.doc));
+    let width = types.keys().map(|name| name.len()).max().unwrap_or(0);
+    for (name, providers) in types {
+        text.push_str(&format!("{name:width$}  {}\n", providers[0].schema.doc));
+        if providers.len() > 1 || providers[0].plugin.requires.is_some() {
+            let listed: Vec<String> = providers
+                .iter()
+                .map(|provider| {
+                    format!(
+                        "{} ({})",
+                        provider.plugin.name,
+                        if provider.suitability.is_suitable() {
+                            "suitable"
+                        } else {
+                            "not suitable"
+                        }
+                    )
+                })
+                .collect();
+            text.push_str(&format!(
+                "{:width$}  providers: {}\n",
+                "",
+                listed.join(", ")
+            ));
+        }
     }
     out(&text);
 }
 
-/// One type's schema; `interpreter` is the summary of its plugin when that plugin is an
-/// interpreter (the type is a script type, and its guards run with it by default).
-pub(crate) fn type_detail(schema: &TypeSchema, interpreter: Option<&PluginSummary>) {
+/// One type: the schema of `shown` (the provider a resource gets, or the one asked for)
+/// and every provider of the type with its suitability, in the order they are tried.
+pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
+    let schema = shown.schema;
     let mut text = format!("{}\n  {}\n", display_type_name(&schema.name), schema.doc);
     if schema.refreshable {
         text.push_str("  refreshable: reacts to notifications\n");
     }
-    if let Some(plugin) = interpreter {
+    let plugin = shown.plugin;
+    if plugin.kind == "interpreter" {
         text.push_str(&format!(
             "  script type of interpreter plugin `{}`: its guards run with `{}` unless \
              `guard_interpreter` says otherwise, inheriting {}\n",
@@ -291,7 +320,21 @@ pub(crate) fn type_detail(schema: &TypeSchema, interpreter: Option<&PluginSummar
             }
         ));
     }
-    text.push_str("\nattributes:\n");
+    text.push_str("\nproviders, in the order they are tried (`provider => NAME` picks one):\n");
+    let width = providers
+        .iter()
+        .map(|provider| provider.plugin.name.len())
+        .max()
+        .unwrap_or(0);
+    for provider in providers {
+        text.push_str(&format!(
+            "  {:width$}  {}\n",
+            provider.plugin.name,
+            provider.suitability.describe()
+        ));
+    }
+    text.push_str(&format!("\nattributes (provider `{}`):\n", plugin.name));
+
     for attribute in &schema.attributes {
         let mut traits = vec![
             format!("{}", attribute.data_type),

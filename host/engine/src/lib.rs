@@ -26,8 +26,16 @@ use wconverge_catalog::{TypeSchema, Value};
 /// How the engine reaches providers. The runtime implements it with wasm components;
 /// each call gets only the capabilities the resource needs, as the policy allows.
 pub trait PluginHost {
-    /// The schema of a type, or `None` when no plugin provides it. May load the plugin.
-    fn schema(&self, type_name: &str) -> Result<Option<TypeSchema>, PluginError>;
+    /// The provider of a resource of `type_name`: the plugin `requested` names (the
+    /// resource's `provider` metaparameter), or else the first of the type's providers
+    /// that is suitable on this machine; `None` when no plugin provides the type. An
+    /// error of kind [`PluginErrorKind::Unsuitable`] says why no provider fits. May load
+    /// plugins and gather facts.
+    fn provider(
+        &self,
+        type_name: &str,
+        requested: Option<&str>,
+    ) -> Result<Option<ProviderChoice>, PluginError>;
 
     /// Provider checks of one resource that its schema cannot express; no file system,
     /// no processes.
@@ -57,6 +65,15 @@ pub trait PluginHost {
     /// This machine's facts, for `requires` (gathered once per run by the host's fact
     /// plugins). An error says why they could not be gathered.
     fn facts(&self) -> Result<wconverge_program::Facts, String>;
+}
+
+/// The plugin that implements a resource, and its schema of the resource's type (two
+/// providers of one type may accept different attributes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProviderChoice {
+    /// The plugin's name in the policy.
+    pub plugin: String,
+    pub schema: TypeSchema,
 }
 
 /// What an interpreter plugin declares.
@@ -173,6 +190,9 @@ pub enum PluginErrorKind {
     Fault,
     /// The plugin could not be loaded or instantiated.
     Load,
+    /// No provider of the type is suitable on this machine, or the one the resource
+    /// names is not.
+    Unsuitable,
 }
 
 impl PluginError {
@@ -188,7 +208,7 @@ impl PluginError {
 impl fmt::Display for PluginError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            PluginErrorKind::Provider => f.write_str(&self.message),
+            PluginErrorKind::Provider | PluginErrorKind::Unsuitable => f.write_str(&self.message),
             PluginErrorKind::Denied => write!(f, "denied: {}", self.message),
             PluginErrorKind::Fault => {
                 write!(f, "plugin `{}` faulted: {}", self.plugin, self.message)

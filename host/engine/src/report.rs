@@ -75,6 +75,8 @@ pub struct ResourceReport {
     pub resource: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLocation>,
+    /// The plugin that implemented it, by its name in the policy.
+    pub provider: String,
     pub status: Status,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub changes: Vec<ChangeReport>,

@@ -41,6 +41,7 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
         let mut report = ResourceReport {
             resource: resource.reference.to_string(),
             source: resource.source.clone(),
+            provider: resource.provider.clone(),
             status: Status::Unchanged,
             changes: Vec::new(),
             refresh: None,
@@ -161,8 +162,7 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                 }
             }
             let refreshable = prepared
-                .schemas
-                .get(&resource.type_name)
+                .schema(resource)
                 .is_some_and(|schema| schema.refreshable);
             if refreshable
                 && !notified_by[idx].is_empty()

@@ -4,7 +4,7 @@
 use crate::report::Status;
 use crate::{
     Call, Change, GuardScript, InterpreterInfo, Level, LogRecord, Mode, PluginError,
-    PluginErrorKind, PluginHost, ScriptOutput, ScriptStatus,
+    PluginErrorKind, PluginHost, ProviderChoice, ScriptOutput, ScriptStatus,
 };
 use crate::{PreparedResource, prepare, run};
 use std::cell::RefCell;
@@ -35,10 +35,10 @@ fn attribute(name: &str, behaviour: Behaviour, sensitive: bool) -> AttributeSche
     }
 }
 
-impl PluginHost for MemoryHost {
-    fn schema(&self, type_name: &str) -> Result<Option<TypeSchema>, PluginError> {
+impl MemoryHost {
+    fn schema(&self, type_name: &str) -> Option<TypeSchema> {
         if type_name == "sh" {
-            return Ok(Some(TypeSchema {
+            return Some(TypeSchema {
                 name: "sh".to_owned(),
                 doc: String::new(),
                 attributes: vec![
@@ -48,9 +48,9 @@ impl PluginHost for MemoryHost {
                 ],
                 invariants: Vec::new(),
                 refreshable: true,
-            }));
+            });
         }
-        Ok((type_name == "test").then(|| TypeSchema {
+        (type_name == "test").then(|| TypeSchema {
             name: "test".to_owned(),
             doc: String::new(),
             attributes: vec![
@@ -60,6 +60,28 @@ impl PluginHost for MemoryHost {
             ],
             invariants: Vec::new(),
             refreshable: true,
+        })
+    }
+}
+
+impl PluginHost for MemoryHost {
+    fn provider(
+        &self,
+        type_name: &str,
+        requested: Option<&str>,
+    ) -> Result<Option<ProviderChoice>, PluginError> {
+        if let Some(requested) = requested
+            && requested != type_name
+        {
+            return Err(PluginError::new(
+                requested,
+                PluginErrorKind::Unsuitable,
+                format!("plugin `{requested}` is not suitable here"),
+            ));
+        }
+        Ok(self.schema(type_name).map(|schema| ProviderChoice {
+            plugin: type_name.to_owned(),
+            schema,
         }))
     }
 
@@ -271,13 +293,41 @@ fn every_schema_problem_is_reported_before_anything_runs() {
     assert_eq!(
         messages,
         vec![
-            "Test[a]: `test` has no attribute `colour`\n  help: its attributes are: name, state, secret",
+            "Test[a]: `test` has no attribute `colour`\n  help: its attributes with provider `test` are: name, state, secret",
             "Test[b]: attribute `state` expects String, got Integer (the value is 3)",
             "Test[c]: state `invalid` is invalid",
             "Nope[d]: unknown type `nope`; no plugin provides it\n  help: check the spelling, or add a plugin that provides it to the policy; `wconverge types` lists the types available",
         ]
     );
     assert!(host.calls.borrow().is_empty());
+}
+
+#[test]
+fn each_resource_runs_with_the_provider_it_was_given() {
+    let host = MemoryHost::default();
+    let catalog = catalog(
+        r#"{"type": "test", "title": "a", "metaparams": {"provider": "other"}},
+           {"type": "test", "title": "b", "metaparams": {"provider": "other"}},
+           {"type": "test", "title": "c", "metaparams": {"provider": "test"}}"#,
+    );
+    let problems = prepare(&catalog, &host).expect_err("unsuitable");
+    let messages: Vec<String> = problems.iter().map(ToString::to_string).collect();
+    // Reported once, at the first resource that asked for it; nothing ran.
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    assert!(
+        messages[0].starts_with(
+            "Test[a]: plugin `other` is not suitable here\n  help: `wconverge types test` shows \
+             its providers"
+        ),
+        "{messages:#?}"
+    );
+    assert!(host.calls.borrow().is_empty());
+    let catalog =
+        self::catalog(r#"{"type": "test", "title": "c", "metaparams": {"provider": "test"}}"#);
+    let prepared = prepare(&catalog, &host).expect("valid");
+    assert_eq!(prepared.resources[0].provider, "test");
+    let report = run(&prepared, &host, Mode::Apply);
+    assert_eq!(report.resources[0].provider, "test");
 }
 
 #[test]

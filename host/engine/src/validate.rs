@@ -6,7 +6,7 @@ use crate::graph::Graph;
 use crate::guard::{self, Defaults, Guard};
 use crate::redact::Secrets;
 use crate::{PluginErrorKind, PluginHost};
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use wconverge_catalog::{
     Behaviour, Catalog, PathAccess, Problem, Resource, ResourceRef, SourceLocation, TypeSchema,
     Value,
@@ -18,6 +18,8 @@ use wconverge_catalog::{
 pub struct PreparedResource {
     pub reference: ResourceRef,
     pub type_name: String,
+    /// The plugin that implements it, by its name in the policy.
+    pub provider: String,
     pub title: String,
     /// In schema order for declared attributes.
     pub attributes: Vec<(String, Value)>,
@@ -44,8 +46,17 @@ impl PreparedResource {
 pub struct Prepared {
     pub node: Option<String>,
     pub resources: Vec<PreparedResource>,
-    pub schemas: HashMap<String, TypeSchema>,
+    /// The schemas in use, by type and provider.
+    pub schemas: HashMap<(String, String), TypeSchema>,
     pub graph: Graph,
+}
+
+impl Prepared {
+    /// The schema a resource was validated against: its provider's.
+    pub fn schema(&self, resource: &PreparedResource) -> Option<&TypeSchema> {
+        self.schemas
+            .get(&(resource.type_name.clone(), resource.provider.clone()))
+    }
 }
 
 /// Checks the catalog against the schemas the host provides and builds the graph.
@@ -55,48 +66,65 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
     if !problems.is_empty() {
         return Err(problems);
     }
-    let mut schemas: HashMap<String, TypeSchema> = HashMap::new();
-    // Types no plugin could describe; each is reported once, at its first resource.
-    let mut missing: HashSet<String> = HashSet::new();
+    let mut schemas: HashMap<(String, String), TypeSchema> = HashMap::new();
+    // The provider each type gets, for each `provider` a resource asks for; `None` when
+    // there is none, reported once, at the first resource that needed it.
+    let mut chosen: HashMap<(String, Option<String>), Option<String>> = HashMap::new();
     let mut resources = Vec::with_capacity(catalog.resources.len());
     let mut defaults = Defaults::default();
     for resource in &catalog.resources {
         let type_name = &resource.type_name;
-        if !schemas.contains_key(type_name) && !missing.contains(type_name) {
-            match host.schema(type_name) {
-                Ok(Some(schema)) => {
-                    schemas.insert(type_name.clone(), schema);
-                }
-                Ok(None) => {
-                    problems.push(
-                        Problem::of(
-                            resource,
-                            format!("unknown type `{type_name}`; no plugin provides it"),
-                        )
-                        .with_help(
-                            "check the spelling, or add a plugin that provides it to the policy; \
-                             `wconverge types` lists the types available",
-                        ),
-                    );
-                    missing.insert(type_name.clone());
-                    continue;
-                }
-                Err(error) => {
-                    problems.push(Problem::of(resource, error.to_string()).with_help(
-                        match error.kind {
-                            PluginErrorKind::Load => "fix the plugin or its entry in the policy",
-                            _ => "report this to the plugin's author",
-                        },
-                    ));
-                    missing.insert(type_name.clone());
-                    continue;
-                }
+        let requested = resource.metaparams.provider.clone();
+        let key = (type_name.clone(), requested);
+        let provider = match chosen.get(&key) {
+            Some(provider) => provider.clone(),
+            None => {
+                let provider = match host.provider(type_name, key.1.as_deref()) {
+                    Ok(Some(choice)) => {
+                        schemas
+                            .entry((type_name.clone(), choice.plugin.clone()))
+                            .or_insert(choice.schema);
+                        Some(choice.plugin)
+                    }
+                    Ok(None) => {
+                        problems.push(
+                            Problem::of(
+                                resource,
+                                format!("unknown type `{type_name}`; no plugin provides it"),
+                            )
+                            .with_help(
+                                "check the spelling, or add a plugin that provides it to the \
+                                 policy; `wconverge types` lists the types available",
+                            ),
+                        );
+                        None
+                    }
+                    Err(error) => {
+                        problems.push(Problem::of(resource, error.to_string()).with_help(
+                            match error.kind {
+                                PluginErrorKind::Load => {
+                                    "fix the plugin or its entry in the policy".to_owned()
+                                }
+                                PluginErrorKind::Unsuitable => format!(
+                                    "`wconverge types {type_name}` shows its providers and \
+                                     where each is suitable; name one with `provider`, or add \
+                                     one that suits this machine to the policy"
+                                ),
+                                _ => "report this to the plugin's author".to_owned(),
+                            },
+                        ));
+                        None
+                    }
+                };
+                chosen.insert(key.clone(), provider.clone());
+                provider
             }
-        }
-        let Some(schema) = schemas.get(type_name) else {
+        };
+        let Some(provider) = provider else {
             continue;
         };
-        match prepare_resource(resource, schema) {
+        let schema = &schemas[&(type_name.clone(), provider.clone())];
+        match prepare_resource(resource, schema, provider) {
             Ok(mut prepared) => {
                 if let Some(text) = &resource.metaparams.requires {
                     match wconverge_program::Program::parse(text) {
@@ -161,13 +189,13 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
 /// namevars that are paths count: two `exec`s may run the same command, as in Puppet.
 fn same_namevar(
     resources: &[PreparedResource],
-    schemas: &HashMap<String, TypeSchema>,
+    schemas: &HashMap<(String, String), TypeSchema>,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
     let mut seen: HashMap<(&str, &str), &PreparedResource> = HashMap::new();
     for resource in resources {
         let Some(namevar) = schemas
-            .get(&resource.type_name)
+            .get(&(resource.type_name.clone(), resource.provider.clone()))
             .and_then(TypeSchema::namevar)
             .filter(|namevar| namevar.path_access != PathAccess::None)
         else {
@@ -206,6 +234,7 @@ fn same_namevar(
 fn prepare_resource(
     resource: &Resource,
     schema: &TypeSchema,
+    provider: String,
 ) -> Result<PreparedResource, Vec<Problem>> {
     let mut problems = Vec::new();
     for (name, value) in resource.attributes.iter() {
@@ -221,7 +250,10 @@ fn prepare_resource(
                     resource,
                     format!("`{}` has no attribute `{name}`", schema.name),
                 )
-                .with_help(format!("its attributes are: {}", known.join(", "))),
+                .with_help(format!(
+                    "its attributes with provider `{provider}` are: {}",
+                    known.join(", ")
+                )),
             );
             continue;
         };
@@ -298,6 +330,7 @@ fn prepare_resource(
     Ok(PreparedResource {
         reference: resource.reference(),
         type_name: resource.type_name.clone(),
+        provider,
         title: resource.title.clone(),
         attributes,
         source: resource.source.clone(),

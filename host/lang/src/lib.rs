@@ -66,11 +66,16 @@ impl KnownTypes {
         types
     }
 
+    /// Adds a type's attributes. A type that several providers implement has the
+    /// attributes of all of them: the engine checks each resource against its own
+    /// provider's schema later.
     pub fn insert<'n>(&mut self, type_name: &str, attributes: impl IntoIterator<Item = &'n str>) {
-        self.types.insert(
-            type_name.to_owned(),
-            attributes.into_iter().map(str::to_owned).collect(),
-        );
+        let known = self.types.entry(type_name.to_owned()).or_default();
+        for attribute in attributes {
+            if !known.iter().any(|existing| existing == attribute) {
+                known.push(attribute.to_owned());
+            }
+        }
     }
 
     pub fn contains(&self, type_name: &str) -> bool {

@@ -259,6 +259,7 @@ mod err {
         unknown_function_with_lambda,
         two_default_bodies,
         guard_on_defined_type_instance,
+        provider_on_class,
         sort_mixed_types,
         iteration_count_limit,
         parameter_default_may_not_assign,

@@ -30,7 +30,7 @@ use wasmtime::{Config, Engine};
 use wconverge_catalog::TypeSchema;
 use wconverge_engine::{
     Call, Change, GuardScript, InterpreterInfo, LogRecord, PluginError, PluginErrorKind,
-    PluginHost, PreparedResource, ScriptOutput,
+    PluginHost, PreparedResource, ProviderChoice, ScriptOutput,
 };
 
 pub use cache::sha256_hex;
@@ -83,6 +83,8 @@ pub struct PluginSummary {
     /// For an interpreter: the OS families where its first type is the `default` guard
     /// interpreter.
     pub default_on: Vec<String>,
+    /// Where it is suitable: its resource program over facts, if it declares one.
+    pub requires: Option<String>,
 }
 
 /// Runs plugins for the engine.
@@ -98,6 +100,46 @@ pub struct Runtime {
     roots: Mutex<HashMap<String, Arc<PolicyRoots>>>,
     ticker: Once,
     facts: std::sync::OnceLock<(FactGroups, Vec<PluginError>)>,
+    suitability: Mutex<HashMap<String, Suitability>>,
+}
+
+/// Whether a provider suits this machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Suitability {
+    /// It declares no requirement.
+    Everywhere,
+    /// Its requirement (this text) holds on this machine's facts.
+    Holds(String),
+    /// Its requirement does not hold: why.
+    Fails(String),
+    /// Its requirement could not be evaluated: why.
+    Unknown(String),
+}
+
+impl Suitability {
+    pub fn is_suitable(&self) -> bool {
+        matches!(self, Suitability::Everywhere | Suitability::Holds(_))
+    }
+
+    /// In words, for messages and `wconverge types`.
+    pub fn describe(&self) -> String {
+        match self {
+            Suitability::Everywhere => "suitable everywhere".to_owned(),
+            Suitability::Holds(text) => format!(
+                "suitable: its requirement holds: `{}`",
+                text.trim().replace('\n', "`, `")
+            ),
+            Suitability::Fails(why) | Suitability::Unknown(why) => why.clone(),
+        }
+    }
+}
+
+fn quoted_list(names: &[&str]) -> String {
+    names
+        .iter()
+        .map(|name| format!("`{name}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 impl Runtime {
@@ -132,6 +174,7 @@ impl Runtime {
             roots: Mutex::new(HashMap::new()),
             ticker: Once::new(),
             facts: std::sync::OnceLock::new(),
+            suitability: Mutex::new(HashMap::new()),
         })
     }
 
@@ -181,11 +224,109 @@ impl Runtime {
         loaded
     }
 
-    fn plugin_for_type(&self, type_name: &str) -> Result<Option<Arc<Plugin>>, PluginError> {
-        match self.policy.provider_of(type_name) {
-            Some(policy) => self.plugin(&policy.name).map(Some),
-            None => Ok(None),
+    /// The provider of `type_name` that a resource gets: the one `requested` names, or
+    /// the first suitable one in the policy's order; `None` when no plugin provides it.
+    fn choose(
+        &self,
+        type_name: &str,
+        requested: Option<&str>,
+    ) -> Result<Option<Arc<Plugin>>, PluginError> {
+        let unsuitable = |message: String| {
+            PluginError::new(
+                requested.unwrap_or(type_name),
+                PluginErrorKind::Unsuitable,
+                message,
+            )
+        };
+        let candidates: Vec<&str> = self
+            .policy
+            .providers_of(type_name)
+            .map(|plugin| plugin.name.as_str())
+            .collect();
+        if let Some(requested) = requested {
+            if !candidates.contains(&requested) {
+                return Err(unsuitable(if candidates.is_empty() {
+                    format!(
+                        "`provider => '{requested}'`: no plugin of the policy provides type \
+                         `{type_name}`"
+                    )
+                } else {
+                    format!(
+                        "`provider => '{requested}'`: no plugin of the policy named \
+                         `{requested}` provides type `{type_name}`; its providers are {}",
+                        quoted_list(&candidates)
+                    )
+                }));
+            }
+            let plugin = self.plugin(requested)?;
+            return match self.suitability(&plugin) {
+                suitability if suitability.is_suitable() => Ok(Some(plugin)),
+                suitability => Err(unsuitable(format!(
+                    "provider `{requested}` of `{type_name}` is not suitable on this machine: \
+                     {}",
+                    suitability.describe()
+                ))),
+            };
         }
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let mut reasons = Vec::with_capacity(candidates.len());
+        for name in candidates {
+            let plugin = self.plugin(name)?;
+            let suitability = self.suitability(&plugin);
+            if suitability.is_suitable() {
+                return Ok(Some(plugin));
+            }
+            reasons.push(format!("`{name}`: {}", suitability.describe()));
+        }
+        Err(unsuitable(format!(
+            "no provider of `{type_name}` is suitable on this machine ({})",
+            reasons.join("; ")
+        )))
+    }
+
+    /// Whether `plugin` suits this machine, evaluated once per run.
+    fn suitability(&self, plugin: &Plugin) -> Suitability {
+        let Some(requirement) = &plugin.requirement else {
+            return Suitability::Everywhere;
+        };
+        let mut known = self.suitability.lock().expect("suitability lock");
+        if let Some(suitability) = known.get(&plugin.policy.name) {
+            return suitability.clone();
+        }
+        let suitability = match PluginHost::facts(self) {
+            Err(error) => Suitability::Unknown(format!(
+                "its requirement could not be evaluated: the facts could not be gathered: \
+                 {error}"
+            )),
+            Ok(facts) => {
+                let verdict = requirement.program.evaluate(&facts);
+                if verdict.holds {
+                    Suitability::Holds(requirement.text.clone())
+                } else if verdict.exhausted {
+                    Suitability::Fails(
+                        "its requirement did more work than a resource program may, and was \
+                         stopped"
+                            .to_owned(),
+                    )
+                } else {
+                    Suitability::Fails(verdict.failed.map_or_else(
+                        || "its requirement does not hold".to_owned(),
+                        |(line, text)| {
+                            format!("line {line} of its requirement does not hold: `{text}`")
+                        },
+                    ))
+                }
+            }
+        };
+        known.insert(plugin.policy.name.clone(), suitability.clone());
+        suitability
+    }
+
+    /// Whether the plugin named `name` suits this machine, for `wconverge types`.
+    pub fn plugin_suitability(&self, name: &str) -> Result<Suitability, PluginError> {
+        Ok(self.suitability(&*self.plugin(name)?))
     }
 
     fn roots(&self, plugin: &Plugin) -> Arc<PolicyRoots> {
@@ -237,17 +378,14 @@ impl Runtime {
     ) -> Call<T> {
         let mut logs = Vec::new();
         let outcome = (|| {
-            let plugin = self.plugin_for_type(&resource.type_name)?.ok_or_else(|| {
+            let plugin = self.plugin(&resource.provider)?;
+            let schema = plugin.schemas.get(&resource.type_name).ok_or_else(|| {
                 PluginError::new(
-                    &resource.type_name,
+                    &resource.provider,
                     PluginErrorKind::Load,
-                    format!("no plugin provides type `{}`", resource.type_name),
+                    format!("it does not provide type `{}`", resource.type_name),
                 )
             })?;
-            let schema = plugin
-                .schemas
-                .get(&resource.type_name)
-                .expect("a plugin serves the types it was loaded for");
             let grants = match phase {
                 Phase::Describe | Phase::Guard => Vec::new(),
                 Phase::Inspect | Phase::Change => self.grants_for(&plugin, resource, schema)?,
@@ -427,6 +565,10 @@ impl Runtime {
                         .as_ref()
                         .map(|info| info.default_on.clone())
                         .unwrap_or_default(),
+                    requires: plugin
+                        .requirement
+                        .as_ref()
+                        .map(|requirement| requirement.text.clone()),
                 })
             })
             .collect()
@@ -556,7 +698,7 @@ fn contract_error(plugin: &Plugin, message: String) -> PluginError {
 
 impl PluginHost for Runtime {
     fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError> {
-        Ok(self.plugin_for_type(type_name)?.and_then(|plugin| {
+        Ok(self.choose(type_name, None)?.and_then(|plugin| {
             plugin.interpreter.as_ref().map(|info| InterpreterInfo {
                 inherits: info.inherits.clone(),
             })
@@ -575,6 +717,7 @@ impl PluginHost for Runtime {
                 continue;
             };
             if let Some(info) = &plugin.interpreter
+                && self.suitability(&plugin).is_suitable()
                 && info
                     .default_on
                     .iter()
@@ -605,7 +748,7 @@ impl PluginHost for Runtime {
     fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {
         let mut logs = Vec::new();
         let outcome = (|| {
-            let plugin = self.plugin_for_type(&script.interpreter)?.ok_or_else(|| {
+            let plugin = self.choose(&script.interpreter, None)?.ok_or_else(|| {
                 PluginError::new(
                     &script.interpreter,
                     PluginErrorKind::Load,
@@ -631,10 +774,17 @@ impl PluginHost for Runtime {
         Call::new(outcome, logs)
     }
 
-    fn schema(&self, type_name: &str) -> Result<Option<TypeSchema>, PluginError> {
-        Ok(self
-            .plugin_for_type(type_name)?
-            .and_then(|plugin| plugin.schemas.get(type_name).cloned()))
+    fn provider(
+        &self,
+        type_name: &str,
+        requested: Option<&str>,
+    ) -> Result<Option<ProviderChoice>, PluginError> {
+        Ok(self.choose(type_name, requested)?.and_then(|plugin| {
+            plugin.schemas.get(type_name).map(|schema| ProviderChoice {
+                plugin: plugin.policy.name.clone(),
+                schema: schema.clone(),
+            })
+        }))
     }
 
     fn validate(&self, resource: &PreparedResource) -> Call<Vec<String>> {

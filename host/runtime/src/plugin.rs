@@ -46,6 +46,34 @@ pub(crate) struct InterpreterInfo {
     pub(crate) default_on: Vec<String>,
 }
 
+/// A provider's suitability: the resource program its `describe` returned.
+#[derive(Debug, Clone)]
+pub(crate) struct Requirement {
+    pub(crate) text: String,
+    pub(crate) program: wconverge_program::Program,
+}
+
+impl Requirement {
+    /// Parses a provider's program; the error says what is wrong and who must fix it.
+    pub(crate) fn parse(text: String) -> Result<Requirement, String> {
+        match wconverge_program::Program::parse(&text) {
+            Ok(program) => Ok(Requirement { text, program }),
+            Err(errors) => Err(format!(
+                "its suitability requirement is not a valid resource program: {}; its author \
+                 must fix the plugin",
+                errors
+                    .iter()
+                    .map(|error| format!(
+                        "line {}, column {}: {}",
+                        error.line, error.column, error.message
+                    ))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            )),
+        }
+    }
+}
+
 /// A loaded plugin.
 pub(crate) struct Plugin {
     pub(crate) policy: Arc<PluginPolicy>,
@@ -59,6 +87,8 @@ pub(crate) struct Plugin {
     pub(crate) interpreter: Option<InterpreterInfo>,
     /// For a fact source: the groups it publishes.
     pub(crate) fact_groups: Option<Vec<String>>,
+    /// Where it is suitable: its resource program over facts, as it wrote it and parsed.
+    pub(crate) requirement: Option<Requirement>,
     pre: InstancePre<PluginState>,
     provider: Option<ProviderIndices>,
     scripts: Option<scripts::GuestIndices>,
@@ -281,6 +311,7 @@ impl Plugin {
             imports,
             interpreter: None,
             fact_groups: None,
+            requirement: None,
             pre,
             provider,
             scripts,
@@ -376,6 +407,10 @@ impl Plugin {
             .filter(|name| policy.provides.contains(name))
             .collect();
         plugin.version = info.version;
+        plugin.requirement = info
+            .requires
+            .map(|text| Requirement::parse(text).map_err(|message| load_error(&policy, message)))
+            .transpose()?;
         plugin.put_back(instance);
         tracing::debug!(plugin = %policy.name, elapsed = ?started.elapsed(), "loaded");
         Ok(plugin)
@@ -653,6 +688,24 @@ fn output_limit(policy: &PluginPolicy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_providers_requirement_is_checked_when_it_loads() {
+        let requirement =
+            Requirement::parse("os.family == 'debian'\n\nint(os.release) >= 12".to_owned())
+                .expect("valid");
+        assert_eq!(requirement.program.groups(), ["os"]);
+        let error = Requirement::parse("os.family == 'debian'\nopen('/etc/shadow')".to_owned())
+            .expect_err("a call is not allowed");
+        assert!(
+            error.starts_with(
+                "its suitability requirement is not a valid resource program: line 2, column 1:"
+            ),
+            "{error}"
+        );
+        assert!(error.ends_with("its author must fix the plugin"), "{error}");
+        assert!(Requirement::parse("  \n".to_owned()).is_err());
+    }
 
     #[test]
     fn imports_are_checked_by_interface_and_version() {

@@ -4,7 +4,6 @@
 //! built-in [`DEFAULT_POLICY`] applies. Anything a policy does not grant is refused.
 
 use serde::Deserialize;
-use std::collections::BTreeMap;
 use std::path::{Component, Path, PathBuf};
 
 /// The policy used when no `--policy` is given. Documented in the README.
@@ -126,8 +125,36 @@ impl Access {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct PolicyFile {
-    #[serde(default)]
-    plugins: BTreeMap<String, PluginEntry>,
+    #[serde(default, deserialize_with = "in_file_order")]
+    plugins: Vec<(String, PluginEntry)>,
+}
+
+/// The `[plugins.NAME]` tables in the order the file has them: the order in which
+/// the providers of one type are tried.
+fn in_file_order<'de, D>(deserializer: D) -> Result<Vec<(String, PluginEntry)>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Entries;
+    impl<'de> serde::de::Visitor<'de> for Entries {
+        type Value = Vec<(String, PluginEntry)>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a table of plugins")
+        }
+
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            let mut entries = Vec::new();
+            while let Some(entry) = map.next_entry()? {
+                entries.push(entry);
+            }
+            Ok(entries)
+        }
+    }
+    deserializer.deserialize_map(Entries)
 }
 
 #[derive(Debug, Deserialize)]
@@ -318,42 +345,25 @@ impl Policy {
             };
             plugins.push(check_entry(&name, entry, base_dir).map_err(invalid)?);
         }
-        let policy = Policy {
+        Ok(Policy {
             origin: origin.to_owned(),
             plugins,
-        };
-        policy.check_provides()?;
-        Ok(policy)
-    }
-
-    fn check_provides(&self) -> Result<(), PolicyError> {
-        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
-        for plugin in &self.plugins {
-            for type_name in &plugin.provides {
-                if let Some(other) = seen.insert(type_name, &plugin.name) {
-                    return Err(PolicyError::Invalid {
-                        origin: self.origin.clone(),
-                        plugin: plugin.name.clone(),
-                        message: format!(
-                            "type `{type_name}` is already provided by plugin `{other}`; \
-                             remove it from one of the two `provides` lists"
-                        ),
-                    });
-                }
-            }
-        }
-        Ok(())
+        })
     }
 
     pub fn plugin(&self, name: &str) -> Option<&PluginPolicy> {
         self.plugins.iter().find(|plugin| plugin.name == name)
     }
 
-    /// The plugin that provides `type_name`.
-    pub fn provider_of(&self, type_name: &str) -> Option<&PluginPolicy> {
+    /// The plugins that provide `type_name`, in the order the policy lists them: the
+    /// order in which their suitability is tried.
+    pub fn providers_of<'a>(
+        &'a self,
+        type_name: &'a str,
+    ) -> impl Iterator<Item = &'a PluginPolicy> + 'a {
         self.plugins
             .iter()
-            .find(|plugin| plugin.provides.iter().any(|provided| provided == type_name))
+            .filter(move |plugin| plugin.provides.iter().any(|provided| provided == type_name))
     }
 }
 
@@ -529,7 +539,10 @@ mod tests {
     #[test]
     fn the_builtin_policy_grants_what_the_readme_says() {
         let policy = Policy::builtin();
-        let exec = policy.provider_of("exec").expect("exec is provided");
+        let exec = policy
+            .providers_of("exec")
+            .next()
+            .expect("exec is provided");
         assert_eq!(exec.name, "sh");
         let launcher = policy.plugin("launcher").expect("launcher");
         assert!(launcher.provides.is_empty());
@@ -598,16 +611,37 @@ mod tests {
     }
 
     #[test]
-    fn two_plugins_cannot_provide_one_type() {
-        let error = Policy::parse(
-            "[plugins.a]\nsource = \"builtin\"\nprovides = [\"file\"]\n[plugins.file]\nsource = \"builtin\"\n",
+    fn providers_of_one_type_keep_the_order_of_the_file() {
+        let policy = Policy::parse(
+            "[plugins.zypper]\nsource = \"builtin\"\nprovides = [\"package\"]\n\
+             [plugins.apt]\nsource = \"builtin\"\nprovides = [\"package\"]\n\
+             [plugins.file]\nsource = \"builtin\"\n\
+             [plugins.dnf]\nsource = \"builtin\"\nprovides = [\"package\", \"repo\"]\n",
             "p.toml",
             None,
         )
-        .expect_err("conflict");
-        assert!(
-            error.to_string().contains("already provided by plugin `a`"),
-            "{error}"
-        );
+        .expect("several providers of a type are allowed");
+        let names = |type_name| {
+            policy
+                .providers_of(type_name)
+                .map(|plugin| plugin.name.as_str())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names("package"), ["zypper", "apt", "dnf"]);
+        assert_eq!(names("file"), ["file"]);
+        assert!(names("user").is_empty());
+        let all: Vec<&str> = policy.plugins.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(all, ["zypper", "apt", "file", "dnf"]);
+    }
+
+    #[test]
+    fn a_plugin_listed_twice_is_refused() {
+        let error = Policy::parse(
+            "[plugins.a]\nsource = \"builtin\"\n[plugins.a]\nsource = \"builtin\"\n",
+            "p.toml",
+            None,
+        )
+        .expect_err("duplicate table");
+        assert!(error.to_string().starts_with("p.toml:3:"), "{error}");
     }
 }

@@ -493,18 +493,16 @@ impl Evaluator<'_> {
                         metaparams.noop = noop;
                     }
                 }
-                "guard_interpreter" | "requires" => match attr.value {
+                "guard_interpreter" | "requires" | "provider" => match attr.value {
                     // Chef's `guard_interpreter :default`, written as Puppet's `default`.
                     Val::Default if attr.name == "guard_interpreter" => {
                         metaparams.guard_interpreter = Some("default".to_owned());
                     }
-                    Val::Str(text) => {
-                        if attr.name == "requires" {
-                            metaparams.requires = Some(text);
-                        } else {
-                            metaparams.guard_interpreter = Some(text);
-                        }
-                    }
+                    Val::Str(text) => match attr.name.as_str() {
+                        "requires" => metaparams.requires = Some(text),
+                        "provider" => metaparams.provider = Some(text),
+                        _ => metaparams.guard_interpreter = Some(text),
+                    },
                     other => {
                         self.error(
                             "bad-metaparameter",

@@ -1345,14 +1345,27 @@ impl<'a> Evaluator<'a> {
     /// Is `name` an attribute of the type? Reports it if not.
     fn check_attribute(&mut self, type_name: &str, kind: Kind, name: &str, span: Span) -> bool {
         if matches!(kind, Kind::Class(_) | Kind::Define(_))
-            && ["only_if", "not_if", "guard_interpreter", "requires"].contains(&name)
+            && [
+                "only_if",
+                "not_if",
+                "guard_interpreter",
+                "requires",
+                "provider",
+            ]
+            .contains(&name)
         {
             self.error(
                 "unsupported-metaparameter",
                 span,
                 format!("`{name}` on a class or defined type instance is not supported"),
             )
-            .help = Some(format!("put `{name}` on the resources it should guard"));
+            .help = Some(if name == "provider" {
+                "put `provider` on the resources it should apply to, or in a resource default \
+                 such as `Package { provider => 'apt' }`"
+                    .to_owned()
+            } else {
+                format!("put `{name}` on the resources it should guard")
+            });
             return false;
         }
         if METAPARAMETERS.contains(&name) {
