@@ -8,6 +8,7 @@
 mod converge;
 mod guards;
 mod manifest;
+mod node;
 mod providers;
 mod requirement;
 mod sandbox;

@@ -53,6 +53,49 @@ pub struct Catalog {
     /// Relationships declared apart from resources (chaining arrows in manifests).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub edges: Vec<Edge>,
+    /// The node attributes as the compile phase left them; lazy values read them, and
+    /// `node_block` resources write them, during the run.
+    #[serde(default, skip_serializing_if = "NodeAttributes::is_empty")]
+    pub node_attributes: NodeAttributes,
+}
+
+/// Node attributes (DESIGN section 3): two layers of nested hashes. A read sees both
+/// merged, `override` winning over `default` key by key; within one layer the last
+/// writer wins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeAttributes {
+    #[serde(default = "empty_hash", skip_serializing_if = "is_empty_hash")]
+    pub default: Value,
+    #[serde(
+        default = "empty_hash",
+        rename = "override",
+        skip_serializing_if = "is_empty_hash"
+    )]
+    pub override_: Value,
+}
+
+fn empty_hash() -> Value {
+    Value::Hash(Vec::new())
+}
+
+fn is_empty_hash(value: &Value) -> bool {
+    matches!(value, Value::Hash(entries) if entries.is_empty())
+}
+
+impl Default for NodeAttributes {
+    fn default() -> Self {
+        NodeAttributes {
+            default: empty_hash(),
+            override_: empty_hash(),
+        }
+    }
+}
+
+impl NodeAttributes {
+    pub fn is_empty(&self) -> bool {
+        is_empty_hash(&self.default) && is_empty_hash(&self.override_)
+    }
 }
 
 /// One resource.
@@ -358,6 +401,7 @@ impl Catalog {
             node: None,
             resources: Vec::new(),
             edges: Vec::new(),
+            node_attributes: NodeAttributes::default(),
         }
     }
 
@@ -399,6 +443,21 @@ impl Catalog {
                 .with_help("compile the catalog with the same wconverge version that applies it"),
             );
             return problems;
+        }
+        for (layer, value) in [
+            ("default", &self.node_attributes.default),
+            ("override", &self.node_attributes.override_),
+        ] {
+            if !matches!(value, Value::Hash(_)) {
+                problems.push(Problem::new(format!(
+                    "`node_attributes.{layer}` must be an object"
+                )));
+            } else if Lazy::within(value) {
+                problems.push(Problem::new(format!(
+                    "`node_attributes.{layer}` holds a lazy value; node attributes hold plain \
+                     values"
+                )));
+            }
         }
         let mut seen: HashMap<ResourceRef, &Resource> = HashMap::new();
         for resource in &self.resources {

@@ -50,6 +50,10 @@ struct InputArgs {
     /// The node's name, matched against `node` definitions (default: this host's name).
     #[arg(long, value_name = "NAME")]
     node: Option<String>,
+    /// Treat the manifests' warnings (a node attribute read before a later write
+    /// changes it, say) as errors: nothing is compiled or applied while one remains.
+    #[arg(long)]
+    deny_warnings: bool,
 }
 
 #[derive(Subcommand)]
@@ -268,7 +272,19 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => {
             let runtime = runtime_for(&runtime)?;
             let mut failed = false;
-            let mut summaries = Vec::new();
+            // The types built into the engine, as if from a plugin of their own.
+            let mut summaries = vec![wconverge_runtime::PluginSummary {
+                name: wconverge_engine::ENGINE.to_owned(),
+                source: "builtin".to_owned(),
+                sha256: String::new(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+                imports: Vec::new(),
+                types: vec![wconverge_engine::node_block_schema()],
+                kind: "engine",
+                inherits: Vec::new(),
+                default_on: Vec::new(),
+                requires: None,
+            }];
             for summary in runtime.plugin_summaries() {
                 match summary {
                     Ok(summary) => summaries.push(summary),
@@ -506,7 +522,7 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
             text,
         ));
     }
-    let mut schemas = Vec::new();
+    let mut schemas = vec![wconverge_engine::node_block_schema()];
     for summary in runtime.plugin_summaries() {
         match summary {
             Ok(summary) => schemas.extend(summary.types),
@@ -533,6 +549,18 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     };
     let compiled = wconverge_lang::compile_with_facts(&sources, &node, &types, &facts);
     output::diagnostics(&compiled.diagnostics, &sources);
+    let warnings = compiled
+        .diagnostics
+        .iter()
+        .filter(|diagnostic| diagnostic.severity == wconverge_lang::Severity::Warning)
+        .count();
+    if input.deny_warnings && warnings > 0 && compiled.catalog.is_some() {
+        output::error(&format!(
+            "{warnings} warning{} and `--deny-warnings`: nothing was compiled or changed",
+            if warnings == 1 { "" } else { "s" }
+        ));
+        return Ok(None);
+    }
     Ok(compiled.catalog)
 }
 

@@ -5,10 +5,10 @@ use crate::redact::{REDACTED, Secrets};
 use crate::report::{
     ChangeReport, GuardReport, LogReport, RefreshReport, Report, ResourceReport, Status, Summary,
 };
-use crate::validate::Prepared;
+use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
 use std::time::Instant;
-use wconverge_catalog::EdgeKind;
+use wconverge_catalog::{EdgeKind, NodeAttributes, TypeSchema, Value};
 
 /// Whether a run changes the machine. The harmless value is the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -29,6 +29,8 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
     // For each resource, the resources whose changes notified it.
     let mut notified_by: Vec<Vec<usize>> = vec![Vec::new(); n_resources];
     let mut reports = Vec::with_capacity(n_resources);
+    // The node attributes: as compiled, then as `node_block`s write them.
+    let mut node = prepared.node_attributes.clone();
     // Gathered at the first resource with a requirement, once.
     let mut facts: Option<Result<wconverge_program::Facts, String>> = None;
     let mut summary = Summary {
@@ -110,47 +112,60 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                 .map(|(line, text)| format!("line {line} does not hold: `{text}`"));
         } else {
             let noop = mode == Mode::Noop || resource.noop;
-            let secrets = &resource.secrets;
-            let mut record = |call_logs: Vec<LogRecord>| {
-                report
-                    .logs
-                    .extend(call_logs.into_iter().map(|log| LogReport {
-                        level: log.level.as_str(),
-                        message: secrets.scrub(&log.message),
-                    }));
-            };
-            let guarded = guards(host, resource, &mut report.guards, &mut record);
-            let skipped = guarded == Guarded::Skip;
+            // Logs are scrubbed at the end, with the secrets of lazy values too.
+            let mut raw: Vec<LogRecord> = Vec::new();
+            let mut record = |call_logs: Vec<LogRecord>| raw.extend(call_logs);
+            let guarded = guards(host, resource, &node, &mut report.guards, &mut record);
+            // The resource as its provider sees it: lazy values resolved.
+            let mut target = std::borrow::Cow::Borrowed(resource);
             let planned = match guarded {
-                Guarded::Apply => host.plan(resource),
-                Guarded::Skip => Call::new(Ok(Vec::new()), Vec::new()),
-                Guarded::Fail(message) => Call::new(
-                    Err(crate::PluginError::new(
-                        "guard",
-                        crate::PluginErrorKind::Provider,
-                        message,
-                    )),
-                    Vec::new(),
-                ),
+                Guarded::Skip => Ok(Planned::SkippedByGuard),
+                Guarded::Fail(message) => Err(message),
+                Guarded::Apply if resource.provider == ENGINE => {
+                    run_node_block(resource, &mut node, &mut record)
+                }
+                Guarded::Apply => resolve_lazy(resource, prepared.schema(resource), &node)
+                    .and_then(|resolved| {
+                        if let Some(resolved) = resolved {
+                            let Call { outcome, logs } = host.validate(&resolved);
+                            record(logs);
+                            target = std::borrow::Cow::Owned(resolved);
+                            let problems = outcome.map_err(|error| error.to_string())?;
+                            if !problems.is_empty() {
+                                return Err(format!(
+                                    "with its lazy values resolved: {}",
+                                    problems.join("; ")
+                                ));
+                            }
+                        }
+                        let Call { outcome, logs } = host.plan(&target);
+                        record(logs);
+                        outcome
+                            .map(Planned::Changes)
+                            .map_err(|error| error.to_string())
+                    }),
             };
-            record(planned.logs);
-            let outcome = match planned.outcome {
-                Ok(_) if skipped => Ok((Status::SkippedByGuard, Vec::new())),
-                Err(error) => Err(error.to_string()),
-                Ok(changes) if changes.is_empty() => Ok((Status::Unchanged, changes)),
-                Ok(changes) if noop => Ok((Status::WouldChange, changes)),
-                Ok(changes) => {
-                    let Call { outcome, logs } = host.apply(resource, &changes);
+            let outcome = match planned {
+                Err(message) => Err(message),
+                Ok(Planned::SkippedByGuard) => Ok((Status::SkippedByGuard, Vec::new())),
+                Ok(Planned::Done) => Ok((Status::Unchanged, Vec::new())),
+                Ok(Planned::Changes(changes)) if changes.is_empty() => {
+                    Ok((Status::Unchanged, changes))
+                }
+                Ok(Planned::Changes(changes)) if noop => Ok((Status::WouldChange, changes)),
+                Ok(Planned::Changes(changes)) => {
+                    let Call { outcome, logs } = host.apply(&target, &changes);
                     record(logs);
                     outcome
                         .map(|()| (Status::Changed, changes))
                         .map_err(|error| error.to_string())
                 }
             };
+            let secrets = &target.secrets;
             match outcome {
                 Ok((status, changes)) => {
                     report.status = status;
-                    let sensitive_attributes = sensitive_attributes(prepared, idx);
+                    let sensitive_attributes = sensitive_attributes(&target);
                     report.changes = changes
                         .iter()
                         .map(|change| change_report(change, secrets, &sensitive_attributes))
@@ -175,7 +190,7 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                 let outcome = if noop {
                     "would_refresh"
                 } else {
-                    let Call { outcome, logs } = host.refresh(resource);
+                    let Call { outcome, logs } = host.refresh(&target);
                     record(logs);
                     match outcome {
                         Ok(()) => "refreshed",
@@ -194,6 +209,13 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                     outcome,
                 });
             }
+            report.logs = raw
+                .into_iter()
+                .map(|log| LogReport {
+                    level: log.level.as_str(),
+                    message: secrets.scrub(&log.message),
+                })
+                .collect();
             // Puppet propagates events from noop changes too, as "would refresh".
             if matches!(report.status, Status::Changed | Status::WouldChange) {
                 for (target, kind) in graph.successors(idx) {
@@ -231,6 +253,102 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
     }
 }
 
+/// How far a resource got before its changes are made.
+enum Planned {
+    SkippedByGuard,
+    /// A `node_block` ran: nothing to change on the machine.
+    Done,
+    Changes(Vec<Change>),
+}
+
+/// Runs a `node_block`'s body, which writes node attributes; each write is logged.
+fn run_node_block(
+    resource: &PreparedResource,
+    node: &mut NodeAttributes,
+    record: &mut impl FnMut(Vec<LogRecord>),
+) -> Result<Planned, String> {
+    let (_, block) = resource
+        .lazy
+        .iter()
+        .find(|(name, _)| name == "block")
+        .ok_or("it has no `block`")?;
+    let written = wconverge_lang::run_node_block(block, node)?;
+    record(
+        written
+            .into_iter()
+            .map(|write| LogRecord {
+                level: crate::Level::Notice,
+                message: format!("set {write}"),
+            })
+            .collect(),
+    );
+    Ok(Planned::Done)
+}
+
+/// The resource with its lazy attribute values evaluated and checked against its
+/// schema, or `None` when it has none. A lazy value that is `undef` leaves the
+/// attribute unset (its default applies).
+fn resolve_lazy(
+    resource: &PreparedResource,
+    schema: Option<&TypeSchema>,
+    node: &NodeAttributes,
+) -> Result<Option<PreparedResource>, String> {
+    if resource.lazy.is_empty() {
+        return Ok(None);
+    }
+    let schema = schema.ok_or("its type has no schema")?;
+    let mut resolved = resource.clone();
+    resolved.lazy.clear();
+    let mut secrets = Vec::new();
+    for (name, lazy) in &resource.lazy {
+        let attribute = schema
+            .attribute(name)
+            .ok_or_else(|| format!("its type has no attribute `{name}`"))?;
+        let value = wconverge_lang::evaluate_lazy(lazy, node)
+            .map_err(|message| format!("attribute `{name}`: {message}"))?;
+        let value = match value {
+            Value::Undef => match &attribute.default {
+                Some(default) => default.clone(),
+                None if attribute.required() => {
+                    return Err(format!(
+                        "attribute `{name}` is required, and its lazy value ({}) is undef",
+                        lazy.location
+                    ));
+                }
+                None => continue,
+            },
+            value => value,
+        };
+        if let Err(message) = attribute.check(&value) {
+            let shown = if value.is_sensitive() || attribute.sensitive {
+                String::new()
+            } else {
+                format!(" (the value is {})", value.display())
+            };
+            return Err(format!(
+                "attribute `{name}`: its lazy value ({}) {message}{shown}",
+                lazy.location
+            ));
+        }
+        value.collect_secrets(attribute.sensitive, &mut secrets);
+        let value = if attribute.sensitive && !value.is_sensitive() {
+            Value::Sensitive(Box::new(value))
+        } else {
+            value
+        };
+        resolved.attributes.push((name.clone(), value));
+    }
+    // In schema order, as the provider sees every resource.
+    resolved.attributes.sort_by_key(|(name, _)| {
+        schema
+            .attributes
+            .iter()
+            .position(|attribute| attribute.name == *name)
+    });
+    resolved.secrets.extend(secrets);
+    Ok(Some(resolved))
+}
+
 /// What a resource's guards decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Guarded {
@@ -246,6 +364,7 @@ enum Guarded {
 fn guards(
     host: &dyn PluginHost,
     resource: &crate::PreparedResource,
+    node: &NodeAttributes,
     reports: &mut Vec<GuardReport>,
     record: &mut impl FnMut(Vec<LogRecord>),
 ) -> Guarded {
@@ -257,7 +376,7 @@ fn guards(
             guard.interpreter()
         );
         let (exit_code, signal, succeeded) = match &guard.body {
-            GuardBody::Block(lazy) => match wconverge_lang::evaluate_lazy_truth(lazy) {
+            GuardBody::Block(lazy) => match wconverge_lang::evaluate_lazy_truth(lazy, node) {
                 Ok(holds) => (None, None, holds),
                 Err(message) => {
                     return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
@@ -336,8 +455,7 @@ fn seconds(duration: std::time::Duration) -> String {
 
 /// Attributes whose changes are shown only as `[redacted]`: those the schema marks
 /// sensitive and those whose value in the catalog is sensitive.
-fn sensitive_attributes(prepared: &Prepared, idx: usize) -> Vec<&str> {
-    let resource = &prepared.resources[idx];
+fn sensitive_attributes(resource: &PreparedResource) -> Vec<&str> {
     resource
         .attributes
         .iter()

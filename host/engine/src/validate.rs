@@ -8,9 +8,59 @@ use crate::redact::Secrets;
 use crate::{PluginErrorKind, PluginHost};
 use std::collections::HashMap;
 use wconverge_catalog::{
-    Behaviour, Catalog, PathAccess, Problem, Resource, ResourceRef, SourceLocation, TypeSchema,
-    Value,
+    AttributeSchema, Behaviour, Catalog, DataType, Lazy, NodeAttributes, PathAccess, Problem,
+    Resource, ResourceRef, SourceLocation, TypeSchema, Value,
 };
+use wconverge_lang::NODE_BLOCK;
+
+/// The provider of the types built into the engine (`node_block`).
+pub const ENGINE: &str = "wconverge";
+
+/// `node_block`: Chef's `ruby_block`, in the manifest language. Its lazy `block` runs
+/// during the run, in graph order, and may write node attributes for the lazy values of
+/// the resources after it. It changes nothing on the machine, so it runs in noop runs
+/// too, and never counts as a change.
+pub fn node_block_schema() -> TypeSchema {
+    let attribute = |name: &str, data_type, behaviour, min, doc: &str| AttributeSchema {
+        name: name.to_owned(),
+        doc: doc.to_owned(),
+        data_type,
+        min,
+        max: Some(1),
+        default: None,
+        behaviour,
+        sensitive: false,
+        unsettable: false,
+        path_access: PathAccess::None,
+        checks: Vec::new(),
+    };
+    TypeSchema {
+        name: NODE_BLOCK.to_owned(),
+        doc: "Runs a lazy block during the run that may write node attributes, for the \
+              resources ordered after it (Chef's whyrun-safe ruby_block); changes nothing on \
+              the machine."
+            .to_owned(),
+        attributes: vec![
+            attribute(
+                "name",
+                DataType::String,
+                Behaviour::Namevar,
+                0,
+                "A name for the block; the title.",
+            ),
+            attribute(
+                "block",
+                DataType::Any,
+                Behaviour::Parameter,
+                1,
+                "`lazy { ... }`: the code, which may write `$node.default[...]` and \
+                 `$node.override[...]`.",
+            ),
+        ],
+        invariants: Vec::new(),
+        refreshable: false,
+    }
+}
 
 /// A resource ready for its provider: undef attributes removed, defaults filled in,
 /// the namevar set.
@@ -29,6 +79,9 @@ pub struct PreparedResource {
     pub guards: Vec<Guard>,
     /// Its `requires` resource program.
     pub requirement: Option<wconverge_program::Program>,
+    /// Attributes whose values are lazy, resolved during the run just before the
+    /// provider sees the resource; they are not in `attributes` until then.
+    pub lazy: Vec<(String, Lazy)>,
     pub(crate) secrets: Secrets,
 }
 
@@ -45,6 +98,8 @@ impl PreparedResource {
 #[derive(Debug)]
 pub struct Prepared {
     pub node: Option<String>,
+    /// The node attributes as the compile phase left them.
+    pub node_attributes: NodeAttributes,
     pub resources: Vec<PreparedResource>,
     /// The schemas in use, by type and provider.
     pub schemas: HashMap<(String, String), TypeSchema>,
@@ -78,6 +133,26 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         let key = (type_name.clone(), requested);
         let provider = match chosen.get(&key) {
             Some(provider) => provider.clone(),
+            None if type_name == NODE_BLOCK => {
+                schemas
+                    .entry((type_name.clone(), ENGINE.to_owned()))
+                    .or_insert_with(node_block_schema);
+                let provider = match key.1.as_deref() {
+                    None | Some(ENGINE) => Some(ENGINE.to_owned()),
+                    Some(other) => {
+                        problems.push(Problem::of(
+                            resource,
+                            format!(
+                                "`provider => '{other}'`: `node_block` is built into wconverge; \
+                                 its only provider is `{ENGINE}`"
+                            ),
+                        ));
+                        None
+                    }
+                };
+                chosen.insert(key.clone(), provider.clone());
+                provider
+            }
             None => {
                 let provider = match host.provider(type_name, key.1.as_deref()) {
                     Ok(Some(choice)) => {
@@ -149,8 +224,21 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
                     }
                     Err(mut found) => problems.append(&mut found),
                 }
+                if prepared.provider == ENGINE {
+                    if !prepared.lazy.iter().any(|(name, _)| name == "block") {
+                        problems.push(
+                            Problem::of(resource, "`block` must be a lazy value").with_help(
+                                "write `block => lazy { $node.default['key'] = value }`: the \
+                                 block runs during the run",
+                            ),
+                        );
+                    }
+                    resources.push(prepared);
+                    continue;
+                }
                 // Provider checks run for every resource that passed its schema, in
-                // catalog order, so one `validate` reports everything wrong at once.
+                // catalog order, so one `validate` reports everything wrong at once;
+                // lazy values are checked again once they are resolved.
                 let call = host.validate(&prepared);
                 let problem = |message: String| Problem {
                     resource: Some(prepared.reference.clone()),
@@ -178,6 +266,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
     };
     Ok(Prepared {
         node: catalog.node.clone(),
+        node_attributes: catalog.node_attributes.clone(),
         resources,
         schemas,
         graph,
@@ -237,6 +326,7 @@ fn prepare_resource(
     provider: String,
 ) -> Result<PreparedResource, Vec<Problem>> {
     let mut problems = Vec::new();
+    let mut lazy_values: Vec<(String, Lazy)> = Vec::new();
     for (name, value) in resource.attributes.iter() {
         let Some(attribute) = schema.attribute(name) else {
             let known: Vec<&str> = schema
@@ -260,20 +350,36 @@ fn prepare_resource(
         if matches!(value, Value::Undef) {
             continue;
         }
-        if wconverge_catalog::Lazy::within(value) {
-            problems.push(
-                Problem::of(resource, format!("attribute `{name}` holds a lazy value")).with_help(
-                    "this version resolves lazy values in `only_if` and `not_if` only; compute \
-                     the value when compiling",
-                ),
-            );
-            continue;
-        }
         if attribute.behaviour == Behaviour::ReadOnly {
             problems.push(
                 Problem::of(resource, format!("attribute `{name}` is read-only"))
                     .with_help("remove it; the provider reports it, a manifest cannot set it"),
             );
+            continue;
+        }
+        if Lazy::within(value) {
+            match Lazy::from_value(value) {
+                Some(Ok(lazy)) => match wconverge_lang::check_lazy(&lazy) {
+                    Ok(()) => lazy_values.push((name.to_owned(), lazy)),
+                    Err(message) => {
+                        problems.push(Problem::of(
+                            resource,
+                            format!("attribute `{name}`: {message}"),
+                        ));
+                    }
+                },
+                Some(Err(message)) => problems.push(Problem::of(
+                    resource,
+                    format!("attribute `{name}` holds a malformed lazy value: {message}"),
+                )),
+                None => problems.push(
+                    Problem::of(
+                        resource,
+                        format!("attribute `{name}` holds a lazy value inside another value"),
+                    )
+                    .with_help("make the whole value lazy: `lazy { [$a, $b] }`"),
+                ),
+            }
             continue;
         }
         if let Err(message) = attribute.check(value) {
@@ -291,6 +397,9 @@ fn prepare_resource(
     let mut attributes = Vec::with_capacity(schema.attributes.len());
     let mut secrets = Vec::new();
     for attribute in &schema.attributes {
+        if lazy_values.iter().any(|(name, _)| *name == attribute.name) {
+            continue;
+        }
         let declared = resource
             .attributes
             .get(&attribute.name)
@@ -337,6 +446,7 @@ fn prepare_resource(
         noop: resource.metaparams.noop,
         guards: Vec::new(),
         requirement: None,
+        lazy: lazy_values,
         secrets: Secrets::new(secrets),
     })
 }

@@ -17,8 +17,8 @@ mod value;
 
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
 pub use eval::{
-    MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_RESOURCES, MAX_ROUNDS, check_lazy, evaluate_lazy,
-    evaluate_lazy_truth,
+    MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_RESOURCES, MAX_ROUNDS, NODE_BLOCK, check_lazy,
+    evaluate_lazy, evaluate_lazy_truth, run_node_block,
 };
 pub use parser::{MAX_CHAIN, MAX_NESTING};
 

@@ -872,6 +872,24 @@ impl Parser<'_> {
             }
             if self.at(P::Dot) {
                 self.bump();
+                // `$node.default` and `$node.override`: the layers node attributes are
+                // written to.
+                if matches!(&lhs.kind, ExprKind::Var(name) if name == "node") {
+                    let layer = match self.peek() {
+                        Tok::Name(name) if name == "override" => Some(NodeLayer::Override),
+                        Tok::Keyword(Kw::Default) => Some(NodeLayer::Default),
+                        _ => None,
+                    };
+                    if let Some(layer) = layer {
+                        self.bump();
+                        let span = lhs.span.to(self.previous_span());
+                        lhs = Expr {
+                            kind: ExprKind::NodeLayer(layer),
+                            span,
+                        };
+                        continue;
+                    }
+                }
                 let Tok::Name(name) = self.peek().clone() else {
                     return Err(self.unexpected("a function name after `.`"));
                 };
@@ -896,6 +914,26 @@ impl Parser<'_> {
             }
             let op_span = self.bump().span;
             if op == Infix::Assign {
+                if let Some((layer, keys)) = node_write_target(&lhs) {
+                    if keys.is_empty() {
+                        return Err(self.error(
+                            lhs.span,
+                            "a whole layer of node attributes cannot be assigned",
+                            "write a key: `$node.default['app']['port'] = 8080`",
+                        ));
+                    }
+                    let rhs = self.expr(bp)?;
+                    let span = lhs.span.to(rhs.span);
+                    lhs = Expr {
+                        kind: ExprKind::NodeWrite {
+                            layer,
+                            keys,
+                            value: Box::new(rhs),
+                        },
+                        span,
+                    };
+                    continue;
+                }
                 let ExprKind::Var(name) = &lhs.kind else {
                     return Err(self.error(
                         op_span,
@@ -1117,10 +1155,14 @@ impl Parser<'_> {
                     let is_call =
                         matches!(tokens.get(1).map(|t| &t.tok), Some(Tok::Punct(P::LParen)));
                     if let Some(first) = tokens.first_mut()
-                        && let Tok::Name(name) = &first.tok
                         && !is_call
                     {
-                        first.tok = Tok::Var(name.clone());
+                        match &first.tok {
+                            Tok::Name(name) => first.tok = Tok::Var(name.clone()),
+                            // `${node['app']['port']}`: the node's attributes.
+                            Tok::Keyword(Kw::Node) => first.tok = Tok::Var("node".to_owned()),
+                            _ => {}
+                        }
                     }
                     let empty_span = tokens[0].span;
                     if tokens[0].tok == Tok::Eof {
@@ -1511,5 +1553,19 @@ fn syntax_help(found: &Tok, expected: &str) -> String {
             "a value is missing here: write a string, number, variable, array or hash".to_owned()
         }
         _ => format!("write {expected} here"),
+    }
+}
+
+/// The layer and keys of `$node.default['a']['b']`, when `target` is such a path; each
+/// access takes one key.
+fn node_write_target(target: &Expr) -> Option<(NodeLayer, Vec<Expr>)> {
+    match &target.kind {
+        ExprKind::NodeLayer(layer) => Some((*layer, Vec::new())),
+        ExprKind::Access(inner, keys) if keys.len() == 1 => {
+            let (layer, mut path) = node_write_target(inner)?;
+            path.push(keys[0].clone());
+            Some((layer, path))
+        }
+        _ => None,
     }
 }

@@ -71,6 +71,21 @@ pub(crate) enum ExprKind {
     Definition,
     /// `lazy { expr }`.
     Lazy(Box<Expr>),
+    /// `$node.default` or `$node.override`, which only a write may use.
+    NodeLayer(NodeLayer),
+    /// `$node.default['a']['b'] = value`.
+    NodeWrite {
+        layer: NodeLayer,
+        keys: Vec<Expr>,
+        value: Box<Expr>,
+    },
+}
+
+/// The precedence of a node attribute write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeLayer {
+    Default,
+    Override,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -208,6 +208,9 @@ mod ok {
         defaults_splat,
         lazy_guard,
         facts_variable,
+        node_attributes,
+        stale_node_read,
+        harmful_refactoring,
     );
 }
 
@@ -260,6 +263,7 @@ mod err {
         two_default_bodies,
         guard_on_defined_type_instance,
         provider_on_class,
+        node_attribute_errors,
         sort_mixed_types,
         iteration_count_limit,
         parameter_default_may_not_assign,
@@ -555,14 +559,23 @@ fn a_lazy_value_sees_what_it_captured_qualified_names_too() {
             ("n", Value::Integer(2)),
         ],
     );
-    assert_eq!(crate::evaluate_lazy_truth(&captured), Ok(true));
+    assert_eq!(
+        crate::evaluate_lazy_truth(&captured, &Default::default()),
+        Ok(true)
+    );
     // The block's own variables live in a scope of their own.
     let local = lazy("[$x, $x = 2][1] == 2", vec![("x", Value::Integer(1))]);
-    assert_eq!(crate::evaluate_lazy_truth(&local), Ok(true));
-    // A regular expression is no catalog value, but it is true.
-    assert_eq!(crate::evaluate_lazy_truth(&lazy("/x/", vec![])), Ok(true));
     assert_eq!(
-        crate::evaluate_lazy_truth(&lazy("undef", vec![])),
+        crate::evaluate_lazy_truth(&local, &Default::default()),
+        Ok(true)
+    );
+    // A regular expression is no catalog value, but it is true.
+    assert_eq!(
+        crate::evaluate_lazy_truth(&lazy("/x/", vec![]), &Default::default()),
+        Ok(true)
+    );
+    assert_eq!(
+        crate::evaluate_lazy_truth(&lazy("undef", vec![]), &Default::default()),
         Ok(false)
     );
 }
@@ -574,7 +587,8 @@ fn a_lazy_value_from_a_catalog_is_bounded_and_checked() {
         "1000.each |$a| { 1000.each |$b| { } } != 0",
         "24.reduce('x') |$m, $i| { \"${m}${m}\" } != ''",
     ] {
-        let error = crate::evaluate_lazy_truth(&lazy(expensive, vec![])).expect_err(expensive);
+        let error = crate::evaluate_lazy_truth(&lazy(expensive, vec![]), &Default::default())
+            .expect_err(expensive);
         assert!(
             error.starts_with(
                 "the lazy block at site.wcv:3:12 failed: it did more work than a lazy value may"

@@ -35,6 +35,8 @@ pub(crate) struct LazyVal {
     pub(crate) expression: String,
     pub(crate) variables: Vec<(String, Val)>,
     pub(crate) location: SourceLocation,
+    /// Where it writes a node attribute, if it does (only a `node_block` may).
+    pub(crate) node_write: Option<crate::diagnostic::Span>,
 }
 
 impl Val {
@@ -200,6 +202,17 @@ impl Val {
             .iter()
             .find(|(existing, _)| existing == key)
             .map(|(_, value)| value)
+    }
+
+    /// Where a lazy value in this value writes node attributes, if one does.
+    pub(crate) fn node_write(&self) -> Option<crate::diagnostic::Span> {
+        match self {
+            Val::Lazy(lazy) => lazy.node_write,
+            Val::Array(items) => items.iter().find_map(Val::node_write),
+            Val::Hash(entries) => entries.iter().find_map(|(_, value)| value.node_write()),
+            Val::Sensitive(inner) => inner.node_write(),
+            _ => None,
+        }
     }
 
     /// Whether the value is or holds a lazy value.

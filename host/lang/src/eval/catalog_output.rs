@@ -3,7 +3,8 @@
 //! realized resources written into the catalog in manifest order.
 
 use super::{
-    DiagnosticExt, EdgeRequest, Evaluator, Kind, Operand, RELATIONSHIP_METAPARAMETERS, Status,
+    DiagnosticExt, EdgeRequest, Evaluator, Kind, NODE_BLOCK, Operand, RELATIONSHIP_METAPARAMETERS,
+    Status,
 };
 use crate::diagnostic::Span;
 use crate::syntax::RelOp;
@@ -283,6 +284,7 @@ impl Evaluator<'_> {
             node: Some(self.node.to_owned()),
             resources,
             edges,
+            node_attributes: self.node_attributes_for_catalog(),
         }
     }
 
@@ -479,11 +481,28 @@ impl Evaluator<'_> {
         let mut attributes = catalog::Attributes::default();
         // The attributes are not read again: move them into the catalog.
         let attrs = std::mem::take(&mut self.resources[idx].attrs);
+        let type_name = self.resources[idx].type_name.clone();
         for attr in attrs {
             if attr.value == Val::Undef
                 || RELATIONSHIP_METAPARAMETERS.contains(&attr.name.as_str())
                 || attr.name == "tag"
             {
+                continue;
+            }
+            if let Some(at) = attr.value.node_write()
+                && !(type_name == NODE_BLOCK && attr.name == "block")
+            {
+                self.error(
+                    "node-write-at-run-time",
+                    at,
+                    "only the `block` of a `node_block` may write node attributes during the run",
+                )
+                .help = Some(
+                    "write at compile time, outside `lazy { }`, or declare `node_block { 'name': \
+                     block => lazy { ... } }` ordered before the resources that read what it \
+                     writes"
+                        .into(),
+                );
                 continue;
             }
             match attr.name.as_str() {
@@ -532,21 +551,6 @@ impl Evaluator<'_> {
                         );
                     }
                 },
-                // Lazy attribute values need the run phase to resolve them for the
-                // provider, which comes with node attributes (issue 5); only guards take
-                // them for now.
-                _ if attr.value.contains_lazy() => {
-                    self.error(
-                        "lazy-attribute",
-                        attr.span,
-                        format!(
-                            "attribute `{}`: lazy values are taken only by `only_if` and \
-                             `not_if` in this version",
-                            attr.name
-                        ),
-                    )
-                    .help = Some("compute the value at compile time, or guard the resource with `only_if => lazy { ... }`".into());
-                }
                 _ => {
                     match attr.value.to_catalog() {
                         Ok(value) => attributes.set(&attr.name, value),

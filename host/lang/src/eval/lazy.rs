@@ -6,11 +6,12 @@
 //! classes, tags or realizing, which the run phase could not honour.
 
 use super::Evaluator;
+use super::node::NodeState;
 use crate::diagnostic::Span;
 use crate::syntax::{Expr, ExprKind};
 use crate::value::{LazyVal, Val};
 use crate::{KnownTypes, Source};
-use wconverge_catalog::{Lazy, Value};
+use wconverge_catalog::{Lazy, NodeAttributes, Value};
 
 /// Functions that change or read the catalog, refused in a lazy expression (during the
 /// run there is no catalog to change or read).
@@ -59,10 +60,15 @@ struct Found {
     forbidden: Vec<(Span, &'static str)>,
     /// Variables the expression assigns: local to it, unless also read from outside.
     assigned: Vec<String>,
+    /// Writes of node attributes (allowed only in a `node_block`'s body).
+    node_writes: Vec<Span>,
 }
 
 fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
     match &expr.kind {
+        // `$node` is read during the run, from the node's attributes then.
+        ExprKind::Var(name) if name == "node" => {}
+        ExprKind::NodeWrite { .. } => found.node_writes.push(expr.span),
         ExprKind::Var(name) => {
             if name.parse::<usize>().is_ok() {
                 found.forbidden.push((
@@ -168,6 +174,7 @@ impl Evaluator<'_> {
             expression,
             variables,
             location: self.location(span),
+            node_write: found.node_writes.first().copied(),
         }))
     }
 }
@@ -178,9 +185,30 @@ pub fn check_lazy(lazy: &Lazy) -> Result<(), String> {
     crate::run_on_big_stack(|| parse_lazy(lazy).map(|_| ()))
 }
 
-/// Evaluates a lazy value with the variables it captured.
-pub fn evaluate_lazy(lazy: &Lazy) -> Result<Value, String> {
-    crate::run_on_big_stack(|| evaluate_here(lazy))
+/// Evaluates a lazy value with the variables it captured, reading `node`'s attributes.
+pub fn evaluate_lazy(lazy: &Lazy, node: &NodeAttributes) -> Result<Value, String> {
+    crate::run_on_big_stack(|| {
+        let mut state = NodeState::running(node, false);
+        let at = &lazy.location;
+        evaluated(lazy, &mut state)?
+            .to_catalog()
+            .map_err(|message| format!("the lazy block at {at} returned a value that {message}"))
+    })
+}
+
+/// Runs the body of a `node_block`: a lazy value that may write `node`'s attributes.
+/// Returns what it wrote, in order (`$node.default['a'] = 1`); on an error nothing of
+/// what it wrote is kept.
+pub fn run_node_block(lazy: &Lazy, node: &mut NodeAttributes) -> Result<Vec<String>, String> {
+    crate::run_on_big_stack(|| {
+        let mut state = NodeState::running(node, true);
+        evaluated(lazy, &mut state)?;
+        let at = &lazy.location;
+        *node = state
+            .to_catalog()
+            .map_err(|message| format!("the block at {at} wrote a value that {message}"))?;
+        Ok(state.written())
+    })
 }
 
 fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
@@ -224,15 +252,10 @@ fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
 
 /// Evaluates a lazy value used as a guard: whether it holds (Puppet's truth, so a value
 /// that cannot go into a catalog, like a regular expression, still counts).
-pub fn evaluate_lazy_truth(lazy: &Lazy) -> Result<bool, String> {
-    crate::run_on_big_stack(|| evaluated(lazy).map(|value| value.truthy()))
-}
-
-fn evaluate_here(lazy: &Lazy) -> Result<Value, String> {
-    let at = &lazy.location;
-    evaluated(lazy)?
-        .to_catalog()
-        .map_err(|message| format!("the lazy block at {at} returned a value that {message}"))
+pub fn evaluate_lazy_truth(lazy: &Lazy, node: &NodeAttributes) -> Result<bool, String> {
+    crate::run_on_big_stack(|| {
+        evaluated(lazy, &mut NodeState::running(node, false)).map(|value| value.truthy())
+    })
 }
 
 /// The expression as the value it was written as, so that it parses the same way.
@@ -240,7 +263,7 @@ fn wrapped(lazy: &Lazy) -> String {
     format!("$wconverge_lazy = lazy {{\n{}\n}}", lazy.expression)
 }
 
-fn evaluated(lazy: &Lazy) -> Result<Val, String> {
+fn evaluated(lazy: &Lazy, node: &mut NodeState) -> Result<Val, String> {
     let at = &lazy.location;
     let (program, expr) = parse_lazy(lazy)?;
     let sources = [Source::new(at.to_string(), wrapped(lazy))];
@@ -275,7 +298,9 @@ fn evaluated(lazy: &Lazy) -> Result<Val, String> {
     let local = evaluator.new_scope(Some(super::TOP));
     evaluator.ctx.scope = local;
     evaluator.budget = Some(LAZY_BUDGET);
+    evaluator.attributes = std::mem::replace(node, NodeState::compiling());
     let value = evaluator.eval(&expr);
+    *node = std::mem::replace(&mut evaluator.attributes, NodeState::compiling());
     if let Some(error) = evaluator.diagnostics.iter().find(|d| d.is_error()) {
         return Err(format!("the lazy block at {at} failed: {}", error.message));
     }

@@ -13,8 +13,12 @@ use wconverge_catalog::{self as catalog, METAPARAMETERS, display_type_name};
 
 mod catalog_output;
 mod lazy;
+mod node;
 
-pub use lazy::{check_lazy, evaluate_lazy, evaluate_lazy_truth};
+pub use lazy::{check_lazy, evaluate_lazy, evaluate_lazy_truth, run_node_block};
+
+/// The type whose lazy `block` may write node attributes during the run.
+pub const NODE_BLOCK: &str = "node_block";
 
 /// A defined type instance may declare another at most this deep.
 pub const MAX_DEFINE_DEPTH: usize = 100;
@@ -209,6 +213,8 @@ pub(crate) struct Evaluator<'a> {
     /// Work a lazy value's evaluation may still do (`None` when compiling): every
     /// expression costs one, every variable read its size.
     pub(crate) budget: Option<u64>,
+    /// The node's attributes.
+    pub(crate) attributes: node::NodeState,
 }
 
 impl<'a> Evaluator<'a> {
@@ -254,6 +260,7 @@ impl<'a> Evaluator<'a> {
             captures: Vec::new(),
             main_tags: Vec::new(),
             resource_limit_reported: false,
+            attributes: node::NodeState::compiling(),
             budget: None,
             line_starts: sources
                 .iter()
@@ -285,6 +292,7 @@ impl<'a> Evaluator<'a> {
         }
         drop(program);
         self.evaluate_node();
+        self.stale_reads();
         self.generate();
         // The syntax tree is not needed any more; free it before the catalog is built.
         self.program = Rc::new(Program::default());
@@ -524,6 +532,7 @@ impl<'a> Evaluator<'a> {
                 type_name: name.to_ascii_lowercase(),
                 title: None,
             },
+            ExprKind::Var(name) if name == "node" => self.node_read(&[], span),
             ExprKind::Var(name) => self.lookup(name, span),
             ExprKind::Array(items) => {
                 Val::Array(items.iter().map(|item| self.eval(item)).collect())
@@ -540,7 +549,15 @@ impl<'a> Evaluator<'a> {
                 }
                 Val::Hash(out)
             }
-            ExprKind::Access(target, keys) => self.access(target, keys, span),
+            ExprKind::Access(target, keys) => {
+                if let Some(path) = node::read_keys(expr) {
+                    self.node_read(&path, span)
+                } else if let Some(layer) = node::layer_root(expr) {
+                    self.node_layer_read(layer, span)
+                } else {
+                    self.access(target, keys, span)
+                }
+            }
             ExprKind::Not(operand) => Val::Bool(!self.eval(operand).truthy()),
             ExprKind::Neg(operand) => match self.eval(operand) {
                 Val::Int(value) => value.checked_neg().map_or_else(
@@ -680,6 +697,10 @@ impl<'a> Evaluator<'a> {
             },
             ExprKind::Definition => Val::Undef,
             ExprKind::Lazy(inner) => self.lazy(inner, span),
+            ExprKind::NodeLayer(layer) => self.node_layer_read(*layer, span),
+            ExprKind::NodeWrite { layer, keys, value } => {
+                self.node_write(*layer, keys, value, span)
+            }
         }
     }
 
@@ -870,6 +891,18 @@ impl<'a> Evaluator<'a> {
     }
 
     fn set_var(&mut self, scope: ScopeId, name: &str, value: Val, span: Span) {
+        if name == "node" {
+            self.error(
+                "assign-node",
+                span,
+                "`$node` holds the node's attributes and cannot be assigned or shadowed",
+            )
+            .help = Some(
+                "write an attribute with `$node.default['key'] = value`, or use another name"
+                    .into(),
+            );
+            return;
+        }
         // Not in any scope, as a parameter neither: it would hide the machine's facts.
         if name == "facts" {
             self.error(
@@ -2568,6 +2601,7 @@ pub(super) fn children(expr: &Expr) -> Vec<&Expr> {
     match &expr.kind {
         ExprKind::Assign(_, value) => vec![value],
         ExprKind::Lazy(inner) => vec![inner],
+        ExprKind::NodeWrite { keys, value, .. } => keys.iter().chain([&**value]).collect(),
         ExprKind::Interp(parts) => parts
             .iter()
             .filter_map(|part| match part {

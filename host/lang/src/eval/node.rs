@@ -1,0 +1,417 @@
+//! Node attributes (seed `compile-time-vs-run-time.md`, DESIGN section 3): set at
+//! compile time with `$node.default[...] = v` or `$node.override[...] = v`, read with
+//! `$node[...]`, and read (or, in a `node_block`, written) during the run by lazy values.
+//!
+//! Two layers of nested hashes with string keys; a read merges them key by key, the
+//! override layer winning. The compile phase records every read and write, so that a
+//! read whose value a later write changes is reported: the bug the seed warns about.
+
+use super::Evaluator;
+use crate::diagnostic::{Diagnostic, Severity, Span};
+use crate::syntax::{Expr, ExprKind, NodeLayer};
+use crate::value::Val;
+use wconverge_catalog::NodeAttributes;
+
+/// The node's attributes during an evaluation.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeState {
+    default: Val,
+    override_: Val,
+    /// Writes are allowed: at compile time, and during the run in a `node_block` body.
+    pub(crate) writable: bool,
+    /// Record reads and writes for the stale-read warning (compile time only).
+    record: bool,
+    reads: Vec<Read>,
+    writes: Vec<Write>,
+    /// Orders reads and writes.
+    seq: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Read {
+    path: Vec<String>,
+    seen: Val,
+    span: Span,
+    seq: u32,
+}
+
+#[derive(Debug, Clone)]
+struct Write {
+    layer: NodeLayer,
+    path: Vec<String>,
+    /// The value written, as a message shows it (sensitive values redacted).
+    shown: String,
+    span: Span,
+    seq: u32,
+}
+
+impl NodeState {
+    /// Empty layers, as a compile starts.
+    pub(crate) fn compiling() -> NodeState {
+        NodeState {
+            default: Val::Hash(Vec::new()),
+            override_: Val::Hash(Vec::new()),
+            writable: true,
+            record: true,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    /// The attributes of a catalog, for a lazy value evaluated during the run.
+    pub(crate) fn running(attributes: &NodeAttributes, writable: bool) -> NodeState {
+        NodeState {
+            default: Val::from_catalog(&attributes.default),
+            override_: Val::from_catalog(&attributes.override_),
+            writable,
+            record: false,
+            reads: Vec::new(),
+            writes: Vec::new(),
+            seq: 0,
+        }
+    }
+
+    /// Both layers as a catalog keeps them.
+    pub(crate) fn to_catalog(&self) -> Result<NodeAttributes, String> {
+        Ok(NodeAttributes {
+            default: self.default.to_catalog()?,
+            override_: self.override_.to_catalog()?,
+        })
+    }
+
+    /// The merged value at `path` (the whole hash for an empty path); `undef` where a
+    /// key is missing.
+    pub(crate) fn get(&self, path: &[String]) -> Val {
+        merge(lookup(&self.default, path), lookup(&self.override_, path))
+    }
+
+    /// What was written, in order: `$node.default['a'] = 1`.
+    pub(crate) fn written(&self) -> Vec<String> {
+        self.writes
+            .iter()
+            .map(|write| {
+                format!(
+                    "$node.{}{} = {}",
+                    match write.layer {
+                        NodeLayer::Default => "default",
+                        NodeLayer::Override => "override",
+                    },
+                    show_path(&write.path),
+                    write.shown
+                )
+            })
+            .collect()
+    }
+
+    fn set(&mut self, layer: NodeLayer, path: &[String], value: Val) -> Result<(), usize> {
+        let root = match layer {
+            NodeLayer::Default => &mut self.default,
+            NodeLayer::Override => &mut self.override_,
+        };
+        set_in(root, path, value, 0)
+    }
+}
+
+fn lookup<'v>(root: &'v Val, path: &[String]) -> Option<&'v Val> {
+    let mut current = root;
+    for key in path {
+        let Val::Hash(entries) = current else {
+            return None;
+        };
+        current = entries
+            .iter()
+            .find(|(existing, _)| matches!(existing, Val::Str(text) if text == key))
+            .map(|(_, value)| value)?;
+    }
+    Some(current)
+}
+
+fn merge(default: Option<&Val>, override_: Option<&Val>) -> Val {
+    match (default, override_) {
+        (Some(Val::Hash(base)), Some(Val::Hash(over))) => {
+            let mut merged = base.clone();
+            for (key, value) in over {
+                match merged.iter_mut().find(|(existing, _)| existing == key) {
+                    Some(slot) => slot.1 = merge(Some(&slot.1), Some(value)),
+                    None => merged.push((key.clone(), value.clone())),
+                }
+            }
+            Val::Hash(merged)
+        }
+        (_, Some(over)) if *over != Val::Undef => over.clone(),
+        (Some(base), _) => base.clone(),
+        _ => Val::Undef,
+    }
+}
+
+/// Sets `path` in `node`, creating the hashes on the way; `Err(depth)` when the key at
+/// `depth` holds something other than a hash.
+fn set_in(node: &mut Val, path: &[String], value: Val, depth: usize) -> Result<(), usize> {
+    if *node == Val::Undef {
+        *node = Val::Hash(Vec::new());
+    }
+    let Val::Hash(entries) = node else {
+        return Err(depth);
+    };
+    let key = Val::Str(path[0].clone());
+    let at = match entries.iter().position(|(existing, _)| *existing == key) {
+        Some(at) => at,
+        None => {
+            entries.push((key, Val::Undef));
+            entries.len() - 1
+        }
+    };
+    if path.len() == 1 {
+        entries[at].1 = value;
+        Ok(())
+    } else {
+        set_in(&mut entries[at].1, &path[1..], value, depth + 1)
+    }
+}
+
+/// `['a']['b']`, as a message shows a path.
+pub(crate) fn show_path(path: &[String]) -> String {
+    path.iter().map(|key| format!("['{key}']")).collect()
+}
+
+/// The layer under `$node.default[...]` or `$node.override[...]` when `expr` is such a
+/// path (which only a write may use).
+pub(crate) fn layer_root(expr: &Expr) -> Option<NodeLayer> {
+    match &expr.kind {
+        ExprKind::NodeLayer(layer) => Some(*layer),
+        ExprKind::Access(target, _) => layer_root(target),
+        _ => None,
+    }
+}
+
+/// The keys of `$node[k1][k2]...` when `expr` is such a read, outermost last; `None`
+/// when it is not rooted at `$node`.
+pub(crate) fn read_keys(expr: &Expr) -> Option<Vec<&Expr>> {
+    match &expr.kind {
+        ExprKind::Var(name) if name == "node" => Some(Vec::new()),
+        ExprKind::Access(target, keys) if keys.len() == 1 => {
+            let mut path = read_keys(target)?;
+            path.push(&keys[0]);
+            Some(path)
+        }
+        _ => None,
+    }
+}
+
+impl Evaluator<'_> {
+    /// Evaluates the keys of a node attribute path: each must be a string.
+    fn node_path(&mut self, keys: &[&Expr]) -> Option<Vec<String>> {
+        let mut path = Vec::with_capacity(keys.len());
+        for key in keys {
+            match self.eval(key) {
+                Val::Str(text) => path.push(text),
+                other => {
+                    self.error(
+                        "node-attribute-key",
+                        key.span,
+                        format!(
+                            "node attribute keys are strings, not {} `{}`",
+                            other.type_name(),
+                            other.to_display()
+                        ),
+                    )
+                    .help = Some("quote the key: `$node['app']['port']`".into());
+                    return None;
+                }
+            }
+        }
+        Some(path)
+    }
+
+    /// `$node[...]`: the merged value, `undef` for a missing key; recorded at compile
+    /// time.
+    pub(super) fn node_read(&mut self, keys: &[&Expr], span: Span) -> Val {
+        let Some(path) = self.node_path(keys) else {
+            return Val::Undef;
+        };
+        let value = self.attributes.get(&path);
+        if let Some(budget) = self.budget {
+            let cost = super::lazy::size_capped(&value, budget);
+            if !self.spend(cost, span) {
+                return Val::Undef;
+            }
+        }
+        if self.attributes.record {
+            self.attributes.seq += 1;
+            let seq = self.attributes.seq;
+            self.attributes.reads.push(Read {
+                path,
+                seen: value.clone(),
+                span,
+                seq,
+            });
+        }
+        value
+    }
+
+    /// `$node.default[...] = value` or `$node.override[...] = value`.
+    pub(super) fn node_write(
+        &mut self,
+        layer: NodeLayer,
+        keys: &[Expr],
+        value: &Expr,
+        span: Span,
+    ) -> Val {
+        let keys: Vec<&Expr> = keys.iter().collect();
+        let Some(path) = self.node_path(&keys) else {
+            return Val::Undef;
+        };
+        let value = self.eval(value);
+        if !self.attributes.writable {
+            self.error(
+                "node-write-at-run-time",
+                span,
+                "node attributes are written at compile time, or during the run only in the \
+                 `block` of a `node_block`",
+            )
+            .help = Some(
+                "move the write out of `lazy { }`, or into a `node_block` ordered before the \
+                 resources that read it"
+                    .into(),
+            );
+            return Val::Undef;
+        }
+        if value.contains_lazy() {
+            self.error(
+                "node-attribute-lazy",
+                span,
+                "a node attribute cannot hold a lazy value",
+            )
+            .help = Some(
+                "store the plain value, and read it lazily where it is used: \
+                 `lazy { $node['app']['version'] }`"
+                    .into(),
+            );
+            return Val::Undef;
+        }
+        if let Err(message) = value.to_catalog() {
+            self.error(
+                "node-attribute-value",
+                span,
+                format!("a node attribute cannot hold this value: it {message}"),
+            );
+            return Val::Undef;
+        }
+        if let Err(depth) = self.attributes.set(layer, &path, value.clone()) {
+            let holder = &path[..depth];
+            let held = self.attributes.get(holder);
+            self.error(
+                "node-attribute-not-hash",
+                span,
+                format!(
+                    "cannot write `$node{}`: `$node{}` holds {} `{}`, not a hash",
+                    show_path(&path),
+                    show_path(holder),
+                    held.type_name(),
+                    held.to_display()
+                ),
+            )
+            .help = Some("write to a key of a hash, or replace the value itself".into());
+            return Val::Undef;
+        }
+        self.attributes.seq += 1;
+        let seq = self.attributes.seq;
+        self.attributes.writes.push(Write {
+            layer,
+            path,
+            // Checked above: it converts.
+            shown: value
+                .to_catalog()
+                .map_or_else(|_| value.to_display(), |value| value.display()),
+            span,
+            seq,
+        });
+        value
+    }
+
+    /// `$node.default` or `$node.override` read as a value.
+    pub(super) fn node_layer_read(&mut self, layer: NodeLayer, span: Span) -> Val {
+        let name = match layer {
+            NodeLayer::Default => "default",
+            NodeLayer::Override => "override",
+        };
+        self.error(
+            "node-layer-read",
+            span,
+            format!("`$node.{name}` is for writing"),
+        )
+        .help = Some(format!(
+            "write with `$node.{name}['key'] = value`; read the merged value with \
+             `$node['key']`"
+        ));
+        Val::Undef
+    }
+
+    /// The catalog's node attributes: what the compile phase left.
+    pub(super) fn node_attributes_for_catalog(&self) -> NodeAttributes {
+        // Every value was checked when it was written.
+        self.attributes.to_catalog().unwrap_or_default()
+    }
+
+    /// A compile-time read whose value a later write changed: a warning naming both.
+    pub(super) fn stale_reads(&mut self) {
+        let mut warned: Vec<Span> = Vec::new();
+        let reads = std::mem::take(&mut self.attributes.reads);
+        for read in &reads {
+            if warned.contains(&read.span) {
+                continue;
+            }
+            let now = self.attributes.get(&read.path);
+            if now == read.seen {
+                continue;
+            }
+            let overlaps = |write: &&Write| {
+                write.seq > read.seq
+                    && (write.path.starts_with(&read.path) || read.path.starts_with(&write.path))
+            };
+            // The write that decided the value: the last in the override layer if that
+            // layer holds the path, else the last in the default layer.
+            let layer = if lookup(&self.attributes.override_, &read.path)
+                .is_some_and(|value| *value != Val::Undef)
+            {
+                NodeLayer::Override
+            } else {
+                NodeLayer::Default
+            };
+            let writes = &self.attributes.writes;
+            let Some(write) = writes
+                .iter()
+                .rev()
+                .filter(overlaps)
+                .find(|write| write.layer == layer)
+                .or_else(|| writes.iter().rev().find(overlaps))
+            else {
+                continue;
+            };
+            warned.push(read.span);
+            let path = show_path(&read.path);
+            let mut diagnostic = Diagnostic::error(
+                "stale-node-read",
+                read.span,
+                format!(
+                    "`$node{path}` is read at compile time, when it is `{}`; a later write \
+                     makes it `{}`",
+                    read.seen.to_display(),
+                    now.to_display()
+                ),
+            )
+            .with_severity(Severity::Warning)
+            .with_label("read here, before the write")
+            .with_help(format!(
+                "read it during the run, when every write is done: `lazy {{ $node{path} }}` \
+                 (a lazy attribute value, or a block guard instead of an `if`)"
+            ));
+            diagnostic
+                .related
+                .push((write.span, "written here, after the read".to_owned()));
+            self.diagnostics.push(diagnostic);
+        }
+        self.attributes.reads = reads;
+    }
+}
