@@ -48,7 +48,7 @@ fn a_resource_gets_the_first_suitable_provider_of_its_type() {
     assert_eq!(hello["provider"], "hello-paris", "{report:#}");
     assert_eq!(hello["status"], "changed", "{report:#}");
     assert_eq!(hello["logs"][0]["message"], "bonjour, world", "{report:#}");
-    // The other resources of the run show their providers too.
+    // The human output shows what the provider logged.
     let run = machine.run(&[
         "apply",
         manifest.to_str().expect("utf-8"),
@@ -119,12 +119,13 @@ fn the_provider_metaparameter_picks_one_and_refuses_an_unsuitable_one() {
     for (named, expected) in [
         (
             "file",
-            "`provider => 'file'`: no plugin of the policy named `file` provides type \
-             `hello`; its providers are `hello-tokyo`, `hello-paris`",
+            "`provider => 'file'`: plugin `file` does not provide type `hello`; its providers \
+             are `hello-tokyo`, `hello-paris`",
         ),
         (
             "apt",
-            "`provider => 'apt'`: no plugin of the policy named `apt` provides type `hello`",
+            "`provider => 'apt'`: no plugin of the policy named `apt` provides type `hello`; \
+             its providers are `hello-tokyo`, `hello-paris`",
         ),
     ] {
         let manifest = machine.manifest(
@@ -252,4 +253,92 @@ fn types_shows_each_provider_and_where_it_is_suitable() {
         file.stdout.contains("  file  suitable everywhere"),
         "{file:#?}"
     );
+}
+
+#[test]
+fn a_script_resources_guards_run_with_its_own_provider() {
+    // Two installs of one interpreter: the first may launch nothing, the second perl.
+    // A resource that names the second runs its code and its guards with it.
+    let machine = Machine::new();
+    let perl = wconverge_tests::PERL;
+    let digest = sha256_of(perl);
+    let policy = machine.policy(&format!(
+        r#"[plugins.perl-locked]
+source = "{perl}"
+sha256 = "{digest}"
+provides = ["perl"]
+
+[plugins.perl-open]
+source = "{perl}"
+sha256 = "{digest}"
+provides = ["perl"]
+directories = [{{ path = "/", access = "read" }}]
+programs = ["/usr/bin/perl"]
+"#
+    ));
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"perl { 'hello':
+  code     => 'open(my $f, ">", "@FILES@/perl-ran") or die',
+  only_if  => 'exit 0',
+  provider => 'perl-open',
+}
+"#,
+    );
+    let report = machine.apply_json(&manifest, &policy, &[], 2);
+    let hello = entry(&report, "Perl[hello]");
+    assert_eq!(hello["provider"], "perl-open", "{report:#}");
+    assert_eq!(hello["guards"][0]["passed"], true, "{report:#}");
+    assert!(Path::new(&machine.file("perl-ran")).exists(), "{report:#}");
+    // Without `provider`, the first is used, code and guards alike, and refused.
+    let first = machine.manifest(
+        "first.wcv",
+        "perl { 'hello': code => 'exit 0', only_if => 'exit 0' }\n",
+    );
+    let report = machine.apply_json(&first, &policy, &[], 4);
+    let error = crate::support::first_error(&report);
+    assert!(
+        error.contains("is not on the allowlist of plugin `perl-locked`"),
+        "{report:#}"
+    );
+}
+
+#[test]
+fn incomplete_facts_stop_the_choice_instead_of_falling_through() {
+    let machine = Machine::new();
+    let site = wconverge_tests::FACTS_CUSTOM;
+    // A second install of the site fact plugin publishes the same group: the facts
+    // cannot be gathered, so no provider's suitability can be judged.
+    let policy = policy_with(
+        &machine,
+        &[
+            ("hello-tokyo", wconverge_tests::HELLO_TOKYO),
+            ("hello-paris", wconverge_tests::HELLO_PARIS),
+        ],
+    );
+    let text = std::fs::read_to_string(&policy).expect("policy");
+    std::fs::write(
+        &policy,
+        format!(
+            "{text}[plugins.site-again]\nsource = \"{site}\"\nsha256 = \"{}\"\nprovides = []\n",
+            sha256_of(site)
+        ),
+    )
+    .expect("policy written");
+    let manifest = machine.manifest("hello.wcv", "hello { 'world': }\n");
+    let run = machine.run(&[
+        "validate",
+        manifest.to_str().expect("utf-8"),
+        "--policy",
+        &policy,
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(
+            "cannot tell whether provider `hello-tokyo` of `hello` suits this machine: its \
+             requirement could not be evaluated: the facts could not be gathered:"
+        ),
+        "{run:#?}"
+    );
+    assert!(run.stderr.contains("`wconverge facts`"), "{run:#?}");
 }

@@ -32,6 +32,7 @@ pub struct InterpreterInfo {
     pub(crate) types: Vec<ScriptType>,
     pub(crate) inherits: Vec<String>,
     pub(crate) default_on: Vec<String>,
+    pub(crate) requires: Option<String>,
 }
 
 impl InterpreterInfo {
@@ -43,7 +44,16 @@ impl InterpreterInfo {
             types: Vec::new(),
             inherits: INHERITABLE.iter().map(|name| (*name).to_owned()).collect(),
             default_on: Vec::new(),
+            requires: None,
         }
+    }
+
+    /// Suitable only where this resource program over the machine's facts holds (see
+    /// `wconverge_sdk::ProviderInfo::requires`); elsewhere the host uses the next
+    /// provider of its script types, and it is never the `default` guard interpreter.
+    pub fn requires(mut self, program: &str) -> Self {
+        self.requires = Some(program.to_owned());
+        self
     }
 
     /// Adds a script type.
@@ -344,6 +354,9 @@ impl<I: Interpreter> Provider for ScriptProvider<I> {
     fn describe() -> ProviderInfo {
         let info = I::info();
         let mut provider = ProviderInfo::new(&info.name, &info.version);
+        if let Some(program) = &info.requires {
+            provider = provider.requires(program);
+        }
         for script_type in &info.types {
             provider = provider.with_type(script_type.schema(&info.name));
         }

@@ -19,6 +19,7 @@ const GUARDS_PER_ROUND: usize = 200;
 fn guard() -> GuardScript {
     GuardScript {
         interpreter: "sh".to_owned(),
+        plugin: "sh".to_owned(),
         code: "true".to_owned(),
         cwd: None,
         environment: Vec::new(),

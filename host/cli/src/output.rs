@@ -272,7 +272,11 @@ pub(crate) fn types_list(types: &BTreeMap<&str, Vec<TypeProvider>>) {
     let mut text = String::new();
     let width = types.keys().map(|name| name.len()).max().unwrap_or(0);
     for (name, providers) in types {
-        text.push_str(&format!("{name:width$}  {}\n", providers[0].schema.doc));
+        let shown = providers
+            .iter()
+            .find(|provider| provider.suitability.is_suitable())
+            .unwrap_or(&providers[0]);
+        text.push_str(&format!("{name:width$}  {}\n", shown.schema.doc));
         if providers.len() > 1 || providers[0].plugin.requires.is_some() {
             let listed: Vec<String> = providers
                 .iter()
@@ -332,6 +336,15 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
             provider.plugin.name,
             provider.suitability.describe()
         ));
+    }
+    if !providers
+        .iter()
+        .any(|provider| provider.suitability.is_suitable())
+    {
+        text.push_str(
+            "  none suits this machine: a resource of this type is refused here unless the \
+             policy gains a provider that suits it\n",
+        );
     }
     text.push_str(&format!("\nattributes (provider `{}`):\n", plugin.name));
 
@@ -403,6 +416,17 @@ pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::
                         } else {
                             summary.inherits.join(", ")
                         }
+                    ));
+                }
+                if let Some(requires) = &summary.requires {
+                    text.push_str(&format!(
+                        "  suitable where: {}\n",
+                        requires
+                            .lines()
+                            .map(str::trim)
+                            .filter(|line| !line.is_empty())
+                            .collect::<Vec<_>>()
+                            .join(" and ")
                     ));
                 }
             }

@@ -51,17 +51,21 @@ impl Guard {
 /// How a resource's string guards are interpreted.
 struct Interpretation {
     interpreter: String,
+    plugin: String,
     inherits: Vec<String>,
 }
 
 /// Caches the host's answer about the `default` interpreter for one `prepare`.
 #[derive(Default)]
 pub(crate) struct Defaults {
-    default: Option<Result<Option<String>, PluginError>>,
+    default: Option<Result<Option<crate::InterpreterInfo>, PluginError>>,
 }
 
 impl Defaults {
-    fn get(&mut self, host: &dyn PluginHost) -> Result<Option<String>, PluginError> {
+    fn get(
+        &mut self,
+        host: &dyn PluginHost,
+    ) -> Result<Option<crate::InterpreterInfo>, PluginError> {
         self.default
             .get_or_insert_with(|| host.default_interpreter())
             .clone()
@@ -88,7 +92,7 @@ pub(crate) fn prepare(
         || metaparams.guard_interpreter.is_some()
         || prepared.get("onlyif").is_some()
         || prepared.get("unless").is_some())
-    .then(|| host.interpreter(&resource.type_name))
+    .then(|| host.interpreter(&resource.type_name, Some(&prepared.provider)))
     .transpose()
     .map_err(|error| vec![Problem::of(resource, error.to_string())])?
     .flatten();
@@ -129,8 +133,14 @@ pub(crate) fn prepare(
         .any(|(_, _, item)| Lazy::from_value(item.unwrap_sensitive()).is_none());
     let interpretation = if scripts || resource.metaparams.guard_interpreter.is_some() {
         Some(
-            interpretation(resource, scripted.is_some(), host, defaults)
-                .map_err(|problem| vec![*problem])?,
+            interpretation(
+                resource,
+                &prepared.provider,
+                scripted.is_some(),
+                host,
+                defaults,
+            )
+            .map_err(|problem| vec![*problem])?,
         )
     } else {
         None
@@ -201,6 +211,7 @@ pub(crate) fn prepare(
 /// something else than a script's, so they never reach a guard.
 fn interpretation(
     resource: &Resource,
+    provider: &str,
     script_type: bool,
     host: &dyn PluginHost,
     defaults: &mut Defaults,
@@ -209,8 +220,9 @@ fn interpretation(
     let host_error = |error: PluginError| Box::new(Problem::of(resource, error.to_string()));
     let default = |defaults: &mut Defaults| -> Result<Interpretation, Box<Problem>> {
         match defaults.get(host).map_err(host_error)? {
-            Some(interpreter) => Ok(Interpretation {
-                interpreter,
+            Some(info) => Ok(Interpretation {
+                interpreter: info.script_type,
+                plugin: info.plugin,
                 inherits: Vec::new(),
             }),
             None => Err(Box::new(
@@ -231,9 +243,14 @@ fn interpretation(
     };
     match resource.metaparams.guard_interpreter.as_deref() {
         Some("default") => default(defaults),
-        Some(name) => match host.interpreter(name).map_err(host_error)? {
+        // A script resource's own type runs with the resource's own provider.
+        Some(name) => match host
+            .interpreter(name, (name == resource.type_name).then_some(provider))
+            .map_err(host_error)?
+        {
             Some(info) => Ok(Interpretation {
                 interpreter: name.to_owned(),
+                plugin: info.plugin,
                 inherits: inheriting(info.inherits),
             }),
             None => Err(Box::new(
@@ -249,13 +266,16 @@ fn interpretation(
         },
         None if script_type => {
             let info = host
-                .interpreter(&resource.type_name)
+                .interpreter(&resource.type_name, Some(provider))
                 .map_err(host_error)?
-                .unwrap_or(crate::InterpreterInfo {
+                .unwrap_or_else(|| crate::InterpreterInfo {
+                    script_type: resource.type_name.clone(),
+                    plugin: provider.to_owned(),
                     inherits: Vec::new(),
                 });
             Ok(Interpretation {
                 interpreter: resource.type_name.clone(),
+                plugin: info.plugin,
                 inherits: info.inherits,
             })
         }
@@ -363,6 +383,7 @@ fn guard(
     };
     let script = GuardScript {
         interpreter: interpretation.interpreter.clone(),
+        plugin: interpretation.plugin.clone(),
         code: code.to_owned(),
         cwd: pick("cwd")
             .map(|value| absolute(value, "cwd"))

@@ -52,11 +52,18 @@ pub trait PluginHost {
 
     /// What the interpreter plugin that implements script type `type_name` declares, or
     /// `None` when no interpreter implements it.
-    fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError>;
+    /// `requested` names the plugin (the resource's own provider, when a script
+    /// resource's guards run with its own type); otherwise the type's first suitable
+    /// provider.
+    fn interpreter(
+        &self,
+        type_name: &str,
+        requested: Option<&str>,
+    ) -> Result<Option<InterpreterInfo>, PluginError>;
 
     /// The script type that evaluates guards whose interpreter is `default` on this
     /// machine (`sh` on Unix), or `None` when no installed interpreter claims it.
-    fn default_interpreter(&self) -> Result<Option<String>, PluginError>;
+    fn default_interpreter(&self) -> Result<Option<InterpreterInfo>, PluginError>;
 
     /// Runs a guard's script through its interpreter plugin. An error means it did not
     /// run (the interpreter could not be launched or was refused).
@@ -79,6 +86,10 @@ pub struct ProviderChoice {
 /// What an interpreter plugin declares.
 #[derive(Debug, Clone, PartialEq)]
 pub struct InterpreterInfo {
+    /// The script type that runs guards.
+    pub script_type: String,
+    /// The plugin that implements it, by its name in the policy.
+    pub plugin: String,
     /// The attributes a guard inherits from its resource when it does not set them.
     pub inherits: Vec<String>,
 }
@@ -88,6 +99,8 @@ pub struct InterpreterInfo {
 pub struct GuardScript {
     /// The script type that runs it (`sh`, `bash`, `powershell_script`).
     pub interpreter: String,
+    /// The plugin that runs it, chosen before the run.
+    pub plugin: String,
     pub code: String,
     pub cwd: Option<String>,
     pub environment: Vec<(String, String)>,

@@ -138,14 +138,20 @@ impl PluginHost for MemoryHost {
 
     /// One interpreter, `sh`, which inherits `cwd` only; the `test` type is no script
     /// type, so its guards run with `default`, which is `sh` without inheritance.
-    fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError> {
+    fn interpreter(
+        &self,
+        type_name: &str,
+        _requested: Option<&str>,
+    ) -> Result<Option<InterpreterInfo>, PluginError> {
         Ok((type_name == "sh").then(|| InterpreterInfo {
+            script_type: "sh".to_owned(),
+            plugin: "sh".to_owned(),
             inherits: vec!["cwd".to_owned()],
         }))
     }
 
-    fn default_interpreter(&self) -> Result<Option<String>, PluginError> {
-        Ok(Some("sh".to_owned()))
+    fn default_interpreter(&self) -> Result<Option<InterpreterInfo>, PluginError> {
+        self.interpreter("sh", None)
     }
 
     /// One `os` record: the Debian family.

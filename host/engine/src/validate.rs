@@ -180,10 +180,16 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
                                 PluginErrorKind::Load => {
                                     "fix the plugin or its entry in the policy".to_owned()
                                 }
+                                PluginErrorKind::Unsuitable if key.1.is_some() => format!(
+                                    "`wconverge types {type_name}` shows its providers and \
+                                     where each is suitable; name a suitable one, or remove \
+                                     `provider` to use the first that suits this machine"
+                                ),
                                 PluginErrorKind::Unsuitable => format!(
                                     "`wconverge types {type_name}` shows its providers and \
-                                     where each is suitable; name one with `provider`, or add \
-                                     one that suits this machine to the policy"
+                                     where each is suitable, and `wconverge facts` the facts \
+                                     they are judged on; name one with `provider`, or add one \
+                                     that suits this machine to the policy"
                                 ),
                                 _ => "report this to the plugin's author".to_owned(),
                             },

@@ -250,6 +250,12 @@ impl Runtime {
                         "`provider => '{requested}'`: no plugin of the policy provides type \
                          `{type_name}`"
                     )
+                } else if self.policy.plugin(requested).is_some() {
+                    format!(
+                        "`provider => '{requested}'`: plugin `{requested}` does not provide type \
+                         `{type_name}`; its providers are {}",
+                        quoted_list(&candidates)
+                    )
                 } else {
                     format!(
                         "`provider => '{requested}'`: no plugin of the policy named \
@@ -277,6 +283,14 @@ impl Runtime {
             let suitability = self.suitability(&plugin);
             if suitability.is_suitable() {
                 return Ok(Some(plugin));
+            }
+            // Falling through to the next provider on incomplete facts would choose
+            // differently from one run to the next.
+            if let Suitability::Unknown(why) = &suitability {
+                return Err(unsuitable(format!(
+                    "cannot tell whether provider `{name}` of `{type_name}` suits this machine: \
+                     {why}"
+                )));
             }
             reasons.push(format!("`{name}`: {}", suitability.describe()));
         }
@@ -697,15 +711,21 @@ fn contract_error(plugin: &Plugin, message: String) -> PluginError {
 }
 
 impl PluginHost for Runtime {
-    fn interpreter(&self, type_name: &str) -> Result<Option<InterpreterInfo>, PluginError> {
-        Ok(self.choose(type_name, None)?.and_then(|plugin| {
+    fn interpreter(
+        &self,
+        type_name: &str,
+        requested: Option<&str>,
+    ) -> Result<Option<InterpreterInfo>, PluginError> {
+        Ok(self.choose(type_name, requested)?.and_then(|plugin| {
             plugin.interpreter.as_ref().map(|info| InterpreterInfo {
+                script_type: type_name.to_owned(),
+                plugin: plugin.policy.name.clone(),
                 inherits: info.inherits.clone(),
             })
         }))
     }
 
-    fn default_interpreter(&self) -> Result<Option<String>, PluginError> {
+    fn default_interpreter(&self) -> Result<Option<InterpreterInfo>, PluginError> {
         for policy in self
             .policy
             .plugins
@@ -724,7 +744,11 @@ impl PluginHost for Runtime {
                     .any(|family| family == std::env::consts::FAMILY)
                 && let Some(first) = plugin.type_order.first()
             {
-                return Ok(Some(first.clone()));
+                return Ok(Some(InterpreterInfo {
+                    script_type: first.clone(),
+                    plugin: policy.name.clone(),
+                    inherits: info.inherits.clone(),
+                }));
             }
         }
         Ok(None)
@@ -748,13 +772,18 @@ impl PluginHost for Runtime {
     fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {
         let mut logs = Vec::new();
         let outcome = (|| {
-            let plugin = self.choose(&script.interpreter, None)?.ok_or_else(|| {
-                PluginError::new(
-                    &script.interpreter,
+            // The plugin chosen before the run, so the guard runs with what was checked.
+            let plugin = self.plugin(&script.plugin)?;
+            if plugin.interpreter.is_none() || !plugin.schemas.contains_key(&script.interpreter) {
+                return Err(PluginError::new(
+                    &script.plugin,
                     PluginErrorKind::Load,
-                    format!("no plugin provides script type `{}`", script.interpreter),
-                )
-            })?;
+                    format!(
+                        "it is no interpreter of script type `{}`",
+                        script.interpreter
+                    ),
+                ));
+            }
             let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Guard, &[])?;
             // The host kills a program at the smaller of its timeout and the policy's limit.
             let timeout = script.timeout.min(std::time::Duration::from_secs(

@@ -46,6 +46,9 @@ pub(crate) struct InterpreterInfo {
     pub(crate) default_on: Vec<String>,
 }
 
+/// The longest suitability requirement a plugin may declare.
+const MAX_REQUIREMENT_BYTES: usize = 64 * 1024;
+
 /// A provider's suitability: the resource program its `describe` returned.
 #[derive(Debug, Clone)]
 pub(crate) struct Requirement {
@@ -56,6 +59,13 @@ pub(crate) struct Requirement {
 impl Requirement {
     /// Parses a provider's program; the error says what is wrong and who must fix it.
     pub(crate) fn parse(text: String) -> Result<Requirement, String> {
+        if text.len() > MAX_REQUIREMENT_BYTES {
+            return Err(format!(
+                "its suitability requirement is longer than {} KiB; its author must fix the \
+                 plugin",
+                MAX_REQUIREMENT_BYTES / 1024
+            ));
+        }
         match wconverge_program::Program::parse(&text) {
             Ok(program) => Ok(Requirement { text, program }),
             Err(errors) => Err(format!(
