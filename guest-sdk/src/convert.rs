@@ -3,8 +3,8 @@
 
 use crate::wit::wconverge::plugin::types as wit;
 use crate::{
-    Attribute, Behaviour, Change, DataType, PathAccess, Provider, ProviderInfo, Resource, State,
-    TypeSchema, Value,
+    Attribute, Behaviour, Change, DataType, PathAccess, Provider, ProviderInfo, Resource,
+    RunContext, State, TypeSchema, Value,
 };
 
 /// Values nest at most this deep; deeper input from the host is refused rather than
@@ -155,6 +155,14 @@ fn type_schema_to_wit(schema: &TypeSchema) -> wit::TypeSchema {
             .collect(),
         invariants: Vec::new(),
         refreshable: schema.refreshable,
+        context: schema
+            .context
+            .iter()
+            .map(|wanted| match wanted {
+                RunContext::NodeAttributes => wit::RunContext::NodeAttributes,
+                RunContext::Facts => wit::RunContext::Facts,
+            })
+            .collect(),
     }
 }
 
@@ -192,6 +200,7 @@ fn resource_from_wit(resource: wit::Resource) -> Result<Resource, String> {
         resource.type_name,
         resource.title,
         attributes_from_wit(resource.attributes)?,
+        attributes_from_wit(resource.context)?,
     ))
 }
 

@@ -73,7 +73,9 @@ mod value;
 
 pub use process::LaunchError;
 pub use resource::{Change, Resource, State};
-pub use schema::{Attribute, Behaviour, DataType, PathAccess, ProviderInfo, TypeSchema};
+pub use schema::{
+    Attribute, Behaviour, DataType, PathAccess, ProviderInfo, RunContext, TypeSchema,
+};
 pub use value::Value;
 
 /// The WIT bindings, generated from `wit/` (an implementation detail of

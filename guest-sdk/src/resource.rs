@@ -11,6 +11,7 @@ pub struct Resource {
     /// The title (`/etc/motd`).
     pub title: String,
     attributes: Vec<(String, Value)>,
+    context: Vec<(String, Value)>,
 }
 
 impl Resource {
@@ -27,7 +28,22 @@ impl Resource {
             type_name: type_name.to_owned(),
             title: title.to_owned(),
             attributes: Vec::new(),
+            context: Vec::new(),
         }
+    }
+
+    /// The resource with the context entry `name` (`node`, `facts`) set (for tests).
+    pub fn with_context(mut self, name: &str, value: impl Into<Value>) -> Self {
+        self.context.retain(|(existing, _)| existing != name);
+        self.context.push((name.to_owned(), value.into()));
+        self
+    }
+
+    /// What the host passed of the run, as the type's schema asked
+    /// ([`crate::TypeSchema::context`]): `node` (the node's attributes, merged) and
+    /// `facts`. Absent in `validate`.
+    pub fn context(&self, name: &str) -> Option<&Value> {
+        find(&self.context, name)
     }
 
     /// The resource with `name` set to `value`.
@@ -41,11 +57,13 @@ impl Resource {
         type_name: String,
         title: String,
         attributes: Vec<(String, Value)>,
+        context: Vec<(String, Value)>,
     ) -> Self {
         Resource {
             type_name,
             title,
             attributes,
+            context,
         }
     }
 

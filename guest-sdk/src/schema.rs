@@ -190,6 +190,18 @@ pub struct TypeSchema {
     pub(crate) doc: String,
     pub(crate) attributes: Vec<Attribute>,
     pub(crate) refreshable: bool,
+    pub(crate) context: Vec<RunContext>,
+}
+
+/// Data of the run a type's resources receive besides their attributes, read with
+/// [`crate::Resource::context`]. Declared in the schema, so a reviewer sees which
+/// plugins read what.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RunContext {
+    /// The node's attributes, merged, as the context entry `node`.
+    NodeAttributes,
+    /// This machine's facts (each group to its list of records), as `facts`.
+    Facts,
 }
 
 impl TypeSchema {
@@ -200,7 +212,16 @@ impl TypeSchema {
             doc: doc.to_owned(),
             attributes: Vec::new(),
             refreshable: false,
+            context: Vec::new(),
         }
+    }
+
+    /// Its resources receive this data of the run in their context.
+    pub fn context(mut self, wanted: RunContext) -> Self {
+        if !self.context.contains(&wanted) {
+            self.context.push(wanted);
+        }
+        self
     }
 
     /// Adds an attribute.

@@ -292,3 +292,110 @@ file { '@FILES@/secret':
     assert_eq!(read(&machine.file("secret")), "token 644\n");
     assert!(!report.to_string().contains("token 644"), "{report:#}");
 }
+
+#[test]
+fn a_template_renders_during_the_run_with_attributes_set_after_its_declaration() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    std::fs::write(
+        machine.file("app.conf.j2"),
+        "# {{ site }}\nversion = {{ node.fb_awesomesoft.version }}\n\
+         {% for name, job in node.fb_timers.jobs | items %}job {{ name }} = {{ job.command }}\n{% endfor %}\
+         password = {{ password }}\n",
+    )
+    .expect("template written");
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"
+template { '@FILES@/app.conf':
+  source    => '@FILES@/app.conf.j2',
+  variables => { 'site' => 'paris', 'password' => Sensitive('hunter2') },
+  mode      => '0640',
+  backup    => '.bak',
+}
+$node.default['fb_awesomesoft']['version'] = 42
+$node.default['fb_timers']['jobs']['backup'] = { 'command' => '/usr/bin/backup' }
+"#,
+    );
+    let conf = machine.file("app.conf");
+    // Noop: nothing written, the change reported (sensitive: no digest, no diff).
+    let noop = machine.apply_json(&manifest, &policy, &["--noop"], 2);
+    assert!(!Path::new(&conf).exists());
+    let change = &entry(&noop, &format!("Template[{conf}]"))["changes"][0]["message"];
+    assert_eq!(
+        change, "created with sensitive content, mode 0640",
+        "{noop:#}"
+    );
+    let report = machine.apply_json(&manifest, &policy, &[], 2);
+    assert_eq!(
+        read(&conf),
+        "# paris\nversion = 42\njob backup = /usr/bin/backup\npassword = hunter2\n",
+        "{report:#}"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&conf).expect("conf").permissions().mode() & 0o777,
+        0o640
+    );
+    assert!(!report.to_string().contains("hunter2"), "{report:#}");
+    machine.apply_json(&manifest, &policy, &[], 0);
+
+    // Without secrets, a changed attribute shows as a diff in noop, but only of a file
+    // anyone may read: this one is 0640 and held the secret, so no diff yet.
+    let plain = |version: u32| {
+        machine.manifest(
+            "plain.wcv",
+            &format!(
+                r#"template {{ '@FILES@/app.conf':
+  source    => '@FILES@/app.conf.j2',
+  variables => {{ 'site' => 'paris', 'password' => 'public' }},
+  mode      => '0644',
+  backup    => '.bak',
+}}
+$node.default['fb_awesomesoft']['version'] = {version}
+$node.default['fb_timers']['jobs'] = {{}}
+"#
+            ),
+        )
+    };
+    let noop = machine.apply(&plain(43), &policy, &["--noop"]);
+    assert_eq!(noop.code, 2, "{noop:#?}");
+    assert!(!noop.stdout.contains("hunter2"), "{noop:#?}");
+    assert!(!noop.stdout.contains("+version"), "{noop:#?}");
+    machine.apply_json(&plain(43), &policy, &[], 2);
+    assert_eq!(read(&conf), "# paris\nversion = 43\npassword = public\n");
+    assert!(read(&format!("{conf}.bak")).contains("version = 42"));
+    // Now world-readable: the next change shows as a diff.
+    let noop = machine.apply(&plain(44), &policy, &["--noop"]);
+    assert_eq!(noop.code, 2, "{noop:#?}");
+    let diff = format!(
+        "--- {conf}\n+++ {conf}\n@@ -1,3 +1,3 @@\n # paris\n-version = 43\n+version = 44\n password = public"
+    );
+    assert!(noop.stdout.contains(&diff), "{diff}\n{noop:#?}");
+}
+
+#[test]
+fn a_template_error_names_the_template_line_and_changes_nothing() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    std::fs::write(machine.file("bad.j2"), "ok\nport = {{ node.app.prot }}\n").expect("written");
+    let manifest = machine.manifest(
+        "site.wcv",
+        "$node.default['app']['port'] = 8080\n\
+         template { '@FILES@/bad.conf': source => '@FILES@/bad.j2' }\n",
+    );
+    let report = machine.apply_json(&manifest, &policy, &[], 4);
+    let error = first_error(&report);
+    assert!(
+        error.contains("bad.j2`, line 2: undefined value"),
+        "{report:#}"
+    );
+    assert!(!Path::new(&machine.file("bad.conf")).exists());
+    // A source outside what the policy grants is refused.
+    let outside = machine.manifest(
+        "outside.wcv",
+        "template { '@FILES@/x.conf': source => '/etc/hostname' }\n",
+    );
+    let report = machine.apply_json(&outside, &policy, &[], 4);
+    assert!(first_error(&report).contains("denied"), "{report:#}");
+}

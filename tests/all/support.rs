@@ -131,6 +131,7 @@ impl Machine {
         let text = format!(
             r#"[plugins.file]
 source = "builtin"
+provides = ["file", "template"]
 directories = [{{ path = "{files}", access = "read-write" }}]
 
 [plugins.sh]

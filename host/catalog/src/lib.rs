@@ -13,7 +13,9 @@ mod value;
 
 pub use lazy::{LAZY_KEY, Lazy};
 pub use reference::{ResourceRef, display_type_name};
-pub use schema::{AttributeSchema, Behaviour, DataType, Invariant, PathAccess, TypeSchema};
+pub use schema::{
+    AttributeSchema, Behaviour, DataType, Invariant, PathAccess, RunContext, TypeSchema,
+};
 pub use value::{MAX_DEPTH, Value};
 
 use serde::de::{self, MapAccess, Visitor};
@@ -95,6 +97,28 @@ impl Default for NodeAttributes {
 impl NodeAttributes {
     pub fn is_empty(&self) -> bool {
         is_empty_hash(&self.default) && is_empty_hash(&self.override_)
+    }
+
+    /// Both layers merged, key by key, `override` winning: what a read sees.
+    pub fn merged(&self) -> Value {
+        merge(&self.default, &self.override_)
+    }
+}
+
+fn merge(default: &Value, override_: &Value) -> Value {
+    match (default, override_) {
+        (Value::Hash(base), Value::Hash(over)) => {
+            let mut merged = base.clone();
+            for (key, value) in over {
+                match merged.iter_mut().find(|(existing, _)| existing == key) {
+                    Some(slot) => slot.1 = merge(&slot.1, value),
+                    None => merged.push((key.clone(), value.clone())),
+                }
+            }
+            Value::Hash(merged)
+        }
+        (base, Value::Undef) => base.clone(),
+        (_, over) => over.clone(),
     }
 }
 

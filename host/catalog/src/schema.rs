@@ -191,6 +191,28 @@ pub struct TypeSchema {
     pub attributes: Vec<AttributeSchema>,
     pub invariants: Vec<Invariant>,
     pub refreshable: bool,
+    /// What the host passes its resources besides their attributes.
+    pub context: Vec<RunContext>,
+}
+
+/// Data of the run a type's resources receive besides their attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunContext {
+    /// The node's attributes, merged, as the context entry `node`.
+    NodeAttributes,
+    /// The machine's facts, as the context entry `facts`.
+    Facts,
+}
+
+impl RunContext {
+    /// The name of its entry in a resource's context.
+    pub fn entry(self) -> &'static str {
+        match self {
+            RunContext::NodeAttributes => "node",
+            RunContext::Facts => "facts",
+        }
+    }
 }
 
 impl TypeSchema {

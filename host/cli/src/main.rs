@@ -379,31 +379,6 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-/// Facts as a manifest reads them: `$facts['package']` is the list of package records,
-/// each a hash of strings.
-fn facts_value(groups: &wconverge_runtime::FactGroups) -> wconverge_catalog::Value {
-    use wconverge_catalog::Value;
-    Value::Hash(
-        groups
-            .iter()
-            .map(|(group, records)| {
-                let records = records
-                    .iter()
-                    .map(|record| {
-                        Value::Hash(
-                            record
-                                .iter()
-                                .map(|(key, value)| (key.clone(), Value::String(value.clone())))
-                                .collect(),
-                        )
-                    })
-                    .collect();
-                (group.clone(), Value::Array(records))
-            })
-            .collect(),
-    )
-}
-
 /// `wconverge requirement`: 0 true, 1 false, 2 invalid (the program or the facts).
 fn requirement(text: &str, facts: Option<&Path>, runtime: &RuntimeArgs) -> anyhow::Result<u8> {
     let program = match wconverge_program::Program::parse(text) {
@@ -543,7 +518,7 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
                 "`$facts` lacks the groups of a fact plugin that failed: {error}"
             ));
         }
-        facts_value(&groups)
+        wconverge_engine::facts_value(&groups)
     } else {
         wconverge_catalog::Value::Hash(Vec::new())
     };

@@ -310,6 +310,22 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
     if schema.refreshable {
         text.push_str("  refreshable: reacts to notifications\n");
     }
+    if !schema.context.is_empty() {
+        let received: Vec<String> = schema
+            .context
+            .iter()
+            .map(|wanted| match wanted {
+                wconverge_catalog::RunContext::NodeAttributes => {
+                    "the node's attributes (`node`)".to_owned()
+                }
+                wconverge_catalog::RunContext::Facts => "the facts (`facts`)".to_owned(),
+            })
+            .collect();
+        text.push_str(&format!(
+            "  its provider receives, during the run: {}\n",
+            received.join(" and ")
+        ));
+    }
     let plugin = shown.plugin;
     if plugin.kind == "interpreter" {
         text.push_str(&format!(

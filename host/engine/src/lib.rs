@@ -74,6 +74,32 @@ pub trait PluginHost {
     fn facts(&self) -> Result<wconverge_program::Facts, String>;
 }
 
+/// Facts as manifests, lazy values and templates read them: each group to its list of
+/// records, each record a hash of strings (`$facts['package'][0]['name']`).
+pub fn facts_value(
+    groups: &std::collections::BTreeMap<String, Vec<wconverge_program::Record>>,
+) -> Value {
+    Value::Hash(
+        groups
+            .iter()
+            .map(|(group, records)| {
+                let records = records
+                    .iter()
+                    .map(|record| {
+                        Value::Hash(
+                            record
+                                .iter()
+                                .map(|(key, value)| (key.clone(), Value::String(value.clone())))
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                (group.clone(), Value::Array(records))
+            })
+            .collect(),
+    )
+}
+
 /// The plugin that implements a resource, and its schema of the resource's type (two
 /// providers of one type may accept different attributes).
 #[derive(Debug, Clone, PartialEq)]

@@ -8,7 +8,7 @@ use crate::report::{
 use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
 use std::time::Instant;
-use wconverge_catalog::{EdgeKind, NodeAttributes, TypeSchema, Value};
+use wconverge_catalog::{EdgeKind, NodeAttributes, RunContext, TypeSchema, Value};
 
 /// Whether a run changes the machine. The harmless value is the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -137,6 +137,35 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                                     problems.join("; ")
                                 ));
                             }
+                        }
+                        if let Some(schema) = prepared
+                            .schema(resource)
+                            .filter(|schema| !schema.context.is_empty())
+                        {
+                            let mut with_context = target.clone().into_owned();
+                            let mut secrets = Vec::new();
+                            for wanted in &schema.context {
+                                let value = match wanted {
+                                    RunContext::NodeAttributes => node.merged(),
+                                    RunContext::Facts => {
+                                        match facts.get_or_insert_with(|| host.facts()) {
+                                            Ok(facts) => crate::facts_value(&facts.groups),
+                                            Err(error) => {
+                                                return Err(format!(
+                                                    "the facts it reads could not be gathered: \
+                                                     {error}"
+                                                ));
+                                            }
+                                        }
+                                    }
+                                };
+                                value.collect_secrets(false, &mut secrets);
+                                with_context
+                                    .context
+                                    .push((wanted.entry().to_owned(), value));
+                            }
+                            with_context.secrets.extend(secrets);
+                            target = std::borrow::Cow::Owned(with_context);
                         }
                         let Call { outcome, logs } = host.plan(&target);
                         record(logs);

@@ -48,6 +48,7 @@ impl MemoryHost {
                 ],
                 invariants: Vec::new(),
                 refreshable: true,
+                context: Vec::new(),
             });
         }
         (type_name == "test").then(|| TypeSchema {
@@ -60,6 +61,7 @@ impl MemoryHost {
             ],
             invariants: Vec::new(),
             refreshable: true,
+            context: Vec::new(),
         })
     }
 }

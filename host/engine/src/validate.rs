@@ -59,6 +59,7 @@ pub fn node_block_schema() -> TypeSchema {
         ],
         invariants: Vec::new(),
         refreshable: false,
+        context: Vec::new(),
     }
 }
 
@@ -82,6 +83,9 @@ pub struct PreparedResource {
     /// Attributes whose values are lazy, resolved during the run just before the
     /// provider sees the resource; they are not in `attributes` until then.
     pub lazy: Vec<(String, Lazy)>,
+    /// What its type's schema asks for of the run (`node`, `facts`), filled in just
+    /// before the provider sees the resource.
+    pub context: Vec<(String, Value)>,
     pub(crate) secrets: Secrets,
 }
 
@@ -453,6 +457,7 @@ fn prepare_resource(
         guards: Vec::new(),
         requirement: None,
         lazy: lazy_values,
+        context: Vec::new(),
         secrets: Secrets::new(secrets),
     })
 }

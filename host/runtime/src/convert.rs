@@ -4,7 +4,7 @@
 use crate::bindings::types as wit;
 use wconverge_catalog::{
     AttributeSchema, Behaviour, DataType, Invariant, MAX_DEPTH, METAPARAMETERS, PathAccess,
-    TypeSchema, Value,
+    RunContext, TypeSchema, Value,
 };
 use wconverge_engine::{Change, PreparedResource};
 
@@ -281,6 +281,19 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             })
             .collect(),
         refreshable: schema.refreshable,
+        context: {
+            let mut context: Vec<RunContext> = Vec::new();
+            for wanted in &schema.context {
+                let wanted = match wanted {
+                    wit::RunContext::NodeAttributes => RunContext::NodeAttributes,
+                    wit::RunContext::Facts => RunContext::Facts,
+                };
+                if !context.contains(&wanted) {
+                    context.push(wanted);
+                }
+            }
+            context
+        },
     })
 }
 
@@ -290,6 +303,14 @@ pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
         title: resource.title.clone(),
         attributes: resource
             .attributes
+            .iter()
+            .map(|(name, value)| wit::Attribute {
+                name: name.clone(),
+                value: value_to_wit(value),
+            })
+            .collect(),
+        context: resource
+            .context
             .iter()
             .map(|(name, value)| wit::Attribute {
                 name: name.clone(),

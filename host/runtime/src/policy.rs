@@ -9,10 +9,11 @@ use std::path::{Component, Path, PathBuf};
 /// The policy used when no `--policy` is given. Documented in the README.
 pub const DEFAULT_POLICY: &str = r#"# wconverge's built-in policy: the built-in providers, as Puppet users expect them.
 
-# Files anywhere: the file provider sees, for each resource, only the directory
-# that holds it.
+# Files and templates anywhere: the file provider sees, for each resource, only the
+# directory that holds it (and, for a template, the one that holds its source).
 [plugins.file]
 source = "builtin"
+provides = ["file", "template"]
 directories = [{ path = "/", access = "read-write" }]
 
 # Shell commands: exec, sh and script resources, and every guard whose interpreter is

@@ -7,6 +7,9 @@
 //! already refuses links in parent directories that neither root nor wconverge's user
 //! owns, before the plugin sees anything).
 
+mod diff;
+mod template;
+
 use std::io::Write;
 use wconverge_sdk::metadata::{self, FileKind, FileStat};
 use wconverge_sdk::{
@@ -21,207 +24,254 @@ const DEFAULT_MODE: u32 = 0o644;
 
 impl Provider for FileProvider {
     fn describe() -> ProviderInfo {
-        ProviderInfo::new("file", env!("CARGO_PKG_VERSION")).with_type(
-            TypeSchema::new(
-                "file",
-                "A regular file: whether it exists, its content, mode, owner and group.",
-            )
-            .attribute(
-                Attribute::new("path", DataType::String, "Absolute path of the file.")
-                    .namevar()
-                    .path_access(PathAccess::ReadWrite),
-            )
-            .attribute(
-                Attribute::new(
-                    "ensure",
-                    DataType::enumeration(["file", "present", "absent"]),
-                    "`file`: a regular file with the declared content; `present`: a \
-                     regular file, any content unless `content` is set; `absent`: no file.",
-                )
-                .default("file"),
-            )
-            .attribute(Attribute::new(
-                "content",
-                DataType::String,
-                "The whole content. Left alone when not set.",
-            ))
-            .attribute(Attribute::new(
-                "mode",
-                DataType::String,
-                "Permission bits in octal, like '0644'. New files get 0644 when not set; \
-                 existing files keep theirs.",
-            ))
-            .attribute(Attribute::new(
-                "owner",
-                DataType::String,
-                "Owner, a user name or numeric id. Left alone when not set.",
-            ))
-            .attribute(Attribute::new(
-                "group",
-                DataType::String,
-                "Group, a group name or numeric id. Left alone when not set.",
-            ))
-            .attribute(
-                Attribute::new(
-                    "backup",
-                    DataType::OneOf(vec![DataType::Boolean, DataType::String]),
-                    "A suffix such as '.bak': before the file is replaced or removed, its \
-                     previous version is kept next to it under that suffix. `false` keeps \
-                     nothing.",
-                )
-                .default(false)
-                .parameter(),
-            ),
-        )
+        ProviderInfo::new("file", env!("CARGO_PKG_VERSION"))
+            .with_type(file_schema())
+            .with_type(template::schema())
     }
 
     fn validate(resource: &Resource) -> Vec<String> {
-        let mut problems = Vec::new();
-        match resource.get_str("path") {
-            Some(path) => {
-                if let Err(problem) = check_path(path) {
-                    problems.push(problem);
-                }
-            }
-            None => problems.push("`path` must be a string".to_owned()),
-        }
-        if let Some(mode) = resource.get_str("mode")
-            && parse_mode(mode).is_none()
-        {
-            problems.push(format!(
-                "mode `{mode}` is not an octal mode; write it like '0644' or '0755'"
-            ));
-        }
-        if let Some(suffix) = resource.get_str("backup")
-            && (suffix.is_empty() || suffix.contains('/'))
-        {
-            problems.push(format!(
-                "backup suffix `{suffix}` must be a non-empty file name suffix like '.bak'"
-            ));
-        }
-        if resource.get_bool("backup") == Some(true) {
-            problems.push("backup => true names no suffix; write a suffix like '.bak'".to_owned());
+        let mut problems = validate_file(resource);
+        if resource.type_name == "template" {
+            problems.extend(template::validate(resource));
         }
         problems
     }
 
     fn current_state(resource: &Resource) -> Result<State> {
-        let path = resource.require_str("path")?;
-        let Some(stat) = metadata::stat(path)? else {
-            return Ok(State::new().with("ensure", "absent"));
-        };
-        let mut state = State::new().with("ensure", kind_name(stat.kind));
-        if stat.kind == FileKind::File {
-            if resource.get("content").is_some() {
-                let file = std::fs::File::open(path)
-                    .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
-                let digest = digest::sha256_reader(file)
-                    .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
-                state.set("content", digest);
-            }
-            record_metadata(&mut state, &stat);
-        }
-        Ok(state)
+        file_current_state(&*as_file(resource)?)
     }
 
     fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
-        let path = resource.require_str("path")?;
-        let ensure = resource.get_str("ensure").unwrap_or("file");
-        let current_kind = current.get_str("ensure").unwrap_or("absent");
-        if ensure == "absent" {
-            return match current_kind {
-                "absent" => Ok(vec![]),
-                "directory" => Err(Error::new(format!(
-                    "`{path}` is a directory; the file type does not remove directories"
-                ))),
-                kind => Ok(vec![Change::new(
-                    "ensure",
-                    Some(kind.into()),
-                    Some("absent".into()),
-                    "removed",
-                )]),
-            };
-        }
-        match current_kind {
-            "absent" => {
-                let mut message = "created".to_owned();
-                match resource.get("content") {
-                    // Not even a digest of a secret goes into the report.
-                    Some(content) if content.is_sensitive() => {
-                        message.push_str(" with sensitive content");
-                    }
-                    Some(content) => message.push_str(&format!(
-                        " with content {}",
-                        digest::sha256(content.as_str().unwrap_or_default().as_bytes())
-                    )),
-                    None => {}
-                }
-                let mode = resource
-                    .get_str("mode")
-                    .and_then(parse_mode)
-                    .unwrap_or(DEFAULT_MODE);
-                message.push_str(&format!(", mode {}", format_mode(mode)));
-                Ok(vec![Change::new(
-                    "ensure",
-                    Some("absent".into()),
-                    Some(ensure.into()),
-                    message,
-                )])
-            }
-            "file" => Ok(metadata_and_content_changes(resource, current)),
-            "link" => Err(Error::new(format!(
-                "`{path}` is a symbolic link; wconverge does not write through links: \
-                 remove it, or manage a file at the path it points to"
-            ))),
-            "directory" => Err(Error::new(format!(
-                "`{path}` is a directory; remove it or manage a file at another path"
-            ))),
-            other => Err(Error::new(format!(
-                "`{path}` is a {other}, not a regular file; remove it first"
-            ))),
-        }
+        file_plan(&*as_file(resource)?, current)
     }
 
     fn apply(resource: &Resource, changes: &[Change]) -> Result<()> {
-        let path = resource.require_str("path")?;
-        let ensure = resource.get_str("ensure").unwrap_or("file");
-        let backup = resource.get_str("backup");
-        // Look again rather than trusting the plan: something may have appeared at the
-        // path since, and a link must never be written through.
-        let existing = metadata::stat(path)?;
-        if ensure == "absent" {
-            return match existing {
-                None => Ok(()),
-                Some(stat) if stat.kind == FileKind::Directory => Err(Error::new(format!(
-                    "`{path}` is a directory; the file type does not remove directories"
-                ))),
-                Some(stat) => remove(path, stat.kind, backup),
-            };
+        file_apply(&*as_file(resource)?, changes)
+    }
+}
+
+/// Puppet's `show_diff`, for `file` and `template`.
+fn show_diff() -> Attribute {
+    Attribute::new(
+        "show_diff",
+        DataType::Boolean,
+        "Show a unified diff of a content change, when the new content is not sensitive \
+         and the current file is world-readable text of at most 256 KiB. `false` shows only \
+         the digests.",
+    )
+    .default(true)
+    .parameter()
+}
+
+/// A `template` as the `file` it renders to; a `file` as it is.
+fn as_file(resource: &Resource) -> Result<std::borrow::Cow<'_, Resource>> {
+    if resource.type_name == "template" {
+        template::as_file(resource).map(std::borrow::Cow::Owned)
+    } else {
+        Ok(std::borrow::Cow::Borrowed(resource))
+    }
+}
+
+fn file_schema() -> TypeSchema {
+    TypeSchema::new(
+        "file",
+        "A regular file: whether it exists, its content, mode, owner and group.",
+    )
+    .attribute(
+        Attribute::new("path", DataType::String, "Absolute path of the file.")
+            .namevar()
+            .path_access(PathAccess::ReadWrite),
+    )
+    .attribute(
+        Attribute::new(
+            "ensure",
+            DataType::enumeration(["file", "present", "absent"]),
+            "`file`: a regular file with the declared content; `present`: a \
+                     regular file, any content unless `content` is set; `absent`: no file.",
+        )
+        .default("file"),
+    )
+    .attribute(Attribute::new(
+        "content",
+        DataType::String,
+        "The whole content. Left alone when not set.",
+    ))
+    .attribute(Attribute::new(
+        "mode",
+        DataType::String,
+        "Permission bits in octal, like '0644'. New files get 0644 when not set; \
+                 existing files keep theirs.",
+    ))
+    .attribute(Attribute::new(
+        "owner",
+        DataType::String,
+        "Owner, a user name or numeric id. Left alone when not set.",
+    ))
+    .attribute(Attribute::new(
+        "group",
+        DataType::String,
+        "Group, a group name or numeric id. Left alone when not set.",
+    ))
+    .attribute(
+        Attribute::new(
+            "backup",
+            DataType::OneOf(vec![DataType::Boolean, DataType::String]),
+            "A suffix such as '.bak': before the file is replaced or removed, its \
+                     previous version is kept next to it under that suffix. `false` keeps \
+                     nothing.",
+        )
+        .default(false)
+        .parameter(),
+    )
+    .attribute(show_diff())
+}
+
+fn validate_file(resource: &Resource) -> Vec<String> {
+    let mut problems = Vec::new();
+    match resource.get_str("path") {
+        Some(path) => {
+            if let Err(problem) = check_path(path) {
+                problems.push(problem);
+            }
         }
-        if let Some(stat) = &existing
-            && stat.kind != FileKind::File
-        {
-            return Err(Error::new(format!(
-                "`{path}` became a {} after it was inspected; nothing was written",
-                kind_name(stat.kind)
-            )));
+        None => problems.push("`path` must be a string".to_owned()),
+    }
+    if let Some(mode) = resource.get_str("mode")
+        && parse_mode(mode).is_none()
+    {
+        problems.push(format!(
+            "mode `{mode}` is not an octal mode; write it like '0644' or '0755'"
+        ));
+    }
+    if let Some(suffix) = resource.get_str("backup")
+        && (suffix.is_empty() || suffix.contains('/'))
+    {
+        problems.push(format!(
+            "backup suffix `{suffix}` must be a non-empty file name suffix like '.bak'"
+        ));
+    }
+    if resource.get_bool("backup") == Some(true) {
+        problems.push("backup => true names no suffix; write a suffix like '.bak'".to_owned());
+    }
+    problems
+}
+
+fn file_current_state(resource: &Resource) -> Result<State> {
+    let path = resource.require_str("path")?;
+    let Some(stat) = metadata::stat(path)? else {
+        return Ok(State::new().with("ensure", "absent"));
+    };
+    let mut state = State::new().with("ensure", kind_name(stat.kind));
+    if stat.kind == FileKind::File {
+        if resource.get("content").is_some() {
+            let file = std::fs::File::open(path)
+                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
+            let digest = digest::sha256_reader(file)
+                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
+            state.set("content", digest);
         }
-        let rewrite = existing.is_none()
-            || changes
-                .iter()
-                .any(|change| change.attribute == "content" || change.attribute == "ensure");
-        if rewrite {
-            let content = match resource.get_str("content") {
-                Some(content) => content.as_bytes().to_vec(),
-                // `present` without content: keep what is there.
-                None if existing.is_some() => std::fs::read(path)
-                    .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?,
-                None => Vec::new(),
-            };
-            write_atomically(resource, path, &content, existing.as_ref())
-        } else {
-            set_metadata(resource, path)
+        record_metadata(&mut state, &stat);
+    }
+    Ok(state)
+}
+
+fn file_plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
+    let path = resource.require_str("path")?;
+    let ensure = resource.get_str("ensure").unwrap_or("file");
+    let current_kind = current.get_str("ensure").unwrap_or("absent");
+    if ensure == "absent" {
+        return match current_kind {
+            "absent" => Ok(vec![]),
+            "directory" => Err(Error::new(format!(
+                "`{path}` is a directory; the file type does not remove directories"
+            ))),
+            kind => Ok(vec![Change::new(
+                "ensure",
+                Some(kind.into()),
+                Some("absent".into()),
+                "removed",
+            )]),
+        };
+    }
+    match current_kind {
+        "absent" => {
+            let mut message = "created".to_owned();
+            match resource.get("content") {
+                // Not even a digest of a secret goes into the report.
+                Some(content) if content.is_sensitive() => {
+                    message.push_str(" with sensitive content");
+                }
+                Some(content) => message.push_str(&format!(
+                    " with content {}",
+                    digest::sha256(content.as_str().unwrap_or_default().as_bytes())
+                )),
+                None => {}
+            }
+            let mode = resource
+                .get_str("mode")
+                .and_then(parse_mode)
+                .unwrap_or(DEFAULT_MODE);
+            message.push_str(&format!(", mode {}", format_mode(mode)));
+            Ok(vec![Change::new(
+                "ensure",
+                Some("absent".into()),
+                Some(ensure.into()),
+                message,
+            )])
         }
+        "file" => Ok(metadata_and_content_changes(resource, current)),
+        "link" => Err(Error::new(format!(
+            "`{path}` is a symbolic link; wconverge does not write through links: \
+                 remove it, or manage a file at the path it points to"
+        ))),
+        "directory" => Err(Error::new(format!(
+            "`{path}` is a directory; remove it or manage a file at another path"
+        ))),
+        other => Err(Error::new(format!(
+            "`{path}` is a {other}, not a regular file; remove it first"
+        ))),
+    }
+}
+
+fn file_apply(resource: &Resource, changes: &[Change]) -> Result<()> {
+    let path = resource.require_str("path")?;
+    let ensure = resource.get_str("ensure").unwrap_or("file");
+    let backup = resource.get_str("backup");
+    // Look again rather than trusting the plan: something may have appeared at the
+    // path since, and a link must never be written through.
+    let existing = metadata::stat(path)?;
+    if ensure == "absent" {
+        return match existing {
+            None => Ok(()),
+            Some(stat) if stat.kind == FileKind::Directory => Err(Error::new(format!(
+                "`{path}` is a directory; the file type does not remove directories"
+            ))),
+            Some(stat) => remove(path, stat.kind, backup),
+        };
+    }
+    if let Some(stat) = &existing
+        && stat.kind != FileKind::File
+    {
+        return Err(Error::new(format!(
+            "`{path}` became a {} after it was inspected; nothing was written",
+            kind_name(stat.kind)
+        )));
+    }
+    let rewrite = existing.is_none()
+        || changes
+            .iter()
+            .any(|change| change.attribute == "content" || change.attribute == "ensure");
+    if rewrite {
+        let content = match resource.get_str("content") {
+            Some(content) => content.as_bytes().to_vec(),
+            // `present` without content: keep what is there.
+            None if existing.is_some() => std::fs::read(path)
+                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?,
+            None => Vec::new(),
+        };
+        write_atomically(resource, path, &content, existing.as_ref())
+    } else {
+        set_metadata(resource, path)
     }
 }
 
@@ -299,11 +349,28 @@ fn metadata_and_content_changes(resource: &Resource, current: &State) -> Vec<Cha
         let desired = digest::sha256(content.as_bytes());
         let observed = current.get_str("content").unwrap_or_default();
         if desired != observed {
+            let mut message = format!("content changed '{observed}' to '{desired}'");
+            let secret = resource.get("content").is_some_and(Value::is_sensitive);
+            // Only what anyone on the machine may read anyway: the current file must be
+            // world-readable (a private file may hold what a sensitive value put there).
+            let public = current
+                .get_str("mode")
+                .and_then(parse_mode)
+                .is_some_and(|mode| mode & 0o004 != 0);
+            if !secret
+                && public
+                && resource.get_bool("show_diff") != Some(false)
+                && let Some(path) = resource.get_str("path")
+                && let Some(diff) = diff::unified(path, content)
+            {
+                message.push('\n');
+                message.push_str(&diff);
+            }
             changes.push(Change::new(
                 "content",
                 Some(observed.into()),
                 Some(desired.clone().into()),
-                format!("content changed '{observed}' to '{desired}'"),
+                message,
             ));
         }
     }

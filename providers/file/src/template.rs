@@ -1,0 +1,350 @@
+//! The `template` type: a file whose content is rendered during the run from a Jinja
+//! template (minijinja), with the resource's `variables`, the node's attributes as
+//! `node` and the machine's facts as `facts`, the way Chef renders templates at run
+//! time. The rendered file is then managed exactly as a `file` with that content.
+
+use wconverge_sdk::{
+    Attribute, DataType, Error, PathAccess, Resource, Result, RunContext, TypeSchema, Value,
+};
+
+/// The largest template source read.
+const MAX_SOURCE_BYTES: u64 = 4 * 1024 * 1024;
+
+/// The names the host's context takes in a template; `variables` may not use them.
+const RESERVED: [&str; 2] = ["node", "facts"];
+
+pub(crate) fn schema() -> TypeSchema {
+    TypeSchema::new(
+        "template",
+        "A regular file rendered during the run from a Jinja template, with `variables`, \
+         the node's attributes (`node`) and the facts (`facts`).",
+    )
+    .context(RunContext::NodeAttributes)
+    .context(RunContext::Facts)
+    .attribute(
+        Attribute::new("path", DataType::String, "Absolute path of the file.")
+            .namevar()
+            .path_access(PathAccess::ReadWrite),
+    )
+    .attribute(
+        Attribute::new(
+            "ensure",
+            DataType::enumeration(["file", "present", "absent"]),
+            "`file` (or `present`): the rendered file; `absent`: no file.",
+        )
+        .default("file"),
+    )
+    .attribute(
+        Attribute::new(
+            "source",
+            DataType::String,
+            "Absolute path of the template (Jinja syntax, as minijinja reads it), in a \
+             directory the plugin's policy lets it read.",
+        )
+        .required()
+        .parameter()
+        .path_access(PathAccess::Read),
+    )
+    .attribute(
+        Attribute::new(
+            "content",
+            DataType::String,
+            "The rendered content, as changes report it (by digest, or as a diff).",
+        )
+        .read_only(),
+    )
+    .attribute(
+        Attribute::new(
+            "variables",
+            DataType::Hash(Box::new(DataType::Any)),
+            "Values the template reads by name, beside `node` and `facts`.",
+        )
+        .default(Value::Hash(Vec::new()))
+        .parameter(),
+    )
+    .attribute(Attribute::new(
+        "mode",
+        DataType::String,
+        "Permission bits in octal, like '0644'. New files get 0644 when not set; existing \
+         files keep theirs.",
+    ))
+    .attribute(Attribute::new(
+        "owner",
+        DataType::String,
+        "Owner, a user name or numeric id. Left alone when not set.",
+    ))
+    .attribute(Attribute::new(
+        "group",
+        DataType::String,
+        "Group, a group name or numeric id. Left alone when not set.",
+    ))
+    .attribute(
+        Attribute::new(
+            "backup",
+            DataType::OneOf(vec![DataType::Boolean, DataType::String]),
+            "A suffix such as '.bak': before the file is replaced or removed, its previous \
+             version is kept next to it under that suffix. `false` keeps nothing.",
+        )
+        .default(false)
+        .parameter(),
+    )
+    .attribute(crate::show_diff())
+}
+
+/// Problems a template resource has before anything runs.
+pub(crate) fn validate(resource: &Resource) -> Vec<String> {
+    let mut problems = Vec::new();
+    match resource.get_str("source") {
+        Some(source) if !source.starts_with('/') => problems.push(format!(
+            "source `{source}` is not absolute; templates are read by absolute path"
+        )),
+        Some(_) => {}
+        None => problems.push("`source` must be a string".to_owned()),
+    }
+    if let Some(variables) = resource.get("variables").and_then(Value::as_hash) {
+        for (name, _) in variables {
+            if RESERVED.contains(&name.as_str()) {
+                problems.push(format!(
+                    "`variables` may not hold `{name}`: in a template `{name}` is the \
+                     node's {}",
+                    if name == "node" {
+                        "attributes"
+                    } else {
+                        "facts"
+                    }
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// The resource as a `file` with the rendered content (sensitive when it shows a
+/// sensitive value). An `absent` template is not rendered.
+pub(crate) fn as_file(resource: &Resource) -> Result<Resource> {
+    let mut file = resource.clone();
+    if resource.get_str("ensure") == Some("absent") {
+        return Ok(file);
+    }
+    let (content, sensitive) = render(resource)?;
+    let content = if sensitive {
+        Value::Sensitive(Box::new(Value::String(content)))
+    } else {
+        Value::String(content)
+    };
+    file = file.with("content", content);
+    Ok(file)
+}
+
+fn render(resource: &Resource) -> Result<(String, bool)> {
+    let source = resource.require_str("source")?;
+    let text = read_source(source)?;
+    let mut secrets = Vec::new();
+    let mut context: Vec<(String, minijinja::Value)> = Vec::new();
+    if let Some(variables) = resource.get("variables").and_then(Value::as_hash) {
+        for (name, value) in variables {
+            context.push((name.clone(), to_jinja(value, &mut secrets)));
+        }
+    }
+    for name in RESERVED {
+        let value = resource.context(name).map_or_else(
+            || minijinja::Value::from(()),
+            |value| to_jinja(value, &mut secrets),
+        );
+        context.push((name.to_owned(), value));
+    }
+    let mut env = minijinja::Environment::new();
+    // A typo in a variable is an error, not an empty string in a config file.
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    env.set_keep_trailing_newline(true);
+    let explain = |error: minijinja::Error| {
+        let mut message = format!("template `{source}`");
+        if let Some(line) = error.line() {
+            message.push_str(&format!(", line {line}"));
+        }
+        message.push_str(&format!(": {}", error.kind()));
+        if let Some(detail) = error.detail() {
+            message.push_str(&format!(": {detail}"));
+        }
+        Error::new(message)
+    };
+    let template = env
+        .template_from_named_str(source, &text)
+        .map_err(explain)?;
+    let rendered = template
+        .render(minijinja::Value::from_iter(context))
+        .map_err(explain)?;
+    let sensitive = secrets
+        .iter()
+        .any(|secret| !secret.is_empty() && rendered.contains(secret.as_str()));
+    Ok((rendered, sensitive))
+}
+
+fn read_source(source: &str) -> Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(source)
+        .map_err(|error| Error::new(format!("cannot read the template `{source}`: {error}")))?;
+    let mut text = String::new();
+    file.take(MAX_SOURCE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|error| Error::new(format!("cannot read the template `{source}`: {error}")))?;
+    if text.len() as u64 > MAX_SOURCE_BYTES {
+        return Err(Error::new(format!(
+            "the template `{source}` is larger than {} MiB",
+            MAX_SOURCE_BYTES / 1024 / 1024
+        )));
+    }
+    Ok(text)
+}
+
+/// A value as a template sees it; the strings of sensitive values are collected.
+fn to_jinja(value: &Value, secrets: &mut Vec<String>) -> minijinja::Value {
+    match value {
+        Value::Undef => minijinja::Value::from(()),
+        Value::Boolean(b) => minijinja::Value::from(*b),
+        Value::Integer(i) => minijinja::Value::from(*i),
+        Value::Float(f) => minijinja::Value::from(*f),
+        Value::String(s) => minijinja::Value::from(s.as_str()),
+        Value::Array(items) => minijinja::Value::from(
+            items
+                .iter()
+                .map(|item| to_jinja(item, secrets))
+                .collect::<Vec<_>>(),
+        ),
+        Value::Hash(entries) => minijinja::Value::from_iter(
+            entries
+                .iter()
+                .map(|(key, value)| (key.clone(), to_jinja(value, secrets))),
+        ),
+        Value::Sensitive(inner) => {
+            collect_strings(inner, secrets);
+            to_jinja(inner, secrets)
+        }
+    }
+}
+
+fn collect_strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Integer(i) => out.push(i.to_string()),
+        Value::Float(f) => out.push(f.to_string()),
+        Value::Array(items) => items.iter().for_each(|item| collect_strings(item, out)),
+        Value::Hash(entries) => entries
+            .iter()
+            .for_each(|(_, value)| collect_strings(value, out)),
+        Value::Sensitive(inner) => collect_strings(inner, out),
+        Value::Undef | Value::Boolean(_) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory of its own for one test.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("wconverge-template-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        dir
+    }
+
+    fn template(dir: &std::path::Path, text: &str) -> Resource {
+        let source = dir.join("app.conf.j2");
+        std::fs::write(&source, text).expect("template written");
+        Resource::new("template", "/etc/app.conf")
+            .with("path", "/etc/app.conf")
+            .with("source", source.to_str().expect("utf-8"))
+    }
+
+    #[test]
+    fn variables_node_attributes_and_facts_render() {
+        let dir = scratch("render");
+        let node = Value::Hash(vec![(
+            "app".to_owned(),
+            Value::Hash(vec![("port".to_owned(), Value::Integer(8080))]),
+        )]);
+        let facts = Value::Hash(vec![(
+            "os".to_owned(),
+            Value::Array(vec![Value::Hash(vec![(
+                "family".to_owned(),
+                Value::String("debian".to_owned()),
+            )])]),
+        )]);
+        let resource = template(
+            &dir,
+            "# {{ site }}\nport = {{ node.app.port }}\nos = {{ facts.os[0].family }}\n{% for u in users %}{{ u }} {% endfor %}\n",
+        )
+        .with(
+            "variables",
+            Value::Hash(vec![
+                ("site".to_owned(), "paris".into()),
+                (
+                    "users".to_owned(),
+                    Value::Array(vec!["a".into(), "b".into()]),
+                ),
+            ]),
+        )
+        .with_context("node", node)
+        .with_context("facts", facts);
+        let file = as_file(&resource).expect("renders");
+        assert_eq!(
+            file.get_str("content"),
+            Some("# paris\nport = 8080\nos = debian\na b \n")
+        );
+    }
+
+    #[test]
+    fn an_undefined_name_is_an_error_with_its_line() {
+        let dir = scratch("undefined");
+        let resource = template(&dir, "ok\nport = {{ node.app.prot }}\n")
+            .with_context("node", Value::Hash(Vec::new()));
+        let error = as_file(&resource).expect_err("undefined").to_string();
+        assert!(
+            error.contains("app.conf.j2`, line 2: undefined value"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn content_showing_a_sensitive_value_is_sensitive() {
+        let dir = scratch("sensitive");
+        let resource = template(&dir, "password = {{ password }}\n").with(
+            "variables",
+            Value::Hash(vec![(
+                "password".to_owned(),
+                Value::Sensitive(Box::new("hunter2".into())),
+            )]),
+        );
+        let file = as_file(&resource).expect("renders");
+        assert!(file.get("content").is_some_and(Value::is_sensitive));
+        let plain = template(&dir, "nothing secret\n").with(
+            "variables",
+            Value::Hash(vec![(
+                "password".to_owned(),
+                Value::Sensitive(Box::new("hunter2".into())),
+            )]),
+        );
+        assert!(
+            !as_file(&plain)
+                .expect("renders")
+                .get("content")
+                .is_some_and(Value::is_sensitive)
+        );
+    }
+
+    #[test]
+    fn variables_may_not_hide_node_or_facts() {
+        let resource = Resource::new("template", "/x")
+            .with("source", "/t.j2")
+            .with(
+                "variables",
+                Value::Hash(vec![("node".to_owned(), "x".into())]),
+            );
+        assert_eq!(
+            validate(&resource),
+            ["`variables` may not hold `node`: in a template `node` is the node's attributes"]
+        );
+    }
+}
