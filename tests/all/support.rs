@@ -131,7 +131,10 @@ impl Machine {
         let text = format!(
             r#"[plugins.file]
 source = "builtin"
-provides = ["file", "template"]
+directories = [{{ path = "{files}", access = "read-write" }}]
+
+[plugins.template]
+source = "builtin"
 directories = [{{ path = "{files}", access = "read-write" }}]
 
 [plugins.sh]

@@ -101,25 +101,89 @@ impl NodeAttributes {
 
     /// Both layers merged, key by key, `override` winning: what a read sees.
     pub fn merged(&self) -> Value {
-        merge(&self.default, &self.override_)
+        self.get(&[])
+    }
+
+    /// The merged value at `path` (the whole hash for an empty path); `undef` where a
+    /// key is missing, however deep. Only the value at `path` is copied.
+    pub fn get(&self, path: &[String]) -> Value {
+        merge(lookup(&self.default, path), lookup(&self.override_, path))
+    }
+
+    /// Sets `path` (at least one key) in one layer, creating the hashes on the way;
+    /// `Err(depth)` when `path[..depth]` holds something other than a hash.
+    pub fn set(&mut self, layer: NodeLayer, path: &[String], value: Value) -> Result<(), usize> {
+        let root = match layer {
+            NodeLayer::Default => &mut self.default,
+            NodeLayer::Override => &mut self.override_,
+        };
+        set_in(root, path, value, 0)
+    }
+
+    /// Whether the `override` layer holds a value at `path`.
+    pub fn overridden(&self, path: &[String]) -> bool {
+        lookup(&self.override_, path).is_some_and(|value| *value != Value::Undef)
     }
 }
 
-fn merge(default: &Value, override_: &Value) -> Value {
+/// The two precedences of node attributes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NodeLayer {
+    Default,
+    Override,
+}
+
+fn lookup<'v>(root: &'v Value, path: &[String]) -> Option<&'v Value> {
+    let mut current = root;
+    for key in path {
+        let Value::Hash(entries) = current else {
+            return None;
+        };
+        current = entries
+            .iter()
+            .find(|(existing, _)| existing == key)
+            .map(|(_, value)| value)?;
+    }
+    Some(current)
+}
+
+fn merge(default: Option<&Value>, override_: Option<&Value>) -> Value {
     match (default, override_) {
-        (Value::Hash(base), Value::Hash(over)) => {
+        (Some(Value::Hash(base)), Some(Value::Hash(over))) => {
             let mut merged = base.clone();
             for (key, value) in over {
                 match merged.iter_mut().find(|(existing, _)| existing == key) {
-                    Some(slot) => slot.1 = merge(&slot.1, value),
+                    Some(slot) => slot.1 = merge(Some(&slot.1), Some(value)),
                     None => merged.push((key.clone(), value.clone())),
                 }
             }
             Value::Hash(merged)
         }
-        (base, Value::Undef) => base.clone(),
-        (_, over) => over.clone(),
+        (_, Some(over)) if *over != Value::Undef => over.clone(),
+        (Some(base), _) => base.clone(),
+        _ => Value::Undef,
     }
+}
+
+fn set_in(node: &mut Value, path: &[String], value: Value, depth: usize) -> Result<(), usize> {
+    let Some((key, rest)) = path.split_first() else {
+        *node = value;
+        return Ok(());
+    };
+    if *node == Value::Undef {
+        *node = Value::Hash(Vec::new());
+    }
+    let Value::Hash(entries) = node else {
+        return Err(depth);
+    };
+    let at = match entries.iter().position(|(existing, _)| existing == key) {
+        Some(at) => at,
+        None => {
+            entries.push((key.clone(), Value::Undef));
+            entries.len() - 1
+        }
+    };
+    set_in(&mut entries[at].1, rest, value, depth + 1)
 }
 
 /// One resource.
@@ -542,6 +606,50 @@ impl Default for Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn node_attributes_merge_key_by_key_and_create_hashes_on_write() {
+        let path = |keys: &[&str]| keys.iter().map(|key| (*key).to_owned()).collect::<Vec<_>>();
+        let mut node = NodeAttributes::default();
+        node.set(
+            NodeLayer::Override,
+            &path(&["swap", "enabled"]),
+            Value::Boolean(true),
+        )
+        .expect("set");
+        node.set(
+            NodeLayer::Default,
+            &path(&["swap", "enabled"]),
+            Value::Boolean(false),
+        )
+        .expect("set");
+        node.set(
+            NodeLayer::Default,
+            &path(&["swap", "size"]),
+            Value::Integer(1024),
+        )
+        .expect("set");
+        assert_eq!(
+            node.get(&path(&["swap"])),
+            Value::Hash(vec![
+                ("enabled".to_owned(), Value::Boolean(true)),
+                ("size".to_owned(), Value::Integer(1024)),
+            ])
+        );
+        assert_eq!(node.get(&path(&["swap", "size", "deeper"])), Value::Undef);
+        assert_eq!(node.get(&path(&["none", "at", "all"])), Value::Undef);
+        assert!(node.overridden(&path(&["swap", "enabled"])));
+        assert!(!node.overridden(&path(&["swap", "size"])));
+        // A value in the way of a deeper write is reported with its depth.
+        assert_eq!(
+            node.set(
+                NodeLayer::Default,
+                &path(&["swap", "size", "unit"]),
+                Value::Undef
+            ),
+            Err(2)
+        );
+    }
 
     #[test]
     fn a_catalog_round_trips_through_json() {

@@ -1,6 +1,8 @@
 //! Benchmark of `wconverge apply` through the release binary: start-up, no-op re-apply of
 //! 1,000 and 10,000 files (wall time and peak memory), and the same no-op done by a plain
-//! native Rust loop as the floor. Prints figures; asserts nothing about time.
+//! native Rust loop as the floor; then 2,000 files from a manifest with plain content
+//! against content that is a lazy value reading node attributes. Prints figures; asserts
+//! nothing about time.
 //!
 //! Run it with `scripts/bench` (or `cargo bench -p wconverge-cli --bench apply`).
 //! Each measured run is a separate `wconverge` process started through a helper
@@ -111,6 +113,36 @@ impl Bench {
     }
 
     /// A catalog of `n_files` files, 100 per directory.
+    /// A manifest of `n_files` files (and as many node attributes), with content either
+    /// plain or lazy, reading the node attribute.
+    fn lazy_manifest(&self, lazy: bool, n_files: usize) -> PathBuf {
+        let name = if lazy { "lazy" } else { "plain" };
+        let mut text = String::new();
+        for idx in 0..n_files {
+            let dir = self
+                .root
+                .join("files")
+                .join(format!("{name}-{:03}", idx / 100));
+            std::fs::create_dir_all(&dir).expect("dir");
+            text.push_str(&format!(
+                "$node.default['apps']['app{idx}'] = {{ 'port' => {}, 'name' => 'app {idx}' }}\n",
+                8000 + idx
+            ));
+            let content = if lazy {
+                format!("lazy {{ \"port = ${{node['apps']['app{idx}']['port']}}\\n\" }}")
+            } else {
+                format!("\"port = {}\\n\"", 8000 + idx)
+            };
+            text.push_str(&format!(
+                "file {{ '{}': content => {content} }}\n",
+                dir.join(format!("file-{idx:05}.conf")).display()
+            ));
+        }
+        let path = self.root.join(format!("{name}.wcv"));
+        std::fs::write(&path, text).expect("manifest");
+        path
+    }
+
     fn catalog(&self, name: &str, n_files: usize) -> (PathBuf, Vec<(PathBuf, String)>) {
         let mut resources = Vec::with_capacity(n_files);
         let mut files = Vec::with_capacity(n_files);
@@ -240,6 +272,36 @@ fn main() {
             rss / 1024,
             ms(native),
             wall.as_secs_f64() / native.as_secs_f64()
+        );
+    }
+
+    // Lazy values: the same no-op re-apply from a manifest, with each file's content a
+    // lazy value reading one of 2,000 node attributes, against plain content.
+    println!("\n| 2,000 files from a manifest | no-op re-apply (median of 5) | peak RSS |");
+    println!("| --- | ---: | ---: |");
+    for lazy in [false, true] {
+        let manifest = bench.lazy_manifest(lazy, 2_000);
+        let manifest_arg = manifest.to_str().expect("utf-8");
+        let first = measure(&["apply", manifest_arg, "--policy", policy_arg], &env);
+        assert_eq!(first.exit_code, 2, "the first apply creates the files");
+        let samples: Vec<Sample> = (0..5)
+            .map(|_| measure(&["apply", manifest_arg, "--policy", policy_arg], &env))
+            .collect();
+        assert!(samples.iter().all(|sample| sample.exit_code == 0));
+        let rss = samples
+            .iter()
+            .map(|sample| sample.peak_rss_kib)
+            .max()
+            .unwrap_or(0);
+        println!(
+            "| {} | {} | {} MiB |",
+            if lazy {
+                "content `lazy { ... $node[...] ... }`, 2,000 node attributes"
+            } else {
+                "plain content"
+            },
+            ms(median(samples.iter().map(|sample| sample.wall).collect())),
+            rss / 1024
         );
     }
     let _ = std::fs::remove_dir_all(&bench.root);

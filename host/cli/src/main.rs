@@ -210,7 +210,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 return Ok(1);
             };
             let mode = if noop { Mode::Noop } else { Mode::Apply };
-            let report = wconverge_engine::run(&prepared, &runtime, mode);
+            // With lazy values, on the compiler's stack once, so that they evaluate
+            // without a thread each (and only then: that thread is a little slower).
+            let report = if has_lazy(&catalog) {
+                wconverge_lang::run_on_big_stack(|| {
+                    wconverge_engine::run(&prepared, &runtime, mode)
+                })
+            } else {
+                wconverge_engine::run(&prepared, &runtime, mode)
+            };
             match format {
                 ReportFormat::Human => output::report_human(&report),
                 ReportFormat::Json => output::json(&report),
@@ -539,6 +547,21 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     Ok(compiled.catalog)
 }
 
+/// Whether the catalog holds lazy values, which the host evaluates.
+fn has_lazy(catalog: &Catalog) -> bool {
+    use wconverge_catalog::Lazy;
+    catalog.resources.iter().any(|resource| {
+        resource
+            .attributes
+            .iter()
+            .any(|(_, value)| Lazy::within(value))
+            || [&resource.metaparams.only_if, &resource.metaparams.not_if]
+                .into_iter()
+                .flatten()
+                .any(Lazy::within)
+    })
+}
+
 fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the catalog `{}`", path.display()))?;
@@ -578,7 +601,13 @@ fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
 
 /// Validates the catalog; prints every problem and returns `None` if there are any.
 fn prepare(catalog: &Catalog, runtime: &Runtime) -> anyhow::Result<Option<Prepared>> {
-    match wconverge_engine::prepare(catalog, runtime) {
+    // Checking lazy values needs the compiler's stack: take it once.
+    let prepared = if has_lazy(catalog) {
+        wconverge_lang::run_on_big_stack(|| wconverge_engine::prepare(catalog, runtime))
+    } else {
+        wconverge_engine::prepare(catalog, runtime)
+    };
+    match prepared {
         Ok(prepared) => Ok(Some(prepared)),
         Err(problems) => {
             output::problems(&problems);

@@ -103,6 +103,11 @@ pub struct Compiled {
 /// A source larger than this is refused (spans are 32-bit).
 const MAX_SOURCE_BYTES: usize = 512 << 20;
 
+thread_local! {
+    /// This thread has `COMPILER_STACK_BYTES` of stack.
+    static ON_BIG_STACK: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
 /// The compiler runs on a thread of its own with this much stack, so that the deepest
 /// input the nesting limits allow never overflows the caller's stack.
 const COMPILER_STACK_BYTES: usize = 256 << 20;
@@ -134,13 +139,21 @@ pub fn check_syntax(sources: &[Source]) -> Vec<Diagnostic> {
     run_on_big_stack(|| parse_all(sources).1)
 }
 
-fn run_on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+/// Runs `work` on a thread with the compiler's stack, or right here when this thread is
+/// such a thread already. A caller that evaluates many lazy values (the run loop) runs
+/// itself this way once, rather than pay for a thread per value.
+pub fn run_on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
+    if ON_BIG_STACK.get() {
+        return work();
+    }
     std::thread::scope(|scope| {
         match std::thread::Builder::new()
             .name("wconverge-compile".into())
             .stack_size(COMPILER_STACK_BYTES)
-            .spawn_scoped(scope, work)
-        {
+            .spawn_scoped(scope, || {
+                ON_BIG_STACK.set(true);
+                work()
+            }) {
             Ok(handle) => match handle.join() {
                 Ok(value) => value,
                 Err(panic) => std::panic::resume_unwind(panic),

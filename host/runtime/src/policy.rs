@@ -9,11 +9,16 @@ use std::path::{Component, Path, PathBuf};
 /// The policy used when no `--policy` is given. Documented in the README.
 pub const DEFAULT_POLICY: &str = r#"# wconverge's built-in policy: the built-in providers, as Puppet users expect them.
 
-# Files and templates anywhere: the file provider sees, for each resource, only the
-# directory that holds it (and, for a template, the one that holds its source).
+# Files anywhere: the file provider sees, for each resource, only the directory
+# that holds it.
 [plugins.file]
 source = "builtin"
-provides = ["file", "template"]
+directories = [{ path = "/", access = "read-write" }]
+
+# Templates, rendered during the run: the same, plus the directory that holds the
+# template's source, read-only.
+[plugins.template]
+source = "builtin"
 directories = [{ path = "/", access = "read-write" }]
 
 # Shell commands: exec, sh and script resources, and every guard whose interpreter is

@@ -188,9 +188,9 @@ pub fn check_lazy(lazy: &Lazy) -> Result<(), String> {
 /// Evaluates a lazy value with the variables it captured, reading `node`'s attributes.
 pub fn evaluate_lazy(lazy: &Lazy, node: &NodeAttributes) -> Result<Value, String> {
     crate::run_on_big_stack(|| {
-        let mut state = NodeState::running(node, false);
         let at = &lazy.location;
-        evaluated(lazy, &mut state)?
+        let (value, _) = evaluated(lazy, NodeState::running(node, false));
+        value?
             .to_catalog()
             .map_err(|message| format!("the lazy block at {at} returned a value that {message}"))
     })
@@ -201,13 +201,12 @@ pub fn evaluate_lazy(lazy: &Lazy, node: &NodeAttributes) -> Result<Value, String
 /// what it wrote is kept.
 pub fn run_node_block(lazy: &Lazy, node: &mut NodeAttributes) -> Result<Vec<String>, String> {
     crate::run_on_big_stack(|| {
-        let mut state = NodeState::running(node, true);
-        evaluated(lazy, &mut state)?;
-        let at = &lazy.location;
-        *node = state
-            .to_catalog()
-            .map_err(|message| format!("the block at {at} wrote a value that {message}"))?;
-        Ok(state.written())
+        let (value, (attributes, written)) = evaluated(lazy, NodeState::running(node, true));
+        value?;
+        if let Some(attributes) = attributes {
+            *node = attributes;
+        }
+        Ok(written)
     })
 }
 
@@ -254,7 +253,9 @@ fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
 /// that cannot go into a catalog, like a regular expression, still counts).
 pub fn evaluate_lazy_truth(lazy: &Lazy, node: &NodeAttributes) -> Result<bool, String> {
     crate::run_on_big_stack(|| {
-        evaluated(lazy, &mut NodeState::running(node, false)).map(|value| value.truthy())
+        evaluated(lazy, NodeState::running(node, false))
+            .0
+            .map(|value| value.truthy())
     })
 }
 
@@ -263,7 +264,17 @@ fn wrapped(lazy: &Lazy) -> String {
     format!("$wconverge_lazy = lazy {{\n{}\n}}", lazy.expression)
 }
 
-fn evaluated(lazy: &Lazy, node: &mut NodeState) -> Result<Val, String> {
+/// What a node block wrote: the attributes (if anything was written) and the writes.
+type Written = (Option<NodeAttributes>, Vec<String>);
+
+fn evaluated(lazy: &Lazy, node: NodeState<'_>) -> (Result<Val, String>, Written) {
+    match evaluate_in(lazy, node) {
+        Ok((value, written)) => (Ok(value), written),
+        Err(message) => (Err(message), (None, Vec::new())),
+    }
+}
+
+fn evaluate_in(lazy: &Lazy, node: NodeState<'_>) -> Result<(Val, Written), String> {
     let at = &lazy.location;
     let (program, expr) = parse_lazy(lazy)?;
     let sources = [Source::new(at.to_string(), wrapped(lazy))];
@@ -298,9 +309,11 @@ fn evaluated(lazy: &Lazy, node: &mut NodeState) -> Result<Val, String> {
     let local = evaluator.new_scope(Some(super::TOP));
     evaluator.ctx.scope = local;
     evaluator.budget = Some(LAZY_BUDGET);
-    evaluator.attributes = std::mem::replace(node, NodeState::compiling());
+    evaluator.attributes = node;
     let value = evaluator.eval(&expr);
-    *node = std::mem::replace(&mut evaluator.attributes, NodeState::compiling());
+    let state = std::mem::replace(&mut evaluator.attributes, NodeState::compiling());
+    let written = state.written();
+    let written = (state.into_written(), written);
     if let Some(error) = evaluator.diagnostics.iter().find(|d| d.is_error()) {
         return Err(format!("the lazy block at {at} failed: {}", error.message));
     }
@@ -309,5 +322,5 @@ fn evaluated(lazy: &Lazy, node: &mut NodeState) -> Result<Val, String> {
             "the lazy block at {at} declared resources, which the run cannot add"
         ));
     }
-    Ok(value)
+    Ok((value, written))
 }

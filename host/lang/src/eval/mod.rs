@@ -214,7 +214,7 @@ pub(crate) struct Evaluator<'a> {
     /// expression costs one, every variable read its size.
     pub(crate) budget: Option<u64>,
     /// The node's attributes.
-    pub(crate) attributes: node::NodeState,
+    pub(crate) attributes: node::NodeState<'a>,
 }
 
 impl<'a> Evaluator<'a> {

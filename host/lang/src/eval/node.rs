@@ -10,16 +10,22 @@ use super::Evaluator;
 use crate::diagnostic::{Diagnostic, Severity, Span};
 use crate::syntax::{Expr, ExprKind, NodeLayer};
 use crate::value::Val;
-use wconverge_catalog::NodeAttributes;
+use std::borrow::Cow;
+use wconverge_catalog::{NodeAttributes, NodeLayer as CatalogLayer, Value};
+
+/// A value as a warning shows it: as the language displays it.
+fn shown(value: &Value) -> String {
+    Val::from_catalog(value).to_display()
+}
 
 /// The node's attributes during an evaluation.
 #[derive(Debug, Clone)]
-pub(crate) struct NodeState {
-    default: Val,
-    override_: Val,
+pub(crate) struct NodeState<'a> {
+    /// Borrowed from the catalog during the run until something is written.
+    attributes: Cow<'a, NodeAttributes>,
     /// Writes are allowed: at compile time, and during the run in a `node_block` body.
     pub(crate) writable: bool,
-    /// Record reads and writes for the stale-read warning (compile time only).
+    /// Record reads for the stale-read warning (compile time only).
     record: bool,
     reads: Vec<Read>,
     writes: Vec<Write>,
@@ -30,7 +36,7 @@ pub(crate) struct NodeState {
 #[derive(Debug, Clone)]
 struct Read {
     path: Vec<String>,
-    seen: Val,
+    seen: Value,
     span: Span,
     seq: u32,
 }
@@ -45,12 +51,11 @@ struct Write {
     seq: u32,
 }
 
-impl NodeState {
+impl<'a> NodeState<'a> {
     /// Empty layers, as a compile starts.
-    pub(crate) fn compiling() -> NodeState {
+    pub(crate) fn compiling() -> NodeState<'a> {
         NodeState {
-            default: Val::Hash(Vec::new()),
-            override_: Val::Hash(Vec::new()),
+            attributes: Cow::Owned(NodeAttributes::default()),
             writable: true,
             record: true,
             reads: Vec::new(),
@@ -59,11 +64,11 @@ impl NodeState {
         }
     }
 
-    /// The attributes of a catalog, for a lazy value evaluated during the run.
-    pub(crate) fn running(attributes: &NodeAttributes, writable: bool) -> NodeState {
+    /// The attributes of a catalog, for a lazy value evaluated during the run; nothing
+    /// is copied unless the value writes.
+    pub(crate) fn running(attributes: &'a NodeAttributes, writable: bool) -> NodeState<'a> {
         NodeState {
-            default: Val::from_catalog(&attributes.default),
-            override_: Val::from_catalog(&attributes.override_),
+            attributes: Cow::Borrowed(attributes),
             writable,
             record: false,
             reads: Vec::new(),
@@ -72,18 +77,17 @@ impl NodeState {
         }
     }
 
-    /// Both layers as a catalog keeps them.
-    pub(crate) fn to_catalog(&self) -> Result<NodeAttributes, String> {
-        Ok(NodeAttributes {
-            default: self.default.to_catalog()?,
-            override_: self.override_.to_catalog()?,
-        })
+    /// The attributes, if anything was written.
+    pub(crate) fn into_written(self) -> Option<NodeAttributes> {
+        match self.attributes {
+            Cow::Owned(attributes) if !self.writes.is_empty() => Some(attributes),
+            _ => None,
+        }
     }
 
-    /// The merged value at `path` (the whole hash for an empty path); `undef` where a
-    /// key is missing.
-    pub(crate) fn get(&self, path: &[String]) -> Val {
-        merge(lookup(&self.default, path), lookup(&self.override_, path))
+    /// Both layers as a catalog keeps them.
+    pub(crate) fn to_catalog(&self) -> NodeAttributes {
+        self.attributes.clone().into_owned()
     }
 
     /// What was written, in order: `$node.default['a'] = 1`.
@@ -102,71 +106,6 @@ impl NodeState {
                 )
             })
             .collect()
-    }
-
-    fn set(&mut self, layer: NodeLayer, path: &[String], value: Val) -> Result<(), usize> {
-        let root = match layer {
-            NodeLayer::Default => &mut self.default,
-            NodeLayer::Override => &mut self.override_,
-        };
-        set_in(root, path, value, 0)
-    }
-}
-
-fn lookup<'v>(root: &'v Val, path: &[String]) -> Option<&'v Val> {
-    let mut current = root;
-    for key in path {
-        let Val::Hash(entries) = current else {
-            return None;
-        };
-        current = entries
-            .iter()
-            .find(|(existing, _)| matches!(existing, Val::Str(text) if text == key))
-            .map(|(_, value)| value)?;
-    }
-    Some(current)
-}
-
-fn merge(default: Option<&Val>, override_: Option<&Val>) -> Val {
-    match (default, override_) {
-        (Some(Val::Hash(base)), Some(Val::Hash(over))) => {
-            let mut merged = base.clone();
-            for (key, value) in over {
-                match merged.iter_mut().find(|(existing, _)| existing == key) {
-                    Some(slot) => slot.1 = merge(Some(&slot.1), Some(value)),
-                    None => merged.push((key.clone(), value.clone())),
-                }
-            }
-            Val::Hash(merged)
-        }
-        (_, Some(over)) if *over != Val::Undef => over.clone(),
-        (Some(base), _) => base.clone(),
-        _ => Val::Undef,
-    }
-}
-
-/// Sets `path` in `node`, creating the hashes on the way; `Err(depth)` when the key at
-/// `depth` holds something other than a hash.
-fn set_in(node: &mut Val, path: &[String], value: Val, depth: usize) -> Result<(), usize> {
-    if *node == Val::Undef {
-        *node = Val::Hash(Vec::new());
-    }
-    let Val::Hash(entries) = node else {
-        return Err(depth);
-    };
-    let key = Val::Str(path[0].clone());
-    let at = match entries.iter().position(|(existing, _)| *existing == key) {
-        Some(at) => at,
-        None => {
-            entries.push((key, Val::Undef));
-            entries.len() - 1
-        }
-    };
-    if path.len() == 1 {
-        entries[at].1 = value;
-        Ok(())
-    } else {
-        set_in(&mut entries[at].1, &path[1..], value, depth + 1)
     }
 }
 
@@ -230,7 +169,8 @@ impl Evaluator<'_> {
         let Some(path) = self.node_path(keys) else {
             return Val::Undef;
         };
-        let value = self.attributes.get(&path);
+        let seen = self.attributes.attributes.get(&path);
+        let value = Val::from_catalog(&seen);
         if let Some(budget) = self.budget {
             let cost = super::lazy::size_capped(&value, budget);
             if !self.spend(cost, span) {
@@ -242,7 +182,7 @@ impl Evaluator<'_> {
             let seq = self.attributes.seq;
             self.attributes.reads.push(Read {
                 path,
-                seen: value.clone(),
+                seen,
                 span,
                 seq,
             });
@@ -290,17 +230,30 @@ impl Evaluator<'_> {
             );
             return Val::Undef;
         }
-        if let Err(message) = value.to_catalog() {
-            self.error(
-                "node-attribute-value",
-                span,
-                format!("a node attribute cannot hold this value: it {message}"),
-            );
-            return Val::Undef;
-        }
-        if let Err(depth) = self.attributes.set(layer, &path, value.clone()) {
+        let stored = match value.to_catalog() {
+            Ok(stored) => stored,
+            Err(message) => {
+                self.error(
+                    "node-attribute-value",
+                    span,
+                    format!("a node attribute cannot hold this value: it {message}"),
+                );
+                return Val::Undef;
+            }
+        };
+        let shown = stored.display();
+        let precedence = match layer {
+            NodeLayer::Default => CatalogLayer::Default,
+            NodeLayer::Override => CatalogLayer::Override,
+        };
+        if let Err(depth) = self
+            .attributes
+            .attributes
+            .to_mut()
+            .set(precedence, &path, stored)
+        {
             let holder = &path[..depth];
-            let held = self.attributes.get(holder);
+            let held = Val::from_catalog(&self.attributes.attributes.get(holder));
             self.error(
                 "node-attribute-not-hash",
                 span,
@@ -320,10 +273,7 @@ impl Evaluator<'_> {
         self.attributes.writes.push(Write {
             layer,
             path,
-            // Checked above: it converts.
-            shown: value
-                .to_catalog()
-                .map_or_else(|_| value.to_display(), |value| value.display()),
+            shown,
             span,
             seq,
         });
@@ -350,8 +300,7 @@ impl Evaluator<'_> {
 
     /// The catalog's node attributes: what the compile phase left.
     pub(super) fn node_attributes_for_catalog(&self) -> NodeAttributes {
-        // Every value was checked when it was written.
-        self.attributes.to_catalog().unwrap_or_default()
+        self.attributes.to_catalog()
     }
 
     /// A compile-time read whose value a later write changed: a warning naming both.
@@ -362,7 +311,7 @@ impl Evaluator<'_> {
             if warned.contains(&read.span) {
                 continue;
             }
-            let now = self.attributes.get(&read.path);
+            let now = self.attributes.attributes.get(&read.path);
             if now == read.seen {
                 continue;
             }
@@ -372,9 +321,7 @@ impl Evaluator<'_> {
             };
             // The write that decided the value: the last in the override layer if that
             // layer holds the path, else the last in the default layer.
-            let layer = if lookup(&self.attributes.override_, &read.path)
-                .is_some_and(|value| *value != Val::Undef)
-            {
+            let layer = if self.attributes.attributes.overridden(&read.path) {
                 NodeLayer::Override
             } else {
                 NodeLayer::Default
@@ -397,8 +344,8 @@ impl Evaluator<'_> {
                 format!(
                     "`$node{path}` is read at compile time, when it is `{}`; a later write \
                      makes it `{}`",
-                    read.seen.to_display(),
-                    now.to_display()
+                    shown(&read.seen),
+                    shown(&now)
                 ),
             )
             .with_severity(Severity::Warning)

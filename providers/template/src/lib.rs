@@ -1,11 +1,43 @@
-//! The `template` type: a file whose content is rendered during the run from a Jinja
+//! The `template` provider: a file whose content is rendered during the run from a Jinja
 //! template (minijinja), with the resource's `variables`, the node's attributes as
 //! `node` and the machine's facts as `facts`, the way Chef renders templates at run
-//! time. The rendered file is then managed exactly as a `file` with that content.
+//! time. The rendered file is then managed exactly as a `file` with that content
+//! (`wconverge-file-core`). A plugin of its own, so that the template engine weighs
+//! only on runs that render templates.
 
+use wconverge_file_core::{file_apply, file_current_state, file_plan, validate_file};
 use wconverge_sdk::{
-    Attribute, DataType, Error, PathAccess, Resource, Result, RunContext, TypeSchema, Value,
+    Attribute, Change, DataType, Error, PathAccess, Provider, ProviderInfo, Resource, Result,
+    RunContext, State, TypeSchema, Value, export_provider,
 };
+
+struct TemplateProvider;
+
+impl Provider for TemplateProvider {
+    fn describe() -> ProviderInfo {
+        ProviderInfo::new("template", env!("CARGO_PKG_VERSION")).with_type(schema())
+    }
+
+    fn validate(resource: &Resource) -> Vec<String> {
+        let mut problems = validate_file(resource);
+        problems.extend(validate(resource));
+        problems
+    }
+
+    fn current_state(resource: &Resource) -> Result<State> {
+        file_current_state(&as_file(resource)?)
+    }
+
+    fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
+        file_plan(&as_file(resource)?, current)
+    }
+
+    fn apply(resource: &Resource, changes: &[Change]) -> Result<()> {
+        file_apply(&as_file(resource)?, changes)
+    }
+}
+
+export_provider!(TemplateProvider);
 
 /// The largest template source read.
 const MAX_SOURCE_BYTES: u64 = 4 * 1024 * 1024;
@@ -13,7 +45,7 @@ const MAX_SOURCE_BYTES: u64 = 4 * 1024 * 1024;
 /// The names the host's context takes in a template; `variables` may not use them.
 const RESERVED: [&str; 2] = ["node", "facts"];
 
-pub(crate) fn schema() -> TypeSchema {
+fn schema() -> TypeSchema {
     TypeSchema::new(
         "template",
         "A regular file rendered during the run from a Jinja template, with `variables`, \
@@ -88,11 +120,11 @@ pub(crate) fn schema() -> TypeSchema {
         .default(false)
         .parameter(),
     )
-    .attribute(crate::show_diff())
+    .attribute(wconverge_file_core::show_diff())
 }
 
 /// Problems a template resource has before anything runs.
-pub(crate) fn validate(resource: &Resource) -> Vec<String> {
+fn validate(resource: &Resource) -> Vec<String> {
     let mut problems = Vec::new();
     match resource.get_str("source") {
         Some(source) if !source.starts_with('/') => problems.push(format!(
@@ -121,7 +153,7 @@ pub(crate) fn validate(resource: &Resource) -> Vec<String> {
 
 /// The resource as a `file` with the rendered content (sensitive when it shows a
 /// sensitive value). An `absent` template is not rendered.
-pub(crate) fn as_file(resource: &Resource) -> Result<Resource> {
+fn as_file(resource: &Resource) -> Result<Resource> {
     let mut file = resource.clone();
     if resource.get_str("ensure") == Some("absent") {
         return Ok(file);

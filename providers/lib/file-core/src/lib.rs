@@ -1,0 +1,623 @@
+//! What the `file` and `template` plugins share: the `file` type's schema and its
+//! convergence (a regular file, its content, mode and ownership), and the diff of a
+//! content change. A library of the guest workspace, not a plugin: each plugin that uses
+//! it links its own copy.
+//!
+//! Content is replaced atomically: a temporary file is created exclusively in the same
+//! directory, given its final mode and owner before any content is written, filled,
+//! synced, renamed over the target, and the directory is synced. The provider never
+//! writes through a symbolic link: a link at the managed path is an error (the host
+//! already refuses links in parent directories that neither root nor wconverge's user
+//! owns, before the plugin sees anything).
+
+mod diff;
+
+use std::io::Write;
+use wconverge_sdk::metadata::{self, FileKind, FileStat};
+use wconverge_sdk::{
+    Attribute, Change, DataType, Error, PathAccess, Resource, Result, State, TypeSchema, Value,
+    digest, log,
+};
+
+/// Mode of a new file whose resource does not set `mode`.
+const DEFAULT_MODE: u32 = 0o644;
+
+/// Puppet's `show_diff`, for `file` and `template`.
+pub fn show_diff() -> Attribute {
+    Attribute::new(
+        "show_diff",
+        DataType::Boolean,
+        "Show a unified diff of a content change, when the new content is not sensitive \
+         and the current file is world-readable text of at most 256 KiB. `false` shows only \
+         the digests.",
+    )
+    .default(true)
+    .parameter()
+}
+
+pub fn file_schema() -> TypeSchema {
+    TypeSchema::new(
+        "file",
+        "A regular file: whether it exists, its content, mode, owner and group.",
+    )
+    .attribute(
+        Attribute::new("path", DataType::String, "Absolute path of the file.")
+            .namevar()
+            .path_access(PathAccess::ReadWrite),
+    )
+    .attribute(
+        Attribute::new(
+            "ensure",
+            DataType::enumeration(["file", "present", "absent"]),
+            "`file`: a regular file with the declared content; `present`: a \
+                     regular file, any content unless `content` is set; `absent`: no file.",
+        )
+        .default("file"),
+    )
+    .attribute(Attribute::new(
+        "content",
+        DataType::String,
+        "The whole content. Left alone when not set.",
+    ))
+    .attribute(Attribute::new(
+        "mode",
+        DataType::String,
+        "Permission bits in octal, like '0644'. New files get 0644 when not set; \
+                 existing files keep theirs.",
+    ))
+    .attribute(Attribute::new(
+        "owner",
+        DataType::String,
+        "Owner, a user name or numeric id. Left alone when not set.",
+    ))
+    .attribute(Attribute::new(
+        "group",
+        DataType::String,
+        "Group, a group name or numeric id. Left alone when not set.",
+    ))
+    .attribute(
+        Attribute::new(
+            "backup",
+            DataType::OneOf(vec![DataType::Boolean, DataType::String]),
+            "A suffix such as '.bak': before the file is replaced or removed, its \
+                     previous version is kept next to it under that suffix. `false` keeps \
+                     nothing.",
+        )
+        .default(false)
+        .parameter(),
+    )
+    .attribute(show_diff())
+}
+
+pub fn validate_file(resource: &Resource) -> Vec<String> {
+    let mut problems = Vec::new();
+    match resource.get_str("path") {
+        Some(path) => {
+            if let Err(problem) = check_path(path) {
+                problems.push(problem);
+            }
+        }
+        None => problems.push("`path` must be a string".to_owned()),
+    }
+    if let Some(mode) = resource.get_str("mode")
+        && parse_mode(mode).is_none()
+    {
+        problems.push(format!(
+            "mode `{mode}` is not an octal mode; write it like '0644' or '0755'"
+        ));
+    }
+    if let Some(suffix) = resource.get_str("backup")
+        && (suffix.is_empty() || suffix.contains('/'))
+    {
+        problems.push(format!(
+            "backup suffix `{suffix}` must be a non-empty file name suffix like '.bak'"
+        ));
+    }
+    if resource.get_bool("backup") == Some(true) {
+        problems.push("backup => true names no suffix; write a suffix like '.bak'".to_owned());
+    }
+    problems
+}
+
+pub fn file_current_state(resource: &Resource) -> Result<State> {
+    let path = resource.require_str("path")?;
+    let Some(stat) = metadata::stat(path)? else {
+        return Ok(State::new().with("ensure", "absent"));
+    };
+    let mut state = State::new().with("ensure", kind_name(stat.kind));
+    if stat.kind == FileKind::File {
+        if resource.get("content").is_some() {
+            let file = std::fs::File::open(path)
+                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
+            let digest = digest::sha256_reader(file)
+                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
+            state.set("content", digest);
+        }
+        record_metadata(&mut state, &stat);
+    }
+    Ok(state)
+}
+
+pub fn file_plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
+    let path = resource.require_str("path")?;
+    let ensure = resource.get_str("ensure").unwrap_or("file");
+    let current_kind = current.get_str("ensure").unwrap_or("absent");
+    if ensure == "absent" {
+        return match current_kind {
+            "absent" => Ok(vec![]),
+            "directory" => Err(Error::new(format!(
+                "`{path}` is a directory; the file type does not remove directories"
+            ))),
+            kind => Ok(vec![Change::new(
+                "ensure",
+                Some(kind.into()),
+                Some("absent".into()),
+                "removed",
+            )]),
+        };
+    }
+    match current_kind {
+        "absent" => {
+            let mut message = "created".to_owned();
+            match resource.get("content") {
+                // Not even a digest of a secret goes into the report.
+                Some(content) if content.is_sensitive() => {
+                    message.push_str(" with sensitive content");
+                }
+                Some(content) => message.push_str(&format!(
+                    " with content {}",
+                    digest::sha256(content.as_str().unwrap_or_default().as_bytes())
+                )),
+                None => {}
+            }
+            let mode = resource
+                .get_str("mode")
+                .and_then(parse_mode)
+                .unwrap_or(DEFAULT_MODE);
+            message.push_str(&format!(", mode {}", format_mode(mode)));
+            Ok(vec![Change::new(
+                "ensure",
+                Some("absent".into()),
+                Some(ensure.into()),
+                message,
+            )])
+        }
+        "file" => Ok(metadata_and_content_changes(resource, current)),
+        "link" => Err(Error::new(format!(
+            "`{path}` is a symbolic link; wconverge does not write through links: \
+                 remove it, or manage a file at the path it points to"
+        ))),
+        "directory" => Err(Error::new(format!(
+            "`{path}` is a directory; remove it or manage a file at another path"
+        ))),
+        other => Err(Error::new(format!(
+            "`{path}` is a {other}, not a regular file; remove it first"
+        ))),
+    }
+}
+
+pub fn file_apply(resource: &Resource, changes: &[Change]) -> Result<()> {
+    let path = resource.require_str("path")?;
+    let ensure = resource.get_str("ensure").unwrap_or("file");
+    let backup = resource.get_str("backup");
+    // Look again rather than trusting the plan: something may have appeared at the
+    // path since, and a link must never be written through.
+    let existing = metadata::stat(path)?;
+    if ensure == "absent" {
+        return match existing {
+            None => Ok(()),
+            Some(stat) if stat.kind == FileKind::Directory => Err(Error::new(format!(
+                "`{path}` is a directory; the file type does not remove directories"
+            ))),
+            Some(stat) => remove(path, stat.kind, backup),
+        };
+    }
+    if let Some(stat) = &existing
+        && stat.kind != FileKind::File
+    {
+        return Err(Error::new(format!(
+            "`{path}` became a {} after it was inspected; nothing was written",
+            kind_name(stat.kind)
+        )));
+    }
+    let rewrite = existing.is_none()
+        || changes
+            .iter()
+            .any(|change| change.attribute == "content" || change.attribute == "ensure");
+    if rewrite {
+        let content = match resource.get_str("content") {
+            Some(content) => content.as_bytes().to_vec(),
+            // `present` without content: keep what is there.
+            None if existing.is_some() => std::fs::read(path)
+                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?,
+            None => Vec::new(),
+        };
+        write_atomically(resource, path, &content, existing.as_ref())
+    } else {
+        set_metadata(resource, path)
+    }
+}
+
+/// A path the file type can manage: absolute, normalized, not a directory name.
+fn check_path(path: &str) -> std::result::Result<(), String> {
+    if !path.starts_with('/') {
+        return Err(format!(
+            "path `{path}` is not absolute; file paths must start with `/`"
+        ));
+    }
+    if path == "/" || path.ends_with('/') {
+        return Err(format!("path `{path}` names a directory, not a file"));
+    }
+    if path
+        .split('/')
+        .any(|component| component == ".." || component == ".")
+    {
+        return Err(format!(
+            "path `{path}` contains `.` or `..`; write the path without them"
+        ));
+    }
+    if path.contains("//") {
+        return Err(format!("path `{path}` contains an empty component (`//`)"));
+    }
+    Ok(())
+}
+
+fn parse_mode(mode: &str) -> Option<u32> {
+    if mode.is_empty() || mode.len() > 5 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
+        return None;
+    }
+    u32::from_str_radix(mode, 8)
+        .ok()
+        .filter(|mode| *mode <= 0o7777)
+}
+
+fn format_mode(mode: u32) -> String {
+    format!("{mode:04o}")
+}
+
+fn kind_name(kind: FileKind) -> &'static str {
+    match kind {
+        FileKind::File => "file",
+        FileKind::Directory => "directory",
+        FileKind::Symlink => "link",
+        FileKind::Other => "special file",
+    }
+}
+
+fn record_metadata(state: &mut State, stat: &FileStat) {
+    state.set("mode", format_mode(stat.mode));
+    state.set(
+        "owner",
+        stat.owner.clone().unwrap_or_else(|| stat.uid.to_string()),
+    );
+    state.set("owner_id", i64::from(stat.uid));
+    state.set(
+        "group",
+        stat.group.clone().unwrap_or_else(|| stat.gid.to_string()),
+    );
+    state.set("group_id", i64::from(stat.gid));
+}
+
+/// Whether `desired` (a name or numeric id) names the observed owner or group.
+fn same_principal(desired: &str, current_name: Option<&str>, current_id: Option<i64>) -> bool {
+    match desired.parse::<i64>() {
+        Ok(id) => current_id == Some(id),
+        Err(_) => current_name == Some(desired),
+    }
+}
+
+fn metadata_and_content_changes(resource: &Resource, current: &State) -> Vec<Change> {
+    let mut changes = Vec::new();
+    if let Some(content) = resource.get_str("content") {
+        let desired = digest::sha256(content.as_bytes());
+        let observed = current.get_str("content").unwrap_or_default();
+        if desired != observed {
+            let mut message = format!("content changed '{observed}' to '{desired}'");
+            let secret = resource.get("content").is_some_and(Value::is_sensitive);
+            // Only what anyone on the machine may read anyway: the current file must be
+            // world-readable (a private file may hold what a sensitive value put there).
+            let public = current
+                .get_str("mode")
+                .and_then(parse_mode)
+                .is_some_and(|mode| mode & 0o004 != 0);
+            if !secret
+                && public
+                && resource.get_bool("show_diff") != Some(false)
+                && let Some(path) = resource.get_str("path")
+                && let Some(diff) = diff::unified(path, content)
+            {
+                message.push('\n');
+                message.push_str(&diff);
+            }
+            changes.push(Change::new(
+                "content",
+                Some(observed.into()),
+                Some(desired.clone().into()),
+                message,
+            ));
+        }
+    }
+    if let Some(mode) = resource.get_str("mode").and_then(parse_mode) {
+        let desired = format_mode(mode);
+        let observed = current.get_str("mode").unwrap_or_default();
+        if desired != observed {
+            changes.push(Change::new(
+                "mode",
+                Some(observed.into()),
+                Some(desired.clone().into()),
+                format!("mode changed '{observed}' to '{desired}'"),
+            ));
+        }
+    }
+    for (attribute, id_key) in [("owner", "owner_id"), ("group", "group_id")] {
+        if let Some(desired) = resource.get_str(attribute) {
+            let observed = current.get_str(attribute);
+            let observed_id = current.get(id_key).and_then(Value::as_integer);
+            if !same_principal(desired, observed, observed_id) {
+                let observed = observed.unwrap_or_default();
+                changes.push(Change::new(
+                    attribute,
+                    Some(observed.into()),
+                    Some(desired.into()),
+                    format!("{attribute} changed '{observed}' to '{desired}'"),
+                ));
+            }
+        }
+    }
+    changes
+}
+
+fn split_path(path: &str) -> (&str, &str) {
+    let slash = path.rfind('/').expect("validated paths are absolute");
+    let dir = if slash == 0 { "/" } else { &path[..slash] };
+    (dir, &path[slash + 1..])
+}
+
+fn backup_path(path: &str, suffix: &str) -> String {
+    format!("{path}{suffix}")
+}
+
+fn remove(path: &str, kind: FileKind, backup: Option<&str>) -> Result<()> {
+    match backup {
+        // Renaming keeps the old inode whole: the backup is the file as it was.
+        Some(suffix) if kind == FileKind::File => {
+            std::fs::rename(path, backup_path(path, suffix))
+                .map_err(|error| Error::new(format!("cannot back up `{path}`: {error}")))?;
+        }
+        _ => std::fs::remove_file(path)
+            .map_err(|error| Error::new(format!("cannot remove `{path}`: {error}")))?,
+    }
+    sync_dir(split_path(path).0)
+}
+
+fn set_metadata(resource: &Resource, path: &str) -> Result<()> {
+    if let Some(mode) = resource.get_str("mode").and_then(parse_mode) {
+        metadata::set_mode(path, mode)?;
+    }
+    let owner = resource.get_str("owner");
+    let group = resource.get_str("group");
+    if owner.is_some() || group.is_some() {
+        metadata::set_owner(path, owner, group)?;
+    }
+    Ok(())
+}
+
+/// A name no one else will pick: `.motd.wcv-<random>` next to `motd`.
+fn temporary_path(dir: &str, name: &str) -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let dir = if dir == "/" { "" } else { dir };
+    format!("{dir}/.{name}.wcv-{random:016x}")
+}
+
+fn write_atomically(
+    resource: &Resource,
+    path: &str,
+    content: &[u8],
+    existing: Option<&FileStat>,
+) -> Result<()> {
+    let (dir, name) = split_path(path);
+    let (temporary, mut file) = create_temporary(dir, name)?;
+    let result = fill_and_rename(resource, path, &temporary, &mut file, content, existing);
+    if result.is_err() {
+        // Leave nothing half-written behind.
+        drop(file);
+        let _ = std::fs::remove_file(&temporary);
+    }
+    result
+}
+
+fn create_temporary(dir: &str, name: &str) -> Result<(String, std::fs::File)> {
+    let mut last_error = None;
+    for _ in 0..8 {
+        let temporary = temporary_path(dir, name);
+        match std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+        {
+            Ok(file) => return Ok((temporary, file)),
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {
+                last_error = Some(error);
+            }
+            Err(error) => {
+                return Err(Error::new(format!(
+                    "cannot create a temporary file in `{dir}`: {error}"
+                )));
+            }
+        }
+    }
+    Err(Error::new(format!(
+        "cannot create a temporary file in `{dir}`: {}",
+        last_error.map_or_else(String::new, |error| error.to_string())
+    )))
+}
+
+fn fill_and_rename(
+    resource: &Resource,
+    path: &str,
+    temporary: &str,
+    file: &mut std::fs::File,
+    content: &[u8],
+    existing: Option<&FileStat>,
+) -> Result<()> {
+    // Final mode and owner first, so the content is never readable by anyone the final
+    // file would not allow.
+    let mode = resource
+        .get_str("mode")
+        .and_then(parse_mode)
+        .or(existing.map(|stat| stat.mode))
+        .unwrap_or(DEFAULT_MODE);
+    metadata::set_mode(temporary, mode)?;
+    let owner = resource
+        .get_str("owner")
+        .map(str::to_owned)
+        .or(existing.map(|stat| stat.uid.to_string()));
+    let group = resource
+        .get_str("group")
+        .map(str::to_owned)
+        .or(existing.map(|stat| stat.gid.to_string()));
+    if owner.is_some() || group.is_some() {
+        metadata::set_owner(temporary, owner.as_deref(), group.as_deref())?;
+    }
+    file.write_all(content)
+        .and_then(|()| file.sync_all())
+        .map_err(|error| Error::new(format!("cannot write `{temporary}`: {error}")))?;
+    if let (Some(suffix), Some(_)) = (resource.get_str("backup"), existing) {
+        let backup = backup_path(path, suffix);
+        match std::fs::remove_file(&backup) {
+            Ok(()) => {}
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => {}
+            Err(error) => {
+                return Err(Error::new(format!(
+                    "cannot replace the backup `{backup}`: {error}"
+                )));
+            }
+        }
+        std::fs::hard_link(path, &backup)
+            .map_err(|error| Error::new(format!("cannot back up `{path}`: {error}")))?;
+        log::info(&format!("kept the previous content as `{backup}`"));
+    }
+    std::fs::rename(temporary, path)
+        .map_err(|error| Error::new(format!("cannot rename `{temporary}` to `{path}`: {error}")))?;
+    sync_dir(split_path(path).0)
+}
+
+fn sync_dir(dir: &str) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|dir| dir.sync_all())
+        .map_err(|error| Error::new(format!("cannot sync directory `{dir}`: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str) -> Resource {
+        Resource::new("file", path).with("path", path)
+    }
+
+    #[test]
+    fn modes_parse_in_octal_and_print_with_four_digits() {
+        assert_eq!(parse_mode("0644"), Some(0o644));
+        assert_eq!(parse_mode("755"), Some(0o755));
+        assert_eq!(parse_mode("04755"), Some(0o4755));
+        assert_eq!(parse_mode("0888"), None);
+        assert_eq!(parse_mode("rw-r--r--"), None);
+        assert_eq!(parse_mode("17777"), None);
+        assert_eq!(format_mode(0o644), "0644");
+    }
+
+    #[test]
+    fn relative_and_dotted_paths_are_invalid() {
+        assert!(validate_file(&file("/etc/motd")).is_empty());
+        assert_eq!(
+            validate_file(&file("etc/motd")),
+            vec!["path `etc/motd` is not absolute; file paths must start with `/`"]
+        );
+        assert_eq!(validate_file(&file("/etc/../motd")).len(), 1);
+        assert_eq!(validate_file(&file("/etc/")).len(), 1);
+    }
+
+    #[test]
+    fn a_bad_mode_and_a_bad_backup_are_both_reported() {
+        let resource = file("/etc/motd").with("mode", "0999").with("backup", "a/b");
+        assert_eq!(validate_file(&resource).len(), 2);
+    }
+
+    #[test]
+    fn plan_for_a_missing_file_creates_it_with_its_digest_and_mode() {
+        let resource = file("/srv/x").with("content", "hi\n");
+        let changes = file_plan(&resource, &State::new().with("ensure", "absent")).expect("plan");
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].attribute, "ensure");
+        assert!(
+            changes[0]
+                .message
+                .starts_with("created with content {sha256}")
+        );
+        assert!(changes[0].message.ends_with("mode 0644"));
+    }
+
+    #[test]
+    fn plan_compares_owner_by_name_or_by_id() {
+        let current = State::new()
+            .with("ensure", "file")
+            .with("owner", "root")
+            .with("owner_id", 0i64);
+        let by_id = file("/srv/x").with("owner", "0");
+        assert!(file_plan(&by_id, &current).expect("plan").is_empty());
+        let by_name = file("/srv/x").with("owner", "daemon");
+        assert_eq!(file_plan(&by_name, &current).expect("plan").len(), 1);
+    }
+
+    #[test]
+    fn plan_refuses_a_symlink() {
+        let error = file_plan(&file("/srv/x"), &State::new().with("ensure", "link"))
+            .expect_err("links are refused");
+        assert!(error.message().contains("symbolic link"), "{error}");
+    }
+
+    #[test]
+    fn native_apply_writes_atomically_and_keeps_a_backup() {
+        let dir = std::env::temp_dir().join(format!("wcv-file-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let path = dir.join("motd");
+        let path = path.to_str().expect("utf-8 temp path");
+        std::fs::write(path, "old\n").expect("seed file");
+        let resource = file(path)
+            .with("content", "new\n")
+            .with("mode", "0600")
+            .with("backup", ".bak");
+        let current = file_current_state(&resource).expect("state");
+        let changes = file_plan(&resource, &current).expect("plan");
+        assert_eq!(
+            changes
+                .iter()
+                .map(|c| c.attribute.as_str())
+                .collect::<Vec<_>>(),
+            vec!["content", "mode"]
+        );
+        file_apply(&resource, &changes).expect("apply");
+        assert_eq!(std::fs::read_to_string(path).expect("read"), "new\n");
+        assert_eq!(
+            std::fs::read_to_string(format!("{path}.bak")).expect("backup"),
+            "old\n"
+        );
+        let after = file_current_state(&resource).expect("state");
+        assert!(file_plan(&resource, &after).expect("plan").is_empty());
+        let leftovers = std::fs::read_dir(&dir)
+            .expect("list")
+            .filter(|entry| {
+                entry
+                    .as_ref()
+                    .map(|entry| entry.file_name().to_string_lossy().contains(".wcv-"))
+                    .unwrap_or(false)
+            })
+            .count();
+        assert_eq!(leftovers, 0, "no temporary file is left behind");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+}
