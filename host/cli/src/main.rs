@@ -143,6 +143,12 @@ enum PluginsCommand {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// For a reviewer: every plugin's digest, imports and grants, with a flag on each
+    /// grant that amounts to root or reads secrets. Stable, so two deployments diff.
+    Audit {
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -382,6 +388,15 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let summaries = runtime.plugin_summaries();
             let failed = summaries.iter().any(Result::is_err);
             output::plugins_list(&summaries);
+            Ok(u8::from(failed))
+        }
+        Command::Plugins {
+            command: PluginsCommand::Audit { runtime },
+        } => {
+            let runtime = runtime_for(&runtime)?;
+            let summaries = runtime.plugin_summaries();
+            let failed = summaries.iter().any(Result::is_err);
+            output::plugins_audit(runtime.policy(), &summaries);
             Ok(u8::from(failed))
         }
     }

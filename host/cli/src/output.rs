@@ -533,3 +533,146 @@ pub(crate) fn facts_json(groups: &wconverge_runtime::FactGroups) {
         .collect();
     json(&object);
 }
+
+/// `plugins audit`: for each plugin of the policy, in its order, what it is and what it
+/// may do, then the flags on its grants. Nothing in it depends on the machine but the
+/// plugins' digests, so two deployments diff line by line.
+pub(crate) fn plugins_audit(
+    policy: &wconverge_runtime::policy::Policy,
+    summaries: &[Result<PluginSummary, wconverge_engine::PluginError>],
+) {
+    use wconverge_runtime::policy::{Principals, Source};
+    let mut text = String::new();
+    let mut flagged = 0;
+    for (plugin, summary) in policy.plugins.iter().zip(summaries) {
+        text.push_str(&format!("plugin {}\n", plugin.name));
+        let field = |text: &mut String, name: &str, value: String| {
+            text.push_str(&format!("  {name}: {value}\n"));
+        };
+        // A list is one item per line, so that a diff shows what was added or removed.
+        let list = |text: &mut String, name: &str, items: Vec<String>| {
+            if items.is_empty() {
+                text.push_str(&format!("  {name}: none\n"));
+            } else {
+                text.push_str(&format!("  {name}:\n"));
+                for item in items {
+                    text.push_str(&format!("    {item}\n"));
+                }
+            }
+        };
+        field(
+            &mut text,
+            "source",
+            match &plugin.source {
+                Source::Builtin => "builtin".to_owned(),
+                Source::File(path) => path.display().to_string(),
+            },
+        );
+        match summary {
+            Ok(summary) => {
+                field(&mut text, "sha256", summary.sha256.clone());
+                field(&mut text, "kind", summary.kind.to_owned());
+                list(
+                    &mut text,
+                    "provides",
+                    summary.types.iter().map(|t| t.name.clone()).collect(),
+                );
+                let mut imports = summary.imports.clone();
+                imports.sort();
+                list(&mut text, "imports", imports);
+                if let Some(requires) = &summary.requires {
+                    field(
+                        &mut text,
+                        "suitable",
+                        format!(
+                            "where {}",
+                            requires
+                                .lines()
+                                .map(str::trim)
+                                .filter(|line| !line.is_empty())
+                                .collect::<Vec<_>>()
+                                .join(" and ")
+                        ),
+                    );
+                }
+                for schema in &summary.types {
+                    if !schema.context.is_empty() {
+                        field(
+                            &mut text,
+                            "receives",
+                            format!(
+                                "{} (type {})",
+                                schema
+                                    .context
+                                    .iter()
+                                    .map(|wanted| match wanted {
+                                        wconverge_catalog::RunContext::NodeAttributes => {
+                                            "node attributes"
+                                        }
+                                        wconverge_catalog::RunContext::Facts => "facts",
+                                    })
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                                schema.name
+                            ),
+                        );
+                    }
+                }
+            }
+            Err(error) => field(&mut text, "error", error.to_string()),
+        }
+        list(
+            &mut text,
+            "directories",
+            plugin
+                .directories
+                .iter()
+                .map(|grant| format!("{} {}", grant.path.display(), grant.access.as_str()))
+                .collect(),
+        );
+        list(
+            &mut text,
+            "programs",
+            plugin
+                .programs
+                .iter()
+                .map(|grant| {
+                    if grant.query {
+                        format!("{} (query)", grant.pattern)
+                    } else {
+                        grant.pattern.to_string()
+                    }
+                })
+                .collect(),
+        );
+        let principals = |principals: &Principals| match principals {
+            Principals::Any => vec!["* (anyone)".to_owned()],
+            Principals::Only(names) => names.clone(),
+        };
+        list(&mut text, "users", principals(&plugin.users));
+        list(&mut text, "groups", principals(&plugin.groups));
+        list(&mut text, "environment", plugin.environment.clone());
+        let limits = &plugin.limits;
+        field(
+            &mut text,
+            "limits",
+            format!(
+                "memory {} MiB, cpu {} s, output {} KiB, process timeout {} s",
+                limits.memory_bytes / 1024 / 1024,
+                limits.cpu_seconds,
+                limits.output_bytes / 1024,
+                limits.process_timeout_seconds
+            ),
+        );
+        for flag in wconverge_runtime::audit::flags(plugin) {
+            flagged += 1;
+            text.push_str(&format!("  ! {}: {}\n", flag.severity, flag.message));
+        }
+        text.push('\n');
+    }
+    text.push_str(&format!(
+        "{} plugins, {flagged} flagged grants\n",
+        policy.plugins.len()
+    ));
+    out(&text);
+}

@@ -7,6 +7,7 @@
 //! before instantiation), programs only through the host's `process` import and only
 //! those the policy allows, and caps on memory, CPU time and output.
 
+pub mod audit;
 mod bindings;
 mod cache;
 mod convert;
