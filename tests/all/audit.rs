@@ -63,3 +63,75 @@ environment = ["LD_PRELOAD"]
     let again = machine.run(&["plugins", "audit", "--policy", policy]);
     assert_eq!(again.stdout, audit.stdout);
 }
+
+#[test]
+fn lock_pins_every_plugin_keeps_the_file_and_says_what_changed() {
+    let machine = Machine::new();
+    let site = wconverge_tests::FACTS_CUSTOM;
+    let copy = machine.root().join("site.wasm");
+    std::fs::copy(site, &copy).expect("copy");
+    let policy = machine.root().join("locked.toml");
+    let text = "# Reviewed by the security team.\n\
+                [plugins.notify]\nsource = \"builtin\" # messages only\n\n\
+                [plugins.site]\nsource = \"site.wasm\"\nprovides = []\n";
+    std::fs::write(&policy, text).expect("policy");
+    let policy_arg = policy.to_str().expect("utf-8");
+    let lock = machine.run(&["plugins", "lock", "--policy", policy_arg]);
+    assert_eq!(lock.code, 0, "{lock:#?}");
+    let digest = crate::support::sha256_of(site);
+    assert!(
+        lock.stdout
+            .contains(&format!("site: pinned sha256 {digest}")),
+        "{lock:#?}"
+    );
+    assert!(lock.stdout.contains("notify: pinned sha256 "), "{lock:#?}");
+    let locked = std::fs::read_to_string(&policy).expect("policy");
+    assert!(
+        locked.starts_with("# Reviewed by the security team.\n"),
+        "{locked}"
+    );
+    assert!(
+        locked.contains("source = \"builtin\" # messages only"),
+        "{locked}"
+    );
+    assert!(
+        locked.contains(&format!("sha256 = \"{digest}\"")),
+        "{locked}"
+    );
+    // The locked policy loads: the pinned file plugin gathers its facts.
+    let facts = machine.run(&["facts", "--policy", policy_arg]);
+    assert!(facts.stdout.contains("paris"), "{facts:#?}");
+
+    let again = machine.run(&["plugins", "lock", "--policy", policy_arg]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert!(again.stdout.contains("site: unchanged"), "{again:#?}");
+    assert!(again.stdout.contains("already locked"), "{again:#?}");
+
+    // A new build of the plugin: lock says so, loudly.
+    let mut bytes = std::fs::read(&copy).expect("wasm");
+    bytes.extend_from_slice(b"\0");
+    std::fs::write(&copy, &bytes).expect("changed");
+    let changed = machine.run(&["plugins", "lock", "--policy", policy_arg]);
+    assert_eq!(changed.code, 0, "{changed:#?}");
+    assert!(
+        changed
+            .stdout
+            .contains(&format!("site: CHANGED from sha256 {digest} to ")),
+        "{changed:#?}"
+    );
+
+    // A plugin that cannot be read: nothing is written.
+    std::fs::remove_file(&copy).expect("removed");
+    let before = std::fs::read_to_string(&policy).expect("policy");
+    let missing = machine.run(&["plugins", "lock", "--policy", policy_arg]);
+    assert_eq!(missing.code, 1, "{missing:#?}");
+    assert!(
+        missing.stdout.contains("site: not pinned: cannot read"),
+        "{missing:#?}"
+    );
+    assert!(
+        missing.stderr.contains("nothing was written"),
+        "{missing:#?}"
+    );
+    assert_eq!(std::fs::read_to_string(&policy).expect("policy"), before);
+}

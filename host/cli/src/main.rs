@@ -6,6 +6,7 @@
 //! catalog, a bad policy, a held lock) exits 1.
 
 mod dirs;
+mod lock;
 mod output;
 
 use anyhow::{Context, bail};
@@ -148,6 +149,13 @@ enum PluginsCommand {
     Audit {
         #[command(flatten)]
         runtime: RuntimeArgs,
+    },
+    /// Pin every plugin of a policy file to the digest of its component as it is now
+    /// (`sha256 = ...`), keeping the file's comments and layout; prints what changed.
+    Lock {
+        /// The policy file to update.
+        #[arg(long, value_name = "FILE")]
+        policy: PathBuf,
     },
 }
 
@@ -390,6 +398,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             output::plugins_list(&summaries);
             Ok(u8::from(failed))
         }
+        Command::Plugins {
+            command: PluginsCommand::Lock { policy },
+        } => lock::lock(&policy, wconverge_builtin::BUILTINS),
         Command::Plugins {
             command: PluginsCommand::Audit { runtime },
         } => {

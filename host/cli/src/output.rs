@@ -29,6 +29,11 @@ pub(crate) fn line(text: &str) {
     out(&format!("{text}\n"));
 }
 
+/// Text that ends its own lines.
+pub(crate) fn text(text: &str) {
+    out(text);
+}
+
 pub(crate) fn warning(message: &str) {
     eprintln!("warning: {message}");
 }
