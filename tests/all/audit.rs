@@ -135,3 +135,35 @@ fn lock_pins_every_plugin_keeps_the_file_and_says_what_changed() {
     );
     assert_eq!(std::fs::read_to_string(&policy).expect("policy"), before);
 }
+
+#[test]
+fn inspect_shows_a_plugins_world_imports_and_schemas() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let policy = policy.to_str().expect("utf-8");
+    let sh = machine.run(&["plugins", "inspect", "sh", "--policy", policy]);
+    assert_eq!(sh.code, 0, "{sh:#?}");
+    for expected in [
+        "plugin sh\n",
+        "  world: wconverge:plugin/interpreter",
+        "    wconverge:plugin/process@0.1.0\n",
+        "  guards inherit: ",
+        "\ntype Exec\n",
+        "  command  ",
+    ] {
+        assert!(sh.stdout.contains(expected), "{expected}\n{sh:#?}");
+    }
+    let template = machine.run(&["plugins", "inspect", "template", "--policy", policy]);
+    assert!(
+        template
+            .stdout
+            .contains("  receives during the run: node, facts"),
+        "{template:#?}"
+    );
+    let unknown = machine.run(&["plugins", "inspect", "nope", "--policy", policy]);
+    assert_eq!(unknown.code, 1, "{unknown:#?}");
+    assert!(
+        unknown.stderr.contains("the policy has no plugin `nope`"),
+        "{unknown:#?}"
+    );
+}

@@ -150,6 +150,13 @@ enum PluginsCommand {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// One plugin: its world, imports, and the schema of each type it provides.
+    Inspect {
+        #[arg(value_name = "NAME")]
+        name: String,
+        #[command(flatten)]
+        runtime: RuntimeArgs,
+    },
     /// Pin every plugin of a policy file to the digest of its component as it is now
     /// (`sha256 = ...`), keeping the file's comments and layout; prints what changed.
     Lock {
@@ -397,6 +404,35 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let failed = summaries.iter().any(Result::is_err);
             output::plugins_list(&summaries);
             Ok(u8::from(failed))
+        }
+        Command::Plugins {
+            command: PluginsCommand::Inspect { name, runtime },
+        } => {
+            let runtime = runtime_for(&runtime)?;
+            if runtime.policy().plugin(&name).is_none() {
+                bail!("the policy has no plugin `{name}`; `wconverge plugins list` lists them");
+            }
+            match runtime
+                .plugin_summaries()
+                .into_iter()
+                .flatten()
+                .find(|summary| summary.name == name)
+            {
+                Some(summary) => {
+                    output::plugin_inspect(&summary);
+                    Ok(0)
+                }
+                None => {
+                    // Its load error, as `plugins list` shows it.
+                    let error = runtime
+                        .plugin_summaries()
+                        .into_iter()
+                        .filter_map(Result::err)
+                        .find(|error| error.plugin == name)
+                        .map_or_else(|| "it could not be loaded".to_owned(), |e| e.to_string());
+                    bail!("{error}")
+                }
+            }
         }
         Command::Plugins {
             command: PluginsCommand::Lock { policy },

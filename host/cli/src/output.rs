@@ -368,7 +368,13 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
         );
     }
     text.push_str(&format!("\nattributes (provider `{}`):\n", plugin.name));
+    text.push_str(&attributes_text(schema));
+    out(&text);
+}
 
+/// A schema's attributes, each with its data type, multiplicity, behaviour and doc.
+fn attributes_text(schema: &TypeSchema) -> String {
+    let mut text = String::new();
     for attribute in &schema.attributes {
         let mut traits = vec![
             format!("{}", attribute.data_type),
@@ -390,6 +396,69 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
             traits.join(", "),
             attribute.doc
         ));
+    }
+    text
+}
+
+/// `plugins inspect NAME`: what the plugin is (its world), what it imports, and each
+/// type it provides with its schema.
+pub(crate) fn plugin_inspect(summary: &PluginSummary) {
+    let mut text = format!(
+        "plugin {}
+  source: {}
+  sha256: {}
+  version: {}
+  world: {}
+",
+        summary.name,
+        summary.source,
+        summary.sha256,
+        if summary.version.is_empty() {
+            "-"
+        } else {
+            &summary.version
+        },
+        match summary.kind {
+            "interpreter" =>
+                "wconverge:plugin/interpreter (a provider whose script types run guards)",
+            "launcher" => "wconverge:plugin/launcher",
+            "facts" => "wconverge:plugin/fact-source",
+            _ => "wconverge:plugin/provider",
+        }
+    );
+    let mut imports = summary.imports.clone();
+    imports.sort();
+    text.push_str("  imports:\n");
+    for import in imports {
+        text.push_str(&format!("    {import}\n"));
+    }
+    if let Some(requires) = &summary.requires {
+        text.push_str(&format!("  suitable where: {}\n", requires.trim()));
+    }
+    if summary.kind == "interpreter" {
+        text.push_str(&format!(
+            "  guards inherit: {}\n",
+            if summary.inherits.is_empty() {
+                "nothing".to_owned()
+            } else {
+                summary.inherits.join(", ")
+            }
+        ));
+    }
+    for schema in &summary.types {
+        text.push_str(&format!(
+            "\ntype {}\n  {}\n",
+            display_type_name(&schema.name),
+            schema.doc
+        ));
+        if !schema.context.is_empty() {
+            let received: Vec<&str> = schema.context.iter().map(|wanted| wanted.entry()).collect();
+            text.push_str(&format!(
+                "  receives during the run: {}\n",
+                received.join(", ")
+            ));
+        }
+        text.push_str(&attributes_text(schema));
     }
     out(&text);
 }
