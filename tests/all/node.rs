@@ -399,3 +399,74 @@ fn a_template_error_names_the_template_line_and_changes_nothing() {
     let report = machine.apply_json(&outside, &policy, &[], 4);
     assert!(first_error(&report).contains("denied"), "{report:#}");
 }
+
+#[test]
+fn review_cases_node_block_guards_lazy_sources_run_time_facts_and_one_path_twice() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    std::fs::write(machine.file("motd.j2"), "hello from {{ node.site }}\n").expect("written");
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"
+$node.default['src'] = '@FILES@/motd.j2'
+node_block { 'skipped':
+  block   => lazy { $node.default['site'] = 'nowhere' },
+  only_if => lazy { false },
+}
+node_block { 'site':
+  block   => lazy { $node.default['site'] = 'paris' },
+  not_if  => 'false',
+}
+template { '@FILES@/motd': source => lazy { $node['src'] } }
+file { '@FILES@/family': content => lazy { "${facts['os'][0]['family']}\n" } }
+"#,
+    );
+    let compiled = machine.run(&[
+        "compile",
+        manifest.to_str().expect("utf-8"),
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(compiled.code, 0, "{compiled:#?}");
+    // `$facts` is read where the catalog is applied: it is not captured.
+    assert!(
+        !compiled.stdout.contains("\"facts\""),
+        "{}",
+        compiled.stdout
+    );
+    let report = machine.apply_json(&manifest, &policy, &[], 2);
+    assert_eq!(
+        entry(&report, "Node_block[skipped]")["status"],
+        "skipped_by_guard",
+        "{report:#}"
+    );
+    assert_eq!(
+        read(&machine.file("motd")),
+        "hello from paris\n",
+        "{report:#}"
+    );
+    let facts = machine.run(&[
+        "facts",
+        "--format",
+        "json",
+        "--policy",
+        policy.to_str().unwrap(),
+    ]);
+    let facts: serde_json::Value = serde_json::from_str(&facts.stdout).expect("facts");
+    let family = facts["os"][0]["family"].as_str().expect("family");
+    assert_eq!(read(&machine.file("family")), format!("{family}\n"));
+
+    // A file and a template at one path would undo each other.
+    let twice = machine.manifest(
+        "twice.wcv",
+        "file { '@FILES@/x': content => 'a' }\ntemplate { '@FILES@/x': source => '@FILES@/motd.j2' }\n",
+    );
+    let run = machine.run(&[
+        "validate",
+        twice.to_str().expect("utf-8"),
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(run.stderr.contains("manages the same path"), "{run:#?}");
+}

@@ -107,6 +107,15 @@ impl NodeAttributes {
     /// The merged value at `path` (the whole hash for an empty path); `undef` where a
     /// key is missing, however deep. Only the value at `path` is copied.
     pub fn get(&self, path: &[String]) -> Value {
+        // An override that replaced a hash on the way with something else hides what the
+        // default layer has below it.
+        for depth in 0..path.len() {
+            if let Some(value) = lookup(&self.override_, &path[..depth])
+                && !matches!(value, Value::Hash(_) | Value::Undef)
+            {
+                return Value::Undef;
+            }
+        }
         merge(lookup(&self.default, path), lookup(&self.override_, path))
     }
 
@@ -150,11 +159,20 @@ fn lookup<'v>(root: &'v Value, path: &[String]) -> Option<&'v Value> {
 fn merge(default: Option<&Value>, override_: Option<&Value>) -> Value {
     match (default, override_) {
         (Some(Value::Hash(base)), Some(Value::Hash(over))) => {
+            // Keys are found through an index: a merge is linear in the sizes of both.
             let mut merged = base.clone();
+            let mut index: HashMap<String, usize> = merged
+                .iter()
+                .enumerate()
+                .map(|(at, (key, _))| (key.clone(), at))
+                .collect();
             for (key, value) in over {
-                match merged.iter_mut().find(|(existing, _)| existing == key) {
-                    Some(slot) => slot.1 = merge(Some(&slot.1), Some(value)),
-                    None => merged.push((key.clone(), value.clone())),
+                match index.get(key) {
+                    Some(&at) => merged[at].1 = merge(Some(&merged[at].1), Some(value)),
+                    None => {
+                        index.insert(key.clone(), merged.len());
+                        merged.push((key.clone(), value.clone()));
+                    }
                 }
             }
             Value::Hash(merged)
@@ -640,6 +658,17 @@ mod tests {
         assert_eq!(node.get(&path(&["none", "at", "all"])), Value::Undef);
         assert!(node.overridden(&path(&["swap", "enabled"])));
         assert!(!node.overridden(&path(&["swap", "size"])));
+        // An override that replaced a hash hides the default layer below it.
+        node.set(NodeLayer::Default, &path(&["a", "b"]), Value::Integer(1))
+            .expect("set");
+        node.set(
+            NodeLayer::Override,
+            &path(&["a"]),
+            Value::String("str".into()),
+        )
+        .expect("set");
+        assert_eq!(node.get(&path(&["a", "b"])), Value::Undef);
+        assert_eq!(node.get(&path(&["a"])), Value::String("str".into()));
         // A value in the way of a deeper write is reported with its depth.
         assert_eq!(
             node.set(

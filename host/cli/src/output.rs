@@ -742,6 +742,21 @@ pub(crate) fn plugins_audit(
             flagged += 1;
             text.push_str(&format!("  ! {}: {}\n", flag.severity, flag.message));
         }
+        if let Ok(summary) = summary {
+            for schema in &summary.types {
+                if schema
+                    .context
+                    .contains(&wconverge_catalog::RunContext::NodeAttributes)
+                {
+                    flagged += 1;
+                    text.push_str(&format!(
+                        "  ! reads-secrets: type {} receives every node attribute during the \
+                         run, sensitive ones included\n",
+                        schema.name
+                    ));
+                }
+            }
+        }
         text.push('\n');
     }
     text.push_str(&format!(

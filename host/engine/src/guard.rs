@@ -88,10 +88,12 @@ pub(crate) fn prepare(
     if let Some(value) = &metaparams.not_if {
         written.push(("not_if", true, value));
     }
-    let scripted = (!written.is_empty()
-        || metaparams.guard_interpreter.is_some()
-        || prepared.get("onlyif").is_some()
-        || prepared.get("unless").is_some())
+    // A type built into the engine (`node_block`) is no script type.
+    let scripted = (prepared.provider != crate::ENGINE
+        && (!written.is_empty()
+            || metaparams.guard_interpreter.is_some()
+            || prepared.get("onlyif").is_some()
+            || prepared.get("unless").is_some()))
     .then(|| host.interpreter(&resource.type_name, Some(&prepared.provider)))
     .transpose()
     .map_err(|error| vec![Problem::of(resource, error.to_string())])?

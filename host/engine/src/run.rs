@@ -115,64 +115,103 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             // Logs are scrubbed at the end, with the secrets of lazy values too.
             let mut raw: Vec<LogRecord> = Vec::new();
             let mut record = |call_logs: Vec<LogRecord>| raw.extend(call_logs);
-            let guarded = guards(host, resource, &node, &mut report.guards, &mut record);
+            // `$facts` for the lazy values that read it: this machine's, gathered once.
+            let reads_facts = resource
+                .lazy
+                .iter()
+                .map(|(_, lazy)| lazy)
+                .chain(
+                    resource
+                        .guards
+                        .iter()
+                        .filter_map(|guard| match &guard.body {
+                            GuardBody::Block(lazy) => Some(lazy),
+                            GuardBody::Script(_) => None,
+                        }),
+                )
+                .any(|lazy| lazy.expression.contains("facts"));
+            let facts_value = if reads_facts {
+                match facts.get_or_insert_with(|| host.facts()) {
+                    Ok(gathered) => Ok(crate::facts_value(&gathered.groups)),
+                    Err(error) => Err(format!(
+                        "the facts its lazy values read could not be gathered: {error}"
+                    )),
+                }
+            } else {
+                Ok(Value::Hash(Vec::new()))
+            };
+            let guarded = match &facts_value {
+                Ok(facts_value) => guards(
+                    host,
+                    resource,
+                    &node,
+                    facts_value,
+                    &mut report.guards,
+                    &mut record,
+                ),
+                Err(message) => Guarded::Fail(message.clone()),
+            };
+            let facts_value = facts_value.unwrap_or(Value::Undef);
             // The resource as its provider sees it: lazy values resolved.
             let mut target = std::borrow::Cow::Borrowed(resource);
             let planned = match guarded {
                 Guarded::Skip => Ok(Planned::SkippedByGuard),
                 Guarded::Fail(message) => Err(message),
                 Guarded::Apply if resource.provider == ENGINE => {
-                    run_node_block(resource, &mut node, &mut record)
+                    run_node_block(resource, &mut node, &facts_value, &mut record)
                 }
-                Guarded::Apply => resolve_lazy(resource, prepared.schema(resource), &node)
-                    .and_then(|resolved| {
-                        if let Some(resolved) = resolved {
-                            let Call { outcome, logs } = host.validate(&resolved);
-                            record(logs);
-                            target = std::borrow::Cow::Owned(resolved);
-                            let problems = outcome.map_err(|error| error.to_string())?;
-                            if !problems.is_empty() {
-                                return Err(format!(
-                                    "with its lazy values resolved: {}",
-                                    problems.join("; ")
-                                ));
+                Guarded::Apply => {
+                    resolve_lazy(resource, prepared.schema(resource), &node, &facts_value).and_then(
+                        |resolved| {
+                            if let Some(resolved) = resolved {
+                                let Call { outcome, logs } = host.validate(&resolved);
+                                record(logs);
+                                target = std::borrow::Cow::Owned(resolved);
+                                let problems = outcome.map_err(|error| error.to_string())?;
+                                if !problems.is_empty() {
+                                    return Err(format!(
+                                        "with its lazy values resolved: {}",
+                                        problems.join("; ")
+                                    ));
+                                }
                             }
-                        }
-                        if let Some(schema) = prepared
-                            .schema(resource)
-                            .filter(|schema| !schema.context.is_empty())
-                        {
-                            let mut with_context = target.clone().into_owned();
-                            let mut secrets = Vec::new();
-                            for wanted in &schema.context {
-                                let value = match wanted {
-                                    RunContext::NodeAttributes => node.merged(),
-                                    RunContext::Facts => {
-                                        match facts.get_or_insert_with(|| host.facts()) {
-                                            Ok(facts) => crate::facts_value(&facts.groups),
-                                            Err(error) => {
-                                                return Err(format!(
-                                                    "the facts it reads could not be gathered: \
+                            if let Some(schema) = prepared
+                                .schema(resource)
+                                .filter(|schema| !schema.context.is_empty())
+                            {
+                                let mut with_context = target.clone().into_owned();
+                                let mut secrets = Vec::new();
+                                for wanted in &schema.context {
+                                    let value = match wanted {
+                                        RunContext::NodeAttributes => node.merged(),
+                                        RunContext::Facts => {
+                                            match facts.get_or_insert_with(|| host.facts()) {
+                                                Ok(facts) => crate::facts_value(&facts.groups),
+                                                Err(error) => {
+                                                    return Err(format!(
+                                                        "the facts it reads could not be gathered: \
                                                      {error}"
-                                                ));
+                                                    ));
+                                                }
                                             }
                                         }
-                                    }
-                                };
-                                value.collect_secrets(false, &mut secrets);
-                                with_context
-                                    .context
-                                    .push((wanted.entry().to_owned(), value));
+                                    };
+                                    value.collect_secrets(false, &mut secrets);
+                                    with_context
+                                        .context
+                                        .push((wanted.entry().to_owned(), value));
+                                }
+                                with_context.secrets.extend(secrets);
+                                target = std::borrow::Cow::Owned(with_context);
                             }
-                            with_context.secrets.extend(secrets);
-                            target = std::borrow::Cow::Owned(with_context);
-                        }
-                        let Call { outcome, logs } = host.plan(&target);
-                        record(logs);
-                        outcome
-                            .map(Planned::Changes)
-                            .map_err(|error| error.to_string())
-                    }),
+                            let Call { outcome, logs } = host.plan(&target);
+                            record(logs);
+                            outcome
+                                .map(Planned::Changes)
+                                .map_err(|error| error.to_string())
+                        },
+                    )
+                }
             };
             let outcome = match planned {
                 Err(message) => Err(message),
@@ -294,6 +333,7 @@ enum Planned {
 fn run_node_block(
     resource: &PreparedResource,
     node: &mut NodeAttributes,
+    facts: &Value,
     record: &mut impl FnMut(Vec<LogRecord>),
 ) -> Result<Planned, String> {
     let (_, block) = resource
@@ -301,7 +341,7 @@ fn run_node_block(
         .iter()
         .find(|(name, _)| name == "block")
         .ok_or("it has no `block`")?;
-    let written = wconverge_lang::run_node_block(block, node)?;
+    let written = wconverge_lang::run_node_block(block, node, facts)?;
     record(
         written
             .into_iter()
@@ -321,6 +361,7 @@ fn resolve_lazy(
     resource: &PreparedResource,
     schema: Option<&TypeSchema>,
     node: &NodeAttributes,
+    facts: &Value,
 ) -> Result<Option<PreparedResource>, String> {
     if resource.lazy.is_empty() {
         return Ok(None);
@@ -333,7 +374,7 @@ fn resolve_lazy(
         let attribute = schema
             .attribute(name)
             .ok_or_else(|| format!("its type has no attribute `{name}`"))?;
-        let value = wconverge_lang::evaluate_lazy(lazy, node)
+        let value = wconverge_lang::evaluate_lazy(lazy, node, facts)
             .map_err(|message| format!("attribute `{name}`: {message}"))?;
         let value = match value {
             Value::Undef => match &attribute.default {
@@ -394,6 +435,7 @@ fn guards(
     host: &dyn PluginHost,
     resource: &crate::PreparedResource,
     node: &NodeAttributes,
+    facts: &Value,
     reports: &mut Vec<GuardReport>,
     record: &mut impl FnMut(Vec<LogRecord>),
 ) -> Guarded {
@@ -405,12 +447,14 @@ fn guards(
             guard.interpreter()
         );
         let (exit_code, signal, succeeded) = match &guard.body {
-            GuardBody::Block(lazy) => match wconverge_lang::evaluate_lazy_truth(lazy, node) {
-                Ok(holds) => (None, None, holds),
-                Err(message) => {
-                    return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
+            GuardBody::Block(lazy) => {
+                match wconverge_lang::evaluate_lazy_truth(lazy, node, facts) {
+                    Ok(holds) => (None, None, holds),
+                    Err(message) => {
+                        return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
+                    }
                 }
-            },
+            }
             GuardBody::Script(script) => {
                 let Call { outcome, logs } = host.run_guard(script);
                 record(logs);

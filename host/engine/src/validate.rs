@@ -247,8 +247,13 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
                     continue;
                 }
                 // Provider checks run for every resource that passed its schema, in
-                // catalog order, so one `validate` reports everything wrong at once;
-                // lazy values are checked again once they are resolved.
+                // catalog order, so one `validate` reports everything wrong at once. A
+                // resource with lazy values is checked once they are resolved: before,
+                // the provider would miss what they will set.
+                if !prepared.lazy.is_empty() {
+                    resources.push(prepared);
+                    continue;
+                }
                 let call = host.validate(&prepared);
                 let problem = |message: String| Problem {
                     resource: Some(prepared.reference.clone()),
@@ -303,7 +308,14 @@ fn same_namevar(
         let Some(value) = resource.get(&namevar.name).and_then(Value::as_str) else {
             continue;
         };
-        match seen.get(&(resource.type_name.as_str(), value)) {
+        // Types that write the path they name (`file`, `template`) share one space: two
+        // of them at one path fight whatever their types.
+        let space = if namevar.path_access == PathAccess::ReadWrite {
+            ""
+        } else {
+            resource.type_name.as_str()
+        };
+        match seen.get(&(space, value)) {
             Some(first) => {
                 let first_at = first
                     .source
@@ -323,7 +335,7 @@ fn same_namevar(
                 );
             }
             None => {
-                seen.insert((resource.type_name.as_str(), value), resource);
+                seen.insert((space, value), resource);
             }
         }
     }
@@ -367,6 +379,16 @@ fn prepare_resource(
             );
             continue;
         }
+        if Lazy::within(value) && attribute.behaviour == Behaviour::Namevar {
+            problems.push(
+                Problem::of(
+                    resource,
+                    format!("`{name}` names the resource and cannot be lazy"),
+                )
+                .with_help("a namevar is known when the catalog is compiled; compute it there"),
+            );
+            continue;
+        }
         if Lazy::within(value) {
             match Lazy::from_value(value) {
                 Some(Ok(lazy)) => match wconverge_lang::check_lazy(&lazy) {
@@ -387,7 +409,10 @@ fn prepare_resource(
                         resource,
                         format!("attribute `{name}` holds a lazy value inside another value"),
                     )
-                    .with_help("make the whole value lazy: `lazy { [$a, $b] }`"),
+                    .with_help(
+                        "make the whole value lazy: `lazy { [$a, $b] }`, or `lazy { \
+                         Sensitive(...) }` for a sensitive one",
+                    ),
                 ),
             }
             continue;

@@ -935,11 +935,24 @@ impl Parser<'_> {
                     continue;
                 }
                 let ExprKind::Var(name) = &lhs.kind else {
-                    return Err(self.error(
-                        op_span,
-                        "only a variable can be assigned to",
-                        "write `$name = value`",
-                    ));
+                    let root = access_root(&lhs);
+                    let (message, help) = match root {
+                        Some("node") => (
+                            "node attributes are written through a precedence",
+                            "write `$node.default['key'] = value` (or `$node.override[...]`); \
+                             `$node[...]` reads",
+                        ),
+                        Some("facts") => (
+                            "`$facts` is read-only",
+                            "facts come from the machine; keep your own values in a variable or \
+                             a node attribute",
+                        ),
+                        _ => (
+                            "only a variable can be assigned to",
+                            "write `$name = value`",
+                        ),
+                    };
+                    return Err(self.error(op_span, message, help));
                 };
                 if name.contains("::") {
                     return Err(self.error(
@@ -1566,6 +1579,16 @@ fn node_write_target(target: &Expr) -> Option<(NodeLayer, Vec<Expr>)> {
             path.push(keys[0].clone());
             Some((layer, path))
         }
+        _ => None,
+    }
+}
+
+/// The variable under `$name[k]...` (or `$name.method`), if `expr` is rooted at one.
+fn access_root(expr: &Expr) -> Option<&str> {
+    match &expr.kind {
+        ExprKind::Var(name) => Some(name),
+        ExprKind::Access(target, _) => access_root(target),
+        ExprKind::Call { args, .. } => args.first().and_then(access_root),
         _ => None,
     }
 }

@@ -211,6 +211,8 @@ mod ok {
         node_attributes,
         stale_node_read,
         harmful_refactoring,
+        stale_node_read_in_defined_types,
+        node_attribute_idioms,
     );
 }
 
@@ -264,6 +266,7 @@ mod err {
         guard_on_defined_type_instance,
         provider_on_class,
         node_attribute_errors,
+        node_assignment_errors,
         sort_mixed_types,
         iteration_count_limit,
         parameter_default_may_not_assign,
@@ -560,22 +563,38 @@ fn a_lazy_value_sees_what_it_captured_qualified_names_too() {
         ],
     );
     assert_eq!(
-        crate::evaluate_lazy_truth(&captured, &Default::default()),
+        crate::evaluate_lazy_truth(
+            &captured,
+            &Default::default(),
+            &wconverge_catalog::Value::Hash(Vec::new())
+        ),
         Ok(true)
     );
     // The block's own variables live in a scope of their own.
     let local = lazy("[$x, $x = 2][1] == 2", vec![("x", Value::Integer(1))]);
     assert_eq!(
-        crate::evaluate_lazy_truth(&local, &Default::default()),
+        crate::evaluate_lazy_truth(
+            &local,
+            &Default::default(),
+            &wconverge_catalog::Value::Hash(Vec::new())
+        ),
         Ok(true)
     );
     // A regular expression is no catalog value, but it is true.
     assert_eq!(
-        crate::evaluate_lazy_truth(&lazy("/x/", vec![]), &Default::default()),
+        crate::evaluate_lazy_truth(
+            &lazy("/x/", vec![]),
+            &Default::default(),
+            &wconverge_catalog::Value::Hash(Vec::new())
+        ),
         Ok(true)
     );
     assert_eq!(
-        crate::evaluate_lazy_truth(&lazy("undef", vec![]), &Default::default()),
+        crate::evaluate_lazy_truth(
+            &lazy("undef", vec![]),
+            &Default::default(),
+            &wconverge_catalog::Value::Hash(Vec::new())
+        ),
         Ok(false)
     );
 }
@@ -587,8 +606,12 @@ fn a_lazy_value_from_a_catalog_is_bounded_and_checked() {
         "1000.each |$a| { 1000.each |$b| { } } != 0",
         "24.reduce('x') |$m, $i| { \"${m}${m}\" } != ''",
     ] {
-        let error = crate::evaluate_lazy_truth(&lazy(expensive, vec![]), &Default::default())
-            .expect_err(expensive);
+        let error = crate::evaluate_lazy_truth(
+            &lazy(expensive, vec![]),
+            &Default::default(),
+            &wconverge_catalog::Value::Hash(Vec::new()),
+        )
+        .expect_err(expensive);
         assert!(
             error.starts_with(
                 "the lazy block at site.wcv:3:12 failed: it did more work than a lazy value may"

@@ -15,8 +15,9 @@ pub const DEFAULT_POLICY: &str = r#"# wconverge's built-in policy: the built-in 
 source = "builtin"
 directories = [{ path = "/", access = "read-write" }]
 
-# Templates, rendered during the run: the same, plus the directory that holds the
-# template's source, read-only.
+# Templates, rendered during the run: like files (each resource sees the directory that
+# holds it, and the one that holds its source, read-only). A template receives every
+# node attribute, sensitive ones included.
 [plugins.template]
 source = "builtin"
 directories = [{ path = "/", access = "read-write" }]

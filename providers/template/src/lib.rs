@@ -171,32 +171,39 @@ fn as_file(resource: &Resource) -> Result<Resource> {
 fn render(resource: &Resource) -> Result<(String, bool)> {
     let source = resource.require_str("source")?;
     let text = read_source(source)?;
-    let mut secrets = Vec::new();
-    let mut context: Vec<(String, minijinja::Value)> = Vec::new();
-    if let Some(variables) = resource.get("variables").and_then(Value::as_hash) {
-        for (name, value) in variables {
-            context.push((name.clone(), to_jinja(value, &mut secrets)));
-        }
-    }
-    for name in RESERVED {
-        let value = resource.context(name).map_or_else(
-            || minijinja::Value::from(()),
-            |value| to_jinja(value, &mut secrets),
-        );
-        context.push((name.to_owned(), value));
-    }
     let mut env = minijinja::Environment::new();
     // A typo in a variable is an error, not an empty string in a config file.
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     env.set_keep_trailing_newline(true);
+    let mut has_secrets = false;
+    let context = |perturb: Perturb, has_secrets: &mut bool| {
+        let mut context: Vec<(String, minijinja::Value)> = Vec::new();
+        if let Some(variables) = resource.get("variables").and_then(Value::as_hash) {
+            for (name, value) in variables {
+                context.push((name.clone(), to_jinja(value, false, perturb, has_secrets)));
+            }
+        }
+        for name in RESERVED {
+            let value = resource.context(name).map_or_else(
+                || minijinja::Value::from(()),
+                |value| to_jinja(value, false, perturb, has_secrets),
+            );
+            context.push((name.to_owned(), value));
+        }
+        minijinja::Value::from_iter(context)
+    };
+    let plain = context(Perturb::None, &mut has_secrets);
+    // An error's detail may quote a value: with secrets about, it is left out.
     let explain = |error: minijinja::Error| {
         let mut message = format!("template `{source}`");
         if let Some(line) = error.line() {
             message.push_str(&format!(", line {line}"));
         }
         message.push_str(&format!(": {}", error.kind()));
-        if let Some(detail) = error.detail() {
+        if let Some(detail) = error.detail()
+            && !has_secrets
+        {
             message.push_str(&format!(": {detail}"));
         }
         Error::new(message)
@@ -204,12 +211,19 @@ fn render(resource: &Resource) -> Result<(String, bool)> {
     let template = env
         .template_from_named_str(source, &text)
         .map_err(explain)?;
-    let rendered = template
-        .render(minijinja::Value::from_iter(context))
-        .map_err(explain)?;
-    let sensitive = secrets
-        .iter()
-        .any(|secret| !secret.is_empty() && rendered.contains(secret.as_str()));
+    let rendered = template.render(plain).map_err(explain)?;
+    if !has_secrets {
+        return Ok((rendered, false));
+    }
+    // Whether the content depends on a sensitive value, whatever filters or conditions
+    // it went through: render again with every sensitive value changed, twice (each
+    // character changed, and emptied). Different content, or a failure, means it does,
+    // and the content is sensitive.
+    let sensitive = [Perturb::Flip, Perturb::Empty].into_iter().any(|perturb| {
+        template
+            .render(context(perturb, &mut has_secrets))
+            .map_or(true, |perturbed| perturbed != rendered)
+    });
     Ok((rendered, sensitive))
 }
 
@@ -230,43 +244,62 @@ fn read_source(source: &str) -> Result<String> {
     Ok(text)
 }
 
-/// A value as a template sees it; the strings of sensitive values are collected.
-fn to_jinja(value: &Value, secrets: &mut Vec<String>) -> minijinja::Value {
-    match value {
-        Value::Undef => minijinja::Value::from(()),
-        Value::Boolean(b) => minijinja::Value::from(*b),
-        Value::Integer(i) => minijinja::Value::from(*i),
-        Value::Float(f) => minijinja::Value::from(*f),
-        Value::String(s) => minijinja::Value::from(s.as_str()),
-        Value::Array(items) => minijinja::Value::from(
-            items
-                .iter()
-                .map(|item| to_jinja(item, secrets))
-                .collect::<Vec<_>>(),
-        ),
-        Value::Hash(entries) => minijinja::Value::from_iter(
-            entries
-                .iter()
-                .map(|(key, value)| (key.clone(), to_jinja(value, secrets))),
-        ),
-        Value::Sensitive(inner) => {
-            collect_strings(inner, secrets);
-            to_jinja(inner, secrets)
-        }
-    }
+/// How sensitive values are changed for the dependency check.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Perturb {
+    None,
+    /// Every character, number and boolean changed; strings one longer.
+    Flip,
+    /// Strings empty, numbers zero, booleans false.
+    Empty,
 }
 
-fn collect_strings(value: &Value, out: &mut Vec<String>) {
-    match value {
-        Value::String(s) => out.push(s.clone()),
-        Value::Integer(i) => out.push(i.to_string()),
-        Value::Float(f) => out.push(f.to_string()),
-        Value::Array(items) => items.iter().for_each(|item| collect_strings(item, out)),
-        Value::Hash(entries) => entries
-            .iter()
-            .for_each(|(_, value)| collect_strings(value, out)),
-        Value::Sensitive(inner) => collect_strings(inner, out),
-        Value::Undef | Value::Boolean(_) => {}
+/// A value as a template sees it. Within a sensitive value (`secret`), `perturb`
+/// changes every leaf (for the dependency check); `has_secrets` notes that there is one.
+fn to_jinja(
+    value: &Value,
+    secret: bool,
+    perturb: Perturb,
+    has_secrets: &mut bool,
+) -> minijinja::Value {
+    // Only the leaves of a sensitive value change; `perturb` goes down unchanged.
+    let leaf = if secret { perturb } else { Perturb::None };
+    match (value, leaf) {
+        (Value::Undef, _) => minijinja::Value::from(()),
+        (Value::Boolean(b), Perturb::None) => minijinja::Value::from(*b),
+        (Value::Boolean(b), Perturb::Flip) => minijinja::Value::from(!*b),
+        (Value::Boolean(_), Perturb::Empty) => minijinja::Value::from(false),
+        (Value::Integer(i), Perturb::None) => minijinja::Value::from(*i),
+        (Value::Integer(i), Perturb::Flip) => minijinja::Value::from(i.wrapping_add(7919)),
+        (Value::Integer(_), Perturb::Empty) => minijinja::Value::from(0),
+        (Value::Float(f), Perturb::None) => minijinja::Value::from(*f),
+        (Value::Float(f), Perturb::Flip) => minijinja::Value::from(f + 7919.5),
+        (Value::Float(_), Perturb::Empty) => minijinja::Value::from(0.0),
+        (Value::String(s), Perturb::None) => minijinja::Value::from(s.as_str()),
+        // Every character differs and the length too: slices, prefixes and lengths all
+        // see the change.
+        (Value::String(s), Perturb::Flip) => minijinja::Value::from(
+            s.chars()
+                .map(|c| char::from_u32(u32::from(c) ^ 1).unwrap_or('x'))
+                .chain(['\u{1}'])
+                .collect::<String>(),
+        ),
+        (Value::String(_), Perturb::Empty) => minijinja::Value::from(""),
+        (Value::Array(items), _) => minijinja::Value::from(
+            items
+                .iter()
+                .map(|item| to_jinja(item, secret, perturb, has_secrets))
+                .collect::<Vec<_>>(),
+        ),
+        (Value::Hash(entries), _) => minijinja::Value::from_iter(
+            entries
+                .iter()
+                .map(|(key, value)| (key.clone(), to_jinja(value, secret, perturb, has_secrets))),
+        ),
+        (Value::Sensitive(inner), _) => {
+            *has_secrets = true;
+            to_jinja(inner, true, perturb, has_secrets)
+        }
     }
 }
 
@@ -364,6 +397,42 @@ mod tests {
                 .get("content")
                 .is_some_and(Value::is_sensitive)
         );
+    }
+
+    #[test]
+    fn a_sensitive_value_through_a_filter_still_makes_the_content_sensitive() {
+        let dir = scratch("filters");
+        for text in [
+            "pw={{ pw | upper }}\n",
+            "part={{ pw[0:3] }}\n",
+            "rev={{ pw | reverse }}\n",
+            "{% if pw | length > 3 %}long{% endif %}\n",
+        ] {
+            let resource = template(&dir, text).with(
+                "variables",
+                Value::Hash(vec![(
+                    "pw".to_owned(),
+                    Value::Sensitive(Box::new("hunter2secret".into())),
+                )]),
+            );
+            let file = as_file(&resource).expect("renders");
+            assert!(
+                file.get("content").is_some_and(Value::is_sensitive),
+                "{text}"
+            );
+        }
+        // An error names no secret.
+        let resource = template(&dir, "{% include pw | upper %}\n").with(
+            "variables",
+            Value::Hash(vec![(
+                "pw".to_owned(),
+                Value::Sensitive(Box::new("hunter2secret".into())),
+            )]),
+        );
+        let error = as_file(&resource)
+            .expect_err("no such template")
+            .to_string();
+        assert!(!error.to_lowercase().contains("hunter2"), "{error}");
     }
 
     #[test]

@@ -66,8 +66,9 @@ struct Found {
 
 fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
     match &expr.kind {
-        // `$node` is read during the run, from the node's attributes then.
-        ExprKind::Var(name) if name == "node" => {}
+        // `$node` and `$facts` are read during the run: the node's attributes then, and
+        // the facts of the machine that applies the catalog.
+        ExprKind::Var(name) if name == "node" || name == "facts" => {}
         ExprKind::NodeWrite { .. } => found.node_writes.push(expr.span),
         ExprKind::Var(name) => {
             if name.parse::<usize>().is_ok() {
@@ -185,11 +186,13 @@ pub fn check_lazy(lazy: &Lazy) -> Result<(), String> {
     crate::run_on_big_stack(|| parse_lazy(lazy).map(|_| ()))
 }
 
-/// Evaluates a lazy value with the variables it captured, reading `node`'s attributes.
-pub fn evaluate_lazy(lazy: &Lazy, node: &NodeAttributes) -> Result<Value, String> {
+/// Evaluates a lazy value with the variables it captured, reading `node`'s attributes
+/// and this machine's `facts` (a hash of each group to its records; an empty hash is
+/// enough for a value that does not read `$facts`).
+pub fn evaluate_lazy(lazy: &Lazy, node: &NodeAttributes, facts: &Value) -> Result<Value, String> {
     crate::run_on_big_stack(|| {
         let at = &lazy.location;
-        let (value, _) = evaluated(lazy, NodeState::running(node, false));
+        let (value, _) = evaluated(lazy, NodeState::running(node, false), facts);
         value?
             .to_catalog()
             .map_err(|message| format!("the lazy block at {at} returned a value that {message}"))
@@ -199,9 +202,13 @@ pub fn evaluate_lazy(lazy: &Lazy, node: &NodeAttributes) -> Result<Value, String
 /// Runs the body of a `node_block`: a lazy value that may write `node`'s attributes.
 /// Returns what it wrote, in order (`$node.default['a'] = 1`); on an error nothing of
 /// what it wrote is kept.
-pub fn run_node_block(lazy: &Lazy, node: &mut NodeAttributes) -> Result<Vec<String>, String> {
+pub fn run_node_block(
+    lazy: &Lazy,
+    node: &mut NodeAttributes,
+    facts: &Value,
+) -> Result<Vec<String>, String> {
     crate::run_on_big_stack(|| {
-        let (value, (attributes, written)) = evaluated(lazy, NodeState::running(node, true));
+        let (value, (attributes, written)) = evaluated(lazy, NodeState::running(node, true), facts);
         value?;
         if let Some(attributes) = attributes {
             *node = attributes;
@@ -251,9 +258,13 @@ fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
 
 /// Evaluates a lazy value used as a guard: whether it holds (Puppet's truth, so a value
 /// that cannot go into a catalog, like a regular expression, still counts).
-pub fn evaluate_lazy_truth(lazy: &Lazy, node: &NodeAttributes) -> Result<bool, String> {
+pub fn evaluate_lazy_truth(
+    lazy: &Lazy,
+    node: &NodeAttributes,
+    facts: &Value,
+) -> Result<bool, String> {
     crate::run_on_big_stack(|| {
-        evaluated(lazy, NodeState::running(node, false))
+        evaluated(lazy, NodeState::running(node, false), facts)
             .0
             .map(|value| value.truthy())
     })
@@ -267,14 +278,14 @@ fn wrapped(lazy: &Lazy) -> String {
 /// What a node block wrote: the attributes (if anything was written) and the writes.
 type Written = (Option<NodeAttributes>, Vec<String>);
 
-fn evaluated(lazy: &Lazy, node: NodeState<'_>) -> (Result<Val, String>, Written) {
-    match evaluate_in(lazy, node) {
+fn evaluated(lazy: &Lazy, node: NodeState<'_>, facts: &Value) -> (Result<Val, String>, Written) {
+    match evaluate_in(lazy, node, facts) {
         Ok((value, written)) => (Ok(value), written),
         Err(message) => (Err(message), (None, Vec::new())),
     }
 }
 
-fn evaluate_in(lazy: &Lazy, node: NodeState<'_>) -> Result<(Val, Written), String> {
+fn evaluate_in(lazy: &Lazy, node: NodeState<'_>, facts: &Value) -> Result<(Val, Written), String> {
     let at = &lazy.location;
     let (program, expr) = parse_lazy(lazy)?;
     let sources = [Source::new(at.to_string(), wrapped(lazy))];
@@ -305,6 +316,10 @@ fn evaluate_in(lazy: &Lazy, node: NodeState<'_>) -> Result<(Val, Written), Strin
             }
         }
     }
+    // The facts of the machine that runs it, whatever a catalog captured.
+    evaluator.scopes[super::TOP]
+        .vars
+        .insert("facts".to_owned(), (Val::from_catalog(facts), expr.span));
     // The block's own assignments go into a scope of its own.
     let local = evaluator.new_scope(Some(super::TOP));
     evaluator.ctx.scope = local;

@@ -292,8 +292,9 @@ impl<'a> Evaluator<'a> {
         }
         drop(program);
         self.evaluate_node();
-        self.stale_reads();
         self.generate();
+        // After the defined types' bodies, which read and write node attributes too.
+        self.stale_reads();
         // The syntax tree is not needed any more; free it before the catalog is built.
         self.program = Rc::new(Program::default());
         let catalog = self.finish();

@@ -13,9 +13,36 @@ use crate::value::Val;
 use std::borrow::Cow;
 use wconverge_catalog::{NodeAttributes, NodeLayer as CatalogLayer, Value};
 
-/// A value as a warning shows it: as the language displays it.
+/// A value as a warning shows it: as the language displays it, `undef` by name, and
+/// cut when long.
 fn shown(value: &Value) -> String {
-    Val::from_catalog(value).to_display()
+    const LONGEST: usize = 120;
+    if *value == Value::Undef {
+        return "undef".to_owned();
+    }
+    let text = Val::from_catalog(value).to_display();
+    match text.char_indices().nth(LONGEST) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+/// How deep a value nests (a scalar is 1).
+fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 1usize)];
+    while let Some((value, level)) = stack.pop() {
+        deepest = deepest.max(level);
+        match value {
+            Value::Array(items) => stack.extend(items.iter().map(|item| (item, level + 1))),
+            Value::Hash(entries) => {
+                stack.extend(entries.iter().map(|(_, item)| (item, level + 1)));
+            }
+            Value::Sensitive(inner) => stack.push((inner, level + 1)),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// The node's attributes during an evaluation.
@@ -139,7 +166,8 @@ pub(crate) fn read_keys(expr: &Expr) -> Option<Vec<&Expr>> {
 }
 
 impl Evaluator<'_> {
-    /// Evaluates the keys of a node attribute path: each must be a string.
+    /// Evaluates the keys of a node attribute path being written: each must be a
+    /// string.
     fn node_path(&mut self, keys: &[&Expr]) -> Option<Vec<String>> {
         let mut path = Vec::with_capacity(keys.len());
         for key in keys {
@@ -166,18 +194,67 @@ impl Evaluator<'_> {
     /// `$node[...]`: the merged value, `undef` for a missing key; recorded at compile
     /// time.
     pub(super) fn node_read(&mut self, keys: &[&Expr], span: Span) -> Val {
-        let Some(path) = self.node_path(keys) else {
-            return Val::Undef;
-        };
+        // The string keys name the node attribute; from the first other key on (an
+        // array index), the value read is indexed as any value is.
+        let keys: Vec<(Val, Span)> = keys.iter().map(|key| (self.eval(key), key.span)).collect();
+        let split = keys
+            .iter()
+            .position(|(key, _)| !matches!(key, Val::Str(_)))
+            .unwrap_or(keys.len());
+        let path: Vec<String> = keys[..split]
+            .iter()
+            .filter_map(|(key, _)| match key {
+                Val::Str(text) => Some(text.clone()),
+                _ => None,
+            })
+            .collect();
         let seen = self.attributes.attributes.get(&path);
-        let value = Val::from_catalog(&seen);
+        let mut value = Val::from_catalog(&seen);
+        for (key, at) in &keys[split..] {
+            value = match (&value, key) {
+                (Val::Array(items), Val::Int(index)) => {
+                    let len = i64::try_from(items.len()).unwrap_or(i64::MAX);
+                    let index = if *index < 0 { len + index } else { *index };
+                    usize::try_from(index)
+                        .ok()
+                        .and_then(|index| items.get(index).cloned())
+                        .unwrap_or(Val::Undef)
+                }
+                (Val::Hash(entries), key) => {
+                    Val::hash_get(entries, key).cloned().unwrap_or(Val::Undef)
+                }
+                (Val::Undef, _) => Val::Undef,
+                (other, key) => {
+                    self.error(
+                        "access",
+                        *at,
+                        format!(
+                            "cannot index {} `{}` with {} `{}`",
+                            other.type_name(),
+                            other.to_display(),
+                            key.type_name(),
+                            key.to_display()
+                        ),
+                    );
+                    return Val::Undef;
+                }
+            };
+        }
         if let Some(budget) = self.budget {
             let cost = super::lazy::size_capped(&value, budget);
             if !self.spend(cost, span) {
                 return Val::Undef;
             }
         }
-        if self.attributes.record {
+        // One read per place and path is enough for the warning, and keeps a read in a
+        // defined type instantiated many times from copying the value each time.
+        if self.attributes.record
+            && !self
+                .attributes
+                .reads
+                .iter()
+                .any(|read| read.span == span && read.path == path)
+        {
             self.attributes.seq += 1;
             let seq = self.attributes.seq;
             self.attributes.reads.push(Read {
@@ -202,7 +279,17 @@ impl Evaluator<'_> {
         let Some(path) = self.node_path(&keys) else {
             return Val::Undef;
         };
+        let reads_before = self.attributes.reads.len();
         let value = self.eval(value);
+        // `$node.default['pkgs'] = $node['pkgs'] + ['b']` reads what it replaces: that
+        // read is not stale.
+        let overlapping =
+            |read: &Read| read.path.starts_with(&path) || path.starts_with(&read.path);
+        let mut index = 0;
+        self.attributes.reads.retain(|read| {
+            index += 1;
+            index <= reads_before || !overlapping(read)
+        });
         if !self.attributes.writable {
             self.error(
                 "node-write-at-run-time",
@@ -236,11 +323,23 @@ impl Evaluator<'_> {
                 self.error(
                     "node-attribute-value",
                     span,
-                    format!("a node attribute cannot hold this value: it {message}"),
+                    format!("a node attribute cannot hold this value: {message}"),
                 );
                 return Val::Undef;
             }
         };
+        if path.len() + depth(&stored) > wconverge_catalog::MAX_DEPTH {
+            self.error(
+                "node-attribute-value",
+                span,
+                format!(
+                    "this write nests deeper than {} levels (its path and its value), the most \
+                     a catalog holds",
+                    wconverge_catalog::MAX_DEPTH
+                ),
+            );
+            return Val::Undef;
+        }
         let shown = stored.display();
         let precedence = match layer {
             NodeLayer::Default => CatalogLayer::Default,

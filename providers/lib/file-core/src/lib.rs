@@ -28,8 +28,8 @@ pub fn show_diff() -> Attribute {
         "show_diff",
         DataType::Boolean,
         "Show a unified diff of a content change, when the new content is not sensitive \
-         and the current file is world-readable text of at most 256 KiB. `false` shows only \
-         the digests.",
+         and the current file is world-readable text of at most 256 KiB in a directory \
+         others may enter. `false` shows only the digests.",
     )
     .default(true)
     .parameter()
@@ -315,11 +315,19 @@ fn metadata_and_content_changes(resource: &Resource, current: &State) -> Vec<Cha
             let mut message = format!("content changed '{observed}' to '{desired}'");
             let secret = resource.get("content").is_some_and(Value::is_sensitive);
             // Only what anyone on the machine may read anyway: the current file must be
-            // world-readable (a private file may hold what a sensitive value put there).
+            // world-readable (a private file may hold what a sensitive value put there)...
             let public = current
                 .get_str("mode")
                 .and_then(parse_mode)
-                .is_some_and(|mode| mode & 0o004 != 0);
+                .is_some_and(|mode| mode & 0o004 != 0)
+                && resource.get_str("path").is_some_and(|path| {
+                    // ... in a directory others may enter (the plugin sees no further up).
+                    let (dir, _) = split_path(path);
+                    metadata::stat(dir)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|stat| stat.mode & 0o001 != 0)
+                });
             if !secret
                 && public
                 && resource.get_bool("show_diff") != Some(false)
