@@ -28,6 +28,16 @@ fn policy_with(machine: &Machine, providers: &[(&str, &str)]) -> String {
     machine.policy(&extra).to_str().expect("utf-8").to_owned()
 }
 
+/// `wconverge validate MANIFEST --policy POLICY`.
+fn validate(machine: &Machine, manifest: &Path, policy: &str) -> crate::support::Run {
+    machine.run(&[
+        "validate",
+        manifest.to_str().expect("utf-8"),
+        "--policy",
+        policy,
+    ])
+}
+
 fn both(machine: &Machine) -> String {
     policy_with(
         machine,
@@ -132,12 +142,7 @@ fn the_provider_metaparameter_picks_one_and_refuses_an_unsuitable_one() {
             "named.wcv",
             &format!("hello {{ 'world': provider => '{named}' }}\n"),
         );
-        let run = machine.run(&[
-            "validate",
-            manifest.to_str().expect("utf-8"),
-            "--policy",
-            &policy,
-        ]);
+        let run = validate(&machine, &manifest, &policy);
         assert_eq!(run.code, 1, "{run:#?}");
         assert!(run.stderr.contains(expected), "{run:#?}");
     }
@@ -148,12 +153,7 @@ fn a_type_without_a_suitable_provider_is_refused_with_each_reason() {
     let machine = Machine::new();
     let policy = policy_with(&machine, &[("hello-tokyo", wconverge_tests::HELLO_TOKYO)]);
     let manifest = machine.manifest("hello.wcv", "hello { 'world': }\n");
-    let run = machine.run(&[
-        "validate",
-        manifest.to_str().expect("utf-8"),
-        "--policy",
-        &policy,
-    ]);
+    let run = validate(&machine, &manifest, &policy);
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
         run.stderr.contains(
@@ -171,12 +171,7 @@ fn a_resource_is_checked_against_its_own_providers_schema() {
     // `bow` is an attribute of hello-tokyo only: the manifest compiles (some provider
     // of `hello` has it), and the resource, which gets hello-paris, is refused.
     let manifest = machine.manifest("bow.wcv", "hello { 'world': bow => true }\n");
-    let run = machine.run(&[
-        "validate",
-        manifest.to_str().expect("utf-8"),
-        "--policy",
-        &policy,
-    ]);
+    let run = validate(&machine, &manifest, &policy);
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
         run.stderr.contains("`hello` has no attribute `bow`"),
@@ -326,12 +321,7 @@ fn incomplete_facts_stop_the_choice_instead_of_falling_through() {
     )
     .expect("policy written");
     let manifest = machine.manifest("hello.wcv", "hello { 'world': }\n");
-    let run = machine.run(&[
-        "validate",
-        manifest.to_str().expect("utf-8"),
-        "--policy",
-        &policy,
-    ]);
+    let run = validate(&machine, &manifest, &policy);
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
         run.stderr.contains(

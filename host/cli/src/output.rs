@@ -433,7 +433,7 @@ pub(crate) fn plugin_inspect(summary: &PluginSummary) {
         text.push_str(&format!("    {import}\n"));
     }
     if let Some(requires) = &summary.requires {
-        text.push_str(&format!("  suitable where: {}\n", requires.trim()));
+        text.push_str(&format!("  suitable where: {}\n", one_line(requires)));
     }
     if summary.kind == "interpreter" {
         text.push_str(&format!(
@@ -461,6 +461,16 @@ pub(crate) fn plugin_inspect(summary: &PluginSummary) {
         text.push_str(&attributes_text(schema));
     }
     out(&text);
+}
+
+/// A resource program on one line: its expressions joined by `and`, as they are.
+fn one_line(program: &str) -> String {
+    program
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect::<Vec<_>>()
+        .join(" and ")
 }
 
 pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::PluginError>]) {
@@ -509,15 +519,7 @@ pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::
                     ));
                 }
                 if let Some(requires) = &summary.requires {
-                    text.push_str(&format!(
-                        "  suitable where: {}\n",
-                        requires
-                            .lines()
-                            .map(str::trim)
-                            .filter(|line| !line.is_empty())
-                            .collect::<Vec<_>>()
-                            .join(" and ")
-                    ));
+                    text.push_str(&format!("  suitable where: {}\n", one_line(requires)));
                 }
             }
             Err(error) => text.push_str(&format!("error: {error}\n")),
@@ -658,15 +660,7 @@ pub(crate) fn plugins_audit(
                     field(
                         &mut text,
                         "suitable",
-                        format!(
-                            "where {}",
-                            requires
-                                .lines()
-                                .map(str::trim)
-                                .filter(|line| !line.is_empty())
-                                .collect::<Vec<_>>()
-                                .join(" and ")
-                        ),
+                        format!("where {}", one_line(requires)),
                     );
                 }
                 for schema in &summary.types {

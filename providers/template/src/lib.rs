@@ -5,7 +5,9 @@
 //! (`wconverge-file-core`). A plugin of its own, so that the template engine weighs
 //! only on runs that render templates.
 
-use wconverge_file_core::{file_apply, file_current_state, file_plan, validate_file};
+use wconverge_file_core::{
+    FileAttributes, file_apply, file_current_state, file_plan, validate_file,
+};
 use wconverge_sdk::{
     Attribute, Change, DataType, Error, PathAccess, Provider, ProviderInfo, Resource, Result,
     RunContext, State, TypeSchema, Value, export_provider,
@@ -94,33 +96,7 @@ fn schema() -> TypeSchema {
         .default(Value::Hash(Vec::new()))
         .parameter(),
     )
-    .attribute(Attribute::new(
-        "mode",
-        DataType::String,
-        "Permission bits in octal, like '0644'. New files get 0644 when not set; existing \
-         files keep theirs.",
-    ))
-    .attribute(Attribute::new(
-        "owner",
-        DataType::String,
-        "Owner, a user name or numeric id. Left alone when not set.",
-    ))
-    .attribute(Attribute::new(
-        "group",
-        DataType::String,
-        "Group, a group name or numeric id. Left alone when not set.",
-    ))
-    .attribute(
-        Attribute::new(
-            "backup",
-            DataType::OneOf(vec![DataType::Boolean, DataType::String]),
-            "A suffix such as '.bak': before the file is replaced or removed, its previous \
-             version is kept next to it under that suffix. `false` keeps nothing.",
-        )
-        .default(false)
-        .parameter(),
-    )
-    .attribute(wconverge_file_core::show_diff())
+    .with_file_attributes()
 }
 
 /// Problems a template resource has before anything runs.

@@ -23,7 +23,7 @@ use wconverge_sdk::{
 const DEFAULT_MODE: u32 = 0o644;
 
 /// Puppet's `show_diff`, for `file` and `template`.
-pub fn show_diff() -> Attribute {
+fn show_diff() -> Attribute {
     Attribute::new(
         "show_diff",
         DataType::Boolean,
@@ -59,34 +59,46 @@ pub fn file_schema() -> TypeSchema {
         DataType::String,
         "The whole content. Left alone when not set.",
     ))
-    .attribute(Attribute::new(
-        "mode",
-        DataType::String,
-        "Permission bits in octal, like '0644'. New files get 0644 when not set; \
-                 existing files keep theirs.",
-    ))
-    .attribute(Attribute::new(
-        "owner",
-        DataType::String,
-        "Owner, a user name or numeric id. Left alone when not set.",
-    ))
-    .attribute(Attribute::new(
-        "group",
-        DataType::String,
-        "Group, a group name or numeric id. Left alone when not set.",
-    ))
-    .attribute(
-        Attribute::new(
-            "backup",
-            DataType::OneOf(vec![DataType::Boolean, DataType::String]),
-            "A suffix such as '.bak': before the file is replaced or removed, its \
-                     previous version is kept next to it under that suffix. `false` keeps \
-                     nothing.",
+    .with_file_attributes()
+}
+
+/// The attributes every type that writes a file has after its content: `mode`,
+/// `owner`, `group`, `backup` and `show_diff`.
+pub trait FileAttributes {
+    fn with_file_attributes(self) -> Self;
+}
+
+impl FileAttributes for TypeSchema {
+    fn with_file_attributes(self) -> Self {
+        self.attribute(Attribute::new(
+            "mode",
+            DataType::String,
+            "Permission bits in octal, like '0644'. New files get 0644 when not set; \
+             existing files keep theirs.",
+        ))
+        .attribute(Attribute::new(
+            "owner",
+            DataType::String,
+            "Owner, a user name or numeric id. Left alone when not set.",
+        ))
+        .attribute(Attribute::new(
+            "group",
+            DataType::String,
+            "Group, a group name or numeric id. Left alone when not set.",
+        ))
+        .attribute(
+            Attribute::new(
+                "backup",
+                DataType::OneOf(vec![DataType::Boolean, DataType::String]),
+                "A suffix such as '.bak': before the file is replaced or removed, its \
+                 previous version is kept next to it under that suffix. `false` keeps \
+                 nothing.",
+            )
+            .default(false)
+            .parameter(),
         )
-        .default(false)
-        .parameter(),
-    )
-    .attribute(show_diff())
+        .attribute(show_diff())
+    }
 }
 
 pub fn validate_file(resource: &Resource) -> Vec<String> {
