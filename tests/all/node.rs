@@ -140,12 +140,7 @@ $node.default['site'] = { 'name' => 'paris', 'mode' => '0600' }
 $node.override['site']['name'] = 'tokyo'
 "#,
     );
-    let compiled = machine.run(&[
-        "compile",
-        manifest.to_str().expect("utf-8"),
-        "--policy",
-        policy.to_str().expect("utf-8"),
-    ]);
+    let compiled = machine.compile(&manifest, &policy);
     assert_eq!(compiled.code, 0, "{compiled:#?}");
     let catalog: serde_json::Value = serde_json::from_str(&compiled.stdout).expect("JSON");
     assert_eq!(
@@ -421,12 +416,7 @@ template { '@FILES@/motd': source => lazy { $node['src'] } }
 file { '@FILES@/family': content => lazy { "${facts['os'][0]['family']}\n" } }
 "#,
     );
-    let compiled = machine.run(&[
-        "compile",
-        manifest.to_str().expect("utf-8"),
-        "--policy",
-        policy.to_str().expect("utf-8"),
-    ]);
+    let compiled = machine.compile(&manifest, &policy);
     assert_eq!(compiled.code, 0, "{compiled:#?}");
     // `$facts` is read where the catalog is applied: it is not captured.
     assert!(

@@ -187,12 +187,7 @@ fn the_provider_metaparameter_survives_a_compiled_catalog() {
         "hello.wcv",
         "hello { 'world': provider => 'hello-paris' }\n",
     );
-    let run = machine.run(&[
-        "compile",
-        manifest.to_str().expect("utf-8"),
-        "--policy",
-        &policy,
-    ]);
+    let run = machine.compile(&manifest, Path::new(&policy));
     assert_eq!(run.code, 0, "{run:#?}");
     let catalog: serde_json::Value = serde_json::from_str(&run.stdout).expect("catalog JSON");
     assert_eq!(

@@ -191,6 +191,16 @@ source = "builtin"
         }
     }
 
+    /// `wconverge compile MANIFEST --policy POLICY`.
+    pub(crate) fn compile(&self, manifest: &Path, policy: &Path) -> Run {
+        self.run(&[
+            "compile",
+            manifest.to_str().expect("utf-8"),
+            "--policy",
+            policy.to_str().expect("utf-8"),
+        ])
+    }
+
     /// `wconverge apply CATALOG --policy POLICY` plus `args`.
     pub(crate) fn apply(&self, catalog: &Path, policy: &Path, args: &[&str]) -> Run {
         let mut all = vec![

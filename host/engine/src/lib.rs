@@ -17,7 +17,7 @@ mod validate;
 pub use graph::Graph;
 pub use guard::{Guard, GuardBody};
 pub use run::{Mode, run};
-pub use validate::{ENGINE, Prepared, PreparedResource, node_block_schema, prepare};
+pub use validate::{ENGINE, Prepared, PreparedResource, Schemas, node_block_schema, prepare};
 
 use std::fmt;
 use std::time::Duration;

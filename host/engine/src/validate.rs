@@ -105,17 +105,25 @@ pub struct Prepared {
     /// The node attributes as the compile phase left them.
     pub node_attributes: NodeAttributes,
     pub resources: Vec<PreparedResource>,
-    /// The schemas in use, by type and provider.
-    pub schemas: HashMap<(String, String), TypeSchema>,
+    /// The schemas in use, by type, then by provider.
+    pub schemas: Schemas,
     pub graph: Graph,
 }
 
 impl Prepared {
     /// The schema a resource was validated against: its provider's.
     pub fn schema(&self, resource: &PreparedResource) -> Option<&TypeSchema> {
-        self.schemas
-            .get(&(resource.type_name.clone(), resource.provider.clone()))
+        schema_of(&self.schemas, resource)
     }
+}
+
+/// Schemas by type, then by provider: looked up by reference, without a key to build.
+pub type Schemas = HashMap<String, HashMap<String, TypeSchema>>;
+
+fn schema_of<'s>(schemas: &'s Schemas, resource: &PreparedResource) -> Option<&'s TypeSchema> {
+    schemas
+        .get(&resource.type_name)
+        .and_then(|by_provider| by_provider.get(&resource.provider))
 }
 
 /// Checks the catalog against the schemas the host provides and builds the graph.
@@ -125,7 +133,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
     if !problems.is_empty() {
         return Err(problems);
     }
-    let mut schemas: HashMap<(String, String), TypeSchema> = HashMap::new();
+    let mut schemas = Schemas::new();
     // The provider each type gets, for each `provider` a resource asks for; `None` when
     // there is none, reported once, at the first resource that needed it.
     let mut chosen: HashMap<(String, Option<String>), Option<String>> = HashMap::new();
@@ -139,7 +147,9 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
             Some(provider) => provider.clone(),
             None if type_name == NODE_BLOCK => {
                 schemas
-                    .entry((type_name.clone(), ENGINE.to_owned()))
+                    .entry(type_name.clone())
+                    .or_default()
+                    .entry(ENGINE.to_owned())
                     .or_insert_with(node_block_schema);
                 let provider = match key.1.as_deref() {
                     None | Some(ENGINE) => Some(ENGINE.to_owned()),
@@ -161,7 +171,9 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
                 let provider = match host.provider(type_name, key.1.as_deref()) {
                     Ok(Some(choice)) => {
                         schemas
-                            .entry((type_name.clone(), choice.plugin.clone()))
+                            .entry(type_name.clone())
+                            .or_default()
+                            .entry(choice.plugin.clone())
                             .or_insert(choice.schema);
                         Some(choice.plugin)
                     }
@@ -208,7 +220,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         let Some(provider) = provider else {
             continue;
         };
-        let schema = &schemas[&(type_name.clone(), provider.clone())];
+        let schema = &schemas[type_name][&provider];
         match prepare_resource(resource, schema, provider) {
             Ok(mut prepared) => {
                 if let Some(text) = &resource.metaparams.requires {
@@ -291,15 +303,11 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
 /// Two resources of one type with the same path as namevar (`file { 'a': path => '/x' }`
 /// and `file { '/x': }`) would manage one thing twice, each undoing the other. Only
 /// namevars that are paths count: two `exec`s may run the same command, as in Puppet.
-fn same_namevar(
-    resources: &[PreparedResource],
-    schemas: &HashMap<(String, String), TypeSchema>,
-) -> Vec<Problem> {
+fn same_namevar(resources: &[PreparedResource], schemas: &Schemas) -> Vec<Problem> {
     let mut problems = Vec::new();
     let mut seen: HashMap<(&str, &str), &PreparedResource> = HashMap::new();
     for resource in resources {
-        let Some(namevar) = schemas
-            .get(&(resource.type_name.clone(), resource.provider.clone()))
+        let Some(namevar) = schema_of(schemas, resource)
             .and_then(TypeSchema::namevar)
             .filter(|namevar| namevar.path_access != PathAccess::None)
         else {

@@ -88,6 +88,16 @@ pub(crate) enum NodeLayer {
     Override,
 }
 
+impl NodeLayer {
+    /// As a manifest writes it: `$node.default`, `$node.override`.
+    pub(crate) fn keyword(self) -> &'static str {
+        match self {
+            NodeLayer::Default => "default",
+            NodeLayer::Override => "override",
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BinOp {
     Or,

@@ -124,10 +124,7 @@ impl<'a> NodeState<'a> {
             .map(|write| {
                 format!(
                     "$node.{}{} = {}",
-                    match write.layer {
-                        NodeLayer::Default => "default",
-                        NodeLayer::Override => "override",
-                    },
+                    write.layer.keyword(),
                     show_path(&write.path),
                     write.shown
                 )
@@ -381,10 +378,7 @@ impl Evaluator<'_> {
 
     /// `$node.default` or `$node.override` read as a value.
     pub(super) fn node_layer_read(&mut self, layer: NodeLayer, span: Span) -> Val {
-        let name = match layer {
-            NodeLayer::Default => "default",
-            NodeLayer::Override => "override",
-        };
+        let name = layer.keyword();
         self.error(
             "node-layer-read",
             span,
