@@ -9,7 +9,10 @@ fn main() {
         .expect("tests/ lives directly under the repository root");
     let guests = wconverge_guest_build::Guests::new(root);
     let plugins = guests.members_under("tests/plugins", "wconverge-testplugin-");
-    let artifacts = guests.build(&plugins);
+    let mut artifacts = guests.build(&plugins);
+    // The third-party example, built as its author would: a workspace of its own that
+    // knows only the guest SDK and `wit/`.
+    artifacts.push(guests.build_outside("examples/third-party-provider", "file-line", "file-line"));
     let mut consts = String::new();
     for artifact in &artifacts {
         consts.push_str(&format!(

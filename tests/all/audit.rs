@@ -34,7 +34,8 @@ environment = ["LD_PRELOAD"]
     let deployer = section(&audit.stdout, "deployer");
     for expected in [
         "  ! root-equivalent: write access to /etc/sudoers.d covers /etc/sudoers.d",
-        "  ! root-equivalent: may launch /usr/bin/env, which runs whatever it is given",
+        "  ! root-equivalent: may launch /usr/bin/env with any arguments, and it runs what its \
+         arguments name; restrict it with `args` patterns",
         "  ! root-equivalent: may run programs as root",
         "  ! root-equivalent: may set LD_PRELOAD, which decides what code a program runs",
     ] {

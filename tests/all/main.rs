@@ -7,6 +7,7 @@
 
 mod audit;
 mod converge;
+mod deployment;
 mod guards;
 mod manifest;
 mod node;

@@ -144,11 +144,13 @@ directories = [{{ path = "/", access = "read" }}]
 programs = ["/bin/sh", "/usr/bin/*", "/bin/*"]
 users = ["*"]
 groups = ["*"]
+environment = ["*"]
 
 [plugins.bash]
 source = "builtin"
 directories = [{{ path = "/", access = "read" }}]
 programs = ["/bin/bash", "/usr/bin/bash"]
+environment = ["*"]
 
 [plugins.launcher]
 source = "builtin"

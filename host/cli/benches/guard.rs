@@ -20,6 +20,8 @@ fn guard() -> GuardScript {
     GuardScript {
         interpreter: "sh".to_owned(),
         plugin: "sh".to_owned(),
+        subject: "Exec[bench]".to_owned(),
+        secrets: wconverge_engine::Secrets::default(),
         code: "true".to_owned(),
         cwd: None,
         environment: Vec::new(),

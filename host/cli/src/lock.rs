@@ -17,6 +17,7 @@ enum Outcome {
 
 pub(crate) fn lock(
     path: &Path,
+    plugin_dir: Option<&Path>,
     builtins: &'static [(&'static str, &'static [u8])],
 ) -> anyhow::Result<u8> {
     let text = std::fs::read_to_string(path)
@@ -61,7 +62,20 @@ pub(crate) fn lock(
                 }
             }
         } else {
-            let file = base.join(&source);
+            let file = if source == "plugin-dir" {
+                let Some(dir) = plugin_dir else {
+                    outcomes.push((
+                        name.clone(),
+                        Outcome::Unreadable(
+                            "it comes from the plugin directory: pass --plugin-dir DIR".to_owned(),
+                        ),
+                    ));
+                    continue;
+                };
+                dir.join(format!("{name}.wasm"))
+            } else {
+                base.join(&source)
+            };
             match std::fs::read(&file) {
                 Ok(bytes) => bytes,
                 Err(error) => {

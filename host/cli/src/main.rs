@@ -11,11 +11,14 @@ mod output;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use wconverge_catalog::Catalog;
 use wconverge_engine::{Mode, Prepared};
 use wconverge_runtime::policy::Policy;
+use wconverge_runtime::trail::Trail;
 use wconverge_runtime::{Runtime, RuntimeOptions, Suitability};
 
 #[derive(Parser)]
@@ -35,6 +38,14 @@ struct RuntimeArgs {
     /// policy, see the README).
     #[arg(long, value_name = "FILE")]
     policy: Option<PathBuf>,
+    /// Where the plugins whose policy entry says `source = "plugin-dir"` are, as
+    /// NAME.wasm; a .wasm there that no entry pins is never loaded.
+    #[arg(long, value_name = "DIR")]
+    plugin_dir: Option<PathBuf>,
+    /// Append every capability decision of the plugins (directories opened, programs
+    /// launched, anything refused) to FILE, as JSON lines.
+    #[arg(long, value_name = "FILE")]
+    audit_log: Option<PathBuf>,
     /// Where compiled plugins are cached (default: /var/cache/wconverge as root, else
     /// $XDG_CACHE_HOME/wconverge; or $WCONVERGE_CACHE_DIR).
     #[arg(long, value_name = "DIR")]
@@ -163,6 +174,9 @@ enum PluginsCommand {
         /// The policy file to update.
         #[arg(long, value_name = "FILE")]
         policy: PathBuf,
+        /// Where the plugins with `source = "plugin-dir"` are.
+        #[arg(long, value_name = "DIR")]
+        plugin_dir: Option<PathBuf>,
     },
 }
 
@@ -203,7 +217,10 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .init();
-    match run(cli) {
+    // The trails are finished whatever happened: a failed run's refusals matter most.
+    let result = run(cli);
+    let finished = finish_trails();
+    match result.and_then(|code| finished.map(|()| code)) {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             output::error(&format!("{error:#}"));
@@ -435,8 +452,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             }
         }
         Command::Plugins {
-            command: PluginsCommand::Lock { policy },
-        } => lock::lock(&policy, wconverge_builtin::BUILTINS),
+            command: PluginsCommand::Lock { policy, plugin_dir },
+        } => lock::lock(&policy, plugin_dir.as_deref(), wconverge_builtin::BUILTINS),
         Command::Plugins {
             command: PluginsCommand::Audit { runtime },
         } => {
@@ -653,12 +670,55 @@ fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
         }
         None => Policy::builtin(),
     };
+    let mut policy = policy;
+    if let Some(dir) = &args.plugin_dir {
+        policy
+            .place_plugin_dir(dir)
+            .with_context(|| format!("cannot list the plugin directory `{}`", dir.display()))?;
+        for file in &policy.unclaimed {
+            output::warning(&format!(
+                "{} is not loaded: no plugin of the policy pins it; review it, add \
+                 `[plugins.NAME]` with `source = \"plugin-dir\"` and its grants to the policy, \
+                 then run `wconverge plugins lock`",
+                file.display()
+            ));
+        }
+    }
     let cache_dir = dirs::cache_dir(args.cache_dir.clone());
-    Ok(Runtime::new(RuntimeOptions {
+    let runtime = Runtime::new(RuntimeOptions {
         policy,
         cache_dir: cache_dir.map(|dir| dir.join("components")),
         builtins: wconverge_builtin::BUILTINS,
-    })?)
+    })?;
+    let file = match &args.audit_log {
+        Some(path) => Some(
+            std::fs::OpenOptions::new()
+                .append(true)
+                .create(true)
+                .mode(0o600)
+                .open(path)
+                .with_context(|| format!("cannot open the audit log `{}`", path.display()))?,
+        ),
+        None => None,
+    };
+    let trail = Arc::new(Trail::new(file, Box::new(output::warning)));
+    runtime.set_trail(Arc::clone(&trail));
+    TRAILS.lock().expect("trails lock").push(trail);
+    Ok(runtime)
+}
+
+/// The audit trails of this invocation, finished when the command is done.
+static TRAILS: std::sync::Mutex<Vec<Arc<Trail>>> = std::sync::Mutex::new(Vec::new());
+
+/// Ends every audit trail: the counts of suppressed refusals, and a flush. A trail that
+/// could not be written fails the command.
+fn finish_trails() -> anyhow::Result<()> {
+    for trail in std::mem::take(&mut *TRAILS.lock().expect("trails lock")) {
+        trail
+            .finish()
+            .context("cannot write the audit log; it is incomplete")?;
+    }
+    Ok(())
 }
 
 /// Validates the catalog; prints every problem and returns `None` if there are any.

@@ -617,7 +617,7 @@ pub(crate) fn plugins_audit(
     policy: &wconverge_runtime::policy::Policy,
     summaries: &[Result<PluginSummary, wconverge_engine::PluginError>],
 ) {
-    use wconverge_runtime::policy::{Principals, Source};
+    use wconverge_runtime::policy::Principals;
     let mut text = String::new();
     let mut flagged = 0;
     for (plugin, summary) in policy.plugins.iter().zip(summaries) {
@@ -636,14 +636,7 @@ pub(crate) fn plugins_audit(
                 }
             }
         };
-        field(
-            &mut text,
-            "source",
-            match &plugin.source {
-                Source::Builtin => "builtin".to_owned(),
-                Source::File(path) => path.display().to_string(),
-            },
-        );
+        field(&mut text, "source", plugin.source.describe());
         match summary {
             Ok(summary) => {
                 field(&mut text, "sha256", summary.sha256.clone());
@@ -704,11 +697,20 @@ pub(crate) fn plugins_audit(
             plugin
                 .programs
                 .iter()
-                .map(|grant| {
-                    if grant.query {
-                        format!("{} (query)", grant.pattern)
-                    } else {
-                        grant.pattern.to_string()
+                .flat_map(|grant| {
+                    let query = if grant.query { " (query)" } else { "" };
+                    match &grant.args {
+                        None => vec![format!("{} (any arguments){query}", grant.pattern)],
+                        Some(patterns) if patterns.is_empty() => {
+                            vec![format!(
+                                "{} (never: no argument pattern){query}",
+                                grant.pattern
+                            )]
+                        }
+                        Some(patterns) => patterns
+                            .iter()
+                            .map(|args| format!("{} {args}{query}", grant.pattern))
+                            .collect(),
                     }
                 })
                 .collect(),
@@ -719,7 +721,22 @@ pub(crate) fn plugins_audit(
         };
         list(&mut text, "users", principals(&plugin.users));
         list(&mut text, "groups", principals(&plugin.groups));
-        list(&mut text, "environment", plugin.environment.clone());
+        list(
+            &mut text,
+            "environment",
+            plugin
+                .environment
+                .entries()
+                .into_iter()
+                .map(|entry| {
+                    if entry == "*" {
+                        "* (any, but PATH, LD_* and DYLD_* only by name)".to_owned()
+                    } else {
+                        entry
+                    }
+                })
+                .collect(),
+        );
         let limits = &plugin.limits;
         field(
             &mut text,
@@ -750,6 +767,13 @@ pub(crate) fn plugins_audit(
                     ));
                 }
             }
+        }
+        text.push('\n');
+    }
+    if !policy.unclaimed.is_empty() {
+        text.push_str("not loaded (in the plugin directory, pinned by no plugin):\n");
+        for file in &policy.unclaimed {
+            text.push_str(&format!("  {}\n", file.display()));
         }
         text.push('\n');
     }

@@ -33,7 +33,7 @@ pub struct Guard {
 #[derive(Debug, Clone, PartialEq)]
 pub enum GuardBody {
     /// A script, run by an interpreter plugin.
-    Script(GuardScript),
+    Script(Box<GuardScript>),
     /// `lazy { expr }`, evaluated by the host: true unless `undef` or `false`.
     Block(Lazy),
 }
@@ -182,7 +182,7 @@ pub(crate) fn prepare(
                     shown,
                     returns,
                     inherited,
-                    body: GuardBody::Script(script),
+                    body: GuardBody::Script(Box::new(script)),
                 }),
                 Err(GuardError::Shape(message)) => {
                     problems.push(problem(format!("`{metaparameter}`: {message}")).with_help(
@@ -386,6 +386,8 @@ fn guard(
     let script = GuardScript {
         interpreter: interpretation.interpreter.clone(),
         plugin: interpretation.plugin.clone(),
+        subject: String::new(),
+        secrets: crate::Secrets::default(),
         code: code.to_owned(),
         cwd: pick("cwd")
             .map(|value| absolute(value, "cwd"))

@@ -16,6 +16,7 @@ mod validate;
 
 pub use graph::Graph;
 pub use guard::{Guard, GuardBody};
+pub use redact::Secrets;
 pub use run::{Mode, run};
 pub use validate::{ENGINE, Prepared, PreparedResource, Schemas, node_block_schema, prepare};
 
@@ -127,6 +128,10 @@ pub struct GuardScript {
     pub interpreter: String,
     /// The plugin that runs it, chosen before the run.
     pub plugin: String,
+    /// The resource it guards (`Exec[restart]`), for the audit trail.
+    pub subject: String,
+    /// The sensitive strings of that resource, never written to the audit trail.
+    pub secrets: Secrets,
     pub code: String,
     pub cwd: Option<String>,
     pub environment: Vec<(String, String)>,

@@ -9,8 +9,8 @@
 pub(crate) const REDACTED: &str = "[redacted]";
 
 /// The sensitive strings of one resource.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Secrets(Vec<String>);
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Secrets(Vec<String>);
 
 impl Secrets {
     pub(crate) fn new(mut secrets: Vec<String>) -> Self {
@@ -35,7 +35,7 @@ impl Secrets {
 
     /// `text` with every secret replaced. A very short secret garbles unrelated text;
     /// that is the price of never leaking it.
-    pub(crate) fn scrub(&self, text: &str) -> String {
+    pub fn scrub(&self, text: &str) -> String {
         let mut text = text.to_owned();
         for secret in &self.0 {
             if text.contains(secret.as_str()) {

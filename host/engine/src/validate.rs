@@ -90,6 +90,11 @@ pub struct PreparedResource {
 }
 
 impl PreparedResource {
+    /// Its sensitive strings, which nothing about it may show.
+    pub fn secrets(&self) -> &Secrets {
+        &self.secrets
+    }
+
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.attributes
             .iter()
@@ -243,6 +248,12 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
                     Ok((guards, secrets)) => {
                         prepared.guards = guards;
                         prepared.secrets.extend(secrets);
+                        for guard in &mut prepared.guards {
+                            if let crate::GuardBody::Script(script) = &mut guard.body {
+                                script.subject = format!("guard of {}", prepared.reference);
+                                script.secrets = prepared.secrets.clone();
+                            }
+                        }
                     }
                     Err(mut found) => problems.append(&mut found),
                 }

@@ -84,38 +84,9 @@ impl Guests {
 
     /// Builds `members` in one nested cargo invocation and returns their components.
     pub fn build(&self, members: &[Member]) -> Vec<Artifact> {
-        let cargo = env("CARGO").unwrap_or_else(|| "cargo".into());
-        ensure_target();
         let manifest = self.root.join("providers").join("Cargo.toml");
-        let target_dir = guest_target_dir();
-        let mut command = Command::new(&cargo);
-        command
-            .arg("build")
-            .arg("--release")
-            .arg("--target")
-            .arg(TARGET)
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(&target_dir);
-        if env("CARGO_NET_OFFLINE").is_some_and(|value| value == "true") {
-            command.arg("--offline");
-        }
-        for member in members {
-            command.arg("--package").arg(&member.package);
-        }
-        scrub(&mut command);
-        command.env("CARGO_BUILD_BUILD_DIR", &target_dir);
-        let output = command
-            .output()
-            .unwrap_or_else(|error| panic!("cannot run {}: {error}", cargo.to_string_lossy()));
-        if !output.status.success() {
-            panic!(
-                "building the guest crates for {TARGET} failed:\n{}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        }
-        let release = target_dir.join(TARGET).join("release");
+        let packages: Vec<&str> = members.iter().map(|m| m.package.as_str()).collect();
+        let release = cargo_build(&manifest, &packages);
         for path in [
             manifest.clone(),
             self.root.join("providers").join("Cargo.lock"),
@@ -126,24 +97,79 @@ impl Guests {
         members
             .iter()
             .map(|member| {
-                let stem = member.package.replace('-', "_");
-                rerun_on_sources(&release.join(format!("{stem}.d")));
                 println!("cargo:rerun-if-changed={}", member.dir.display());
-                let built = release.join(format!("{stem}.wasm"));
-                let path = out_dir().join(format!("{}.wasm", member.name));
-                std::fs::copy(&built, &path).unwrap_or_else(|error| {
-                    panic!(
-                        "cannot copy {} to {}: {error}",
-                        built.display(),
-                        path.display()
-                    )
-                });
-                Artifact {
-                    name: member.name.clone(),
-                    path,
-                }
+                artifact(&release, &member.package, &member.name)
             })
             .collect()
+    }
+
+    /// Builds the crate in `dir` (relative to the root), a workspace of its own outside
+    /// the guest workspace, as a third party builds a plugin; its component is named
+    /// `name`.
+    pub fn build_outside(&self, dir: &str, package: &str, name: &str) -> Artifact {
+        let dir = self.root.join(dir);
+        let manifest = dir.join("Cargo.toml");
+        let release = cargo_build(&manifest, &[package]);
+        for path in [manifest, dir.join("Cargo.lock"), self.root.join("wit")] {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+        artifact(&release, package, name)
+    }
+}
+
+/// Runs the nested cargo on `manifest` for `packages`; returns the release directory.
+fn cargo_build(manifest: &Path, packages: &[&str]) -> PathBuf {
+    let cargo = env("CARGO").unwrap_or_else(|| "cargo".into());
+    ensure_target();
+    let target_dir = guest_target_dir();
+    let mut command = Command::new(&cargo);
+    command
+        .arg("build")
+        .arg("--release")
+        .arg("--target")
+        .arg(TARGET)
+        .arg("--manifest-path")
+        .arg(manifest)
+        .arg("--target-dir")
+        .arg(&target_dir);
+    if env("CARGO_NET_OFFLINE").is_some_and(|value| value == "true") {
+        command.arg("--offline");
+    }
+    for package in packages {
+        command.arg("--package").arg(package);
+    }
+    scrub(&mut command);
+    command.env("CARGO_BUILD_BUILD_DIR", &target_dir);
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("cannot run {}: {error}", cargo.to_string_lossy()));
+    if !output.status.success() {
+        panic!(
+            "building {} for {TARGET} failed:\n{}",
+            manifest.display(),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    target_dir.join(TARGET).join("release")
+}
+
+/// The component of `package`, copied into `OUT_DIR` as `name.wasm`; the build reruns
+/// when a source it read changes.
+fn artifact(release: &Path, package: &str, name: &str) -> Artifact {
+    let stem = package.replace('-', "_");
+    rerun_on_sources(&release.join(format!("{stem}.d")));
+    let built = release.join(format!("{stem}.wasm"));
+    let path = out_dir().join(format!("{name}.wasm"));
+    std::fs::copy(&built, &path).unwrap_or_else(|error| {
+        panic!(
+            "cannot copy {} to {}: {error}",
+            built.display(),
+            path.display()
+        )
+    });
+    Artifact {
+        name: name.to_owned(),
+        path,
     }
 }
 

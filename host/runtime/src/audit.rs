@@ -4,7 +4,7 @@
 //! and read access to where secrets live. Pure: the policy in, the flags out, the same
 //! on every machine, so that `wconverge plugins audit` is stable and diffable.
 
-use crate::policy::{Access, PluginPolicy, Principals, ProgramPattern};
+use crate::policy::{Access, PluginPolicy, Principals, ProgramPattern, dangerous_variable};
 use std::path::Path;
 
 /// Paths whose write access is root-equivalent: whoever writes there gets root.
@@ -46,8 +46,8 @@ const SECRET: &[&str] = &[
     "/proc",
 ];
 
-/// Programs that run whatever they are given: shells, interpreters, and programs that
-/// launch others.
+/// Shells and interpreters: they run whatever script they are given, on their command
+/// line or their input, whatever the argument patterns say.
 const SHELLS_AND_INTERPRETERS: &[&str] = &[
     "sh",
     "bash",
@@ -68,6 +68,15 @@ const SHELLS_AND_INTERPRETERS: &[&str] = &[
     "tclsh",
     "pwsh",
     "powershell",
+    "awk",
+    "gawk",
+    "mawk",
+];
+
+/// Programs that launch what their arguments name (`find -exec`, `tar
+/// --checkpoint-action=exec=`, `env sh`): root-equivalent unless argument patterns
+/// restrict them.
+const RUN_THEIR_ARGUMENTS: &[&str] = &[
     "env",
     "sudo",
     "su",
@@ -78,20 +87,22 @@ const SHELLS_AND_INTERPRETERS: &[&str] = &[
     "nohup",
     "xargs",
     "find",
-    "awk",
-    "gawk",
     "nice",
     "timeout",
     "chroot",
     "nsenter",
     "systemd-run",
     "ssh",
+    "tar",
+    "rsync",
+    "git",
+    "flock",
+    "strace",
+    "watch",
+    "sed",
+    "vim",
+    "less",
 ];
-
-/// Environment variables that change which code a program runs.
-fn dangerous_variable(name: &str) -> bool {
-    name == "PATH" || name.starts_with("LD_") || name.starts_with("DYLD_")
-}
 
 /// One flagged grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -153,6 +164,12 @@ pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
                         "may launch {}, which runs whatever it is given",
                         path.display()
                     )));
+                } else if RUN_THEIR_ARGUMENTS.contains(&name) && grant.args.is_none() {
+                    flags.push(root(format!(
+                        "may launch {} with any arguments, and it runs what its arguments \
+                         name; restrict it with `args` patterns",
+                        path.display()
+                    )));
                 }
             }
             ProgramPattern::Children(dir) => flags.push(root(format!(
@@ -172,6 +189,7 @@ pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
     }
     let variables: Vec<&str> = plugin
         .environment
+        .names
         .iter()
         .map(String::as_str)
         .filter(|name| dangerous_variable(name))

@@ -7,6 +7,7 @@
 //! before instantiation), programs only through the host's `process` import and only
 //! those the policy allows, and caps on memory, CPU time and output.
 
+pub mod arguments;
 pub mod audit;
 mod bindings;
 mod cache;
@@ -16,10 +17,11 @@ mod plugin;
 pub mod policy;
 mod process;
 mod state;
+pub mod trail;
 
 use crate::grants::{Grant, GrantCache, GrantError};
 use crate::plugin::{Instance, Loader, Plugin};
-use crate::policy::{Access, Policy, Source};
+use crate::policy::{Access, Policy};
 use crate::process::{Launcher, LauncherSlot, Route};
 use crate::state::{Phase, PluginState, Shared};
 use std::collections::HashMap;
@@ -183,6 +185,53 @@ impl Runtime {
         &self.policy
     }
 
+    /// Records every capability decision of this runtime's plugins in `trail`.
+    pub fn set_trail(&self, trail: Arc<trail::Trail>) {
+        self.shared.set_trail(trail);
+    }
+
+    /// A directory decision in the audit trail: refusals always, grants when the trail
+    /// has a file.
+    fn audit_directory(
+        &self,
+        plugin: &policy::PluginPolicy,
+        digest: &str,
+        resource: Option<&PreparedResource>,
+        directory: &str,
+        access: Access,
+        refused: Option<&str>,
+    ) {
+        let Some(trail) = self.shared.trail() else {
+            return;
+        };
+        if refused.is_none() && !trail.logs_allowed() {
+            return;
+        }
+        let scrub = |text: &str| {
+            resource.map_or_else(
+                || text.to_owned(),
+                |resource| resource.secrets().scrub(text),
+            )
+        };
+        trail.record(trail::Event {
+            time: String::new(),
+            plugin: plugin.name.clone(),
+            digest: digest.to_owned(),
+            resource: resource.map(|resource| resource.reference.to_string()),
+            operation: "open-directory",
+            target: scrub(directory),
+            access: Some(access.as_str()),
+            resolved: None,
+            decision: if refused.is_some() {
+                trail::Decision::Denied
+            } else {
+                trail::Decision::Allowed
+            },
+            reason: refused.map(scrub),
+            count: None,
+        });
+    }
+
     /// Starts the thread that advances the engine's epoch, which the CPU limit counts.
     fn start_ticker(&self) {
         self.ticker.call_once(|| {
@@ -217,7 +266,24 @@ impl Runtime {
             builtins: self.builtins,
             shared: &self.shared,
         };
-        let loaded = Plugin::load(&loader, Arc::new(policy)).map(Arc::new);
+        let loaded = Plugin::load(&loader, Arc::new(policy.clone())).map(Arc::new);
+        if let (Err(error), Some(trail)) = (&loaded, self.shared.trail())
+            && matches!(error.kind, PluginErrorKind::Load | PluginErrorKind::Denied)
+        {
+            trail.record(trail::Event {
+                time: String::new(),
+                plugin: name.to_owned(),
+                digest: policy.sha256.clone().unwrap_or_default(),
+                resource: None,
+                operation: "load",
+                target: policy.source.describe(),
+                access: None,
+                resolved: None,
+                decision: trail::Decision::Denied,
+                reason: Some(error.message.clone()),
+                count: None,
+            });
+        }
         self.plugins
             .lock()
             .expect("plugins lock")
@@ -358,6 +424,7 @@ impl Runtime {
         plugin: &Plugin,
         resource: &PreparedResource,
         schema: &TypeSchema,
+        phase: Phase,
     ) -> Result<Vec<Arc<Grant>>, PluginError> {
         let name = &plugin.policy.name;
         let convert = |error: GrantError| match error {
@@ -371,9 +438,28 @@ impl Runtime {
         needed
             .iter()
             .map(|(dir, access)| {
-                self.grants
-                    .grant(&plugin.policy, &roots, dir, *access)
-                    .map_err(convert)
+                // Checked for the access the resource declares, even while it is only
+                // inspected: a resource that could not be applied fails before anything
+                // changes. The call itself gets write access only when it applies.
+                let granted = self.grants.grant(&plugin.policy, &roots, dir, *access);
+                let refused = match &granted {
+                    Err(GrantError::Denied(message)) => Some(message.as_str()),
+                    _ => None,
+                };
+                let gets = if phase == Phase::Change || refused.is_some() {
+                    *access
+                } else {
+                    Access::Read
+                };
+                self.audit_directory(
+                    &plugin.policy,
+                    &plugin.digest,
+                    Some(resource),
+                    dir,
+                    gets,
+                    refused,
+                );
+                granted.map_err(convert)
             })
             .collect()
     }
@@ -403,9 +489,13 @@ impl Runtime {
             })?;
             let grants = match phase {
                 Phase::Describe | Phase::Guard => Vec::new(),
-                Phase::Inspect | Phase::Change => self.grants_for(&plugin, resource, schema)?,
+                Phase::Inspect | Phase::Change => {
+                    self.grants_for(&plugin, resource, schema, phase)?
+                }
             };
             let mut instance = plugin.instance(&self.engine, &self.shared, phase, &grants)?;
+            instance.store.data_mut().subject =
+                Some((resource.reference.to_string(), resource.secrets().clone()));
             let result = body(&plugin, schema, &mut instance, &mut logs);
             if !matches!(&result, Err(error) if error.kind == PluginErrorKind::Fault) {
                 plugin.put_back(instance);
@@ -489,22 +579,34 @@ impl Runtime {
             .filter(|directory| directory.path.exists())
             .map(|directory| {
                 let path = directory.path.to_string_lossy();
-                self.grants
-                    .grant(&plugin.policy, &roots, &path, policy::Access::Read)
-                    .map_err(|error| {
-                        PluginError::new(
-                            name,
-                            PluginErrorKind::Denied,
-                            match error {
-                                GrantError::Denied(message) | GrantError::Unusable(message) => {
-                                    message
-                                }
-                            },
-                        )
-                    })
+                let granted = self
+                    .grants
+                    .grant(&plugin.policy, &roots, &path, Access::Read);
+                let refused = match &granted {
+                    Err(GrantError::Denied(message)) => Some(message.as_str()),
+                    _ => None,
+                };
+                self.audit_directory(
+                    &plugin.policy,
+                    &plugin.digest,
+                    None,
+                    &path,
+                    Access::Read,
+                    refused,
+                );
+                granted.map_err(|error| {
+                    PluginError::new(
+                        name,
+                        PluginErrorKind::Denied,
+                        match error {
+                            GrantError::Denied(message) | GrantError::Unusable(message) => message,
+                        },
+                    )
+                })
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Inspect, &grants)?;
+        instance.store.data_mut().subject = None;
         let called = plugin.call(&mut instance, |exports, store| {
             exports.facts()?.call_gather(store, machine)
         });
@@ -553,10 +655,7 @@ impl Runtime {
                 types.sort_by(|a, b| a.name.cmp(&b.name));
                 Ok(PluginSummary {
                     name: policy.name.clone(),
-                    source: match &policy.source {
-                        Source::Builtin => "builtin".to_owned(),
-                        Source::File(path) => path.display().to_string(),
-                    },
+                    source: policy.source.describe(),
                     sha256: plugin.digest.clone(),
                     version: plugin.version.clone(),
                     imports: plugin.imports.clone(),
@@ -786,6 +885,8 @@ impl PluginHost for Runtime {
                 ));
             }
             let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Guard, &[])?;
+            instance.store.data_mut().subject =
+                Some((script.subject.clone(), script.secrets.clone()));
             // The host kills a program at the smaller of its timeout and the policy's limit.
             let timeout = script.timeout.min(std::time::Duration::from_secs(
                 plugin.policy.limits.process_timeout_seconds,

@@ -157,7 +157,7 @@ fn instance_key(phase: Phase, grants: &[Arc<Grant>]) -> InstanceKey {
 /// A live instance with the grants it was made with.
 pub(crate) struct Instance {
     key: InstanceKey,
-    store: Store<PluginState>,
+    pub(crate) store: Store<PluginState>,
     exports: Exports,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
@@ -233,7 +233,14 @@ impl Plugin {
                         ),
                     )
                 })?,
-            Source::File(path) => {
+            Source::PluginDir(None) => {
+                return Err(load_error(
+                    &policy,
+                    "it comes from the plugin directory (`source = \"plugin-dir\"`), and no \
+                     --plugin-dir was given",
+                ));
+            }
+            Source::File(path) | Source::PluginDir(Some(path)) => {
                 owned = std::fs::read(path).map_err(|error| {
                     load_error(
                         &policy,
@@ -473,6 +480,8 @@ impl Plugin {
                 .memories(16)
                 .build(),
             policy: Arc::clone(&self.policy),
+            digest: Arc::from(self.digest.as_str()),
+            subject: None,
             phase,
             grants: grants.to_vec(),
             shared: Arc::clone(shared),

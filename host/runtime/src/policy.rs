@@ -3,6 +3,7 @@
 //! A policy is a TOML file the operator owns (`--policy FILE`); without one, the
 //! built-in [`DEFAULT_POLICY`] applies. Anything a policy does not grant is refused.
 
+use crate::arguments::ArgsPattern;
 use serde::Deserialize;
 use std::path::{Component, Path, PathBuf};
 
@@ -32,7 +33,7 @@ directories = [{ path = "/", access = "read" }]
 programs = ["/bin/*", "/sbin/*", "/usr/bin/*", "/usr/sbin/*", "/usr/local/bin/*", "/usr/local/sbin/*"]
 users = ["*"]
 groups = ["*"]
-environment = ["PATH"]
+environment = ["*", "PATH"]
 
 # bash resources and bash guards.
 [plugins.bash]
@@ -41,7 +42,7 @@ directories = [{ path = "/", access = "read" }]
 programs = ["/bin/bash", "/usr/bin/bash"]
 users = ["*"]
 groups = ["*"]
-environment = ["PATH"]
+environment = ["*", "PATH"]
 
 # powershell_script resources and PowerShell guards, with PowerShell 7 (pwsh).
 [plugins.powershell]
@@ -51,7 +52,7 @@ directories = [{ path = "/", access = "read" }]
 programs = ["/usr/bin/pwsh", "/usr/local/bin/pwsh", "/opt/microsoft/powershell/7/pwsh", "/snap/bin/pwsh"]
 users = ["*"]
 groups = ["*"]
-environment = ["PATH"]
+environment = ["*", "PATH"]
 
 # Runs a script as another architecture (`architecture => 'i386'`): a 32-bit
 # personality with setarch. Pure rules; it launches nothing itself.
@@ -202,6 +203,8 @@ enum ProgramEntry {
 #[serde(deny_unknown_fields)]
 struct ProgramTable {
     path: String,
+    /// The argument lists it may be launched with; any, without this key.
+    args: Option<Vec<Vec<String>>>,
     /// May run while a plugin only inspects (current state, plan, noop runs).
     #[serde(default)]
     query: bool,
@@ -223,6 +226,29 @@ pub enum Source {
     Builtin,
     /// A `.wasm` file, which must match the pinned digest.
     File(PathBuf),
+    /// `NAME.wasm` in the directory given with `--plugin-dir` (`None` until it is
+    /// given: see [`Policy::place_plugin_dir`]); pinned like a file.
+    PluginDir(Option<PathBuf>),
+}
+
+impl Source {
+    /// The component file, for a plugin that comes from one.
+    pub fn file(&self) -> Option<&Path> {
+        match self {
+            Source::Builtin | Source::PluginDir(None) => None,
+            Source::File(path) | Source::PluginDir(Some(path)) => Some(path),
+        }
+    }
+
+    /// How the audit and `plugins list` name it.
+    pub fn describe(&self) -> String {
+        match self {
+            Source::Builtin => "builtin".to_owned(),
+            Source::File(path) => path.display().to_string(),
+            Source::PluginDir(Some(path)) => format!("plugin-dir {}", path.display()),
+            Source::PluginDir(None) => "plugin-dir (no --plugin-dir given)".to_owned(),
+        }
+    }
 }
 
 /// A directory a plugin may reach, and how.
@@ -232,11 +258,22 @@ pub struct DirectoryGrant {
     pub access: Access,
 }
 
-/// A program a plugin may launch: one path, or every file directly in a directory.
+/// A program a plugin may launch: one path, or every file directly in a directory, with
+/// the argument lists it may be given.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProgramGrant {
     pub pattern: ProgramPattern,
+    /// `None`: any arguments. Otherwise the whole argument list must match one pattern.
+    pub args: Option<Vec<ArgsPattern>>,
     pub query: bool,
+}
+
+impl ProgramGrant {
+    pub fn allows_args(&self, args: &[String]) -> bool {
+        self.args
+            .as_ref()
+            .is_none_or(|patterns| patterns.iter().any(|pattern| pattern.matches(args)))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,6 +298,48 @@ impl std::fmt::Display for ProgramPattern {
             ProgramPattern::Exact(path) => write!(f, "{}", path.display()),
             ProgramPattern::Children(dir) => write!(f, "{}/*", dir.display()),
         }
+    }
+}
+
+/// The environment variables a plugin may set for the programs it launches.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnvironmentGrant {
+    /// `*`: any variable, except the ones that decide what code runs.
+    pub any: bool,
+    /// Names, and prefixes written `NAME_*`.
+    pub names: Vec<String>,
+}
+
+/// Environment variables that decide what code a program runs: `*` and prefixes never
+/// cover them, only their own name does.
+pub fn dangerous_variable(name: &str) -> bool {
+    name == "PATH" || name.starts_with("LD_") || name.starts_with("DYLD_")
+}
+
+impl EnvironmentGrant {
+    pub fn allows(&self, name: &str) -> bool {
+        if self.names.iter().any(|granted| granted == name) {
+            return true;
+        }
+        if dangerous_variable(name) {
+            return false;
+        }
+        self.any
+            || self.names.iter().any(|granted| {
+                granted
+                    .strip_suffix('*')
+                    .is_some_and(|prefix| name.starts_with(prefix))
+            })
+    }
+
+    /// The entries as the policy writes them.
+    pub fn entries(&self) -> Vec<String> {
+        let mut entries = Vec::with_capacity(self.names.len() + 1);
+        if self.any {
+            entries.push("*".to_owned());
+        }
+        entries.extend(self.names.iter().cloned());
+        entries
     }
 }
 
@@ -308,9 +387,8 @@ pub struct PluginPolicy {
     pub programs: Vec<ProgramGrant>,
     pub users: Principals,
     pub groups: Principals,
-    /// Environment variables the plugin may set although they are refused by default
-    /// (`PATH`, `LD_*`, `DYLD_*`).
-    pub environment: Vec<String>,
+    /// Environment variables the plugin may set for the programs it launches.
+    pub environment: EnvironmentGrant,
     pub limits: Limits,
 }
 
@@ -319,6 +397,9 @@ pub struct PluginPolicy {
 pub struct Policy {
     pub origin: String,
     pub plugins: Vec<PluginPolicy>,
+    /// The `.wasm` files of the plugin directory that no plugin takes, so never loaded
+    /// (set by [`Policy::place_plugin_dir`]).
+    pub unclaimed: Vec<PathBuf>,
 }
 
 impl Policy {
@@ -355,7 +436,36 @@ impl Policy {
         Ok(Policy {
             origin: origin.to_owned(),
             plugins,
+            unclaimed: Vec::new(),
         })
+    }
+
+    /// Places the plugins whose source is `plugin-dir` in `dir` (`dir/NAME.wasm`), and
+    /// records in `unclaimed` the `.wasm` files of `dir` that no plugin takes: they are
+    /// never loaded, since nothing pins them.
+    pub fn place_plugin_dir(&mut self, dir: &Path) -> std::io::Result<()> {
+        for plugin in &mut self.plugins {
+            if let Source::PluginDir(file) = &mut plugin.source {
+                *file = Some(dir.join(format!("{}.wasm", plugin.name)));
+            }
+        }
+        let mut unclaimed = Vec::new();
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.extension().is_none_or(|extension| extension != "wasm") {
+                continue;
+            }
+            let claimed = self
+                .plugins
+                .iter()
+                .any(|plugin| plugin.source.file() == Some(path.as_path()));
+            if !claimed {
+                unclaimed.push(path);
+            }
+        }
+        unclaimed.sort();
+        self.unclaimed = unclaimed;
+        Ok(())
     }
 
     pub fn plugin(&self, name: &str) -> Option<&PluginPolicy> {
@@ -419,6 +529,7 @@ fn check_entry(
     }
     let source = match entry.source.as_str() {
         "builtin" => Source::Builtin,
+        "plugin-dir" => Source::PluginDir(None),
         "" => return Err("`source` is empty".to_owned()),
         path => {
             let path = Path::new(path);
@@ -439,10 +550,11 @@ fn check_entry(
         }
         None => None,
     };
-    if matches!(source, Source::File(_)) && sha256.is_none() {
+    if source != Source::Builtin && sha256.is_none() {
         return Err(
             "a plugin loaded from a file must be pinned: add `sha256 = \"...\"` with the \
-             digest of the reviewed .wasm (`sha256sum FILE` prints it)"
+             digest of the reviewed .wasm (`wconverge plugins lock --policy FILE` writes it, \
+             or `sha256sum FILE` prints it)"
                 .to_owned(),
         );
     }
@@ -468,10 +580,21 @@ fn check_entry(
         .programs
         .into_iter()
         .map(|program| {
-            let (path, query) = match program {
-                ProgramEntry::Path(path) => (path, false),
-                ProgramEntry::Table(table) => (table.path, table.query),
+            let (path, args, query) = match program {
+                ProgramEntry::Path(path) => (path, None, false),
+                ProgramEntry::Table(table) => (table.path, table.args, table.query),
             };
+            let args = args
+                .map(|patterns| {
+                    patterns
+                        .iter()
+                        .map(|pattern| {
+                            ArgsPattern::parse(pattern)
+                                .map_err(|error| format!("program `{path}`: {error}"))
+                        })
+                        .collect::<Result<Vec<_>, String>>()
+                })
+                .transpose()?;
             let pattern = match path.strip_suffix("/*") {
                 Some(dir) if !dir.is_empty() => ProgramPattern::Children(absolute(dir, "program directory")?),
                 _ if path.contains('*') => {
@@ -481,14 +604,28 @@ fn check_entry(
                 }
                 _ => ProgramPattern::Exact(absolute(&path, "program")?),
             };
-            Ok(ProgramGrant { pattern, query })
+            Ok(ProgramGrant {
+                pattern,
+                args,
+                query,
+            })
         })
         .collect::<Result<Vec<_>, String>>()?;
-    for variable in &entry.environment {
-        if variable.is_empty() || variable.contains('=') || variable.contains('\0') {
+    let mut environment = EnvironmentGrant::default();
+    for variable in entry.environment {
+        let name = variable.strip_suffix('*').unwrap_or(&variable);
+        if variable == "*" {
+            environment.any = true;
+        } else if name.is_empty()
+            || name.contains(['=', '\0', '*'])
+            || (name.len() < variable.len() && dangerous_variable(name))
+        {
             return Err(format!(
-                "`environment` entry `{variable}` is not a variable name"
+                "`environment` entry `{variable}` is not a variable name, `NAME_*` or `*` \
+                 (PATH, LD_* and DYLD_* variables are granted only by their full name)"
             ));
+        } else {
+            environment.names.push(variable);
         }
     }
     let limits = Limits {
@@ -527,7 +664,7 @@ fn check_entry(
         programs,
         users: Principals::from_list(entry.users),
         groups: Principals::from_list(entry.groups),
-        environment: entry.environment,
+        environment,
         limits,
     })
 }
@@ -639,6 +776,71 @@ mod tests {
         assert!(names("user").is_empty());
         let all: Vec<&str> = policy.plugins.iter().map(|p| p.name.as_str()).collect();
         assert_eq!(all, ["zypper", "apt", "file", "dnf"]);
+    }
+
+    #[test]
+    fn environment_grants_names_prefixes_and_a_star_that_never_covers_the_loader() {
+        let policy = Policy::parse(
+            "[plugins.a]\nsource = \"builtin\"\nenvironment = [\"LANG\", \"APP_*\"]\n\
+             [plugins.b]\nsource = \"builtin\"\nenvironment = [\"*\", \"PATH\"]\n\
+             [plugins.c]\nsource = \"builtin\"\n",
+            "p.toml",
+            None,
+        )
+        .expect("valid");
+        let allows = |plugin: &str, name: &str| {
+            policy
+                .plugin(plugin)
+                .expect("plugin")
+                .environment
+                .allows(name)
+        };
+        assert!(allows("a", "LANG") && allows("a", "APP_HOME"));
+        assert!(!allows("a", "HOME") && !allows("a", "PATH"));
+        assert!(allows("b", "HOME") && allows("b", "PATH"));
+        assert!(!allows("b", "LD_PRELOAD") && !allows("b", "DYLD_INSERT_LIBRARIES"));
+        assert!(!allows("c", "LANG"));
+        for bad in ["LD_*", "PATH*", "A=B", "", "A*B"] {
+            let error = Policy::parse(
+                &format!("[plugins.x]\nsource = \"builtin\"\nenvironment = [\"{bad}\"]\n"),
+                "p.toml",
+                None,
+            )
+            .expect_err(bad);
+            assert!(
+                error.to_string().contains("is not a variable name"),
+                "{error}"
+            );
+        }
+    }
+
+    #[test]
+    fn program_grants_carry_argument_patterns() {
+        let policy = Policy::parse(
+            "[plugins.x]\nsource = \"builtin\"\nprograms = [\"/usr/bin/id\", \
+             { path = \"/usr/bin/tar\", args = [[\"-x\", \"-f\", \"*\"], []] }]\n",
+            "p.toml",
+            None,
+        )
+        .expect("valid");
+        let grants = &policy.plugin("x").expect("x").programs;
+        let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        assert!(grants[0].allows_args(&args(&["--anything", "goes"])));
+        assert!(grants[1].allows_args(&args(&["-x", "-f", "a.tar"])));
+        assert!(grants[1].allows_args(&[]));
+        assert!(!grants[1].allows_args(&args(&["-x", "-f", "--to-command=sh"])));
+        let error = Policy::parse(
+            "[plugins.x]\nsource = \"builtin\"\nprograms = [{ path = \"/usr/bin/find\", \
+             args = [[\"...\", \"-print\"]] }]\n",
+            "p.toml",
+            None,
+        )
+        .expect_err("rest not last");
+        assert_eq!(
+            error.to_string(),
+            "p.toml: plugin `x`: program `/usr/bin/find`: `...` may only be the last element \
+             of an argument pattern"
+        );
     }
 
     #[test]

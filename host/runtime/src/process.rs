@@ -2,19 +2,14 @@
 //! environment, its own process group, a wall-clock timeout that kills the group, and
 //! capped output.
 
+use crate::arguments::display_args;
 use crate::bindings::process as wit;
-use crate::policy::{PluginPolicy, Principals};
+use crate::policy::{PluginPolicy, Principals, ProgramGrant, dangerous_variable};
 use std::io::{Read, Write};
 use std::path::{Component, Path};
 use std::process::{Child, ChildStderr, ChildStdout, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
-
-/// Environment variables no plugin may set unless its policy names them: they change
-/// which program runs or what code it loads.
-fn dangerous(name: &str) -> bool {
-    name == "PATH" || name.starts_with("LD_") || name.starts_with("DYLD_")
-}
 
 /// Where a program named without a path is found when the environment has no PATH.
 const DEFAULT_PATH: [&str; 6] = [
@@ -86,6 +81,62 @@ pub(crate) struct Checked {
     timeout: Duration,
     stdin: Vec<u8>,
     output_cap: usize,
+    /// The file that will run, opened when the request was checked: the launch runs
+    /// exactly it, whatever happens to the path in between.
+    file: Option<Pinned>,
+}
+
+/// A program file held open from the check to the launch.
+struct Pinned {
+    fd: rustix::fd::OwnedFd,
+    /// Where it is, after symlinks, when it was opened.
+    resolved: String,
+    /// A `#!` script: its interpreter opens it again by name, so it runs by name.
+    script: bool,
+}
+
+impl Checked {
+    /// The file that runs, after symlinks.
+    pub(crate) fn resolved(&self) -> Option<String> {
+        self.file.as_ref().map(|file| file.resolved.clone())
+    }
+}
+
+/// Opens the program that is about to be checked and run, so the launch runs this very
+/// file; refuses anything but an executable regular file.
+fn pin(program: &str) -> Result<Pinned, wit::LaunchError> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::open(program, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(
+        |error| {
+            if error == rustix::io::Errno::NOENT {
+                wit::LaunchError::NotFound(format!("cannot launch `{program}`: it does not exist"))
+            } else {
+                wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}"))
+            }
+        },
+    )?;
+    let stat = rustix::fs::fstat(&fd)
+        .map_err(|error| wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")))?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_mode & 0o111 == 0 {
+        return Err(wit::LaunchError::Failed(format!(
+            "cannot launch `{program}`: it is not an executable file"
+        )));
+    }
+    let link = format!("/proc/self/fd/{}", rustix::fd::AsRawFd::as_raw_fd(&fd));
+    let resolved = std::fs::read_link(&link)
+        .map_or_else(|_| program.to_owned(), |path| path.display().to_string());
+    // A file that cannot be read cannot be a script: its interpreter could not read it.
+    let script = std::fs::File::open(&link)
+        .and_then(|mut file| {
+            let mut magic = [0u8; 2];
+            file.read_exact(&mut magic).map(|()| magic == *b"#!")
+        })
+        .unwrap_or(false);
+    Ok(Pinned {
+        fd,
+        resolved,
+        script,
+    })
 }
 
 fn normalized_absolute(path: &str) -> bool {
@@ -162,6 +213,7 @@ pub(crate) fn check<'l>(
         checked.args = route.args.clone();
         checked.route = Some((architecture.clone(), route));
     }
+    checked.file = Some(pin(&checked.program)?);
     Ok(checked)
 }
 
@@ -181,6 +233,7 @@ fn check_route(
         normalized_absolute(&route.program)
             && policy.programs.iter().any(|grant| {
                 grant.pattern.matches(Path::new(&route.program))
+                    && grant.allows_args(&route.args)
                     && (launch != Launch::QueriesOnly || grant.query)
             })
     };
@@ -262,17 +315,26 @@ fn check_policy(
              path (there is no PATH lookup)"
         ));
     }
-    let grant = policy
+    let by_path: Vec<&ProgramGrant> = policy
         .programs
         .iter()
-        .find(|grant| grant.pattern.matches(Path::new(program)))
-        .ok_or_else(|| {
-            format!(
-                "program `{program}` is not on the allowlist of plugin `{plugin}`; add it to \
-                 `programs` of [plugins.{plugin}] in the policy"
-            )
-        })?;
-    if launch == Launch::QueriesOnly && !grant.query {
+        .filter(|grant| grant.pattern.matches(Path::new(program)))
+        .collect();
+    if by_path.is_empty() {
+        return Err(format!(
+            "program `{program}` is not on the allowlist of plugin `{plugin}`; add it to \
+             `programs` of [plugins.{plugin}] in the policy"
+        ));
+    }
+    let by_args: Vec<&ProgramGrant> = by_path
+        .iter()
+        .copied()
+        .filter(|grant| grant.allows_args(&command.args))
+        .collect();
+    if by_args.is_empty() {
+        return Err(arguments_refused(plugin, program, &command.args, &by_path));
+    }
+    if launch == Launch::QueriesOnly && !by_args.iter().any(|grant| grant.query) {
         return Err(format!(
             "program `{program}` may run only when changes are applied; this call only \
              inspects (mark it `query = true` in the policy if it changes nothing)"
@@ -282,10 +344,15 @@ fn check_policy(
         if name.is_empty() || name.contains('=') || name.contains('\0') {
             return Err(format!("`{name}` is not an environment variable name"));
         }
-        if dangerous(name) && !policy.environment.iter().any(|granted| granted == name) {
+        if !policy.environment.allows(name) {
+            let how = if dangerous_variable(name) {
+                format!("it decides what code runs: grant `{name}` by name")
+            } else {
+                format!("grant `{name}` (or `*`)")
+            };
             return Err(format!(
-                "environment variable `{name}` may not be set by plugin `{plugin}`; grant it \
-                 in `environment` of [plugins.{plugin}] if you must"
+                "environment variable `{name}` may not be set by plugin `{plugin}`; {how} in \
+                 `environment` of [plugins.{plugin}] in the policy if you must"
             ));
         }
     }
@@ -343,7 +410,46 @@ fn check_policy(
         timeout,
         stdin: command.stdin.clone().unwrap_or_default(),
         output_cap: policy.limits.output_bytes,
+        file: None,
     })
+}
+
+/// Why a program on the allowlist may not get these arguments: the first one that fits
+/// no pattern, and the patterns the policy has.
+fn arguments_refused(
+    plugin: &str,
+    program: &str,
+    args: &[String],
+    grants: &[&ProgramGrant],
+) -> String {
+    let patterns: Vec<_> = grants
+        .iter()
+        .filter_map(|grant| grant.args.as_ref())
+        .flatten()
+        .collect();
+    let first_bad = patterns
+        .iter()
+        .filter_map(|pattern| pattern.mismatch(args))
+        .max()
+        .unwrap_or(0);
+    let at = match args.get(first_bad) {
+        Some(argument) => format!(
+            "argument {} `{}` fits no pattern",
+            first_bad + 1,
+            display_args(std::slice::from_ref(argument), 120)
+        ),
+        None => "the arguments stop short of every pattern".to_owned(),
+    };
+    let allowed = patterns
+        .iter()
+        .map(|pattern| format!("`{program} {pattern}`"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "plugin `{plugin}` may not run `{program} {}`: {at}; the policy allows only {allowed} \
+         (add a pattern to `args` of this program in [plugins.{plugin}] if it is safe)",
+        display_args(args, 200)
+    )
 }
 
 /// The user named `user` (a name or a numeric id) in the user database.
@@ -428,7 +534,21 @@ fn spawn_drain<R: Read + Send + 'static>(
 
 /// Runs a checked request to completion.
 pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
-    let mut command = std::process::Command::new(&checked.program);
+    // The file opened at the check, through its descriptor: the kernel resolves
+    // `/proc/self/fd/N` in the child to that very inode (the descriptor is closed only as
+    // the program starts). The program still sees its own name as argv[0]. A script is
+    // opened again by its interpreter, by name, so it runs by name.
+    let mut command = match &checked.file {
+        Some(file) if !file.script => {
+            let mut command = std::process::Command::new(format!(
+                "/proc/self/fd/{}",
+                rustix::fd::AsRawFd::as_raw_fd(&file.fd)
+            ));
+            std::os::unix::process::CommandExt::arg0(&mut command, &checked.program);
+            command
+        }
+        _ => std::process::Command::new(&checked.program),
+    };
     command
         .args(&checked.args)
         .env_clear()

@@ -6,6 +6,7 @@ use crate::convert::truncate;
 use crate::grants::Grant;
 use crate::policy::{Access, PluginPolicy};
 use crate::process::{Launch, LauncherSlot};
+use crate::trail::{Decision, Event, Trail};
 use rustix::fd::{AsFd, AsRawFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use std::collections::HashMap;
@@ -13,6 +14,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use wasmtime::StoreLimits;
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
+use wconverge_engine::Secrets;
 use wconverge_engine::{Level, LogRecord};
 
 /// What a call may do.
@@ -47,12 +49,22 @@ pub(crate) struct Shared {
     /// none.
     launcher: OnceLock<LauncherSlot>,
     launcher_loader: Mutex<Option<LauncherLoader>>,
+    /// The run's audit trail, when the operator asked for one or a console is set.
+    trail: OnceLock<Arc<Trail>>,
 }
 
 /// Loads the launcher plugin (see `launcher_loader` in the crate root).
 pub(crate) type LauncherLoader = Box<dyn FnOnce() -> LauncherSlot + Send>;
 
 impl Shared {
+    pub(crate) fn set_trail(&self, trail: Arc<Trail>) {
+        let _ = self.trail.set(trail);
+    }
+
+    pub(crate) fn trail(&self) -> Option<&Trail> {
+        self.trail.get().map(|trail| &**trail)
+    }
+
     pub(crate) fn set_launcher_loader(&self, loader: LauncherLoader) {
         *self.launcher_loader.lock().expect("launcher loader lock") = Some(loader);
     }
@@ -107,6 +119,11 @@ pub(crate) struct PluginState {
     pub(crate) table: ResourceTable,
     pub(crate) limits: StoreLimits,
     pub(crate) policy: Arc<PluginPolicy>,
+    /// The sha256 of the plugin's component, for the audit trail.
+    pub(crate) digest: Arc<str>,
+    /// The resource the current call is about, and its secrets (the audit trail names
+    /// the one and never shows the others).
+    pub(crate) subject: Option<(String, Secrets)>,
     pub(crate) phase: Phase,
     pub(crate) grants: Vec<Arc<Grant>>,
     pub(crate) shared: Arc<Shared>,
@@ -121,6 +138,31 @@ pub(crate) struct PluginState {
 }
 
 impl PluginState {
+    /// `text` without the current resource's secrets.
+    pub(crate) fn scrub(&self, text: &str) -> String {
+        match &self.subject {
+            Some((_, secrets)) => secrets.scrub(text),
+            None => text.to_owned(),
+        }
+    }
+
+    /// An event of this plugin about the current resource, allowed until said otherwise.
+    pub(crate) fn event(&self, operation: &'static str, target: String) -> Event {
+        Event {
+            time: String::new(),
+            plugin: self.policy.name.clone(),
+            digest: self.digest.to_string(),
+            resource: self.subject.as_ref().map(|(name, _)| name.clone()),
+            operation,
+            target: self.scrub(&target),
+            access: None,
+            resolved: None,
+            decision: Decision::Allowed,
+            reason: None,
+            count: None,
+        }
+    }
+
     pub(crate) fn begin_call(&mut self) {
         self.logs.clear();
         self.output_used = 0;
@@ -159,14 +201,36 @@ impl PluginState {
                 rest.map(|rest| (grant, rest))
             })
             .max_by_key(|(grant, _)| grant.guest.len())
-            .ok_or_else(|| format!("`{path}` is outside the directories granted to this call"))
+            .ok_or_else(|| {
+                self.refused(
+                    "file-metadata",
+                    path,
+                    format!("`{path}` is outside the directories granted to this call"),
+                )
+            })
+    }
+
+    /// Records a refusal in the audit trail and returns its reason.
+    fn refused(&self, operation: &'static str, target: &str, reason: String) -> String {
+        if let Some(trail) = self.shared.trail() {
+            trail.record(Event {
+                decision: Decision::Denied,
+                reason: Some(self.scrub(&reason)),
+                ..self.event(operation, target.to_owned())
+            });
+        }
+        reason
     }
 
     /// The grant and the single file name of a direct child of a writable grant.
     fn locate_writable<'a>(&self, path: &'a str) -> Result<(&Arc<Grant>, &'a str), String> {
         let (grant, rest) = self.locate(path)?;
         if self.phase != Phase::Change || grant.access != Access::ReadWrite {
-            return Err(format!("`{path}` is read-only in this call"));
+            return Err(self.refused(
+                "file-metadata",
+                path,
+                format!("`{path}` is read-only in this call"),
+            ));
         }
         if rest.is_empty() || rest.contains('/') || rest == "." || rest == ".." {
             return Err(format!(
@@ -218,10 +282,35 @@ impl process::Host for PluginState {
     fn run(&mut self, command: process::Command) -> Result<process::Output, process::LaunchError> {
         let started = Instant::now();
         let shared = &self.shared;
-        let result = crate::process::check(&self.policy, self.launch(), &command, || {
+        let checked = crate::process::check(&self.policy, self.launch(), &command, || {
             Some(shared.launcher())
-        })
-        .and_then(crate::process::run);
+        });
+        if let Some(trail) = shared.trail() {
+            let denied = match &checked {
+                Err(process::LaunchError::Refused(reason)) => Some(reason.as_str()),
+                _ => None,
+            };
+            if denied.is_some() || trail.logs_allowed() {
+                let mut line = vec![command.program.clone()];
+                line.extend(command.args.iter().cloned());
+                let resolved = checked
+                    .as_ref()
+                    .ok()
+                    .and_then(crate::process::Checked::resolved);
+                let event = self.event("launch", crate::arguments::display_args(&line, 4096));
+                trail.record(Event {
+                    resolved,
+                    decision: if denied.is_some() {
+                        Decision::Denied
+                    } else {
+                        Decision::Allowed
+                    },
+                    reason: denied.map(|reason| self.scrub(reason)),
+                    ..event
+                });
+            }
+        }
+        let result = checked.and_then(crate::process::run);
         self.host_time += started.elapsed();
         if let Err(error) = &result {
             // The plugin gets the error and reports it with its resource.

@@ -27,6 +27,7 @@ impl Provider for Hostile {
                         DataType::enumeration([
                             "read_file",
                             "launch",
+                            "flood_launch",
                             "loop_forever",
                             "allocate_forever",
                             "flood_stdout",
@@ -73,6 +74,14 @@ impl Provider for Hostile {
             "launch" => {
                 let output = Command::new(target).run()?;
                 log::notice(&format!("launched `{target}`: {:?}", output.status));
+                Ok(())
+            }
+            "flood_launch" => {
+                // Asks again and again for a launch its policy refuses.
+                let refused = (0..5000)
+                    .filter(|_| Command::new(target).run().is_err())
+                    .count();
+                log::notice(&format!("{refused} launches of `{target}` refused"));
                 Ok(())
             }
             "loop_forever" => {

@@ -1,0 +1,552 @@
+//! Security-reviewed deployments (issue 8): third-party plugins from `--plugin-dir`,
+//! loaded only when pinned; argument patterns, run-as and environment grants; the audit
+//! trail of a run; the audit output as a snapshot.
+
+use crate::support::{Machine, Run, first_error, sha256_of};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+
+/// A plugin directory holding the third-party example as `file_line.wasm`.
+fn plugin_dir(machine: &Machine) -> PathBuf {
+    let dir = machine.root().join("plugins");
+    std::fs::create_dir_all(&dir).expect("plugin dir");
+    std::fs::copy(wconverge_tests::FILE_LINE, dir.join("file_line.wasm")).expect("copied");
+    dir
+}
+
+/// A policy file for `file_line` from the plugin directory, `pin` as its sha256 line.
+fn file_line_policy(machine: &Machine, pin: &str) -> PathBuf {
+    let path = machine.root().join("third-party.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "# Reviewed by the security team.\n[plugins.file_line]\nsource = \"plugin-dir\"\n\
+             {pin}directories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+            machine.files_dir()
+        ),
+    )
+    .expect("policy written");
+    path
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().expect("utf-8 path")
+}
+
+/// The audit trail's events, one JSON object per line.
+fn trail(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("the audit log was written")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is one JSON object"))
+        .collect()
+}
+
+const SSHD: &str = "Port 22\n#PermitRootLogin yes\nX11Forwarding no\n";
+
+fn sshd_manifest(machine: &Machine) -> PathBuf {
+    std::fs::write(machine.file("sshd_config"), SSHD).expect("file");
+    machine.manifest(
+        "site.wcv",
+        "file_line { 'no root login':\n  path  => '@FILES@/sshd_config',\n  \
+         line  => 'PermitRootLogin no',\n  match => '^#?PermitRootLogin\\s',\n}\n",
+    )
+}
+
+fn apply_with_dir(machine: &Machine, manifest: &Path, policy: &Path, dir: &Path) -> Run {
+    machine.run(&[
+        "apply",
+        text(manifest),
+        "--policy",
+        text(policy),
+        "--plugin-dir",
+        text(dir),
+    ])
+}
+
+#[test]
+fn a_third_party_plugin_is_locked_from_the_plugin_dir_and_converges() {
+    let machine = Machine::new();
+    let dir = plugin_dir(&machine);
+    // A stray component beside it, which no one reviewed.
+    std::fs::copy(wconverge_tests::HOSTILE, dir.join("stray.wasm")).expect("copied");
+    let policy = file_line_policy(&machine, "");
+    let digest = sha256_of(wconverge_tests::FILE_LINE);
+
+    let lock = machine.run(&[
+        "plugins",
+        "lock",
+        "--policy",
+        text(&policy),
+        "--plugin-dir",
+        text(&dir),
+    ]);
+    assert_eq!(lock.code, 0, "{lock:#?}");
+    assert!(
+        lock.stdout
+            .contains(&format!("file_line: pinned sha256 {digest}\n")),
+        "{lock:#?}"
+    );
+    let locked = std::fs::read_to_string(&policy).expect("policy");
+    assert!(
+        locked.starts_with("# Reviewed by the security team.\n"),
+        "{locked}"
+    );
+    assert!(
+        locked.contains(&format!("sha256 = \"{digest}\"")),
+        "{locked}"
+    );
+
+    let manifest = sshd_manifest(&machine);
+    let first = apply_with_dir(&machine, &manifest, &policy, &dir);
+    assert_eq!(first.code, 2, "{first:#?}");
+    assert!(
+        first.stdout.contains(&format!(
+            "File_line[no root login]: line added to {}/sshd_config",
+            machine.files_dir()
+        )),
+        "{first:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(machine.file("sshd_config")).expect("file"),
+        "Port 22\nPermitRootLogin no\nX11Forwarding no\n"
+    );
+    let stray = dir.join("stray.wasm");
+    assert!(
+        first.stderr.contains(&format!(
+            "warning: {} is not loaded: no plugin of the policy pins it",
+            stray.display()
+        )),
+        "{first:#?}"
+    );
+    let second = apply_with_dir(&machine, &manifest, &policy, &dir);
+    assert_eq!(second.code, 0, "converged: {second:#?}");
+
+    let audit = machine.run(&[
+        "plugins",
+        "audit",
+        "--policy",
+        text(&policy),
+        "--plugin-dir",
+        text(&dir),
+    ]);
+    assert_eq!(audit.code, 0, "{audit:#?}");
+    assert!(
+        audit.stdout.contains(&format!(
+            "plugin file_line\n  source: plugin-dir {}\n  sha256: {digest}\n  kind: provider\n",
+            dir.join("file_line.wasm").display()
+        )),
+        "{audit:#?}"
+    );
+    assert!(
+        audit.stdout.contains(&format!(
+            "not loaded (in the plugin directory, pinned by no plugin):\n  {}\n",
+            stray.display()
+        )),
+        "{audit:#?}"
+    );
+}
+
+#[test]
+fn a_flipped_byte_refuses_the_plugin_and_changes_nothing() {
+    let machine = Machine::new();
+    let dir = plugin_dir(&machine);
+    let genuine = sha256_of(wconverge_tests::FILE_LINE);
+    let policy = file_line_policy(&machine, &format!("sha256 = \"{genuine}\"\n"));
+    let component = dir.join("file_line.wasm");
+    let mut bytes = std::fs::read(&component).expect("component");
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x01;
+    std::fs::write(&component, &bytes).expect("flipped");
+    let tampered = sha256_of(text(&component));
+    let manifest = sshd_manifest(&machine);
+    let log = machine.root().join("audit.jsonl");
+    let run = machine.run(&[
+        "apply",
+        text(&manifest),
+        "--policy",
+        text(&policy),
+        "--plugin-dir",
+        text(&dir),
+        "--audit-log",
+        text(&log),
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "plugin `file_line` could not be loaded: digest mismatch: the policy pins sha256 \
+             {genuine}, but the component is sha256 {tampered}; refusing to load it"
+        )),
+        "{run:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(machine.file("sshd_config")).expect("file"),
+        SSHD,
+        "nothing changed"
+    );
+    let events = trail(&log);
+    let load = events
+        .iter()
+        .find(|event| event["operation"] == "load")
+        .unwrap_or_else(|| panic!("a load event: {events:#?}"));
+    assert_eq!(load["plugin"], "file_line");
+    assert_eq!(load["decision"], "denied");
+    assert_eq!(load["digest"], genuine.as_str());
+    assert!(
+        load["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("digest mismatch")),
+        "{load:#?}"
+    );
+}
+
+#[test]
+fn an_unpinned_plugin_is_never_loaded() {
+    let machine = Machine::new();
+    let dir = plugin_dir(&machine);
+    let manifest = sshd_manifest(&machine);
+    // In the directory, but not in the policy: its type does not exist.
+    let policy = machine.policy("");
+    let run = apply_with_dir(&machine, &manifest, &policy, &dir);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "warning: {} is not loaded: no plugin of the policy pins it",
+            dir.join("file_line.wasm").display()
+        )),
+        "{run:#?}"
+    );
+    assert!(run.stderr.contains("file_line"), "{run:#?}");
+    // In the policy without a pin: the policy itself is refused.
+    let unpinned = file_line_policy(&machine, "");
+    let run = apply_with_dir(&machine, &manifest, &unpinned, &dir);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(
+            "plugin `file_line`: a plugin loaded from a file must be pinned: add `sha256 = \"...\"`"
+        ),
+        "{run:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(machine.file("sshd_config")).expect("file"),
+        SSHD
+    );
+}
+
+#[test]
+fn a_shell_cannot_be_smuggled_through_the_arguments_of_an_allowed_program() {
+    let machine = Machine::new();
+    let files = machine.files_dir();
+    std::fs::write(machine.file("data"), "payload\n").expect("file");
+    let policy = machine.root().join("tar.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"[plugins.sh]
+source = "builtin"
+provides = ["sh", "exec", "script"]
+directories = [{{ path = "/", access = "read" }}]
+programs = [{{ path = "/usr/bin/tar", args = [["-c", "-f", "{files}/*.tar", "-C", "{files}", "*"]] }}]
+"#
+        ),
+    )
+    .expect("policy");
+    let manifest = machine.manifest(
+        "tar.wcv",
+        "exec { 'backup': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/ok.tar', '-C', '@FILES@', 'data'] }\n\
+         exec { 'smuggle': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/bad.tar', \
+         '--checkpoint=1', '--checkpoint-action=exec=touch @FILES@/pwned', '-C', '@FILES@', 'data'] }\n\
+         exec { 'climb': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/../up.tar', '-C', '@FILES@', 'data'] }\n",
+    );
+    let log = machine.root().join("audit.jsonl");
+    let run = machine.run(&[
+        "apply",
+        text(&manifest),
+        "--policy",
+        text(&policy),
+        "--audit-log",
+        text(&log),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(run.code, 6, "{run:#?}");
+    let report = run.json();
+    assert_eq!(
+        crate::support::entry(&report, "Exec[backup]")["status"],
+        "changed",
+        "{report:#}"
+    );
+    assert!(Path::new(&machine.file("ok.tar")).exists());
+    for (title, argument) in [
+        ("smuggle", "argument 4 `--checkpoint=1` fits no pattern"),
+        ("climb", "argument 3"),
+    ] {
+        let entry = crate::support::entry(&report, &format!("Exec[{title}]"));
+        assert_eq!(entry["status"], "failed", "{entry:#}");
+        let error = first_error(&serde_json::json!({ "resources": [entry] }));
+        assert!(error.contains(argument), "{title}: {error}");
+        assert!(
+            error.contains(&format!(
+                "the policy allows only `/usr/bin/tar -c -f {files}/*.tar -C {files} *`"
+            )),
+            "{error}"
+        );
+    }
+    assert!(!Path::new(&machine.file("pwned")).exists(), "no shell ran");
+    assert!(!Path::new(&machine.file("bad.tar")).exists());
+    assert!(
+        run.stderr
+            .contains("warning: refused (plugin `sh`, Exec[smuggle]): plugin `sh` may not run"),
+        "{run:#?}"
+    );
+
+    let events = trail(&log);
+    let launches: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["operation"] == "launch")
+        .collect();
+    assert_eq!(launches.len(), 3, "{events:#?}");
+    let allowed = launches
+        .iter()
+        .find(|event| event["resource"] == "Exec[backup]")
+        .expect("the backup's launch");
+    assert_eq!(allowed["decision"], "allowed");
+    assert_eq!(allowed["plugin"], "sh");
+    assert_eq!(
+        allowed["target"],
+        format!("/usr/bin/tar -c -f {files}/ok.tar -C {files} data")
+    );
+    assert_eq!(allowed["resolved"], "/usr/bin/tar");
+    assert_eq!(allowed["digest"].as_str().map(str::len), Some(64));
+    let denied = launches
+        .iter()
+        .find(|event| event["resource"] == "Exec[smuggle]")
+        .expect("the smuggler's launch");
+    assert_eq!(denied["decision"], "denied");
+    assert!(
+        denied["target"]
+            .as_str()
+            .is_some_and(|target| target.contains("'--checkpoint-action=exec=touch ")),
+        "{denied:#?}"
+    );
+    assert!(denied.get("resolved").is_none(), "{denied:#?}");
+}
+
+#[test]
+fn running_as_a_user_or_setting_a_variable_needs_its_own_grant() {
+    let machine = Machine::new();
+    let policy = machine.root().join("sh.toml");
+    std::fs::write(
+        &policy,
+        r#"[plugins.sh]
+source = "builtin"
+provides = ["sh", "exec", "script"]
+directories = [{ path = "/", access = "read" }]
+programs = ["/bin/sh"]
+users = ["root"]
+environment = ["LANG", "APP_*"]
+"#,
+    )
+    .expect("policy");
+    let manifest = machine.manifest(
+        "sh.wcv",
+        "exec { 'as nobody': command => 'true', user => 'nobody' }\n\
+         exec { 'with FOO': command => 'true', environment => ['FOO=1'] }\n\
+         exec { 'with PATH': command => 'true', environment => ['PATH=/tmp'] }\n\
+         exec { 'with LANG': command => 'echo $LANG $APP_MODE > @FILES@/lang', environment => ['LANG=C', 'APP_MODE=x'] }\n",
+    );
+    let report = machine.apply_json(&manifest, &policy, &[], 6);
+    let error = |title: &str| {
+        let entry = crate::support::entry(&report, &format!("Exec[{title}]"));
+        assert_eq!(entry["status"], "failed", "{entry:#}");
+        first_error(&serde_json::json!({ "resources": [entry] }))
+    };
+    assert!(
+        error("as nobody").contains(
+            "plugin `sh` may not run programs as user `nobody`; add it to `users` of [plugins.sh]"
+        ),
+        "{report:#}"
+    );
+    assert!(
+        error("with FOO").contains(
+            "environment variable `FOO` may not be set by plugin `sh`; grant `FOO` (or `*`)"
+        ),
+        "{report:#}"
+    );
+    assert!(
+        error("with PATH").contains("it decides what code runs: grant `PATH` by name"),
+        "{report:#}"
+    );
+    assert_eq!(
+        crate::support::entry(&report, "Exec[with LANG]")["status"],
+        "changed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(machine.file("lang")).expect("written"),
+        "C x\n"
+    );
+}
+
+#[test]
+fn a_plugin_flooding_refusals_is_cut_short_with_a_count() {
+    let machine = Machine::new();
+    let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
+    let catalog = machine.catalog(serde_json::json!([
+        { "type": "hostile", "title": machine.file("flood"),
+          "attributes": { "action": "flood_launch", "target": "/bin/sh" } },
+    ]));
+    let log = machine.root().join("audit.jsonl");
+    let run = machine.apply(&catalog, &policy, &["--audit-log", text(&log)]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stdout.contains("5000 launches of `/bin/sh` refused"),
+        "{run:#?}"
+    );
+    let warnings = run
+        .stderr
+        .lines()
+        .filter(|line| line.starts_with("warning: refused (plugin `hostile`, Hostile["))
+        .count();
+    assert_eq!(warnings, 5, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("warning: plugin `hostile` was refused 4995 more times; not shown"),
+        "{run:#?}"
+    );
+    let events = trail(&log);
+    let denied = events
+        .iter()
+        .filter(|event| event["decision"] == "denied" && event["operation"] == "launch")
+        .count();
+    assert_eq!(denied, 1000);
+    let summary = events.last().expect("events");
+    assert_eq!(summary["operation"], "suppressed", "{summary:#}");
+    assert_eq!(summary["count"], 4000);
+}
+
+/// The audit of a fixed policy, digests masked (they change with every build of the
+/// built-in plugins): what a reviewer reads, line by line.
+const AUDIT_SNAPSHOT: &str = "\
+plugin file
+  source: builtin
+  sha256: <sha256>
+  kind: provider
+  provides:
+    file
+  imports:
+@FILE_IMPORTS@
+  directories:
+    /srv/app read-write
+  programs: none
+  users: none
+  groups: none
+  environment: none
+  limits: memory 128 MiB, cpu 10 s, output 1024 KiB, process timeout 3600 s
+
+plugin sh
+  source: builtin
+  sha256: <sha256>
+  kind: interpreter
+  provides:
+    exec
+    script
+    sh
+  imports:
+@SH_IMPORTS@
+  directories:
+    / read
+  programs:
+    /bin/systemctl restart *
+    /bin/systemctl is-active * (query)
+    /usr/bin/find /srv/app -name * -delete
+    /usr/bin/tar (any arguments)
+  users:
+    app
+  groups: none
+  environment:
+    LANG
+  limits: memory 64 MiB, cpu 10 s, output 1024 KiB, process timeout 600 s
+  ! reads-secrets: read access to / covers /etc/shadow, /etc/gshadow, /etc/ssh, /root/.ssh, /etc/sudoers, /proc
+  ! root-equivalent: may launch /usr/bin/tar with any arguments, and it runs what its arguments name; restrict it with `args` patterns
+
+2 plugins, 2 flagged grants
+";
+
+#[test]
+fn the_audit_of_a_policy_matches_its_snapshot() {
+    let machine = Machine::new();
+    let policy = machine.root().join("reviewed.toml");
+    std::fs::write(
+        &policy,
+        r#"[plugins.file]
+source = "builtin"
+directories = [{ path = "/srv/app", access = "read-write" }]
+
+[plugins.sh]
+source = "builtin"
+provides = ["sh", "exec", "script"]
+directories = [{ path = "/", access = "read" }]
+programs = [
+  { path = "/bin/systemctl", args = [["restart", "*"]] },
+  { path = "/bin/systemctl", args = [["is-active", "*"]], query = true },
+  { path = "/usr/bin/find", args = [["/srv/app", "-name", "*", "-delete"]] },
+  "/usr/bin/tar",
+]
+users = ["app"]
+environment = ["LANG"]
+limits = { memory_mib = 64, process_timeout_seconds = 600 }
+"#,
+    )
+    .expect("policy");
+    let audit = machine.run(&["plugins", "audit", "--policy", text(&policy)]);
+    assert_eq!(audit.code, 0, "{audit:#?}");
+    // Digests change with every build; imports only with the toolchain and the WIT,
+    // and are checked for their shape here and in full by `plugins inspect` tests.
+    let mut masked = String::new();
+    let mut in_imports = false;
+    let mut imports = Vec::new();
+    for line in audit.stdout.lines() {
+        if let Some(digest) = line.strip_prefix("  sha256: ") {
+            assert_eq!(digest.len(), 64, "{line}");
+            masked.push_str("  sha256: <sha256>\n");
+            continue;
+        }
+        if line == "  imports:" {
+            in_imports = true;
+            masked.push_str(line);
+            masked.push('\n');
+            continue;
+        }
+        if in_imports && line.starts_with("    ") {
+            imports.push(line.trim().to_owned());
+            continue;
+        }
+        if in_imports {
+            in_imports = false;
+            let marker = if masked.contains("plugin sh\n") {
+                "@SH_IMPORTS@"
+            } else {
+                "@FILE_IMPORTS@"
+            };
+            masked.push_str(marker);
+            masked.push('\n');
+        }
+        masked.push_str(line);
+        masked.push('\n');
+    }
+    assert_eq!(
+        masked, AUDIT_SNAPSHOT,
+        "the audit changed:\n{}",
+        audit.stdout
+    );
+    assert!(
+        imports
+            .iter()
+            .all(|import| import.starts_with("wasi:") || import.starts_with("wconverge:plugin/")),
+        "{imports:#?}"
+    );
+    assert!(
+        imports.contains(&"wconverge:plugin/process@0.1.0".to_owned()),
+        "{imports:#?}"
+    );
+}
