@@ -281,13 +281,20 @@ impl Plugin {
         let pre = loader.linker.instantiate_pre(&component).map_err(|error| {
             load_error(
                 &policy,
-                format!("its imports do not fit what the host provides: {error:#}"),
+                format!(
+                    "its imports do not fit what the host provides ({error:#}); if it was \
+                     built against another copy of {WIT_PACKAGE}@{WIT_VERSION}, rebuild it \
+                     against this wconverge's wit/"
+                ),
             )
         })?;
         let world_error = |world: &str, error: wasmtime::Error| {
             load_error(
                 &policy,
-                format!("it does not fit the `{world}` world: {error:#}"),
+                format!(
+                    "it does not fit the `{world}` world ({error:#}); rebuild it against this \
+                     wconverge's wit/ ({WIT_PACKAGE}@{WIT_VERSION})"
+                ),
             )
         };
         let launching = if exported(LAUNCHING_EXPORT) {

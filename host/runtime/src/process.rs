@@ -102,6 +102,62 @@ impl Checked {
     }
 }
 
+/// Names for pinned programs: a private directory (mode 0711, this process's own) of
+/// symlinks `N/NAME -> /proc/self/fd/N`. Running a pinned program through such a link
+/// runs exactly the file descriptor N holds, and gives the process its own name in `ps`,
+/// `top` and the kernel's audit log (the kernel names a process after the last component
+/// of the path it was started by, which for `/proc/self/fd/N` would be `N`).
+pub(crate) struct ExecNames {
+    dir: std::path::PathBuf,
+}
+
+impl ExecNames {
+    /// A new directory under the temporary directory; `None` if it cannot be made (a
+    /// pinned program then runs as `/proc/self/fd/N`, named `N`).
+    pub(crate) fn create() -> Option<ExecNames> {
+        use std::os::unix::fs::PermissionsExt;
+        let template = std::env::temp_dir().join("wconverge-exec-XXXXXX");
+        let dir = nix::unistd::mkdtemp(&template).ok()?;
+        let names = ExecNames { dir };
+        std::fs::set_permissions(&names.dir, std::fs::Permissions::from_mode(0o711)).ok()?;
+        Some(names)
+    }
+
+    /// A link named like `program` to the file `fd` holds; removed when dropped.
+    fn link(&self, fd: i32, program: &str) -> Option<Link> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let name = Path::new(program).file_name()?;
+        let slot = self.dir.join(fd.to_string());
+        match std::fs::DirBuilder::new().mode(0o711).create(&slot) {
+            Ok(()) => {
+                std::fs::set_permissions(&slot, std::fs::Permissions::from_mode(0o711)).ok()?;
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return None,
+        }
+        let path = slot.join(name);
+        // A link left by an earlier launch with the same descriptor and name.
+        let _ = std::fs::remove_file(&path);
+        std::os::unix::fs::symlink(format!("/proc/self/fd/{fd}"), &path).ok()?;
+        Some(Link(path))
+    }
+}
+
+impl Drop for ExecNames {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// One program's name in [`ExecNames`], removed when the launch is done.
+struct Link(std::path::PathBuf);
+
+impl Drop for Link {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Opens the program that is about to be checked and run, so the launch runs this very
 /// file; refuses anything but an executable regular file.
 fn pin(program: &str) -> Result<Pinned, wit::LaunchError> {
@@ -533,17 +589,24 @@ fn spawn_drain<R: Read + Send + 'static>(
 }
 
 /// Runs a checked request to completion.
-pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
+pub(crate) fn run(
+    checked: Checked,
+    names: Option<&ExecNames>,
+) -> Result<wit::Output, wit::LaunchError> {
     // The file opened at the check, through its descriptor: the kernel resolves
     // `/proc/self/fd/N` in the child to that very inode (the descriptor is closed only as
-    // the program starts). The program still sees its own name as argv[0]. A script is
-    // opened again by its interpreter, by name, so it runs by name.
+    // the program starts), through a link that carries the program's name when there is
+    // one. The program still sees its own path as argv[0]. A script is opened again by
+    // its interpreter, by name, so it runs by name.
+    let mut link = None;
     let mut command = match &checked.file {
         Some(file) if !file.script => {
-            let mut command = std::process::Command::new(format!(
-                "/proc/self/fd/{}",
-                rustix::fd::AsRawFd::as_raw_fd(&file.fd)
-            ));
+            let fd = rustix::fd::AsRawFd::as_raw_fd(&file.fd);
+            link = names.and_then(|names| names.link(fd, &checked.program));
+            let mut command = match &link {
+                Some(Link(path)) => std::process::Command::new(path),
+                None => std::process::Command::new(format!("/proc/self/fd/{fd}")),
+            };
             std::os::unix::process::CommandExt::arg0(&mut command, &checked.program);
             command
         }
@@ -592,6 +655,8 @@ pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
             _ => wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")),
         }
     })?;
+    // The program runs; its name is no longer needed.
+    drop(link);
     let pid = child.id();
     let stdin = child.stdin.take();
     let input = checked.stdin;
@@ -865,9 +930,11 @@ mod tests {
     fn a_program_runs_with_an_empty_environment_and_its_input() {
         let mut request = command("/bin/sh", &["-c", "cat; echo \"[$HOME]\"; exit 3"]);
         request.stdin = Some(b"fed\n".to_vec());
-        let output =
-            run(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"))
-                .expect("ran");
+        let output = run(
+            check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
+            None,
+        )
+        .expect("ran");
         assert_eq!(output.status, wit::ExitStatus::Exited(3));
         assert_eq!(String::from_utf8_lossy(&output.stdout), "fed\n[]\n");
     }
@@ -877,9 +944,11 @@ mod tests {
         let mut request = command("/bin/sh", &["-c", "sleep 30 & sleep 30"]);
         request.timeout_ms = Some(200);
         let started = Instant::now();
-        let output =
-            run(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"))
-                .expect("ran");
+        let output = run(
+            check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
+            None,
+        )
+        .expect("ran");
         assert_eq!(output.status, wit::ExitStatus::TimedOut);
         assert!(
             started.elapsed() < Duration::from_secs(5),
@@ -893,10 +962,54 @@ mod tests {
         let mut policy = exec_policy();
         policy.limits.output_bytes = 1000;
         let request = command("/bin/sh", &["-c", "yes | head -c 100000"]);
-        let output =
-            run(check(&policy, Launch::Allowed, &request, || None).expect("allowed")).expect("ran");
+        let output = run(
+            check(&policy, Launch::Allowed, &request, || None).expect("allowed"),
+            None,
+        )
+        .expect("ran");
         assert_eq!(output.stdout.len(), 1000);
         assert!(output.stdout_truncated);
         assert_eq!(output.status, wit::ExitStatus::Exited(0));
+    }
+
+    #[test]
+    fn the_program_that_runs_is_the_file_that_was_checked_under_its_own_name() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let program = dir.path().join("tool");
+        std::os::unix::fs::symlink("/bin/sh", &program).expect("link");
+        let program = program.to_str().expect("utf-8").to_owned();
+        let mut policy = exec_policy();
+        policy.programs.push(crate::policy::ProgramGrant {
+            pattern: crate::policy::ProgramPattern::Exact(program.clone().into()),
+            args: None,
+            query: false,
+        });
+        let request = command(&program, &["-c", "cat /proc/$$/comm; echo \"$0\"; exit 3"]);
+        let checked = check(&policy, Launch::Allowed, &request, || None).expect("allowed");
+        assert_eq!(
+            checked.resolved().as_deref(),
+            std::fs::canonicalize("/bin/sh")
+                .ok()
+                .and_then(|p| p.to_str().map(str::to_owned))
+                .as_deref()
+        );
+        // The path now names another program: what was checked runs all the same.
+        std::fs::remove_file(&program).expect("unlinked");
+        std::os::unix::fs::symlink("/bin/false", &program).expect("relinked");
+        let names = ExecNames::create().expect("a directory for names");
+        let output = run(checked, Some(&names)).expect("ran");
+        assert_eq!(output.status, wit::ExitStatus::Exited(3));
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            format!("tool\n{program}\n")
+        );
+        let kept = std::fs::read_dir(&names.dir)
+            .expect("names dir")
+            .flat_map(|slot| std::fs::read_dir(slot.expect("slot").path()).expect("slot dir"))
+            .count();
+        assert_eq!(kept, 0, "the name is removed once the program runs");
+        let dir_of_names = names.dir.clone();
+        drop(names);
+        assert!(!dir_of_names.exists());
     }
 }

@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     launcher_loader: Mutex<Option<LauncherLoader>>,
     /// The run's audit trail, when the operator asked for one or a console is set.
     trail: OnceLock<Arc<Trail>>,
+    /// Names for the programs launched, made at the first launch.
+    exec_names: OnceLock<Option<crate::process::ExecNames>>,
 }
 
 /// Loads the launcher plugin (see `launcher_loader` in the crate root).
@@ -59,6 +61,12 @@ pub(crate) type LauncherLoader = Box<dyn FnOnce() -> LauncherSlot + Send>;
 impl Shared {
     pub(crate) fn set_trail(&self, trail: Arc<Trail>) {
         let _ = self.trail.set(trail);
+    }
+
+    pub(crate) fn exec_names(&self) -> Option<&crate::process::ExecNames> {
+        self.exec_names
+            .get_or_init(crate::process::ExecNames::create)
+            .as_ref()
     }
 
     pub(crate) fn trail(&self) -> Option<&Trail> {
@@ -310,7 +318,7 @@ impl process::Host for PluginState {
                 });
             }
         }
-        let result = checked.and_then(crate::process::run);
+        let result = checked.and_then(|checked| crate::process::run(checked, shared.exec_names()));
         self.host_time += started.elapsed();
         if let Err(error) = &result {
             // The plugin gets the error and reports it with its resource.
