@@ -13,6 +13,8 @@ fn main() {
     // The third-party example, built as its author would: a workspace of its own that
     // knows only the guest SDK and `wit/`.
     artifacts.push(guests.build_outside("examples/third-party-provider", "file-line", "file-line"));
+    // The second language: Python, built with componentize-py against `wit/`.
+    artifacts.push(guests.build_python("examples/python-provider", "app", "git-config"));
     let mut consts = String::new();
     for artifact in &artifacts {
         consts.push_str(&format!(

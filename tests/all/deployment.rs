@@ -550,3 +550,131 @@ limits = { memory_mib = 64, process_timeout_seconds = 600 }
         "{imports:#?}"
     );
 }
+
+#[test]
+fn a_provider_written_in_python_converges_within_its_argument_patterns() {
+    let machine = Machine::new();
+    let files = machine.files_dir();
+    let dir = machine.root().join("plugins");
+    std::fs::create_dir_all(&dir).expect("plugin dir");
+    std::fs::copy(wconverge_tests::GIT_CONFIG, dir.join("git_config.wasm")).expect("copied");
+    let config = machine.file("gitconfig");
+    std::fs::write(&config, "[core]\n\teditor = vim\n\tpager = less\n").expect("config");
+    let policy = machine.root().join("python.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            r#"[plugins.git_config]
+source = "plugin-dir"
+sha256 = "{digest}"
+programs = [
+  {{ path = "/usr/bin/git", args = [["config", "--file", "{files}/*", "--get", "*"]], query = true }},
+  {{ path = "/usr/bin/git", args = [
+      ["config", "--file", "{files}/*", "--replace-all", "*", "*"],
+      ["config", "--file", "{files}/*", "--unset-all", "*"],
+  ] }},
+]
+"#,
+            digest = sha256_of(wconverge_tests::GIT_CONFIG)
+        ),
+    )
+    .expect("policy");
+    let manifest = machine.manifest(
+        "git.wcv",
+        "git_config { 'user.email': value => 'ops@example.com', file => '@FILES@/gitconfig' }\n\
+         git_config { 'core.editor': ensure => absent, file => '@FILES@/gitconfig' }\n\
+         git_config { 'core.pager': value => 'less', file => '@FILES@/gitconfig' }\n\
+         git_config { 'alias.x': value => '!sh -c id', file => '@FILES@/../gitconfig' }\n",
+    );
+    let log = machine.root().join("audit.jsonl");
+    let args = [
+        "apply",
+        text(&manifest),
+        "--policy",
+        text(&policy),
+        "--plugin-dir",
+        text(&dir),
+        "--audit-log",
+        text(&log),
+    ];
+    let first = machine.run(&args);
+    assert_eq!(first.code, 6, "{first:#?}");
+    assert!(
+        first
+            .stdout
+            .contains("Git_config[user.email]: user.email set"),
+        "{first:#?}"
+    );
+    assert!(
+        first
+            .stdout
+            .contains("Git_config[core.editor]: core.editor unset"),
+        "{first:#?}"
+    );
+    // A file outside the pattern's directory: refused before git runs.
+    assert!(
+        first.stdout.contains(
+            "Git_config[alias.x]: failed: cannot run git: plugin \
+         `git_config` may not run `/usr/bin/git config --file"
+        ),
+        "{first:#?}"
+    );
+    let get = |key: &str| {
+        let output = std::process::Command::new("/usr/bin/git")
+            .args(["config", "--file", &config, "--get", key])
+            .output()
+            .expect("git runs");
+        String::from_utf8_lossy(&output.stdout)
+            .trim_end()
+            .to_owned()
+    };
+    assert_eq!(get("user.email"), "ops@example.com");
+    assert_eq!(get("core.editor"), "");
+    assert_eq!(get("core.pager"), "less");
+    assert!(!Path::new(&machine.root().join("gitconfig")).exists());
+
+    let second = machine.run(&args);
+    assert_eq!(
+        second.code, 4,
+        "only the refused resource fails again: {second:#?}"
+    );
+    assert!(second.stdout.contains("3 unchanged"), "{second:#?}");
+
+    let events = trail(&log);
+    let launches: Vec<&Value> = events
+        .iter()
+        .filter(|event| event["operation"] == "launch" && event["decision"] == "allowed")
+        .collect();
+    assert!(
+        launches
+            .iter()
+            .all(|event| event["plugin"] == "git_config" && event["resolved"] == "/usr/bin/git"),
+        "{launches:#?}"
+    );
+    assert!(
+        launches.iter().any(|event| event["target"]
+            == format!(
+                "/usr/bin/git config --file {config} --replace-all user.email ops@example.com"
+            )),
+        "{launches:#?}"
+    );
+
+    // It imports wconverge's interfaces and nothing else: no WASI, so no file system of
+    // its own and no network.
+    let audit = machine.run(&[
+        "plugins",
+        "audit",
+        "--policy",
+        text(&policy),
+        "--plugin-dir",
+        text(&dir),
+    ]);
+    assert_eq!(audit.code, 0, "{audit:#?}");
+    assert!(
+        audit.stdout.contains(
+            "  imports:\n    wconverge:plugin/file-metadata@0.1.0\n    wconverge:plugin/log@0.1.0\n    \
+             wconverge:plugin/process@0.1.0\n    wconverge:plugin/types@0.1.0\n  directories: none\n"
+        ),
+        "{audit:#?}"
+    );
+}

@@ -117,6 +117,80 @@ impl Guests {
     }
 }
 
+impl Guests {
+    /// Builds the Python plugin in `dir` (relative to the root; its module `module`,
+    /// the world `provider` of `wit/`) with componentize-py, the version that
+    /// `dir/requirements.txt` pins, installed from PyPI into a virtual environment kept
+    /// in the guest target directory. `--stub-wasi`: the component imports no WASI at
+    /// all, only wconverge's interfaces.
+    pub fn build_python(&self, dir: &str, module: &str, name: &str) -> Artifact {
+        let dir = self.root.join(dir);
+        let requirements = dir.join("requirements.txt");
+        let wit = self.root.join("wit");
+        for path in [&dir, &requirements, &wit] {
+            println!("cargo:rerun-if-changed={}", path.display());
+        }
+        let venv = guest_target_dir().join("python");
+        let tool = venv.join("bin").join("componentize-py");
+        let wanted = std::fs::read_to_string(&requirements)
+            .unwrap_or_else(|error| panic!("cannot read {}: {error}", requirements.display()));
+        let stamp = venv.join("requirements.txt");
+        if !tool.is_file() || std::fs::read_to_string(&stamp).ok().as_deref() != Some(&wanted) {
+            let python = env("PYTHON3").unwrap_or_else(|| "python3".into());
+            run_tool(
+                Command::new(&python)
+                    .arg("-m")
+                    .arg("venv")
+                    .arg("--clear")
+                    .arg(&venv),
+                "creating a Python virtual environment for componentize-py",
+            );
+            run_tool(
+                Command::new(venv.join("bin").join("pip"))
+                    .args(["install", "--quiet", "--disable-pip-version-check", "-r"])
+                    .arg(&requirements),
+                "installing componentize-py from PyPI (the Python example plugin needs it)",
+            );
+            std::fs::write(&stamp, &wanted)
+                .unwrap_or_else(|error| panic!("cannot write {}: {error}", stamp.display()));
+        }
+        let path = out_dir().join(format!("{name}.wasm"));
+        run_tool(
+            Command::new(&tool)
+                .arg("--wit-path")
+                .arg(&wit)
+                .args(["--world", "provider", "componentize", "--stub-wasi"])
+                .arg("--python-path")
+                .arg(&dir)
+                .arg(module)
+                .arg("--output")
+                .arg(&path)
+                // Python must not write bytecode caches into the source directory.
+                .env("PYTHONDONTWRITEBYTECODE", "1"),
+            "building the Python example plugin with componentize-py",
+        );
+        Artifact {
+            name: name.to_owned(),
+            path,
+        }
+    }
+}
+
+/// Runs a build tool, and panics with what it printed if it fails.
+fn run_tool(command: &mut Command, what: &str) {
+    let output = command
+        .output()
+        .unwrap_or_else(|error| panic!("{what}: cannot run {:?}: {error}", command.get_program()));
+    if !output.status.success() {
+        panic!(
+            "{what} failed ({}):\n{}{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+}
+
 /// Runs the nested cargo on `manifest` for `packages`; returns the release directory.
 fn cargo_build(manifest: &Path, packages: &[&str]) -> PathBuf {
     let cargo = env("CARGO").unwrap_or_else(|| "cargo".into());

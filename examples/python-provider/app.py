@@ -1,0 +1,198 @@
+"""`git_config`: one key of a git configuration file, as Puppet's `git_config`.
+
+A wconverge provider written in Python and built with componentize-py against
+wconverge's `wit/` (world `provider`), and nothing else of wconverge: the plugin
+contract is language-neutral, values cross it as WIT records any language reads.
+
+    git_config { 'user.email':
+      value => 'ops@example.com',
+      file  => '/home/deploy/.gitconfig',
+      user  => 'deploy',
+    }
+
+It converges by running `git config --file FILE ...` through the host's `process`
+import: the policy decides which programs, with which arguments, as which user. Built
+with `--stub-wasi`, the component imports wconverge's interfaces and no WASI at all: no
+file system, no clocks, no network; everything it does on the machine is a launch the
+host checks and records.
+"""
+
+from typing import List, Optional
+
+import wit_world
+from componentize_py_types import Err
+from wit_world.imports import log, process
+from wit_world.imports.types import (
+    Attribute,
+    AttributeSchema,
+    Behaviour,
+    Change,
+    DataType,
+    PathAccess,
+    ProviderInfo,
+    Resource,
+    TypeNode_Enumeration,
+    TypeNode_String,
+    TypeSchema,
+    Value,
+    ValueNode_String,
+)
+
+VERSION = "1.0.0"
+GIT = "/usr/bin/git"
+STRING = DataType(nodes=[TypeNode_String()])
+
+
+def string_value(text: str) -> Value:
+    return Value(nodes=[ValueNode_String(value=text)])
+
+
+def string_of(value: Optional[Value]) -> Optional[str]:
+    if value is None or not value.nodes:
+        return None
+    root = value.nodes[0]
+    return root.value if isinstance(root, ValueNode_String) else None
+
+
+def attribute(name, doc, behaviour=Behaviour.PROPERTY, required=False, default=None,
+              data_type=STRING, path_access=PathAccess.NONE) -> AttributeSchema:
+    return AttributeSchema(
+        name=name,
+        doc=doc,
+        data_type=data_type,
+        min=1 if required else 0,
+        max=1,
+        default=None if default is None else string_value(default),
+        behaviour=behaviour,
+        sensitive=False,
+        unsettable=False,
+        path_access=path_access,
+        checks=[],
+    )
+
+
+def get(resource: Resource, name: str) -> Optional[str]:
+    for attr in resource.attributes:
+        if attr.name == name:
+            return string_of(attr.value)
+    return None
+
+
+def require(resource: Resource, name: str) -> str:
+    value = get(resource, name)
+    if value is None:
+        raise Err(f"attribute `{name}` is missing")
+    return value
+
+
+def git(resource: Resource, *args: str) -> process.Output:
+    """Runs `git config --file FILE ARGS...` as the resource's user."""
+    command = process.Command(
+        program=GIT,
+        args=["config", "--file", require(resource, "file"), *args],
+        cwd=None,
+        env=[],
+        user=get(resource, "user"),
+        group=None,
+        umask=None,
+        timeout_ms=60_000,
+        stdin=None,
+        architecture=None,
+    )
+    try:
+        return process.run(command)
+    except Err as error:
+        raise Err(f"cannot run git: {error.value.value}")
+
+
+def exit_code(output: process.Output) -> Optional[int]:
+    status = output.status
+    return status.value if isinstance(status, process.ExitStatus_Exited) else None
+
+
+def failure(output: process.Output, what: str) -> Err:
+    detail = output.stderr.decode("utf-8", "replace").strip()
+    return Err(f"{what} failed (status {output.status}): {detail}")
+
+
+class WitWorld(wit_world.WitWorld):
+    def describe(self) -> ProviderInfo:
+        ensure = DataType(nodes=[TypeNode_Enumeration(value=["present", "absent"])])
+        return ProviderInfo(
+            name="git_config",
+            version=VERSION,
+            requires=None,
+            types=[
+                TypeSchema(
+                    name="git_config",
+                    doc="One key of a git configuration file, set or unset with git config.",
+                    attributes=[
+                        attribute("key", "The key, as `section.name`.", Behaviour.NAMEVAR),
+                        attribute("ensure", "Whether the key is set.", default="present",
+                                  data_type=ensure),
+                        attribute("value", "Its value, with `ensure => present`."),
+                        attribute("file", "Absolute path of the configuration file.",
+                                  Behaviour.PARAMETER, required=True),
+                        attribute("user", "Who runs git (default: wconverge's user).",
+                                  Behaviour.PARAMETER),
+                    ],
+                    invariants=[],
+                    refreshable=False,
+                    context=[],
+                )
+            ],
+        )
+
+    def validate(self, resource: Resource) -> List[str]:
+        problems = []
+        key = get(resource, "key") or ""
+        if "." not in key.strip(".") or key.startswith("-"):
+            problems.append(f"`key` `{key}` is not `section.name`")
+        file = get(resource, "file") or ""
+        if not file.startswith("/"):
+            problems.append(f"`file` `{file}` is not an absolute path")
+        if get(resource, "ensure") != "absent" and get(resource, "value") is None:
+            problems.append("`value` is required with `ensure => present`")
+        return problems
+
+    def current_state(self, resource: Resource) -> List[Attribute]:
+        output = git(resource, "--get", require(resource, "key"))
+        code = exit_code(output)
+        if code == 1:
+            return [Attribute(name="ensure", value=string_value("absent"))]
+        if code != 0:
+            raise failure(output, "reading the key")
+        value = output.stdout.decode("utf-8", "replace").rstrip("\n")
+        return [
+            Attribute(name="ensure", value=string_value("present")),
+            Attribute(name="value", value=string_value(value)),
+        ]
+
+    def plan(self, resource: Resource, current: List[Attribute]) -> List[Change]:
+        now = {attr.name: string_of(attr.value) for attr in current}
+        key = require(resource, "key")
+        if get(resource, "ensure") == "absent":
+            if now.get("ensure") == "absent":
+                return []
+            return [Change(attribute="ensure", current=string_value("present"),
+                           desired=string_value("absent"), message=f"{key} unset")]
+        wanted = require(resource, "value")
+        if now.get("value") == wanted:
+            return []
+        before = now.get("value")
+        return [Change(attribute="value",
+                       current=None if before is None else string_value(before),
+                       desired=string_value(wanted), message=f"{key} set")]
+
+    def apply(self, resource: Resource, changes: List[Change]) -> None:
+        key = require(resource, "key")
+        if get(resource, "ensure") == "absent":
+            output = git(resource, "--unset-all", key)
+        else:
+            output = git(resource, "--replace-all", key, require(resource, "value"))
+        if exit_code(output) != 0:
+            raise failure(output, f"setting {key}")
+        log.log(log.Level.DEBUG, f"git config {key} converged")
+
+    def refresh(self, resource: Resource) -> None:
+        return None
