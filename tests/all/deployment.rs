@@ -546,7 +546,7 @@ limits = { memory_mib = 64, process_timeout_seconds = 600 }
         "{imports:#?}"
     );
     assert!(
-        imports.contains(&"wconverge:plugin/process@0.1.0".to_owned()),
+        imports.contains(&"wconverge:plugin/process@0.2.0".to_owned()),
         "{imports:#?}"
     );
 }
@@ -672,8 +672,8 @@ programs = [
     assert_eq!(audit.code, 0, "{audit:#?}");
     assert!(
         audit.stdout.contains(
-            "  imports:\n    wconverge:plugin/file-metadata@0.1.0\n    wconverge:plugin/log@0.1.0\n    \
-             wconverge:plugin/process@0.1.0\n    wconverge:plugin/types@0.1.0\n  directories: none\n"
+            "  imports:\n    wconverge:plugin/file-metadata@0.2.0\n    wconverge:plugin/log@0.2.0\n    \
+             wconverge:plugin/process@0.2.0\n    wconverge:plugin/types@0.2.0\n  directories: none\n"
         ),
         "{audit:#?}"
     );
