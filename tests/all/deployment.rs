@@ -256,7 +256,8 @@ programs = [{{ path = "/usr/bin/tar", args = [["-c", "-f", "{files}/*.tar", "-C"
         "exec { 'backup': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/ok.tar', '-C', '@FILES@', 'data'] }\n\
          exec { 'smuggle': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/bad.tar', \
          '--checkpoint=1', '--checkpoint-action=exec=touch @FILES@/pwned', '-C', '@FILES@', 'data'] }\n\
-         exec { 'climb': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/../up.tar', '-C', '@FILES@', 'data'] }\n",
+         exec { 'climb': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/../up.tar', '-C', '@FILES@', 'data'] }\n\
+         exec { 'secret': command => ['/usr/bin/tar', '-c', '-f', Sensitive(\"it's-a-secret\"), '--bad'] }\n",
     );
     let log = machine.root().join("audit.jsonl");
     let run = machine.run(&[
@@ -293,6 +294,12 @@ programs = [{{ path = "/usr/bin/tar", args = [["-c", "-f", "{files}/*.tar", "-C"
         );
     }
     assert!(!Path::new(&machine.file("pwned")).exists(), "no shell ran");
+    // A secret in a refused command line is redacted before it is quoted.
+    let log_text = std::fs::read_to_string(&log).expect("log");
+    for text in [&run.stdout, &run.stderr, &log_text] {
+        assert!(!text.contains("a-secret"), "{text}");
+    }
+    assert!(log_text.contains("[redacted]"), "{log_text}");
     assert!(!Path::new(&machine.file("bad.tar")).exists());
     assert!(
         run.stderr
@@ -305,7 +312,7 @@ programs = [{{ path = "/usr/bin/tar", args = [["-c", "-f", "{files}/*.tar", "-C"
         .iter()
         .filter(|event| event["operation"] == "launch")
         .collect();
-    assert_eq!(launches.len(), 3, "{events:#?}");
+    assert_eq!(launches.len(), 4, "{events:#?}");
     let allowed = launches
         .iter()
         .find(|event| event["resource"] == "Exec[backup]")
@@ -467,9 +474,10 @@ plugin sh
     LANG
   limits: memory 64 MiB, cpu 10 s, output 1024 KiB, process timeout 600 s
   ! reads-secrets: read access to / covers /etc/shadow, /etc/gshadow, /etc/ssh, /root/.ssh, /etc/sudoers, /proc
+  ! root-equivalent: may launch /usr/bin/find with arguments the plugin chooses (`*`, `...` or a glob), and it runs what its arguments name
   ! root-equivalent: may launch /usr/bin/tar with any arguments, and it runs what its arguments name; restrict it with `args` patterns
 
-2 plugins, 2 flagged grants
+2 plugins, 3 flagged grants
 ";
 
 #[test]

@@ -691,20 +691,39 @@ fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
         builtins: wconverge_builtin::BUILTINS,
     })?;
     let file = match &args.audit_log {
-        Some(path) => Some(
-            std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .mode(0o600)
-                .open(path)
-                .with_context(|| format!("cannot open the audit log `{}`", path.display()))?,
-        ),
+        Some(path) => Some(open_audit_log(path)?),
         None => None,
     };
     let trail = Arc::new(Trail::new(file, Box::new(output::warning)));
     runtime.set_trail(Arc::clone(&trail));
     TRAILS.lock().expect("trails lock").push(trail);
     Ok(runtime)
+}
+
+/// The audit log, opened for appending: never through a symlink, and only a regular file
+/// of this user that no one else may write.
+fn open_audit_log(path: &Path) -> anyhow::Result<std::fs::File> {
+    use std::os::unix::fs::MetadataExt;
+    let context = || format!("cannot open the audit log `{}`", path.display());
+    let file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o600)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)
+        .with_context(context)?;
+    let metadata = file.metadata().with_context(context)?;
+    if !metadata.is_file()
+        || metadata.uid() != rustix::process::geteuid().as_raw()
+        || metadata.mode() & 0o022 != 0
+    {
+        bail!(
+            "the audit log `{}` must be a regular file of this user that no one else may \
+             write (mode 0600)",
+            path.display()
+        );
+    }
+    Ok(file)
 }
 
 /// The audit trails of this invocation, finished when the command is done.

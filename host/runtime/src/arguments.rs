@@ -9,8 +9,9 @@
 //! - `*` matches one operand: any argument that does not start with `-`, so an option
 //!   can never take its place;
 //! - an element with `*` inside (`--file=*`, `/srv/backup/*.tar`) matches an argument of
-//!   that shape, where each `*` stands for characters other than `/` and is never `.` or
-//!   `..`, so a path cannot climb out of the directory the pattern names;
+//!   that shape, where each `*` stands for at least one character other than `/` and is
+//!   never `.` or `..`, so a path cannot climb out of the directory the pattern names;
+//!   unless the element itself starts with `-`, the argument may not either;
 //! - `...`, only as the last element, matches any number of further operands.
 
 use std::fmt;
@@ -62,6 +63,13 @@ impl ArgsPattern {
         Ok(ArgsPattern { elements: parsed })
     }
 
+    /// Whether every element is a literal: the pattern allows one command line only.
+    pub fn is_literal(&self) -> bool {
+        self.elements
+            .iter()
+            .all(|element| matches!(element, Element::Literal(_)))
+    }
+
     /// Whether `args` (without the program itself) matches the pattern as a whole.
     pub fn matches(&self, args: &[String]) -> bool {
         self.mismatch(args).is_none()
@@ -83,7 +91,12 @@ impl ArgsPattern {
             let fits = match element {
                 Element::Literal(literal) => argument == literal,
                 Element::Operand => is_operand(argument),
-                Element::Glob(pieces) => glob_matches(pieces, argument),
+                // A glob that does not itself start with `-` matches operands only, so
+                // `*.txt` never lets `--to-command=sh;:.txt` through.
+                Element::Glob(pieces) => {
+                    (pieces[0].starts_with('-') || is_operand(argument))
+                        && glob_matches(pieces, argument)
+                }
                 Element::Rest => unreachable!("handled above"),
             };
             if !fits {
@@ -120,7 +133,7 @@ fn glob_matches(pieces: &[String], text: &str) -> bool {
             };
             &remaining[..found]
         };
-        if star.contains('/') || star == "." || star == ".." {
+        if star.is_empty() || star.contains('/') || star == "." || star == ".." {
             return false;
         }
         remaining = &remaining[star.len() + piece.len()..];
@@ -251,6 +264,11 @@ mod tests {
         assert!(two.matches(&args(&["a.b"])));
         assert!(two.matches(&args(&["a.b.c"])));
         assert!(!two.matches(&args(&["ab"])));
+        let ends = pattern(&["*.txt"]);
+        assert!(ends.matches(&args(&["notes.txt"])));
+        assert!(!ends.matches(&args(&["--to-command=id>&2;:.txt"])));
+        assert!(!ends.matches(&args(&[".txt"])), "a star is never empty");
+        assert!(!dir.matches(&args(&["/srv/"])));
         let option = pattern(&["--level=*"]);
         assert!(option.matches(&args(&["--level=3"])));
         assert!(!option.matches(&args(&["--level=3/4"])));

@@ -164,12 +164,22 @@ pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
                         "may launch {}, which runs whatever it is given",
                         path.display()
                     )));
-                } else if RUN_THEIR_ARGUMENTS.contains(&name) && grant.args.is_none() {
-                    flags.push(root(format!(
-                        "may launch {} with any arguments, and it runs what its arguments \
-                         name; restrict it with `args` patterns",
-                        path.display()
-                    )));
+                } else if RUN_THEIR_ARGUMENTS.contains(&name) {
+                    match &grant.args {
+                        None => flags.push(root(format!(
+                            "may launch {} with any arguments, and it runs what its \
+                             arguments name; restrict it with `args` patterns",
+                            path.display()
+                        ))),
+                        Some(patterns) if !patterns.iter().all(|p| p.is_literal()) => {
+                            flags.push(root(format!(
+                                "may launch {} with arguments the plugin chooses (`*`, `...` \
+                                 or a glob), and it runs what its arguments name",
+                                path.display()
+                            )));
+                        }
+                        Some(_) => {}
+                    }
                 }
             }
             ProgramPattern::Children(dir) => flags.push(root(format!(
@@ -194,6 +204,14 @@ pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
         .map(String::as_str)
         .filter(|name| dangerous_variable(name))
         .collect();
+    if plugin.environment.any && !plugin.programs.is_empty() {
+        flags.push(root(
+            "may set any environment variable for its programs, and many take code or \
+             options from it (TAR_OPTIONS, GIT_*, PYTHONSTARTUP...), whatever their argument \
+             patterns say; grant variables by name"
+                .to_owned(),
+        ));
+    }
     if !variables.is_empty() {
         flags.push(root(format!(
             "may set {}, which decides what code a program runs",

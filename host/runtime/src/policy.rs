@@ -304,16 +304,37 @@ impl std::fmt::Display for ProgramPattern {
 /// The environment variables a plugin may set for the programs it launches.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct EnvironmentGrant {
-    /// `*`: any variable, except the ones that decide what code runs.
+    /// `*`: any variable but those [`dangerous_variable`] names (flagged by the audit:
+    /// many programs take code or options from their environment).
     pub any: bool,
     /// Names, and prefixes written `NAME_*`.
     pub names: Vec<String>,
 }
 
-/// Environment variables that decide what code a program runs: `*` and prefixes never
-/// cover them, only their own name does.
+/// Environment variables that decide what code a program or its loader runs (the
+/// search path, the loader's, the shells' start-up files and functions, glibc's module
+/// paths): `*` and prefixes never cover them, only their own name does. Many programs
+/// read options with the same power (`TAR_OPTIONS`, `GIT_*`, `PYTHONSTARTUP`): the list
+/// cannot be complete, so `plugins audit` flags `*` itself.
 pub fn dangerous_variable(name: &str) -> bool {
-    name == "PATH" || name.starts_with("LD_") || name.starts_with("DYLD_")
+    const NAMES: &[&str] = &[
+        "PATH",
+        "BASH_ENV",
+        "ENV",
+        "SHELLOPTS",
+        "BASHOPTS",
+        "PS4",
+        "PROMPT_COMMAND",
+        "IFS",
+        "GCONV_PATH",
+        "GLIBC_TUNABLES",
+        "LOCPATH",
+        "NLSPATH",
+    ];
+    NAMES.contains(&name)
+        || name.starts_with("LD_")
+        || name.starts_with("DYLD_")
+        || name.starts_with("BASH_FUNC_")
 }
 
 impl EnvironmentGrant {
@@ -622,7 +643,8 @@ fn check_entry(
         {
             return Err(format!(
                 "`environment` entry `{variable}` is not a variable name, `NAME_*` or `*` \
-                 (PATH, LD_* and DYLD_* variables are granted only by their full name)"
+                 (PATH, LD_*, DYLD_*, BASH_ENV and the like are granted only by their full \
+                 name)"
             ));
         } else {
             environment.names.push(variable);

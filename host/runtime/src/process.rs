@@ -206,13 +206,28 @@ fn normalized_absolute(path: &str) -> bool {
 /// Checks a request against the plugin's policy and, when it names an architecture,
 /// routes it through the launcher; the error says what was refused and what would
 /// allow it.
+#[cfg(test)]
 pub(crate) fn check<'l>(
     policy: &PluginPolicy,
     launch: Launch,
     command: &wit::Command,
     launcher: impl FnOnce() -> Option<&'l LauncherSlot>,
 ) -> Result<Checked, wit::LaunchError> {
-    let mut checked = check_policy(policy, launch, command).map_err(wit::LaunchError::Refused)?;
+    check_scrubbed(policy, launch, command, launcher, &|text| text.to_owned())
+}
+
+/// [`check`], with `scrub` applied to every argument a refusal quotes (a resource's
+/// secrets are removed before the arguments are quoted and cut, which would hide them
+/// from a later scrub).
+pub(crate) fn check_scrubbed<'l>(
+    policy: &PluginPolicy,
+    launch: Launch,
+    command: &wit::Command,
+    launcher: impl FnOnce() -> Option<&'l LauncherSlot>,
+    scrub: &dyn Fn(&str) -> String,
+) -> Result<Checked, wit::LaunchError> {
+    let mut checked =
+        check_policy(policy, launch, command, scrub).map_err(wit::LaunchError::Refused)?;
     if let Some(architecture) = &command.architecture {
         // Loaded only now, for a launch the policy allows.
         let launcher = match launcher() {
@@ -357,6 +372,7 @@ fn check_policy(
     policy: &PluginPolicy,
     launch: Launch,
     command: &wit::Command,
+    scrub: &dyn Fn(&str) -> String,
 ) -> Result<Checked, String> {
     let plugin = &policy.name;
     let program = &command.program;
@@ -388,7 +404,13 @@ fn check_policy(
         .filter(|grant| grant.allows_args(&command.args))
         .collect();
     if by_args.is_empty() {
-        return Err(arguments_refused(plugin, program, &command.args, &by_path));
+        return Err(arguments_refused(
+            plugin,
+            program,
+            &command.args,
+            &by_path,
+            scrub,
+        ));
     }
     if launch == Launch::QueriesOnly && !by_args.iter().any(|grant| grant.query) {
         return Err(format!(
@@ -477,17 +499,28 @@ fn arguments_refused(
     program: &str,
     args: &[String],
     grants: &[&ProgramGrant],
+    scrub: &dyn Fn(&str) -> String,
 ) -> String {
     let patterns: Vec<_> = grants
         .iter()
         .filter_map(|grant| grant.args.as_ref())
         .flatten()
         .collect();
-    let first_bad = patterns
+    // The argument that went furthest before failing names the problem; a pattern
+    // that only wanted more arguments counts when no argument failed.
+    let mismatches: Vec<usize> = patterns
         .iter()
         .filter_map(|pattern| pattern.mismatch(args))
+        .collect();
+    let first_bad = mismatches
+        .iter()
+        .copied()
+        .filter(|&at| at < args.len())
         .max()
+        .or_else(|| mismatches.iter().copied().max())
         .unwrap_or(0);
+    let args: Vec<String> = args.iter().map(|arg| scrub(arg)).collect();
+    let args = args.as_slice();
     let at = match args.get(first_bad) {
         Some(argument) => format!(
             "argument {} `{}` fits no pattern",

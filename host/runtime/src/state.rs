@@ -290,17 +290,22 @@ impl process::Host for PluginState {
     fn run(&mut self, command: process::Command) -> Result<process::Output, process::LaunchError> {
         let started = Instant::now();
         let shared = &self.shared;
-        let checked = crate::process::check(&self.policy, self.launch(), &command, || {
-            Some(shared.launcher())
-        });
+        let checked = crate::process::check_scrubbed(
+            &self.policy,
+            self.launch(),
+            &command,
+            || Some(shared.launcher()),
+            &|text| self.scrub(text),
+        );
         if let Some(trail) = shared.trail() {
             let denied = match &checked {
                 Err(process::LaunchError::Refused(reason)) => Some(reason.as_str()),
                 _ => None,
             };
             if denied.is_some() || trail.logs_allowed() {
-                let mut line = vec![command.program.clone()];
-                line.extend(command.args.iter().cloned());
+                // Secrets out of each argument before quoting and cutting.
+                let mut line = vec![self.scrub(&command.program)];
+                line.extend(command.args.iter().map(|arg| self.scrub(arg)));
                 let resolved = checked
                     .as_ref()
                     .ok()

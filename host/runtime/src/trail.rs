@@ -57,7 +57,9 @@ pub struct Event {
 pub type Console = Box<dyn Fn(&str) + Send + Sync>;
 
 struct Sink {
-    file: Option<std::io::BufWriter<std::fs::File>>,
+    /// Opened for appending: each event is one `write`, so a crash loses nothing
+    /// already decided and two writers never split a line.
+    file: Option<std::fs::File>,
     /// Refusals per plugin so far.
     denials: BTreeMap<String, (u64, String)>,
     /// The first write error, reported at the end instead of failing the run midway.
@@ -75,7 +77,7 @@ impl Trail {
     pub fn new(file: Option<std::fs::File>, console: Console) -> Trail {
         Trail {
             sink: Mutex::new(Sink {
-                file: file.map(std::io::BufWriter::new),
+                file,
                 denials: BTreeMap::new(),
                 failed: None,
             }),
@@ -107,10 +109,25 @@ impl Trail {
                     .resource
                     .as_deref()
                     .map_or_else(String::new, |resource| format!(", {resource}"));
+                // The reason may quote what the plugin sent: no control characters
+                // reach the terminal.
+                let reason: String = event
+                    .reason
+                    .as_deref()
+                    .unwrap_or("not granted")
+                    .chars()
+                    .flat_map(|c| {
+                        let escaped: Vec<char> = if c.is_control() {
+                            c.escape_default().collect()
+                        } else {
+                            vec![c]
+                        };
+                        escaped
+                    })
+                    .collect();
                 (self.console)(&format!(
-                    "refused (plugin `{}`{on}): {}",
-                    event.plugin,
-                    event.reason.as_deref().unwrap_or("not granted")
+                    "refused (plugin `{}`{on}): {reason}",
+                    event.plugin
                 ));
             }
         }
@@ -119,8 +136,8 @@ impl Trail {
         }
     }
 
-    /// Ends the run: the counts of suppressed refusals, on the console and in the file,
-    /// then a flush. An error writing the file is returned here.
+    /// Ends the run: the counts of suppressed refusals, on the console and in the file.
+    /// An error writing the file is returned here.
     pub fn finish(&self) -> std::io::Result<()> {
         let mut sink = self.sink.lock().expect("audit trail lock");
         let denials = std::mem::take(&mut sink.denials);
@@ -147,11 +164,6 @@ impl Trail {
                 };
                 sink.write(&event);
             }
-        }
-        if let Some(file) = &mut sink.file
-            && let Err(error) = file.flush()
-        {
-            sink.failed.get_or_insert(error);
         }
         match sink.failed.take() {
             Some(error) => Err(error),
