@@ -64,6 +64,20 @@ fn apply_with_dir(machine: &Machine, manifest: &Path, policy: &Path, dir: &Path)
     ])
 }
 
+/// `plugins audit --policy POLICY --plugin-dir DIR`, which must succeed.
+fn audit_with_dir(machine: &Machine, policy: &Path, dir: &Path) -> Run {
+    let audit = machine.run(&[
+        "plugins",
+        "audit",
+        "--policy",
+        text(policy),
+        "--plugin-dir",
+        text(dir),
+    ]);
+    assert_eq!(audit.code, 0, "{audit:#?}");
+    audit
+}
+
 #[test]
 fn a_third_party_plugin_is_locked_from_the_plugin_dir_and_converges() {
     let machine = Machine::new();
@@ -122,15 +136,7 @@ fn a_third_party_plugin_is_locked_from_the_plugin_dir_and_converges() {
     let second = apply_with_dir(&machine, &manifest, &policy, &dir);
     assert_eq!(second.code, 0, "converged: {second:#?}");
 
-    let audit = machine.run(&[
-        "plugins",
-        "audit",
-        "--policy",
-        text(&policy),
-        "--plugin-dir",
-        text(&dir),
-    ]);
-    assert_eq!(audit.code, 0, "{audit:#?}");
+    let audit = audit_with_dir(&machine, &policy, &dir);
     assert!(
         audit.stdout.contains(&format!(
             "plugin file_line\n  source: plugin-dir {}\n  sha256: {digest}\n  kind: provider\n",
@@ -669,15 +675,7 @@ programs = [
 
     // It imports wconverge's interfaces and nothing else: no WASI, so no file system of
     // its own and no network.
-    let audit = machine.run(&[
-        "plugins",
-        "audit",
-        "--policy",
-        text(&policy),
-        "--plugin-dir",
-        text(&dir),
-    ]);
-    assert_eq!(audit.code, 0, "{audit:#?}");
+    let audit = audit_with_dir(&machine, &policy, &dir);
     assert!(
         audit.stdout.contains(
             "  imports:\n    wconverge:plugin/file-metadata@0.2.0\n    wconverge:plugin/log@0.2.0\n    \
