@@ -53,15 +53,26 @@ fn sshd_manifest(machine: &Machine) -> PathBuf {
     )
 }
 
-fn apply_with_dir(machine: &Machine, manifest: &Path, policy: &Path, dir: &Path) -> Run {
-    machine.run(&[
+/// `apply MANIFEST --policy POLICY --plugin-dir DIR`, plus `--audit-log LOG` if given.
+fn apply_with_dir(
+    machine: &Machine,
+    manifest: &Path,
+    policy: &Path,
+    dir: &Path,
+    log: Option<&Path>,
+) -> Run {
+    let mut args = vec![
         "apply",
         text(manifest),
         "--policy",
         text(policy),
         "--plugin-dir",
         text(dir),
-    ])
+    ];
+    if let Some(log) = log {
+        args.extend(["--audit-log", text(log)]);
+    }
+    machine.run(&args)
 }
 
 /// `plugins audit --policy POLICY --plugin-dir DIR`, which must succeed.
@@ -112,7 +123,7 @@ fn a_third_party_plugin_is_locked_from_the_plugin_dir_and_converges() {
     );
 
     let manifest = sshd_manifest(&machine);
-    let first = apply_with_dir(&machine, &manifest, &policy, &dir);
+    let first = apply_with_dir(&machine, &manifest, &policy, &dir, None);
     assert_eq!(first.code, 2, "{first:#?}");
     assert!(
         first.stdout.contains(&format!(
@@ -133,7 +144,7 @@ fn a_third_party_plugin_is_locked_from_the_plugin_dir_and_converges() {
         )),
         "{first:#?}"
     );
-    let second = apply_with_dir(&machine, &manifest, &policy, &dir);
+    let second = apply_with_dir(&machine, &manifest, &policy, &dir, None);
     assert_eq!(second.code, 0, "converged: {second:#?}");
 
     let audit = audit_with_dir(&machine, &policy, &dir);
@@ -167,16 +178,7 @@ fn a_flipped_byte_refuses_the_plugin_and_changes_nothing() {
     let tampered = sha256_of(text(&component));
     let manifest = sshd_manifest(&machine);
     let log = machine.root().join("audit.jsonl");
-    let run = machine.run(&[
-        "apply",
-        text(&manifest),
-        "--policy",
-        text(&policy),
-        "--plugin-dir",
-        text(&dir),
-        "--audit-log",
-        text(&log),
-    ]);
+    let run = apply_with_dir(&machine, &manifest, &policy, &dir, Some(&log));
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
         run.stderr.contains(&format!(
@@ -213,7 +215,7 @@ fn an_unpinned_plugin_is_never_loaded() {
     let manifest = sshd_manifest(&machine);
     // In the directory, but not in the policy: its type does not exist.
     let policy = machine.policy("");
-    let run = apply_with_dir(&machine, &manifest, &policy, &dir);
+    let run = apply_with_dir(&machine, &manifest, &policy, &dir, None);
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
         run.stderr.contains(&format!(
@@ -225,7 +227,7 @@ fn an_unpinned_plugin_is_never_loaded() {
     assert!(run.stderr.contains("file_line"), "{run:#?}");
     // In the policy without a pin: the policy itself is refused.
     let unpinned = file_line_policy(&machine, "");
-    let run = apply_with_dir(&machine, &manifest, &unpinned, &dir);
+    let run = apply_with_dir(&machine, &manifest, &unpinned, &dir, None);
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(
         run.stderr.contains(
@@ -601,17 +603,7 @@ programs = [
          git_config { 'alias.x': value => '!sh -c id', file => '@FILES@/../gitconfig' }\n",
     );
     let log = machine.root().join("audit.jsonl");
-    let args = [
-        "apply",
-        text(&manifest),
-        "--policy",
-        text(&policy),
-        "--plugin-dir",
-        text(&dir),
-        "--audit-log",
-        text(&log),
-    ];
-    let first = machine.run(&args);
+    let first = apply_with_dir(&machine, &manifest, &policy, &dir, Some(&log));
     assert_eq!(first.code, 6, "{first:#?}");
     assert!(
         first
@@ -647,7 +639,7 @@ programs = [
     assert_eq!(get("core.pager"), "less");
     assert!(!Path::new(&machine.root().join("gitconfig")).exists());
 
-    let second = machine.run(&args);
+    let second = apply_with_dir(&machine, &manifest, &policy, &dir, Some(&log));
     assert_eq!(
         second.code, 4,
         "only the refused resource fails again: {second:#?}"

@@ -214,16 +214,10 @@ fn cargo_build(manifest: &Path, packages: &[&str]) -> PathBuf {
     }
     scrub(&mut command);
     command.env("CARGO_BUILD_BUILD_DIR", &target_dir);
-    let output = command
-        .output()
-        .unwrap_or_else(|error| panic!("cannot run {}: {error}", cargo.to_string_lossy()));
-    if !output.status.success() {
-        panic!(
-            "building {} for {TARGET} failed:\n{}",
-            manifest.display(),
-            String::from_utf8_lossy(&output.stderr)
-        );
-    }
+    run_tool(
+        &mut command,
+        &format!("building {} for {TARGET}", manifest.display()),
+    );
     target_dir.join(TARGET).join("release")
 }
 

@@ -214,21 +214,15 @@ impl Runtime {
             )
         };
         trail.record(trail::Event {
-            time: String::new(),
-            plugin: plugin.name.clone(),
-            digest: digest.to_owned(),
             resource: resource.map(|resource| resource.reference.to_string()),
-            operation: "open-directory",
-            target: scrub(directory),
             access: Some(access.as_str()),
-            resolved: None,
             decision: if refused.is_some() {
                 trail::Decision::Denied
             } else {
                 trail::Decision::Allowed
             },
             reason: refused.map(scrub),
-            count: None,
+            ..trail::Event::new(&plugin.name, digest, "open-directory", scrub(directory))
         });
     }
 
@@ -270,18 +264,11 @@ impl Runtime {
         if let (Err(error), Some(trail)) = (&loaded, self.shared.trail())
             && matches!(error.kind, PluginErrorKind::Load | PluginErrorKind::Denied)
         {
+            let pinned = policy.sha256.as_deref().unwrap_or_default();
             trail.record(trail::Event {
-                time: String::new(),
-                plugin: name.to_owned(),
-                digest: policy.sha256.clone().unwrap_or_default(),
-                resource: None,
-                operation: "load",
-                target: policy.source.describe(),
-                access: None,
-                resolved: None,
                 decision: trail::Decision::Denied,
                 reason: Some(error.message.clone()),
-                count: None,
+                ..trail::Event::new(name, pinned, "load", policy.source.describe())
             });
         }
         self.plugins

@@ -157,17 +157,13 @@ impl PluginState {
     /// An event of this plugin about the current resource, allowed until said otherwise.
     pub(crate) fn event(&self, operation: &'static str, target: String) -> Event {
         Event {
-            time: String::new(),
-            plugin: self.policy.name.clone(),
-            digest: self.digest.to_string(),
             resource: self.subject.as_ref().map(|(name, _)| name.clone()),
-            operation,
-            target: self.scrub(&target),
-            access: None,
-            resolved: None,
-            decision: Decision::Allowed,
-            reason: None,
-            count: None,
+            ..Event::new(
+                &self.policy.name,
+                &self.digest,
+                operation,
+                self.scrub(&target),
+            )
         }
     }
 

@@ -53,6 +53,25 @@ pub struct Event {
     pub count: Option<u64>,
 }
 
+impl Event {
+    /// An allowed decision of `plugin` about no resource; set the rest with `..`.
+    pub fn new(plugin: &str, digest: &str, operation: &'static str, target: String) -> Event {
+        Event {
+            time: String::new(),
+            plugin: plugin.to_owned(),
+            digest: digest.to_owned(),
+            resource: None,
+            operation,
+            target,
+            access: None,
+            resolved: None,
+            decision: Decision::Allowed,
+            reason: None,
+            count: None,
+        }
+    }
+}
+
 /// Where the console's warnings go.
 pub type Console = Box<dyn Fn(&str) + Send + Sync>;
 
@@ -111,20 +130,14 @@ impl Trail {
                     .map_or_else(String::new, |resource| format!(", {resource}"));
                 // The reason may quote what the plugin sent: no control characters
                 // reach the terminal.
-                let reason: String = event
-                    .reason
-                    .as_deref()
-                    .unwrap_or("not granted")
-                    .chars()
-                    .flat_map(|c| {
-                        let escaped: Vec<char> = if c.is_control() {
-                            c.escape_default().collect()
-                        } else {
-                            vec![c]
-                        };
-                        escaped
-                    })
-                    .collect();
+                let mut reason = String::new();
+                for c in event.reason.as_deref().unwrap_or("not granted").chars() {
+                    if c.is_control() {
+                        reason.extend(c.escape_default());
+                    } else {
+                        reason.push(c);
+                    }
+                }
                 (self.console)(&format!(
                     "refused (plugin `{}`{on}): {reason}",
                     event.plugin
@@ -151,16 +164,10 @@ impl Trail {
             if count > FILE_DENIALS {
                 let event = Event {
                     time: now_rfc3339(),
-                    plugin,
-                    digest,
-                    resource: None,
-                    operation: "suppressed",
-                    target: String::new(),
-                    access: None,
-                    resolved: None,
                     decision: Decision::Denied,
                     reason: Some("refused too often; these refusals were not written".to_owned()),
                     count: Some(count - FILE_DENIALS),
+                    ..Event::new(&plugin, &digest, "suppressed", String::new())
                 };
                 sink.write(&event);
             }
@@ -225,17 +232,15 @@ mod tests {
 
     fn denied(plugin: &str) -> Event {
         Event {
-            time: String::new(),
-            plugin: plugin.to_owned(),
-            digest: "ab".repeat(32),
             resource: Some("Hostile[x]".to_owned()),
-            operation: "launch",
-            target: "/bin/sh -c x".to_owned(),
-            access: None,
-            resolved: None,
             decision: Decision::Denied,
             reason: Some("not on the allowlist".to_owned()),
-            count: None,
+            ..Event::new(
+                plugin,
+                &"ab".repeat(32),
+                "launch",
+                "/bin/sh -c x".to_owned(),
+            )
         }
     }
 
