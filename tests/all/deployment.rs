@@ -112,6 +112,13 @@ fn a_third_party_plugin_is_locked_from_the_plugin_dir_and_converges() {
             .contains(&format!("file_line: pinned sha256 {digest}\n")),
         "{lock:#?}"
     );
+    assert!(
+        lock.stderr.contains(&format!(
+            "warning: {} is not pinned: no plugin of the policy takes it, so it is never loaded",
+            dir.join("stray.wasm").display()
+        )),
+        "{lock:#?}"
+    );
     let locked = std::fs::read_to_string(&policy).expect("policy");
     assert!(
         locked.starts_with("# Reviewed by the security team.\n"),
@@ -199,7 +206,8 @@ fn a_flipped_byte_refuses_the_plugin_and_changes_nothing() {
         .unwrap_or_else(|| panic!("a load event: {events:#?}"));
     assert_eq!(load["plugin"], "file_line");
     assert_eq!(load["decision"], "denied");
-    assert_eq!(load["digest"], genuine.as_str());
+    // The event names the file that was refused, by its own digest.
+    assert_eq!(load["digest"], tampered.as_str());
     assert!(
         load["reason"]
             .as_str()
@@ -674,5 +682,242 @@ programs = [
              wconverge:plugin/process@0.2.0\n    wconverge:plugin/types@0.2.0\n  directories: none\n"
         ),
         "{audit:#?}"
+    );
+}
+
+#[test]
+fn every_file_a_plugin_changes_and_every_write_refused_is_in_the_audit_trail() {
+    let machine = Machine::new();
+    let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
+    let files = std::fs::canonicalize(machine.files_dir()).expect("files dir");
+    let outside = files.parent().expect("parent").join("escape.txt");
+    let catalog = machine.catalog(serde_json::json!([
+        { "type": "file", "title": machine.file("motd"),
+          "attributes": { "ensure": "file", "content": "hello\n" } },
+        { "type": "hostile", "title": machine.file("inside"),
+          "attributes": { "action": "write_file", "target": machine.file("inside.txt") } },
+        { "type": "hostile", "title": machine.file("climb"),
+          "attributes": { "action": "write_file",
+                          "target": format!("{}/../escape.txt", machine.files_dir()) } },
+    ]));
+    let log = machine.root().join("audit.jsonl");
+    let run = machine.apply(&catalog, &policy, &["--audit-log", text(&log)]);
+    assert_eq!(run.code, 6, "one resource failed and two changed: {run:#?}");
+    assert!(!outside.exists(), "nothing was written outside the grant");
+    assert!(Path::new(&machine.file("inside.txt")).exists());
+    let climb = format!("Hostile[{}]", machine.file("climb"));
+    assert!(
+        run.stderr.contains(&format!(
+            "warning: refused (plugin `hostile`, {climb}): not permitted: the directory is \
+             read-only in this call, or the path leads out of the directories granted to it"
+        )),
+        "{run:#?}"
+    );
+
+    let events = trail(&log);
+    let find = |resource: &str, operation: &str| -> Vec<&Value> {
+        events
+            .iter()
+            .filter(|event| event["resource"] == resource && event["operation"] == operation)
+            .collect()
+    };
+    let written = find(
+        &format!("Hostile[{}]", machine.file("inside")),
+        "open-for-writing",
+    );
+    assert_eq!(written.len(), 1, "{events:#?}");
+    assert_eq!(written[0]["decision"], "allowed");
+    assert_eq!(
+        written[0]["target"],
+        files.join("inside.txt").display().to_string()
+    );
+    assert_eq!(written[0]["plugin"], "hostile");
+    let refused = find(&climb, "open-for-writing");
+    assert_eq!(refused.len(), 1, "{events:#?}");
+    assert_eq!(refused[0]["decision"], "denied");
+    assert_eq!(refused[0]["target"], outside.display().to_string());
+    // The file provider's write lands by a rename onto the file it manages.
+    let motd = files.join("motd").display().to_string();
+    let renamed = find(&format!("File[{}]", machine.file("motd")), "rename");
+    assert!(
+        renamed.iter().any(|event| event["decision"] == "allowed"
+            && event["target"]
+                .as_str()
+                .is_some_and(|target| target.ends_with(&format!(" -> {motd}")))),
+        "{events:#?}"
+    );
+}
+
+/// Runs `wconverge` with a file-size limit of `blocks` (512 bytes each, as `ulimit -f`
+/// counts them in sh) and the signal for exceeding it ignored, so a write past the limit
+/// fails with EFBIG instead of killing the process: an audit log on a full disk.
+fn run_with_file_size_limit(machine: &Machine, blocks: u64, args: &[&str]) -> Run {
+    let output = std::process::Command::new("/bin/sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -f {blocks}; trap '' XFSZ; exec \"$0\" \"$@\""
+        ))
+        .arg(crate::support::WCONVERGE)
+        .args(args)
+        .env("WCONVERGE_CACHE_DIR", crate::support::cache_dir())
+        .env("WCONVERGE_STATE_DIR", machine.root().join("state"))
+        .env("TMPDIR", machine.temp_dir())
+        .env_remove("WCONVERGE_LOG")
+        .output()
+        .expect("sh runs");
+    Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    }
+}
+
+#[test]
+fn an_audit_log_that_cannot_be_written_stops_every_further_change() {
+    let machine = Machine::new();
+    let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
+    let resources: Vec<Value> = (0..40)
+        .map(|n| {
+            serde_json::json!({ "type": "hostile", "title": machine.file(&format!("r{n:02}")),
+              "attributes": { "action": "write_file",
+                              "target": machine.file(&format!("w{n:02}.txt")) } })
+        })
+        .collect();
+    let catalog = machine.catalog(Value::Array(resources));
+    // The process may write files of 512 MiB (wasmtime's memory images live in memfds,
+    // which the limit counts too); the log already holds all but its last 8 KiB, a
+    // hole that takes no disk. A few resources' events fit, far from forty.
+    let limit: u64 = 512 << 20;
+    let log = machine.root().join("audit.jsonl");
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        let file = std::fs::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .mode(0o600)
+            .open(&log)
+            .expect("log");
+        file.set_len(limit - 8192).expect("a sparse log");
+    }
+    let run = run_with_file_size_limit(
+        &machine,
+        limit / 512,
+        &[
+            "apply",
+            text(&catalog),
+            "--policy",
+            text(&policy),
+            "--audit-log",
+            text(&log),
+        ],
+    );
+    let written = (0..40)
+        .filter(|n| Path::new(&machine.file(&format!("w{n:02}.txt"))).exists())
+        .count();
+    assert!(written > 0, "the first resources ran: {run:#?}");
+    assert!(
+        written < 10,
+        "the rest were refused, {written} ran: {run:#?}"
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(
+            "the audit log cannot be written (File too large (os error 27)); nothing \
+                       more is allowed in this run"
+        ),
+        "{run:#?}"
+    );
+    assert!(
+        run.stderr
+            .contains("error: cannot write the audit log; it is incomplete"),
+        "{run:#?}"
+    );
+    // What reached the file is whole lines: a line cut short was taken back.
+    let bytes = std::fs::read(&log).expect("log");
+    let tail = &bytes[bytes.iter().position(|&byte| byte != 0).expect("events")..];
+    let text = std::str::from_utf8(tail).expect("utf-8");
+    assert!(text.ends_with('\n'), "{text}");
+    for line in text.lines() {
+        let event: Value = serde_json::from_str(line).expect("a whole JSON object");
+        assert_eq!(event["plugin"], "hostile");
+    }
+}
+
+#[test]
+fn a_policy_can_decide_who_programs_run_as() {
+    let machine = Machine::new();
+    let policy = machine.root().join("sh.toml");
+    std::fs::write(
+        &policy,
+        r#"[plugins.sh]
+source = "builtin"
+provides = ["sh", "exec", "script"]
+directories = [{ path = "/", access = "read" }]
+programs = ["/bin/sh"]
+run_as = "nobody"
+"#,
+    )
+    .expect("policy");
+    let manifest = machine.manifest(
+        "sh.wcv",
+        "exec { 'who': command => '/usr/bin/id -un; exit 1' }\n",
+    );
+    let audit = machine.run(&["plugins", "audit", "--policy", text(&policy)]);
+    assert!(
+        audit
+            .stdout
+            .contains("  run as:\n    nobody (every launch that names no user)\n"),
+        "{audit:#?}"
+    );
+    let report = machine.apply_json(&manifest, &policy, &[], 4);
+    let error = first_error(&report);
+    if rustix::process::geteuid().is_root() {
+        // The command fails on purpose, so its output is in the report.
+        assert_eq!(
+            report["resources"][0]["logs"][0]["message"], "stdout: nobody",
+            "{report:#}"
+        );
+    } else {
+        assert!(
+            error.contains("cannot run `/bin/sh` as user `nobody`: wconverge runs as uid"),
+            "{report:#}"
+        );
+    }
+}
+
+#[test]
+fn a_plugin_dir_others_may_write_is_reported_and_a_fifo_in_it_does_not_hang_the_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let machine = Machine::new();
+    let dir = machine.root().join("plugins");
+    std::fs::create_dir(&dir).expect("plugin dir");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let fifo = dir.join("file_line.wasm");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let policy = file_line_policy(&machine, &format!("sha256 = \"{}\"\n", "ab".repeat(32)));
+    let manifest = sshd_manifest(&machine);
+    let run = apply_with_dir(&machine, &manifest, &policy, &dir, None);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "warning: the plugin directory `{}` can be written by every user (mode 777)",
+            dir.display()
+        )),
+        "{run:#?}"
+    );
+    assert!(
+        run.stderr.contains(&format!(
+            "plugin `file_line` could not be loaded: cannot read `{}`: it is not a regular file",
+            fifo.display()
+        )),
+        "{run:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(machine.file("sshd_config")).expect("file"),
+        SSHD
     );
 }

@@ -177,9 +177,56 @@ sh { 'foreign':
 }
 "#,
     );
-    let report = machine.apply_json(&manifest, &machine.policy(""), &[], 6);
+    let log = machine.root().join("audit.jsonl");
+    let report = machine.apply_json(
+        &manifest,
+        &machine.policy(""),
+        &["--audit-log", log.to_str().expect("utf-8")],
+        6,
+    );
     let read = |name: &str| std::fs::read_to_string(machine.file(name)).expect(name);
     assert_eq!(read("guard-arch"), "i686\n");
+    // The trail shows the command line the plugin asked for and the one that ran.
+    let trail = std::fs::read_to_string(&log).expect("audit log");
+    let wrapped: Vec<serde_json::Value> = trail
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .filter(|event: &serde_json::Value| {
+            event["resource"]
+                .as_str()
+                .is_some_and(|resource| resource.ends_with("Sh[i386]"))
+                && event["launched"].is_string()
+        })
+        .collect();
+    assert_eq!(wrapped.len(), 2, "the guard and the code: {trail}");
+    for event in &wrapped {
+        assert!(
+            event["target"]
+                .as_str()
+                .is_some_and(|target| target.starts_with("/bin/sh -c ")),
+            "{event:#}"
+        );
+        assert!(
+            event["launched"]
+                .as_str()
+                .is_some_and(|line| line.starts_with("/usr/bin/setarch i686 ")
+                    && line.contains(" /bin/sh -c ")),
+            "{event:#}"
+        );
+    }
+    // Allowed by the policy, but the launcher had nothing to run it with.
+    let foreign: serde_json::Value = trail
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON"))
+        .find(|event: &serde_json::Value| event["resource"] == "Sh[foreign]")
+        .expect("the foreign launch");
+    assert_eq!(foreign["decision"], "allowed", "{foreign:#}");
+    assert!(
+        foreign["reason"].as_str().is_some_and(
+            |reason| reason.starts_with("granted; not launched: architecture `aarch64`")
+        ),
+        "{foreign:#}"
+    );
     assert_eq!(read("code-arch"), "i686\n");
     assert_eq!(read("native-arch"), "x86_64\n");
     assert_eq!(
@@ -195,6 +242,12 @@ sh { 'foreign':
         ),
         "{error}"
     );
+    // The private directory of program names is gone with the run, launcher and all.
+    let left: Vec<_> = std::fs::read_dir(machine.temp_dir())
+        .expect("tmp")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    assert!(left.is_empty(), "the run left {left:?}");
 }
 
 #[test]

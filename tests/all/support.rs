@@ -63,7 +63,7 @@ pub(crate) fn first_error(report: &Value) -> String {
 }
 
 /// A temporary directory standing for the machine: `files/` is where resources live and
-/// what test policies grant; `state/` holds the run lock.
+/// what test policies grant; `state/` holds the run lock; `tmp/` is the runs' `TMPDIR`.
 pub(crate) struct Machine {
     temp: tempfile::TempDir,
 }
@@ -76,6 +76,7 @@ impl Machine {
             .tempdir()
             .expect("a temporary directory");
         std::fs::create_dir(temp.path().join("files")).expect("files/");
+        std::fs::create_dir(temp.path().join("tmp")).expect("tmp/");
         Machine { temp }
     }
 
@@ -92,6 +93,12 @@ impl Machine {
             .to_str()
             .expect("temporary paths are UTF-8")
             .to_owned()
+    }
+
+    /// The temporary directory of this machine's runs (`TMPDIR`): what a run leaves
+    /// there, it leaked.
+    pub(crate) fn temp_dir(&self) -> PathBuf {
+        self.temp.path().join("tmp")
     }
 
     pub(crate) fn files_dir(&self) -> String {
@@ -183,6 +190,7 @@ source = "builtin"
             .args(args)
             .env("WCONVERGE_CACHE_DIR", cache_dir())
             .env("WCONVERGE_STATE_DIR", self.temp.path().join("state"))
+            .env("TMPDIR", self.temp_dir())
             .env_remove("WCONVERGE_LOG")
             .output()
             .expect("wconverge runs");

@@ -76,7 +76,7 @@ pub(crate) fn lock(
             } else {
                 base.join(&source)
             };
-            match std::fs::read(&file) {
+            match wconverge_runtime::read_component(&file) {
                 Ok(bytes) => bytes,
                 Err(error) => {
                     outcomes.push((
@@ -128,13 +128,28 @@ pub(crate) fn lock(
         );
     }
     let updated = document.to_string();
+    // The result must be a valid policy before it replaces the old one.
+    let mut locked = Policy::parse(&updated, &path.display().to_string(), Some(&base))
+        .with_context(|| "the locked policy would not be valid; nothing was written")?;
+    if let Some(dir) = plugin_dir {
+        locked
+            .place_plugin_dir(dir)
+            .with_context(|| format!("cannot list the plugin directory `{}`", dir.display()))?;
+        if let Some(warning) = Policy::plugin_dir_warning(dir) {
+            crate::output::warning(&warning);
+        }
+        for file in &locked.unclaimed {
+            crate::output::warning(&format!(
+                "{} is not pinned: no plugin of the policy takes it, so it is never loaded;                  to use it, add `[plugins.NAME]` with `source = \"plugin-dir\"` and its \
+                 grants, then lock again",
+                file.display()
+            ));
+        }
+    }
     if updated == text {
         crate::output::line(&format!("{}: already locked", path.display()));
         return Ok(0);
     }
-    // The result must be a valid policy before it replaces the old one.
-    Policy::parse(&updated, &path.display().to_string(), Some(&base))
-        .with_context(|| "the locked policy would not be valid; nothing was written")?;
     write_atomically(path, &updated)?;
     crate::output::line(&format!("{}: locked", path.display()));
     Ok(0)

@@ -675,6 +675,9 @@ fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
         policy
             .place_plugin_dir(dir)
             .with_context(|| format!("cannot list the plugin directory `{}`", dir.display()))?;
+        if let Some(warning) = Policy::plugin_dir_warning(dir) {
+            output::warning(&warning);
+        }
         for file in &policy.unclaimed {
             output::warning(&format!(
                 "{} is not loaded: no plugin of the policy pins it; review it, add \

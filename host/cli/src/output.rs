@@ -721,6 +721,13 @@ pub(crate) fn plugins_audit(
         };
         list(&mut text, "users", principals(&plugin.users));
         list(&mut text, "groups", principals(&plugin.groups));
+        if let Some(user) = &plugin.run_as {
+            list(
+                &mut text,
+                "run as",
+                vec![format!("{user} (every launch that names no user)")],
+            );
+        }
         list(
             &mut text,
             "environment",

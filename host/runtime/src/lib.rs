@@ -12,6 +12,7 @@ pub mod audit;
 mod bindings;
 mod cache;
 mod convert;
+mod files;
 mod grants;
 mod plugin;
 pub mod policy;
@@ -37,6 +38,7 @@ use wconverge_engine::{
 };
 
 pub use cache::sha256_hex;
+pub use plugin::read_component;
 
 /// A plugin's granted directories as they really are, with their access.
 type PolicyRoots = Vec<(PathBuf, Access)>;
@@ -153,6 +155,7 @@ impl Runtime {
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
+        files::add_to_linker(&mut linker).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         bindings::Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         let cache = cache::Cache::new(options.cache_dir.as_deref(), &engine);
@@ -191,7 +194,7 @@ impl Runtime {
     }
 
     /// A directory decision in the audit trail: refusals always, grants when the trail
-    /// has a file.
+    /// has a file. An error refuses a grant the trail cannot record.
     fn audit_directory(
         &self,
         plugin: &policy::PluginPolicy,
@@ -200,12 +203,17 @@ impl Runtime {
         directory: &str,
         access: Access,
         refused: Option<&str>,
-    ) {
+    ) -> std::result::Result<(), String> {
         let Some(trail) = self.shared.trail() else {
-            return;
+            return Ok(());
         };
-        if refused.is_none() && !trail.logs_allowed() {
-            return;
+        let broken = if refused.is_none() {
+            trail.broken()
+        } else {
+            None
+        };
+        if refused.is_none() && broken.is_none() && !trail.logs_allowed() {
+            return Ok(());
         }
         let scrub = |text: &str| {
             resource.map_or_else(
@@ -213,17 +221,23 @@ impl Runtime {
                 |resource| resource.secrets().scrub(text),
             )
         };
-        trail.record(trail::Event {
+        let reason = refused.map(scrub).or_else(|| broken.clone());
+        let recorded = trail.record(trail::Event {
             resource: resource.map(|resource| resource.reference.to_string()),
             access: Some(access.as_str()),
-            decision: if refused.is_some() {
+            decision: if reason.is_some() {
                 trail::Decision::Denied
             } else {
                 trail::Decision::Allowed
             },
-            reason: refused.map(scrub),
+            reason,
             ..trail::Event::new(&plugin.name, digest, "open-directory", scrub(directory))
         });
+        match (refused, broken) {
+            (Some(_), _) => Ok(()),
+            (None, Some(why)) => Err(why),
+            (None, None) => recorded,
+        }
     }
 
     /// Starts the thread that advances the engine's epoch, which the CPU limit counts.
@@ -260,15 +274,21 @@ impl Runtime {
             builtins: self.builtins,
             shared: &self.shared,
         };
-        let loaded = Plugin::load(&loader, Arc::new(policy.clone())).map(Arc::new);
+        let mut seen = None;
+        let loaded = Plugin::load(&loader, Arc::new(policy.clone()), &mut seen).map(Arc::new);
         if let (Err(error), Some(trail)) = (&loaded, self.shared.trail())
             && matches!(error.kind, PluginErrorKind::Load | PluginErrorKind::Denied)
         {
-            let pinned = policy.sha256.as_deref().unwrap_or_default();
-            trail.record(trail::Event {
+            // The digest of the file that was refused; the pinned one if it was not read.
+            let digest = seen
+                .as_deref()
+                .or(policy.sha256.as_deref())
+                .unwrap_or_default();
+            // Refusals always reach the console, whatever the file does.
+            let _ = trail.record(trail::Event {
                 decision: trail::Decision::Denied,
                 reason: Some(error.message.clone()),
-                ..trail::Event::new(name, pinned, "load", policy.source.describe())
+                ..trail::Event::new(name, digest, "load", policy.source.describe())
             });
         }
         self.plugins
@@ -438,7 +458,7 @@ impl Runtime {
                 } else {
                     Access::Read
                 };
-                self.audit_directory(
+                let recorded = self.audit_directory(
                     &plugin.policy,
                     &plugin.digest,
                     Some(resource),
@@ -446,7 +466,9 @@ impl Runtime {
                     gets,
                     refused,
                 );
-                granted.map_err(convert)
+                let granted = granted.map_err(convert)?;
+                recorded.map_err(|why| PluginError::new(name, PluginErrorKind::Denied, why))?;
+                Ok(granted)
             })
             .collect()
     }
@@ -573,7 +595,7 @@ impl Runtime {
                     Err(GrantError::Denied(message)) => Some(message.as_str()),
                     _ => None,
                 };
-                self.audit_directory(
+                let recorded = self.audit_directory(
                     &plugin.policy,
                     &plugin.digest,
                     None,
@@ -581,7 +603,7 @@ impl Runtime {
                     Access::Read,
                     refused,
                 );
-                granted.map_err(|error| {
+                let granted = granted.map_err(|error| {
                     PluginError::new(
                         name,
                         PluginErrorKind::Denied,
@@ -589,7 +611,9 @@ impl Runtime {
                             GrantError::Denied(message) | GrantError::Unusable(message) => message,
                         },
                     )
-                })
+                })?;
+                recorded.map_err(|why| PluginError::new(name, PluginErrorKind::Denied, why))?;
+                Ok(granted)
             })
             .collect::<Result<Vec<_>, _>>()?;
         let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Inspect, &grants)?;
@@ -711,7 +735,7 @@ fn launcher_loader(
         };
         let mut found: Option<Arc<Plugin>> = None;
         for candidate in candidates {
-            let plugin = Plugin::load(&loader, Arc::new(candidate))
+            let plugin = Plugin::load(&loader, Arc::new(candidate), &mut None)
                 .map_err(|error| format!("the launcher could not be loaded: {error}"))?;
             if !plugin.is_launcher() {
                 continue;
@@ -722,6 +746,7 @@ fn launcher_loader(
                     first.policy.name, plugin.policy.name
                 ));
             }
+            plugin.drop_idle();
             found = Some(Arc::new(plugin));
         }
         let plugin = found.ok_or(
@@ -773,8 +798,8 @@ impl Launcher for LauncherHandle {
         let called = self.plugin.call(&mut instance, |exports, store| {
             exports.launching()?.call_plan(store, &launch)
         });
+        // Not put back: see `Plugin::drop_idle`.
         let plan = called.outcome.map_err(|error| error.to_string())?;
-        self.plugin.put_back(instance);
         let plan = plan.map_err(|message| convert::truncate(&message))?;
         Ok(Route {
             program: plan.program,

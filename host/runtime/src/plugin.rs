@@ -13,6 +13,7 @@ use crate::grants::Grant;
 use crate::policy::{Access, PluginPolicy, Source};
 use crate::state::{Phase, PluginState, Shared, Stop};
 use std::collections::HashMap;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use wasmtime::component::{InstancePre, Linker};
@@ -205,10 +206,52 @@ pub(crate) fn check_imports(imports: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The largest component file wconverge reads (the Python example is 18 MB).
+const COMPONENT_BYTES: u64 = 512 << 20;
+
+/// Reads a component file: a regular file (a FIFO or a device named `NAME.wasm` would
+/// block or never end), of at most [`COMPONENT_BYTES`].
+pub fn read_component(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_nonblock())
+        .open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "it is not a regular file",
+        ));
+    }
+    if metadata.len() > COMPONENT_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!(
+                "it has {} bytes; a component may have at most {COMPONENT_BYTES}",
+                metadata.len()
+            ),
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
+    file.take(COMPONENT_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// `O_NONBLOCK`: opening a FIFO for reading returns at once instead of waiting for a
+/// writer.
+fn libc_nonblock() -> i32 {
+    i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0)
+}
+
 impl Plugin {
+    /// Loads the plugin `policy` describes; `seen` gets the digest of its component
+    /// once it is read (a refusal's audit event names the file that was refused).
     pub(crate) fn load(
         loader: &Loader<'_>,
         policy: Arc<PluginPolicy>,
+        seen: &mut Option<String>,
     ) -> Result<Plugin, PluginError> {
         let started = Instant::now();
         let owned;
@@ -241,7 +284,7 @@ impl Plugin {
                 ));
             }
             Source::File(path) | Source::PluginDir(Some(path)) => {
-                owned = std::fs::read(path).map_err(|error| {
+                owned = read_component(path).map_err(|error| {
                     load_error(
                         &policy,
                         format!("cannot read `{}`: {error}", path.display()),
@@ -251,6 +294,7 @@ impl Plugin {
             }
         };
         let digest = sha256_hex(wasm);
+        *seen = Some(digest.clone());
         if let Some(pinned) = &policy.sha256
             && *pinned != digest
         {
@@ -497,6 +541,7 @@ impl Plugin {
             call_started: Instant::now(),
             host_time: std::time::Duration::ZERO,
             stop: None,
+            paths: crate::files::Paths::default(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limits);
@@ -579,6 +624,13 @@ impl Plugin {
             Some(instance) => Ok(instance),
             None => self.instantiate(engine, shared, phase, grants),
         }
+    }
+
+    /// Drops the idle instances. Each holds the run's shared state, so a plugin that the
+    /// shared state holds (the launcher) must keep none: the cycle would keep both alive
+    /// past the run, and with them the directory of program names.
+    pub(crate) fn drop_idle(&self) {
+        self.idle.lock().expect("idle instances lock").clear();
     }
 
     /// Keeps an instance for reuse by a later call with the same grants. An instance

@@ -179,6 +179,7 @@ struct PluginEntry {
     users: Vec<String>,
     #[serde(default)]
     groups: Vec<String>,
+    run_as: Option<String>,
     #[serde(default)]
     environment: Vec<String>,
     #[serde(default)]
@@ -408,6 +409,9 @@ pub struct PluginPolicy {
     pub programs: Vec<ProgramGrant>,
     pub users: Principals,
     pub groups: Principals,
+    /// The user (and their primary group) a program runs as when its launch names no
+    /// user; without it, as wconverge's own user.
+    pub run_as: Option<String>,
     /// Environment variables the plugin may set for the programs it launches.
     pub environment: EnvironmentGrant,
     pub limits: Limits,
@@ -487,6 +491,39 @@ impl Policy {
         unclaimed.sort();
         self.unclaimed = unclaimed;
         Ok(())
+    }
+
+    /// What is wrong with the plugin directory's ownership: one that another user owns
+    /// or may write lets that user replace the components in it. Pins still refuse what
+    /// they did not pin, so a run then fails instead of running it; the operator should
+    /// know before.
+    pub fn plugin_dir_warning(dir: &Path) -> Option<String> {
+        use std::os::unix::fs::MetadataExt;
+        let metadata = std::fs::metadata(dir).ok()?;
+        let euid = rustix::process::geteuid().as_raw();
+        if metadata.uid() != euid && metadata.uid() != 0 {
+            return Some(format!(
+                "the plugin directory `{}` belongs to uid {}, not to this user or root: its \
+                 owner can replace the plugins in it (pinned plugins would then be refused)",
+                dir.display(),
+                metadata.uid()
+            ));
+        }
+        if metadata.mode() & 0o022 != 0 {
+            return Some(format!(
+                "the plugin directory `{}` can be written by {} (mode {:o}): they can replace \
+                 the plugins in it (pinned plugins would then be refused); run `chmod go-w {}`",
+                dir.display(),
+                if metadata.mode() & 0o002 != 0 {
+                    "every user"
+                } else {
+                    "its group"
+                },
+                metadata.mode() & 0o7777,
+                dir.display()
+            ));
+        }
+        None
     }
 
     pub fn plugin(&self, name: &str) -> Option<&PluginPolicy> {
@@ -686,6 +723,12 @@ fn check_entry(
         programs,
         users: Principals::from_list(entry.users),
         groups: Principals::from_list(entry.groups),
+        run_as: match entry.run_as {
+            Some(user) if user.is_empty() || user == "*" => {
+                return Err("`run_as` names one user".to_owned());
+            }
+            other => other,
+        },
         environment,
         limits,
     })

@@ -100,6 +100,15 @@ impl Checked {
     pub(crate) fn resolved(&self) -> Option<String> {
         self.file.as_ref().map(|file| file.resolved.clone())
     }
+
+    /// The command line that runs when the launcher changed it (a wrapper such as
+    /// `setarch i686 /bin/sh -c ...`), with `scrub` applied to each element.
+    pub(crate) fn launched(&self, scrub: &dyn Fn(&str) -> String) -> Option<String> {
+        self.route.as_ref()?;
+        let mut line = vec![scrub(&self.program)];
+        line.extend(self.args.iter().map(|arg| scrub(arg)));
+        Some(display_args(&line, 4096))
+    }
 }
 
 /// Names for pinned programs: a private directory (mode 0711, this process's own) of
@@ -439,11 +448,14 @@ fn check_policy(
     {
         return Err(format!("working directory `{cwd}` is not an absolute path"));
     }
-    let user = command
-        .user
-        .as_deref()
-        .map(|user| resolve_user(user, &policy.users, plugin))
-        .transpose()?;
+    // A launch that names no user runs as the policy's `run_as`, which needs no entry
+    // in `users`: the plugin did not choose it.
+    let user = match (command.user.as_deref(), policy.run_as.as_deref()) {
+        (Some(user), _) => Some(resolve_user(user, &policy.users, plugin)?),
+        (None, Some(user)) => Some(resolve_user(user, &Principals::Any, plugin)?),
+        (None, None) => None,
+    };
+    let user_name = command.user.as_deref().or(policy.run_as.as_deref());
     let uid = user.map(|(uid, _)| uid);
     let gid = match command.group.as_deref() {
         Some(group) => Some(resolve_group(group, &policy.groups, plugin)?),
@@ -455,7 +467,7 @@ fn check_policy(
         if uid.is_some_and(|uid| uid != euid) {
             return Err(format!(
                 "cannot run `{program}` as user `{}`: wconverge runs as uid {euid}, not root",
-                command.user.as_deref().unwrap_or_default()
+                user_name.unwrap_or_default()
             ));
         }
         let egid = rustix::process::getegid().as_raw();
@@ -957,6 +969,35 @@ mod tests {
             .push(("LD_PRELOAD".to_owned(), "/tmp/x.so".to_owned()));
         let refused = refusal(check(&policy, Launch::Allowed, &preload, || None));
         assert!(refused.contains("`LD_PRELOAD` may not be set"), "{refused}");
+    }
+
+    #[test]
+    fn a_launch_that_names_no_user_runs_as_the_policys_run_as() {
+        let mut policy = exec_policy();
+        policy.users = Principals::Only(vec!["root".to_owned()]);
+        policy.run_as = Some("nobody".to_owned());
+        let nobody = lookup_user("nobody").expect("a `nobody` user");
+        let checked = check(&policy, Launch::Allowed, &command("/bin/sh", &[]), || None);
+        if rustix::process::geteuid().is_root() {
+            let checked = checked.expect("allowed");
+            assert_eq!(checked.uid, Some(nobody.uid.as_raw()));
+            assert_eq!(checked.gid, Some(nobody.gid.as_raw()));
+        } else {
+            // Not root: it cannot switch, and it does not run as itself instead.
+            let refused = refusal(checked);
+            assert!(
+                refused.contains("cannot run `/bin/sh` as user `nobody`"),
+                "{refused}"
+            );
+        }
+        // A user the launch names still needs `users`.
+        let mut named = command("/bin/sh", &[]);
+        named.user = Some("nobody".to_owned());
+        let refused = refusal(check(&policy, Launch::Allowed, &named, || None));
+        assert!(
+            refused.contains("may not run programs as user `nobody`"),
+            "{refused}"
+        );
     }
 
     #[test]

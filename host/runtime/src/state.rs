@@ -3,6 +3,7 @@
 
 use crate::bindings::{file_metadata, log, process};
 use crate::convert::truncate;
+use crate::files::{Actor, Paths};
 use crate::grants::Grant;
 use crate::policy::{Access, PluginPolicy};
 use crate::process::{Launch, LauncherSlot};
@@ -143,28 +144,43 @@ pub(crate) struct PluginState {
     pub(crate) call_started: Instant,
     pub(crate) host_time: Duration,
     pub(crate) stop: Option<Stop>,
+    /// Where the instance's open file descriptors are, for the audit trail.
+    pub(crate) paths: Paths,
 }
 
 impl PluginState {
+    /// Who acts in this store, for the audit trail.
+    pub(crate) fn actor(&self) -> Actor<'_> {
+        Actor {
+            policy: &self.policy,
+            digest: &self.digest,
+            subject: self.subject.as_ref(),
+            trail: self.shared.trail(),
+        }
+    }
+
     /// `text` without the current resource's secrets.
     pub(crate) fn scrub(&self, text: &str) -> String {
-        match &self.subject {
-            Some((_, secrets)) => secrets.scrub(text),
-            None => text.to_owned(),
-        }
+        self.actor().scrub(text)
     }
 
     /// An event of this plugin about the current resource, allowed until said otherwise.
     pub(crate) fn event(&self, operation: &'static str, target: String) -> Event {
-        Event {
-            resource: self.subject.as_ref().map(|(name, _)| name.clone()),
-            ..Event::new(
-                &self.policy.name,
-                &self.digest,
-                operation,
-                self.scrub(&target),
-            )
+        self.actor().event(operation, &target)
+    }
+
+    /// Records an allowed change of file metadata; an error if the trail cannot take it.
+    fn changed(&self, operation: &'static str, path: &str) -> Result<(), String> {
+        let Some(trail) = self.shared.trail() else {
+            return Ok(());
+        };
+        if let Some(why) = trail.broken() {
+            return Err(self.refused(operation, path, why));
         }
+        if trail.logs_allowed() {
+            trail.record(self.event(operation, path.to_owned()))?;
+        }
+        Ok(())
     }
 
     pub(crate) fn begin_call(&mut self) {
@@ -217,7 +233,8 @@ impl PluginState {
     /// Records a refusal in the audit trail and returns its reason.
     fn refused(&self, operation: &'static str, target: &str, reason: String) -> String {
         if let Some(trail) = self.shared.trail() {
-            trail.record(Event {
+            // A file that cannot take it leaves the console's warning.
+            let _ = trail.record(Event {
                 decision: Decision::Denied,
                 reason: Some(self.scrub(&reason)),
                 ..self.event(operation, target.to_owned())
@@ -293,7 +310,13 @@ impl process::Host for PluginState {
             || Some(shared.launcher()),
             &|text| self.scrub(text),
         );
+        let mut checked = checked;
         if let Some(trail) = shared.trail() {
+            if checked.is_ok()
+                && let Some(why) = trail.broken()
+            {
+                checked = Err(process::LaunchError::Refused(why));
+            }
             let denied = match &checked {
                 Err(process::LaunchError::Refused(reason)) => Some(reason.as_str()),
                 _ => None,
@@ -306,17 +329,36 @@ impl process::Host for PluginState {
                     .as_ref()
                     .ok()
                     .and_then(crate::process::Checked::resolved);
+                let launched = checked
+                    .as_ref()
+                    .ok()
+                    .and_then(|checked| checked.launched(&|text| self.scrub(text)));
                 let event = self.event("launch", crate::arguments::display_args(&line, 4096));
-                trail.record(Event {
+                let recorded = trail.record(Event {
                     resolved,
+                    launched,
                     decision: if denied.is_some() {
                         Decision::Denied
                     } else {
                         Decision::Allowed
                     },
-                    reason: denied.map(|reason| self.scrub(reason)),
+                    reason: match &checked {
+                        Err(process::LaunchError::Refused(reason)) => Some(self.scrub(reason)),
+                        // Allowed, but there was nothing to run (a missing program, an
+                        // architecture the machine cannot run).
+                        Err(
+                            process::LaunchError::NotFound(why) | process::LaunchError::Failed(why),
+                        ) => Some(format!("granted; not launched: {}", self.scrub(why))),
+                        Ok(_) => None,
+                    },
                     ..event
                 });
+                // A launch the trail could not record does not happen.
+                if let Err(why) = recorded
+                    && checked.is_ok()
+                {
+                    checked = Err(process::LaunchError::Refused(why));
+                }
             }
         }
         let result = checked.and_then(|checked| crate::process::run(checked, shared.exec_names()));
@@ -412,6 +454,7 @@ impl file_metadata::Host for PluginState {
         }
         let (grant, name) = self.locate_writable(&path)?;
         let fd = open_entry(&grant.fd, name, &path)?;
+        self.changed("set-mode", &path)?;
         // chmod through the O_PATH handle's /proc entry changes exactly the inode that
         // was opened without following links (fchmod does not take O_PATH handles).
         rustix::fs::chmod(
@@ -453,6 +496,7 @@ impl file_metadata::Host for PluginState {
             })
             .transpose()?;
         let fd = open_entry(&grant.fd, name, &path)?;
+        self.changed("set-owner", &path)?;
         rustix::fs::chownat(
             &fd,
             "",

@@ -45,6 +45,10 @@ pub struct Event {
     /// For a launch: the file that was run, after symlinks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolved: Option<String>,
+    /// For a launch the launcher wrapped: the command line that ran (`setarch i686 ...`),
+    /// whose first element `resolved` is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub launched: Option<String>,
     pub decision: Decision,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
@@ -65,6 +69,7 @@ impl Event {
             target,
             access: None,
             resolved: None,
+            launched: None,
             decision: Decision::Allowed,
             reason: None,
             count: None,
@@ -81,7 +86,8 @@ struct Sink {
     file: Option<std::fs::File>,
     /// Refusals per plugin so far.
     denials: BTreeMap<String, (u64, String)>,
-    /// The first write error, reported at the end instead of failing the run midway.
+    /// The first write error. From then on every allowed decision is refused (the run
+    /// may not go on unrecorded), and the run ends in error.
     failed: Option<std::io::Error>,
 }
 
@@ -110,8 +116,15 @@ impl Trail {
         self.sink.lock().expect("audit trail lock").file.is_some()
     }
 
-    /// Records one decision.
-    pub(crate) fn record(&self, mut event: Event) {
+    /// Why nothing more may be allowed: the file could not be written.
+    pub(crate) fn broken(&self) -> Option<String> {
+        let sink = self.sink.lock().expect("audit trail lock");
+        sink.failed.as_ref().map(unwritable)
+    }
+
+    /// Records one decision. An error says the file could not be written, now or before:
+    /// an allowed decision must then be refused.
+    pub(crate) fn record(&self, mut event: Event) -> Result<(), String> {
         event.time = now_rfc3339();
         let mut sink = self.sink.lock().expect("audit trail lock");
         let mut to_file = true;
@@ -147,6 +160,9 @@ impl Trail {
         if to_file {
             sink.write(&event);
         }
+        sink.failed
+            .as_ref()
+            .map_or(Ok(()), |error| Err(unwritable(error)))
     }
 
     /// Ends the run: the counts of suppressed refusals, on the console and in the file.
@@ -172,11 +188,30 @@ impl Trail {
                 sink.write(&event);
             }
         }
-        match sink.failed.take() {
-            Some(error) => Err(error),
+        match &sink.failed {
+            Some(error) => Err(std::io::Error::new(error.kind(), error.to_string())),
             None => Ok(()),
         }
     }
+}
+
+impl Sink {
+    /// Records the first write error, and takes back the `partial` bytes of a line that
+    /// did reach the file.
+    fn fail(&mut self, error: std::io::Error, partial: usize) {
+        if let Some(file) = &self.file
+            && partial > 0
+            && let Ok(metadata) = file.metadata()
+        {
+            let _ = file.set_len(metadata.len().saturating_sub(partial as u64));
+        }
+        self.failed.get_or_insert(error);
+    }
+}
+
+/// Why a decision is refused once the file failed.
+fn unwritable(error: &std::io::Error) -> String {
+    format!("the audit log cannot be written ({error}); nothing more is allowed in this run")
 }
 
 impl Sink {
@@ -186,8 +221,22 @@ impl Sink {
         };
         let mut line = serde_json::to_vec(event).expect("events serialize");
         line.push(b'\n');
-        if let Err(error) = file.write_all(&line) {
-            self.failed.get_or_insert(error);
+        // One `write` normally takes the whole line; a full disk or a size limit may cut
+        // it short. A part of a line is taken back, so the file holds whole lines only.
+        let mut written = 0;
+        while written < line.len() {
+            match file.write(&line[written..]) {
+                Ok(0) => {
+                    self.fail(std::io::ErrorKind::WriteZero.into(), written);
+                    return;
+                }
+                Ok(n) => written += n,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(error) => {
+                    self.fail(error, written);
+                    return;
+                }
+            }
         }
     }
 }
@@ -264,9 +313,9 @@ mod tests {
             Box::new(move |line| seen.lock().expect("lock").push(line.to_owned())),
         );
         for _ in 0..FILE_DENIALS + 7 {
-            trail.record(denied("hostile"));
+            trail.record(denied("hostile")).expect("written");
         }
-        trail.record(denied("other"));
+        trail.record(denied("other")).expect("written");
         trail.finish().expect("written");
         let console = console.lock().expect("lock");
         assert_eq!(

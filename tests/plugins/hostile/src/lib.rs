@@ -26,6 +26,7 @@ impl Provider for Hostile {
                         "action",
                         DataType::enumeration([
                             "read_file",
+                            "write_file",
                             "launch",
                             "flood_launch",
                             "loop_forever",
@@ -69,6 +70,12 @@ impl Provider for Hostile {
                     .map_err(|error| Error::new(format!("reading `{target}` failed: {error}")))?;
                 // Reaching here is a sandbox escape: make it loud in the report.
                 log::notice(&format!("read `{target}`: {content}"));
+                Ok(())
+            }
+            "write_file" => {
+                std::fs::write(target, "written by the hostile plugin\n")
+                    .map_err(|error| Error::new(format!("writing `{target}` failed: {error}")))?;
+                log::notice(&format!("wrote `{target}`"));
                 Ok(())
             }
             "launch" => {
