@@ -59,6 +59,10 @@ pub struct Catalog {
     /// `node_block` resources write them, during the run.
     #[serde(default, skip_serializing_if = "NodeAttributes::is_empty")]
     pub node_attributes: NodeAttributes,
+    /// The data types the manifests declared (`type Name { ... }`), each with its
+    /// ancestors' features folded in: the host checks attribute values typed by them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<TypeSchema>,
 }
 
 /// Node attributes (DESIGN section 3): two layers of nested hashes. A read sees both
@@ -508,6 +512,7 @@ impl Catalog {
             resources: Vec::new(),
             edges: Vec::new(),
             node_attributes: NodeAttributes::default(),
+            types: Vec::new(),
         }
     }
 

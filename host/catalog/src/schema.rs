@@ -2,11 +2,11 @@
 //! through WIT or (later) a manifest declared them in the language.
 
 use crate::Value;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::fmt;
 
 /// The data type of one value of an attribute.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DataType {
     Any,
@@ -95,7 +95,7 @@ impl fmt::Display for DataType {
 }
 
 /// What an attribute is, in the terms of Puppet's resource API.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Behaviour {
     Property,
@@ -106,7 +106,7 @@ pub enum Behaviour {
 }
 
 /// Whether an attribute's value is a path the provider must reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PathAccess {
     None,
@@ -114,8 +114,9 @@ pub enum PathAccess {
     ReadWrite,
 }
 
-/// One attribute of a type.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// One attribute of a type (a feature, in the types seed's words: an `attr`, or a `has`
+/// reference to another declared type).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttributeSchema {
     pub name: String,
     pub doc: String,
@@ -128,10 +129,45 @@ pub struct AttributeSchema {
     pub sensitive: bool,
     pub unsettable: bool,
     pub path_access: PathAccess,
+    /// Checks in the manifest language, each a block (`{ ... }`, with `$it` and the
+    /// attribute's own name bound to the value), a lambda (`|$x| { ... }`) or an
+    /// expression; evaluated by the host for each value.
     pub checks: Vec<String>,
+    /// A `has` reference: `Some(true)` when the referenced object is contained (the
+    /// default), `Some(false)` when it is only referred to; `None` for an `attr`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub containment: Option<bool>,
+    /// A computed feature: the lambda's source, evaluated with every other feature
+    /// bound; never set by a user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub derived: Option<String>,
+    /// Left out of serializations (true for a derived feature unless said otherwise).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub transient: bool,
 }
 
 impl AttributeSchema {
+    /// A single optional value of `data_type`, a property, no checks: the defaults of
+    /// the types seed (`[0..1]`).
+    pub fn new(name: &str, data_type: DataType) -> AttributeSchema {
+        AttributeSchema {
+            name: name.to_owned(),
+            doc: String::new(),
+            data_type,
+            min: 0,
+            max: Some(1),
+            default: None,
+            behaviour: Behaviour::Property,
+            sensitive: false,
+            unsettable: false,
+            path_access: PathAccess::None,
+            checks: Vec::new(),
+            containment: None,
+            derived: None,
+            transient: false,
+        }
+    }
+
     /// Whether `value` fits the data type and multiplicity. With a maximum above one, a
     /// single value counts as one and an array as its elements.
     pub fn check(&self, value: &Value) -> Result<(), String> {
@@ -176,27 +212,40 @@ impl AttributeSchema {
     }
 }
 
-/// A rule over several attributes (reserved for type declarations in manifests).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A rule over several attributes, in the manifest language: every attribute is a
+/// variable; `false` fails with the title (or "Illegal invariant"), a string is the
+/// message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Invariant {
     pub title: Option<String>,
     pub source: String,
 }
 
-/// A resource type.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A type: a resource type a provider declares, or a data type a manifest declares with
+/// `type Name { ... }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TypeSchema {
     pub name: String,
     pub doc: String,
+    /// Its own and, for a declared type, its ancestors' (ancestors' first).
     pub attributes: Vec<AttributeSchema>,
     pub invariants: Vec<Invariant>,
     pub refreshable: bool,
     /// What the host passes its resources besides their attributes.
     pub context: Vec<RunContext>,
+    /// The type it inherits from (declared types only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// An abstract declared type cannot be instantiated.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub is_abstract: bool,
+    /// Where a declared type was written (`site.wcv:3`); `None` for a provider's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
 }
 
 /// Data of the run a type's resources receive besides their attributes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunContext {
     /// The node's attributes, merged, as the context entry `node`.
@@ -235,17 +284,9 @@ mod tests {
 
     fn attribute(data_type: DataType, min: u32, max: Option<u32>) -> AttributeSchema {
         AttributeSchema {
-            name: "x".to_owned(),
-            doc: String::new(),
-            data_type,
             min,
             max,
-            default: None,
-            behaviour: Behaviour::Property,
-            sensitive: false,
-            unsettable: false,
-            path_access: PathAccess::None,
-            checks: Vec::new(),
+            ..AttributeSchema::new("x", data_type)
         }
     }
 

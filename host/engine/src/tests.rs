@@ -8,9 +8,7 @@ use crate::{
 };
 use crate::{PreparedResource, prepare, run};
 use std::cell::RefCell;
-use wconverge_catalog::{
-    AttributeSchema, Behaviour, Catalog, DataType, PathAccess, TypeSchema, Value,
-};
+use wconverge_catalog::{AttributeSchema, Behaviour, Catalog, DataType, TypeSchema, Value};
 
 /// A `test` type: `name` (namevar), `state` (`ok`, `fail`, `same`), `secret`.
 /// Records every call as `verb title`.
@@ -21,17 +19,9 @@ struct MemoryHost {
 
 fn attribute(name: &str, behaviour: Behaviour, sensitive: bool) -> AttributeSchema {
     AttributeSchema {
-        name: name.to_owned(),
-        doc: String::new(),
-        data_type: DataType::String,
-        min: 0,
-        max: Some(1),
-        default: None,
         behaviour,
         sensitive,
-        unsettable: false,
-        path_access: PathAccess::None,
-        checks: Vec::new(),
+        ..AttributeSchema::new(name, DataType::String)
     }
 }
 
@@ -49,6 +39,9 @@ impl MemoryHost {
                 invariants: Vec::new(),
                 refreshable: true,
                 context: Vec::new(),
+                parent: None,
+                is_abstract: false,
+                origin: None,
             });
         }
         (type_name == "test").then(|| TypeSchema {
@@ -62,6 +55,9 @@ impl MemoryHost {
             invariants: Vec::new(),
             refreshable: true,
             context: Vec::new(),
+            parent: None,
+            is_abstract: false,
+            origin: None,
         })
     }
 }

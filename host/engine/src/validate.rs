@@ -33,6 +33,9 @@ pub fn node_block_schema() -> TypeSchema {
         unsettable: false,
         path_access: PathAccess::None,
         checks: Vec::new(),
+        containment: None,
+        derived: None,
+        transient: false,
     };
     TypeSchema {
         name: NODE_BLOCK.to_owned(),
@@ -60,6 +63,9 @@ pub fn node_block_schema() -> TypeSchema {
         invariants: Vec::new(),
         refreshable: false,
         context: Vec::new(),
+        parent: None,
+        is_abstract: false,
+        origin: None,
     }
 }
 

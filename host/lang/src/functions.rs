@@ -24,6 +24,11 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "map",
     "filter",
     "reduce",
+    "select",
+    "reject",
+    "collect",
+    "with",
+    "new",
     "split",
     "join",
     "upcase",
@@ -48,7 +53,10 @@ pub(crate) fn call(
     lambda: Option<&Lambda>,
     span: Span,
 ) -> Val {
-    let iteration = matches!(name, "each" | "map" | "filter" | "reduce");
+    let iteration = matches!(
+        name,
+        "each" | "map" | "filter" | "reduce" | "select" | "reject" | "collect" | "with" | "new"
+    );
     if lambda.is_some() && !iteration && FUNCTIONS.contains(&name) {
         evaluator.report(
             Severity::Error,
@@ -107,7 +115,18 @@ pub(crate) fn call(
             );
             Val::Undef
         }
-        "each" | "map" | "filter" | "reduce" => iterate(evaluator, name, args, lambda, span),
+        "each" | "map" | "filter" | "reduce" | "reject" => {
+            iterate(evaluator, name, args, lambda, span)
+        }
+        // The types seed's names for `filter` and `map`, and `filter`'s complement.
+        "select" => iterate(evaluator, "filter", args, lambda, span),
+        "collect" => iterate(evaluator, "map", args, lambda, span),
+        // `with(a, b) |$x, $y| { ... }`: the lambda called once with the arguments.
+        "with" => match lambda {
+            Some(lambda) => evaluator.run_lambda(lambda, args),
+            None => arity(evaluator, name, "a lambda: `with($x) |$y| { ... }`", span),
+        },
+        "new" => evaluator.instantiate(args, lambda, span),
         "sensitive" => match args.into_iter().next() {
             Some(value) => Val::Sensitive(Box::new(value)),
             None => arity(evaluator, name, "one argument", span),
@@ -359,12 +378,10 @@ fn iterate(
                 .map(|(_, call_args)| evaluator.run_lambda(lambda, call_args))
                 .collect(),
         ),
-        "filter" => {
+        "filter" | "reject" => {
+            let keep = name == "filter";
             let kept = items.into_iter().filter_map(|(item, call_args)| {
-                evaluator
-                    .run_lambda(lambda, call_args)
-                    .truthy()
-                    .then_some(item)
+                (evaluator.run_lambda(lambda, call_args).truthy() == keep).then_some(item)
             });
             if is_hash {
                 // A hash filters to a hash: each kept item is a `[key, value]` pair.

@@ -47,7 +47,9 @@ pub(crate) enum Kw {
     And,
     Or,
     In,
-    /// Reserved words wconverge does not implement yet: `function`, `type`, `import`...
+    /// `type`, which starts a type declaration.
+    Type,
+    /// Reserved words wconverge does not implement yet: `function`, `import`...
     Reserved,
 }
 
@@ -64,6 +66,7 @@ pub(crate) enum P {
     Colon,
     FatArrow,   // =>
     PlusArrow,  // +>
+    PlusAssign, // +=
     InEdge,     // ->
     InEdgeSub,  // ~>
     OutEdge,    // <-
@@ -110,6 +113,7 @@ impl P {
             P::Colon => ":",
             P::FatArrow => "=>",
             P::PlusArrow => "+>",
+            P::PlusAssign => "+=",
             P::InEdge => "->",
             P::InEdgeSub => "~>",
             P::OutEdge => "<-",
@@ -150,6 +154,7 @@ const PUNCTUATION: &[(&str, P)] = &[
     ("|>>", P::RRCollect),
     ("=>", P::FatArrow),
     ("+>", P::PlusArrow),
+    ("+=", P::PlusAssign),
     ("->", P::InEdge),
     ("~>", P::InEdgeSub),
     ("<-", P::OutEdge),
@@ -222,7 +227,8 @@ pub(crate) fn keyword(word: &str) -> Option<Kw> {
         "and" => Kw::And,
         "or" => Kw::Or,
         "in" => Kw::In,
-        "function" | "type" | "import" | "attr" | "private" | "plan" => Kw::Reserved,
+        "type" => Kw::Type,
+        "function" | "import" | "private" | "plan" => Kw::Reserved,
         _ => return None,
     })
 }

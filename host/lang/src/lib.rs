@@ -13,6 +13,7 @@ mod functions;
 mod lexer;
 mod parser;
 mod syntax;
+pub mod types;
 mod value;
 
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};

@@ -325,6 +325,7 @@ impl Parser<'_> {
             }
             Tok::Keyword(Kw::Define) => return self.define_definition(),
             Tok::Keyword(Kw::Node) => return self.node_definition(),
+            Tok::Keyword(Kw::Type) => return self.type_definition(),
             _ => {}
         }
         let mut lhs = self.operand()?;
@@ -609,11 +610,18 @@ impl Parser<'_> {
             if self.at(P::RParen) {
                 break;
             }
-            // A data type before the name is accepted and not yet enforced.
-            // FIXME(#7): check parameter values against their declared types.
-            if matches!(self.peek(), Tok::TypeRef(_)) {
-                self.expr(BP_ASSIGN + 1)?;
-            }
+            // A data type before the name: a single name is enforced (a basic data type,
+            // or a declared type the value is instantiated as); a parameterized one
+            // (`Array[String]`) is accepted and not enforced yet.
+            let data_type = if matches!(self.peek(), Tok::TypeRef(_)) {
+                let written = self.expr(BP_ASSIGN + 1)?;
+                match written.kind {
+                    ExprKind::TypeRef(name) => Some((name, written.span)),
+                    _ => None,
+                }
+            } else {
+                None
+            };
             let span = self.span();
             let Tok::Var(name) = self.peek().clone() else {
                 return Err(self.unexpected("a parameter like `$name`"));
@@ -634,6 +642,7 @@ impl Parser<'_> {
             params.push(Param {
                 name,
                 span,
+                data_type,
                 default,
             });
             if !self.eat(P::Comma) {
@@ -735,6 +744,228 @@ impl Parser<'_> {
             kind: ExprKind::Definition,
             span: start,
         })
+    }
+
+    /// `type Name inherits Parent { attr ...; has ...; invariant ...; abstract }`. Its
+    /// words (`attr`, `has`, `invariant`, `abstract` and the settings) are keywords only
+    /// here.
+    fn type_definition(&mut self) -> PResult<Expr> {
+        let start = self.bump().span;
+        self.check_definition_place(start, "type", false)?;
+        let span = self.span();
+        let Tok::TypeRef(name) = self.peek().clone() else {
+            return Err(self.unexpected("a capitalized type name like `User` or `MyApp::Config`"));
+        };
+        self.bump();
+        let name = name.trim_start_matches("::").to_owned();
+        let parent = if self.at_kw(Kw::Inherits) {
+            self.bump();
+            let parent_span = self.span();
+            let Tok::TypeRef(parent) = self.peek().clone() else {
+                return Err(self.unexpected("the name of the type it inherits"));
+            };
+            self.bump();
+            Some((parent.trim_start_matches("::").to_owned(), parent_span))
+        } else {
+            None
+        };
+        let open = self.expect(P::LBrace, "to open the type's body")?;
+        self.enter()?;
+        let mut def = TypeDef {
+            name,
+            span,
+            parent,
+            features: Vec::new(),
+            invariants: Vec::new(),
+            is_abstract: false,
+        };
+        loop {
+            while self.eat(P::Semi) || self.eat(P::Comma) {}
+            if self.at(P::RBrace) || matches!(self.peek(), Tok::Eof) {
+                break;
+            }
+            let word_span = self.span();
+            let Tok::Name(word) = self.peek().clone() else {
+                return Err(self.unexpected("`attr`, `has`, `invariant` or `abstract`"));
+            };
+            match word.as_str() {
+                "attr" | "has" => {
+                    self.bump();
+                    def.features.push(self.feature(word == "has")?);
+                }
+                "invariant" => {
+                    self.bump();
+                    let title = match self.peek().clone() {
+                        Tok::Str(title) => {
+                            self.bump();
+                            Some(title)
+                        }
+                        _ => None,
+                    };
+                    let source = self.code()?;
+                    def.invariants.push(InvariantDef {
+                        title,
+                        span: word_span,
+                        source,
+                    });
+                }
+                "abstract" => {
+                    self.bump();
+                    def.is_abstract = true;
+                }
+                _ => {
+                    return Err(self.error(
+                        word_span,
+                        format!("`{word}` cannot start a statement in a type declaration"),
+                        "a type's body holds `attr NAME, Type { ... }`, `has NAME, Type { ... }`, \
+                         `invariant \"title\" { ... }` and `abstract`",
+                    ));
+                }
+            }
+        }
+        self.leave();
+        self.expect_close(P::RBrace, "to close the type's body", open)?;
+        self.program.types.push(def);
+        Ok(Expr {
+            kind: ExprKind::Definition,
+            span: start,
+        })
+    }
+
+    /// `NAME (, Type)? ({ settings })?` after `attr` or `has`.
+    fn feature(&mut self, has: bool) -> PResult<FeatureDef> {
+        let span = self.span();
+        let name = match self.peek().clone() {
+            Tok::Name(name) if !name.contains("::") => name,
+            Tok::Keyword(Kw::True | Kw::False | Kw::Reserved) => {
+                return Err(self.unexpected("a feature name"));
+            }
+            Tok::Keyword(_) => keyword_text(self.token()).to_owned(),
+            _ => return Err(self.unexpected("a feature name")),
+        };
+        self.bump();
+        let data_type = if self.eat(P::Comma) {
+            let type_span = self.span();
+            let spec = match self.peek().clone() {
+                Tok::TypeRef(type_name) if type_name == "Enum" => {
+                    self.bump();
+                    TypeSpec::Enum(self.enum_cases()?)
+                }
+                Tok::TypeRef(type_name) => {
+                    self.bump();
+                    TypeSpec::Named(type_name.trim_start_matches("::").to_owned())
+                }
+                Tok::Name(word) if word == "enum" => {
+                    self.bump();
+                    TypeSpec::Enum(self.enum_cases()?)
+                }
+                _ => {
+                    return Err(self.unexpected(
+                        "a data type: `Integer`, `Float`, `String`, `Boolean`, `enum[a, b]` or \
+                         a declared type",
+                    ));
+                }
+            };
+            Some((spec, type_span.to(self.previous_span())))
+        } else {
+            None
+        };
+        if has && data_type.is_none() {
+            return Err(self.error(
+                span,
+                format!("`has {name}` needs the type it refers to"),
+                "write `has roles, UserRole`",
+            ));
+        }
+        let mut settings = Vec::new();
+        if self.at(P::LBrace) {
+            let open = self.bump().span;
+            self.enter()?;
+            loop {
+                if self.at(P::RBrace) {
+                    break;
+                }
+                let setting_span = self.span();
+                let setting = match self.peek().clone() {
+                    Tok::Name(setting) => setting,
+                    Tok::Keyword(Kw::Default) => "default".to_owned(),
+                    _ => {
+                        return Err(
+                            self.unexpected("a setting like `min`, `max`, `default` or `check`")
+                        );
+                    }
+                };
+                self.bump();
+                self.expect(P::FatArrow, "after the setting's name")?;
+                let value = if matches!(setting.as_str(), "check" | "validate" | "derived") {
+                    SettingValue::Code(self.code()?)
+                } else {
+                    SettingValue::Expr(self.expr(BP_ASSIGN)?)
+                };
+                settings.push(Setting {
+                    name: setting,
+                    span: setting_span,
+                    value,
+                });
+                if !self.eat(P::Comma) {
+                    break;
+                }
+            }
+            self.leave();
+            self.expect_close(P::RBrace, "to close the feature's settings", open)?;
+        }
+        Ok(FeatureDef {
+            has,
+            name,
+            span,
+            data_type,
+            settings,
+        })
+    }
+
+    /// `[a, b, 'c']` after `enum`.
+    fn enum_cases(&mut self) -> PResult<Vec<String>> {
+        self.expect(P::LBrack, "to open the enum's cases")?;
+        let mut cases = Vec::new();
+        loop {
+            match self.peek().clone() {
+                Tok::Name(case) | Tok::Str(case) => {
+                    self.bump();
+                    cases.push(case);
+                }
+                Tok::Punct(P::RBrack) => break,
+                _ => return Err(self.unexpected("a case of the enum: a name or a string")),
+            }
+            if !self.eat(P::Comma) {
+                break;
+            }
+        }
+        self.expect(P::RBrack, "to close the enum's cases")?;
+        if cases.is_empty() {
+            let span = self.previous_span();
+            return Err(self.error(
+                span,
+                "an enum needs at least one case",
+                "write `enum[a, b]`",
+            ));
+        }
+        Ok(cases)
+    }
+
+    /// A check, a derivation or an invariant: a block (`{ ... }`), a lambda
+    /// (`|$x| { ... }`) or an expression; parsed now (so errors point here) and kept as
+    /// its source text, which the host evaluates.
+    fn code(&mut self) -> PResult<String> {
+        let start = self.span();
+        if self.at(P::LBrace) {
+            self.block(Context::Other)?;
+        } else if self.at(P::Pipe) {
+            self.lambda()?;
+        } else {
+            self.expr(BP_ASSIGN)?;
+        }
+        let span = start.to(self.previous_span());
+        Ok(self.source_word(span).to_owned())
     }
 
     fn node_definition(&mut self) -> PResult<Expr> {
@@ -897,6 +1128,9 @@ impl Parser<'_> {
                 let mut args = vec![lhs];
                 if self.at(P::LParen) && self.adjacent() {
                     args.extend(self.call_args()?);
+                } else if name == "new" && self.at(P::LBrace) {
+                    // `MyType.new { attr => value }`: the hash of the features.
+                    args.push(self.primary()?);
                 }
                 let lambda = self.lambda()?;
                 let span = args[0].span.to(self.previous_span());
@@ -913,6 +1147,50 @@ impl Parser<'_> {
                 break;
             }
             let op_span = self.bump().span;
+            if op == Infix::Append
+                || (op == Infix::Assign
+                    && matches!(&lhs.kind, ExprKind::Access(target, keys)
+                        if keys.len() == 1
+                            && matches!(&target.kind, ExprKind::Var(name)
+                                if name != "node" && name != "facts")))
+            {
+                // `$t[feature] = value` and `$t[feature] += value`: the lambda of `new`
+                // initializing its object.
+                let ExprKind::Access(target, mut keys) = lhs.kind else {
+                    return Err(self.error(
+                        op_span,
+                        "`+=` appends only to a feature of an object that `new` initializes",
+                        "write `new(MyType) |$t| { $t[groups] += 'wheel' }`",
+                    ));
+                };
+                let ExprKind::Var(var) = target.kind else {
+                    return Err(self.error(
+                        op_span,
+                        "`+=` appends only to a feature of an object that `new` initializes",
+                        "write `new(MyType) |$t| { $t[groups] += 'wheel' }`",
+                    ));
+                };
+                if keys.len() != 1 {
+                    return Err(self.error(
+                        op_span,
+                        "a feature is written with one key",
+                        "write `$t[feature] = value`",
+                    ));
+                }
+                let key = keys.remove(0);
+                let rhs = self.expr(bp)?;
+                let span = lhs.span.to(rhs.span);
+                lhs = Expr {
+                    kind: ExprKind::FeatureWrite {
+                        var,
+                        key: Box::new(key),
+                        append: op == Infix::Append,
+                        value: Box::new(rhs),
+                    },
+                    span,
+                };
+                continue;
+            }
             if op == Infix::Assign {
                 if let Some((layer, keys)) = node_write_target(&lhs) {
                     if keys.is_empty() {
@@ -1481,6 +1759,8 @@ const BP_UNARY: u8 = 12;
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Infix {
     Assign,
+    /// `+=`: appends to a feature of an object `new` initializes.
+    Append,
     Binary(BinOp),
 }
 
@@ -1488,6 +1768,7 @@ fn infix(tok: &Tok) -> Option<(Infix, u8)> {
     let binary = |op, bp| Some((Infix::Binary(op), bp));
     match tok {
         Tok::Punct(P::Assign) => Some((Infix::Assign, BP_ASSIGN)),
+        Tok::Punct(P::PlusAssign) => Some((Infix::Append, BP_ASSIGN)),
         Tok::Keyword(Kw::Or) => binary(BinOp::Or, 3),
         Tok::Keyword(Kw::And) => binary(BinOp::And, 4),
         Tok::Punct(P::Lt) => binary(BinOp::Lt, 5),
@@ -1526,6 +1807,7 @@ fn keyword_text(token: &Token) -> &'static str {
         Tok::Keyword(Kw::And) => "and",
         Tok::Keyword(Kw::Or) => "or",
         Tok::Keyword(Kw::In) => "in",
+        Tok::Keyword(Kw::Type) => "type",
         _ => "?",
     }
 }

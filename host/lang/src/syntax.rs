@@ -73,6 +73,14 @@ pub(crate) enum ExprKind {
     Lazy(Box<Expr>),
     /// `$node.default` or `$node.override`, which only a write may use.
     NodeLayer(NodeLayer),
+    /// `$t[feature] = value` or `$t[feature] += value` in the lambda of `new`, which
+    /// initializes the object `$t`.
+    FeatureWrite {
+        var: String,
+        key: Box<Expr>,
+        append: bool,
+        value: Box<Expr>,
+    },
     /// `$node.default['a']['b'] = value`.
     NodeWrite {
         layer: NodeLayer,
@@ -211,6 +219,9 @@ pub(crate) enum Query {
 pub(crate) struct Param {
     pub(crate) name: String,
     pub(crate) span: Span,
+    /// Its data type when written as one name (`String`, `MyApp::Config`); a
+    /// parameterized one (`Array[String]`) is accepted and not enforced.
+    pub(crate) data_type: Option<(String, Span)>,
     pub(crate) default: Option<Expr>,
 }
 
@@ -245,6 +256,63 @@ pub(crate) struct NodeDef {
     pub(crate) body: Block,
 }
 
+/// `type Name inherits Parent { ... }` (seed `puppet-types-in-language-arm`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct TypeDef {
+    /// As written: `MyApp::Config`.
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) parent: Option<(String, Span)>,
+    pub(crate) features: Vec<FeatureDef>,
+    pub(crate) invariants: Vec<InvariantDef>,
+    pub(crate) is_abstract: bool,
+}
+
+/// `attr NAME, Type { settings }` or `has NAME, Type { settings }`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct FeatureDef {
+    /// `has`: a reference to another declared type.
+    pub(crate) has: bool,
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) data_type: Option<(TypeSpec, Span)>,
+    pub(crate) settings: Vec<Setting>,
+}
+
+/// The data type of a feature as written.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum TypeSpec {
+    /// `Integer`, `String`, ..., or a declared type.
+    Named(String),
+    /// `enum[a, b]`.
+    Enum(Vec<String>),
+}
+
+/// `name => value` in a feature's settings.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Setting {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) value: SettingValue,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SettingValue {
+    /// A literal: `min => 1`, `default => 'x'`.
+    Expr(Expr),
+    /// Code kept as source (a `check`, `validate` or `derived`): a block, a lambda or an
+    /// expression.
+    Code(String),
+}
+
+/// `invariant "title" { ... }`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct InvariantDef {
+    pub(crate) title: Option<String>,
+    pub(crate) span: Span,
+    pub(crate) source: String,
+}
+
 /// Everything parsed from all the files: top-level statements per file, and the
 /// definitions hoisted out of them.
 #[derive(Debug, Default)]
@@ -253,4 +321,5 @@ pub(crate) struct Program {
     pub(crate) classes: Vec<ClassDef>,
     pub(crate) defines: Vec<DefineDef>,
     pub(crate) nodes: Vec<NodeDef>,
+    pub(crate) types: Vec<TypeDef>,
 }

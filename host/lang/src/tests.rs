@@ -213,12 +213,20 @@ mod ok {
         harmful_refactoring,
         stale_node_read_in_defined_types,
         node_attribute_idioms,
+        types_seed_user_and_user_role,
+        types_multiplicity_and_settings,
+        types_inheritance_invariants_and_new,
+        types_typed_parameters,
     );
 }
 
 mod err {
     use super::check_fixture;
     conformance!("err":
+        types_seed_check_messages,
+        types_invariant_and_instantiation_errors,
+        types_declaration_errors,
+        types_typed_parameters,
         syntax_error_no_partial_catalog,
         several_syntax_errors_all_reported,
         several_evaluation_errors_all_reported,

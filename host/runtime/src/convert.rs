@@ -251,6 +251,9 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
                 wit::PathAccess::ReadWrite => PathAccess::ReadWrite,
             },
             checks: attribute.checks.clone(),
+            containment: None,
+            derived: None,
+            transient: false,
         };
         if let Some(default) = &converted.default {
             converted
@@ -294,6 +297,9 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             }
             context
         },
+        parent: None,
+        is_abstract: false,
+        origin: None,
     })
 }
 

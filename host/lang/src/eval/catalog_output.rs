@@ -285,6 +285,7 @@ impl Evaluator<'_> {
             resources,
             edges,
             node_attributes: self.node_attributes_for_catalog(),
+            types: self.declared_types.clone(),
         }
     }
 

@@ -183,7 +183,7 @@ impl Evaluator<'_> {
 /// Checks that a lazy value from a catalog parses as one expression that changes
 /// nothing; the error names where it was written and what is wrong.
 pub fn check_lazy(lazy: &Lazy) -> Result<(), String> {
-    crate::run_on_big_stack(|| parse_lazy(lazy).map(|_| ()))
+    crate::run_on_big_stack(|| parse_lazy(lazy, &block_label(lazy)).map(|_| ()))
 }
 
 /// Evaluates a lazy value with the variables it captured, reading `node`'s attributes
@@ -217,17 +217,19 @@ pub fn run_node_block(
     })
 }
 
-fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
+/// How messages name a lazy block.
+fn block_label(lazy: &Lazy) -> String {
+    format!("the lazy block at {}", lazy.location)
+}
+
+fn parse_lazy(lazy: &Lazy, label: &str) -> Result<(crate::syntax::Program, Expr), String> {
     let at = &lazy.location;
     // Parsed as a value, as where it was written: `lazy { }` around it keeps a leading
     // `name {` from reading as a resource.
     let sources = [Source::new(at.to_string(), wrapped(lazy))];
     let (mut program, diagnostics) = crate::parse_all(&sources);
     if let Some(error) = diagnostics.iter().find(|d| d.is_error()) {
-        return Err(format!(
-            "the lazy block at {at} does not parse: {}",
-            error.message
-        ));
+        return Err(format!("{label} does not parse: {}", error.message));
     }
     let mut statements = std::mem::take(&mut program.files[0]);
     let expr = match statements.pop() {
@@ -241,16 +243,16 @@ fn parse_lazy(lazy: &Lazy) -> Result<(crate::syntax::Program, Expr), String> {
         {
             match value.kind {
                 ExprKind::Lazy(inner) => *inner,
-                _ => return Err(format!("the lazy block at {at} must be one expression")),
+                _ => return Err(format!("{label} must be one expression")),
             }
         }
-        _ => return Err(format!("the lazy block at {at} must be one expression")),
+        _ => return Err(format!("{label} must be one expression")),
     };
     let mut found = Found::default();
     walk(&expr, &mut Vec::new(), &mut found);
     if let Some((_, what)) = found.forbidden.first() {
         return Err(format!(
-            "the lazy block at {at} contains {what}, which cannot be evaluated during the run"
+            "{label} contains {what}, which cannot be evaluated during the run"
         ));
     }
     Ok((program, expr))
@@ -279,15 +281,20 @@ fn wrapped(lazy: &Lazy) -> String {
 type Written = (Option<NodeAttributes>, Vec<String>);
 
 fn evaluated(lazy: &Lazy, node: NodeState<'_>, facts: &Value) -> (Result<Val, String>, Written) {
-    match evaluate_in(lazy, node, facts) {
+    match evaluate_in(lazy, node, facts, &block_label(lazy)) {
         Ok((value, written)) => (Ok(value), written),
         Err(message) => (Err(message), (None, Vec::new())),
     }
 }
 
-fn evaluate_in(lazy: &Lazy, node: NodeState<'_>, facts: &Value) -> Result<(Val, Written), String> {
+fn evaluate_in(
+    lazy: &Lazy,
+    node: NodeState<'_>,
+    facts: &Value,
+    label: &str,
+) -> Result<(Val, Written), String> {
     let at = &lazy.location;
-    let (program, expr) = parse_lazy(lazy)?;
+    let (program, expr) = parse_lazy(lazy, label)?;
     let sources = [Source::new(at.to_string(), wrapped(lazy))];
     let types = KnownTypes::new();
     let mut evaluator = Evaluator::new(program, &sources, &types, "");
@@ -330,12 +337,39 @@ fn evaluate_in(lazy: &Lazy, node: NodeState<'_>, facts: &Value) -> Result<(Val, 
     let written = state.written();
     let written = (state.into_written(), written);
     if let Some(error) = evaluator.diagnostics.iter().find(|d| d.is_error()) {
-        return Err(format!("the lazy block at {at} failed: {}", error.message));
+        return Err(format!("{label} failed: {}", error.message));
     }
     if !evaluator.resources.is_empty() {
         return Err(format!(
-            "the lazy block at {at} declared resources, which the run cannot add"
+            "{label} declared resources, which the run cannot add"
         ));
     }
     Ok((value, written))
+}
+
+/// Evaluates `expression` (one expression of the restricted language a lazy value may
+/// use: no resources, classes or catalog functions) with `variables` bound, and no node
+/// attributes or facts; `label` names it in messages (`the check of \`port\``). The
+/// host evaluates the checks and invariants of types this way.
+pub(crate) fn evaluate_code(
+    expression: String,
+    variables: Vec<(String, Value)>,
+    location: wconverge_catalog::SourceLocation,
+    label: &str,
+) -> Result<Val, String> {
+    let lazy = Lazy {
+        expression,
+        variables,
+        location,
+    };
+    let empty = NodeAttributes::default();
+    crate::run_on_big_stack(|| {
+        evaluate_in(
+            &lazy,
+            NodeState::running(&empty, false),
+            &Value::Hash(Vec::new()),
+            label,
+        )
+        .map(|(value, _)| value)
+    })
 }

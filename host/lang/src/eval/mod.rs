@@ -12,9 +12,11 @@ use std::rc::Rc;
 use wconverge_catalog::{self as catalog, METAPARAMETERS, display_type_name};
 
 mod catalog_output;
+mod declared;
 mod lazy;
 mod node;
 
+pub(crate) use lazy::evaluate_code;
 pub use lazy::{check_lazy, evaluate_lazy, evaluate_lazy_truth, run_node_block};
 
 /// The type whose lazy `block` may write node attributes during the run.
@@ -215,6 +217,11 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) budget: Option<u64>,
     /// The node's attributes.
     pub(crate) attributes: node::NodeState<'a>,
+    /// The types the manifests declare, ancestors folded in.
+    pub(crate) declared_types: Vec<catalog::TypeSchema>,
+    /// The objects the lambdas of `new` are initializing, innermost last: the lambda's
+    /// parameter and the features set so far.
+    pub(crate) initializing: Vec<(String, Vec<(String, Val)>)>,
 }
 
 impl<'a> Evaluator<'a> {
@@ -261,6 +268,8 @@ impl<'a> Evaluator<'a> {
             main_tags: Vec::new(),
             resource_limit_reported: false,
             attributes: node::NodeState::compiling(),
+            declared_types: Vec::new(),
+            initializing: Vec::new(),
             budget: None,
             line_starts: sources
                 .iter()
@@ -303,6 +312,7 @@ impl<'a> Evaluator<'a> {
     }
 
     fn load_definitions(&mut self) {
+        self.load_types();
         let program = Rc::clone(&self.program);
         let mut first: HashMap<String, Span> = HashMap::new();
         for (idx, class) in program.classes.iter().enumerate() {
@@ -702,6 +712,12 @@ impl<'a> Evaluator<'a> {
             ExprKind::NodeWrite { layer, keys, value } => {
                 self.node_write(*layer, keys, value, span)
             }
+            ExprKind::FeatureWrite {
+                var,
+                key,
+                append,
+                value,
+            } => self.feature_write(var, key, *append, value, span),
         }
     }
 
@@ -928,6 +944,19 @@ impl<'a> Evaluator<'a> {
         self.scopes[scope]
             .vars
             .insert(name.to_owned(), (value, span));
+    }
+
+    /// Replaces the value of `name` in the nearest scope that has it (the object the
+    /// lambda of `new` initializes, after a feature is written).
+    pub(crate) fn rebind(&mut self, name: &str, value: Val) {
+        let mut scope = Some(self.ctx.scope);
+        while let Some(id) = scope {
+            if let Some(entry) = self.scopes[id].vars.get_mut(name) {
+                entry.0 = value;
+                return;
+            }
+            scope = self.scopes[id].parent;
+        }
     }
 
     fn access(&mut self, target: &Expr, keys: &[Expr], span: Span) -> Val {
@@ -2120,14 +2149,20 @@ impl<'a> Evaluator<'a> {
         self.set_var(scope, "title", Val::Str(name.clone()), span);
         self.set_var(scope, "name", Val::Str(name.clone()), span);
         self.class_stack.push(name);
-        self.bind_params(&definition.params, idx, scope);
-        self.block(&definition.body);
+        // A body whose parameters are not what their types say is not evaluated: it
+        // would only report the consequences.
+        if self.bind_params(&definition.params, idx, scope) {
+            self.block(&definition.body);
+        }
         self.class_stack.pop();
         self.ctx = saved;
         Some(idx)
     }
 
-    fn bind_params(&mut self, params: &[Param], idx: usize, scope: ScopeId) {
+    /// Binds the parameters of a class or defined type; false when a value does not
+    /// fit its declared type (reported).
+    fn bind_params(&mut self, params: &[Param], idx: usize, scope: ScopeId) -> bool {
+        let mut fits = true;
         for param in params {
             let given = self.resources[idx]
                 .attr(&param.name)
@@ -2155,8 +2190,22 @@ impl<'a> Evaluator<'a> {
                     Val::Undef
                 }
             };
+            let value = match &param.data_type {
+                Some((type_name, type_span)) if value != Val::Undef => {
+                    let span = self.resources[idx].span;
+                    match self.typed_parameter(value, &param.name, type_name, *type_span, span) {
+                        Some(value) => value,
+                        None => {
+                            fits = false;
+                            Val::Undef
+                        }
+                    }
+                }
+                _ => value,
+            };
             self.set_var(scope, &param.name, value, param.span);
         }
+        fits
     }
 
     fn evaluate_define(&mut self, idx: usize) {
@@ -2202,8 +2251,9 @@ impl<'a> Evaluator<'a> {
                 horizon,
             },
         );
-        self.bind_params(&definition.params, idx, scope);
-        self.block(&definition.body);
+        if self.bind_params(&definition.params, idx, scope) {
+            self.block(&definition.body);
+        }
         self.ctx = saved;
     }
 
@@ -2603,6 +2653,7 @@ pub(super) fn children(expr: &Expr) -> Vec<&Expr> {
         ExprKind::Assign(_, value) => vec![value],
         ExprKind::Lazy(inner) => vec![inner],
         ExprKind::NodeWrite { keys, value, .. } => keys.iter().chain([&**value]).collect(),
+        ExprKind::FeatureWrite { key, value, .. } => vec![key, value],
         ExprKind::Interp(parts) => parts
             .iter()
             .filter_map(|part| match part {
