@@ -140,7 +140,7 @@ fn attribute_schema_to_wit(attribute: &Attribute) -> wit::AttributeSchema {
             PathAccess::Read => wit::PathAccess::Read,
             PathAccess::ReadWrite => wit::PathAccess::ReadWrite,
         },
-        checks: Vec::new(),
+        checks: attribute.checks.clone(),
     }
 }
 
@@ -153,7 +153,14 @@ fn type_schema_to_wit(schema: &TypeSchema) -> wit::TypeSchema {
             .iter()
             .map(attribute_schema_to_wit)
             .collect(),
-        invariants: Vec::new(),
+        invariants: schema
+            .invariants
+            .iter()
+            .map(|(title, source)| wit::Invariant {
+                title: title.clone(),
+                source: source.clone(),
+            })
+            .collect(),
         refreshable: schema.refreshable,
         context: schema
             .context

@@ -98,6 +98,7 @@ pub struct Attribute {
     pub(crate) sensitive: bool,
     pub(crate) unsettable: bool,
     pub(crate) path_access: PathAccess,
+    pub(crate) checks: Vec<String>,
 }
 
 impl Attribute {
@@ -114,6 +115,7 @@ impl Attribute {
             sensitive: false,
             unsettable: false,
             path_access: PathAccess::None,
+            checks: Vec::new(),
         }
     }
 
@@ -181,6 +183,17 @@ impl Attribute {
         self.path_access = access;
         self
     }
+
+    /// A check in wconverge's manifest language, which the host evaluates on each value
+    /// before the run, whatever language the provider is written in: a block
+    /// (`{ if $it =~ /\n/ { "one line only" } }`, with `$it` and the attribute's name
+    /// bound to the value), a lambda (`|$line| { ... }`) or an expression
+    /// (`$it != ""`). A string it returns is the error; `false` gives the standard
+    /// message; anything else accepts the value.
+    pub fn check(mut self, code: &str) -> Self {
+        self.checks.push(code.to_owned());
+        self
+    }
 }
 
 /// A resource type, built with chained calls.
@@ -189,6 +202,7 @@ pub struct TypeSchema {
     pub(crate) name: String,
     pub(crate) doc: String,
     pub(crate) attributes: Vec<Attribute>,
+    pub(crate) invariants: Vec<(Option<String>, String)>,
     pub(crate) refreshable: bool,
     pub(crate) context: Vec<RunContext>,
 }
@@ -211,9 +225,20 @@ impl TypeSchema {
             name: name.to_owned(),
             doc: doc.to_owned(),
             attributes: Vec::new(),
+            invariants: Vec::new(),
             refreshable: false,
             context: Vec::new(),
         }
+    }
+
+    /// A rule over several attributes in wconverge's manifest language, which the host
+    /// evaluates before the run with every attribute bound as a variable (`undef` when
+    /// not set): `false` fails with `title` (or "Illegal invariant"), a string is the
+    /// message, anything else holds.
+    pub fn invariant(mut self, title: Option<&str>, code: &str) -> Self {
+        self.invariants
+            .push((title.map(str::to_owned), code.to_owned()));
+        self
     }
 
     /// Its resources receive this data of the run in their context.

@@ -7,7 +7,7 @@ use serde_json::Value;
 use std::path::{Path, PathBuf};
 
 /// A plugin directory holding the third-party example as `file_line.wasm`.
-fn plugin_dir(machine: &Machine) -> PathBuf {
+pub(crate) fn plugin_dir(machine: &Machine) -> PathBuf {
     let dir = machine.root().join("plugins");
     std::fs::create_dir_all(&dir).expect("plugin dir");
     std::fs::copy(wconverge_tests::FILE_LINE, dir.join("file_line.wasm")).expect("copied");
@@ -15,7 +15,7 @@ fn plugin_dir(machine: &Machine) -> PathBuf {
 }
 
 /// A policy file for `file_line` from the plugin directory, `pin` as its sha256 line.
-fn file_line_policy(machine: &Machine, pin: &str) -> PathBuf {
+pub(crate) fn file_line_policy(machine: &Machine, pin: &str) -> PathBuf {
     let path = machine.root().join("third-party.toml");
     std::fs::write(
         &path,
@@ -29,7 +29,7 @@ fn file_line_policy(machine: &Machine, pin: &str) -> PathBuf {
     path
 }
 
-fn text(path: &Path) -> &str {
+pub(crate) fn text(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
 

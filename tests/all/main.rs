@@ -17,3 +17,4 @@ mod sandbox;
 mod sensitive;
 mod support;
 mod tidy;
+mod types;

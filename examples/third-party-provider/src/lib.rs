@@ -120,11 +120,15 @@ impl Provider for FileLine {
                 Attribute::new("path", DataType::String, "Absolute path of the file.")
                     .required()
                     .parameter()
-                    .path_access(PathAccess::ReadWrite),
+                    .path_access(PathAccess::ReadWrite)
+                    // Checks in wconverge's manifest language: the host evaluates them
+                    // before the run, for a provider in any language.
+                    .check(r#"{ if $it !~ /^\// { "`path` `${it}` is not an absolute path" } }"#),
             )
             .attribute(
                 Attribute::new("line", DataType::String, "The line, without its newline.")
-                    .required(),
+                    .required()
+                    .check(r#"{ if $it =~ /\n/ { "`line` is one line: it may not contain a newline" } }"#),
             )
             .attribute(
                 Attribute::new(
@@ -151,22 +155,18 @@ impl Provider for FileLine {
                 )
                 .parameter()
                 .default(false),
+            )
+            .invariant(
+                Some("`multiple` replaces the lines `match` finds: set `match` too"),
+                "!($multiple and $match == undef)",
             ),
         )
     }
 
     fn validate(resource: &Resource) -> Vec<String> {
+        // `line` and `path` are checked by the schema's checks; what they cannot say
+        // (this provider's regular expressions) is checked here.
         let mut problems = Vec::new();
-        if let Some(line) = resource.get_str("line")
-            && line.contains('\n')
-        {
-            problems.push("`line` is one line: it may not contain a newline".to_owned());
-        }
-        if let Some(path) = resource.get_str("path")
-            && !path.starts_with('/')
-        {
-            problems.push(format!("`path` `{path}` is not an absolute path"));
-        }
         if let Some(Err(error)) = resource.get_str("match").map(compile) {
             problems.push(error.message().to_owned());
         }

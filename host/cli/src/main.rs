@@ -118,6 +118,9 @@ enum Command {
         /// rather than of the one a resource gets by default.
         #[arg(long, value_name = "PLUGIN", requires = "type_name")]
         provider: Option<String>,
+        /// Also the types these manifests (or this catalog) declare with `type Name`.
+        #[arg(long = "manifest", value_name = "FILE")]
+        manifests: Vec<PathBuf>,
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
@@ -314,10 +317,24 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Types {
             type_name,
             provider,
+            manifests,
             runtime,
         } => {
             let runtime = runtime_for(&runtime)?;
             let mut failed = false;
+            let declared = if manifests.is_empty() {
+                Vec::new()
+            } else {
+                let input = InputArgs {
+                    files: manifests,
+                    node: None,
+                    deny_warnings: false,
+                };
+                match load(&input, &runtime)? {
+                    Some(catalog) => catalog.types,
+                    None => return Ok(1),
+                }
+            };
             // The types built into the engine, as if from a plugin of their own.
             let mut summaries = vec![wconverge_runtime::PluginSummary {
                 name: wconverge_engine::ENGINE.to_owned(),
@@ -363,12 +380,21 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 }
             }
             match type_name {
-                None => output::types_list(&types),
+                None => output::types_list(&types, &declared),
+                Some(name)
+                    if provider.is_none()
+                        && !types.contains_key(name.as_str())
+                        && let Some(schema) = declared
+                            .iter()
+                            .find(|schema| schema.name.eq_ignore_ascii_case(&name)) =>
+                {
+                    output::declared_type_detail(schema);
+                }
                 Some(name) => {
                     let Some(providers) = types.get(name.as_str()) else {
                         bail!(
-                            "no plugin of the policy provides type `{name}`; `wconverge types` \
-                             lists them"
+                            "no plugin of the policy provides type `{name}`, and no manifest \
+                             given with --manifest declares it; `wconverge types` lists them"
                         );
                     };
                     let shown = match &provider {

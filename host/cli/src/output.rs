@@ -273,7 +273,7 @@ pub(crate) struct TypeProvider<'a> {
 
 /// Every type with its documentation; a type with several providers, or whose provider
 /// is suitable only on some machines, also lists its providers.
-pub(crate) fn types_list(types: &BTreeMap<&str, Vec<TypeProvider>>) {
+pub(crate) fn types_list(types: &BTreeMap<&str, Vec<TypeProvider>>, declared: &[TypeSchema]) {
     let mut text = String::new();
     let width = types.keys().map(|name| name.len()).max().unwrap_or(0);
     for (name, providers) in types {
@@ -304,7 +304,69 @@ pub(crate) fn types_list(types: &BTreeMap<&str, Vec<TypeProvider>>) {
             ));
         }
     }
+    if !declared.is_empty() {
+        text.push_str("\ndeclared in the manifests:\n");
+        let width = declared
+            .iter()
+            .map(|schema| schema.name.len())
+            .max()
+            .unwrap_or(0);
+        for schema in declared {
+            let mut traits = Vec::new();
+            if let Some(parent) = &schema.parent {
+                traits.push(format!("inherits {parent}"));
+            }
+            if schema.is_abstract {
+                traits.push("abstract".to_owned());
+            }
+            if let Some(origin) = &schema.origin {
+                traits.push(origin.clone());
+            }
+            text.push_str(&format!("{:width$}  {}\n", schema.name, traits.join(", ")));
+        }
+    }
     out(&text);
+}
+
+/// A type a manifest declares: its features (inherited ones included), checks and
+/// invariants, as the types seed writes them.
+pub(crate) fn declared_type_detail(schema: &TypeSchema) {
+    let mut text = format!("{}\n", schema.name);
+    if let Some(origin) = &schema.origin {
+        text.push_str(&format!("  declared at {origin}\n"));
+    }
+    if let Some(parent) = &schema.parent {
+        text.push_str(&format!(
+            "  inherits {parent} (its features are listed too)\n"
+        ));
+    }
+    if schema.is_abstract {
+        text.push_str("  abstract: it cannot be instantiated\n");
+    }
+    text.push_str("\nfeatures:\n");
+    text.push_str(&attributes_text(schema));
+    text.push_str(&invariants_text(schema));
+    out(&text);
+}
+
+/// A schema's invariants, one per line.
+fn invariants_text(schema: &TypeSchema) -> String {
+    if schema.invariants.is_empty() {
+        return String::new();
+    }
+    let mut text = "\ninvariants:\n".to_owned();
+    for invariant in &schema.invariants {
+        let code = invariant
+            .source
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        match &invariant.title {
+            Some(title) => text.push_str(&format!("  \"{title}\" {code}\n")),
+            None => text.push_str(&format!("  {code}\n")),
+        }
+    }
+    text
 }
 
 /// One type: the schema of `shown` (the provider a resource gets, or the one asked for)
@@ -369,6 +431,7 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
     }
     text.push_str(&format!("\nattributes (provider `{}`):\n", plugin.name));
     text.push_str(&attributes_text(schema));
+    text.push_str(&invariants_text(schema));
     out(&text);
 }
 
@@ -390,12 +453,29 @@ fn attributes_text(schema: &TypeSchema) -> String {
         if attribute.path_access != wconverge_catalog::PathAccess::None {
             traits.push(format!("path ({:?})", attribute.path_access).to_lowercase());
         }
-        text.push_str(&format!(
-            "  {}  {}\n      {}\n",
-            attribute.name,
-            traits.join(", "),
-            attribute.doc
-        ));
+        if attribute.unsettable {
+            traits.push("unsettable".to_owned());
+        }
+        match attribute.containment {
+            Some(true) => traits.push("contained".to_owned()),
+            Some(false) => traits.push("referenced".to_owned()),
+            None => {}
+        }
+        if attribute.transient {
+            traits.push("transient".to_owned());
+        }
+        text.push_str(&format!("  {}  {}\n", attribute.name, traits.join(", ")));
+        if !attribute.doc.is_empty() {
+            text.push_str(&format!("      {}\n", attribute.doc));
+        }
+        // Code on one line each: what the host evaluates.
+        let one_line = |code: &str| code.split_whitespace().collect::<Vec<_>>().join(" ");
+        if let Some(code) = &attribute.derived {
+            text.push_str(&format!("      derived: {}\n", one_line(code)));
+        }
+        for code in &attribute.checks {
+            text.push_str(&format!("      check: {}\n", one_line(code)));
+        }
     }
     text
 }

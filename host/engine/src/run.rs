@@ -33,6 +33,7 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
     let mut node = prepared.node_attributes.clone();
     // Gathered at the first resource with a requirement, once.
     let mut facts: Option<Result<wconverge_program::Facts, String>> = None;
+    let declared = wconverge_lang::types::Declared::new(&prepared.types);
     let mut summary = Summary {
         resources: n_resources,
         ..Summary::default()
@@ -160,58 +161,61 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                 Guarded::Apply if resource.provider == ENGINE => {
                     run_node_block(resource, &mut node, &facts_value, &mut record)
                 }
-                Guarded::Apply => {
-                    resolve_lazy(resource, prepared.schema(resource), &node, &facts_value).and_then(
-                        |resolved| {
-                            if let Some(resolved) = resolved {
-                                let Call { outcome, logs } = host.validate(&resolved);
-                                record(logs);
-                                target = std::borrow::Cow::Owned(resolved);
-                                let problems = outcome.map_err(|error| error.to_string())?;
-                                if !problems.is_empty() {
-                                    return Err(format!(
-                                        "with its lazy values resolved: {}",
-                                        problems.join("; ")
-                                    ));
-                                }
-                            }
-                            if let Some(schema) = prepared
-                                .schema(resource)
-                                .filter(|schema| !schema.context.is_empty())
-                            {
-                                let mut with_context = target.clone().into_owned();
-                                let mut secrets = Vec::new();
-                                for wanted in &schema.context {
-                                    let value = match wanted {
-                                        RunContext::NodeAttributes => node.merged(),
-                                        RunContext::Facts => {
-                                            match facts.get_or_insert_with(|| host.facts()) {
-                                                Ok(facts) => crate::facts_value(&facts.groups),
-                                                Err(error) => {
-                                                    return Err(format!(
-                                                        "the facts it reads could not be gathered: \
+                Guarded::Apply => resolve_lazy(
+                    resource,
+                    prepared.schema(resource),
+                    &declared,
+                    &node,
+                    &facts_value,
+                )
+                .and_then(|resolved| {
+                    if let Some(resolved) = resolved {
+                        let Call { outcome, logs } = host.validate(&resolved);
+                        record(logs);
+                        target = std::borrow::Cow::Owned(resolved);
+                        let problems = outcome.map_err(|error| error.to_string())?;
+                        if !problems.is_empty() {
+                            return Err(format!(
+                                "with its lazy values resolved: {}",
+                                problems.join("; ")
+                            ));
+                        }
+                    }
+                    if let Some(schema) = prepared
+                        .schema(resource)
+                        .filter(|schema| !schema.context.is_empty())
+                    {
+                        let mut with_context = target.clone().into_owned();
+                        let mut secrets = Vec::new();
+                        for wanted in &schema.context {
+                            let value = match wanted {
+                                RunContext::NodeAttributes => node.merged(),
+                                RunContext::Facts => {
+                                    match facts.get_or_insert_with(|| host.facts()) {
+                                        Ok(facts) => crate::facts_value(&facts.groups),
+                                        Err(error) => {
+                                            return Err(format!(
+                                                "the facts it reads could not be gathered: \
                                                      {error}"
-                                                    ));
-                                                }
-                                            }
+                                            ));
                                         }
-                                    };
-                                    value.collect_secrets(false, &mut secrets);
-                                    with_context
-                                        .context
-                                        .push((wanted.entry().to_owned(), value));
+                                    }
                                 }
-                                with_context.secrets.extend(secrets);
-                                target = std::borrow::Cow::Owned(with_context);
-                            }
-                            let Call { outcome, logs } = host.plan(&target);
-                            record(logs);
-                            outcome
-                                .map(Planned::Changes)
-                                .map_err(|error| error.to_string())
-                        },
-                    )
-                }
+                            };
+                            value.collect_secrets(false, &mut secrets);
+                            with_context
+                                .context
+                                .push((wanted.entry().to_owned(), value));
+                        }
+                        with_context.secrets.extend(secrets);
+                        target = std::borrow::Cow::Owned(with_context);
+                    }
+                    let Call { outcome, logs } = host.plan(&target);
+                    record(logs);
+                    outcome
+                        .map(Planned::Changes)
+                        .map_err(|error| error.to_string())
+                }),
             };
             let outcome = match planned {
                 Err(message) => Err(message),
@@ -360,6 +364,7 @@ fn run_node_block(
 fn resolve_lazy(
     resource: &PreparedResource,
     schema: Option<&TypeSchema>,
+    declared: &wconverge_lang::types::Declared<'_>,
     node: &NodeAttributes,
     facts: &Value,
 ) -> Result<Option<PreparedResource>, String> {
@@ -389,7 +394,9 @@ fn resolve_lazy(
             },
             value => value,
         };
-        if let Err(message) = attribute.check(&value) {
+        if !matches!(attribute.data_type, wconverge_catalog::DataType::Named(_))
+            && let Err(message) = attribute.check(&value)
+        {
             let shown = if value.is_sensitive() || attribute.sensitive {
                 String::new()
             } else {
@@ -400,6 +407,16 @@ fn resolve_lazy(
                 lazy.location
             ));
         }
+        let value = match crate::validate::conform(schema, attribute, &value, declared) {
+            Ok(instance) => instance.unwrap_or(value),
+            Err(messages) => {
+                return Err(format!(
+                    "attribute `{name}`: its lazy value ({}) was refused: {}",
+                    lazy.location,
+                    messages.join("; ")
+                ));
+            }
+        };
         value.collect_secrets(attribute.sensitive, &mut secrets);
         let value = if attribute.sensitive && !value.is_sensitive() {
             Value::Sensitive(Box::new(value))
@@ -416,6 +433,10 @@ fn resolve_lazy(
             .position(|attribute| attribute.name == *name)
     });
     resolved.secrets.extend(secrets);
+    let broken = crate::validate::invariants(schema, &resolved.attributes);
+    if !broken.is_empty() {
+        return Err(resolved.secrets.scrub(&broken.join("; ")));
+    }
     Ok(Some(resolved))
 }
 

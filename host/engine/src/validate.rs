@@ -12,6 +12,7 @@ use wconverge_catalog::{
     Resource, ResourceRef, SourceLocation, TypeSchema, Value,
 };
 use wconverge_lang::NODE_BLOCK;
+use wconverge_lang::types::Declared;
 
 /// The provider of the types built into the engine (`node_block`).
 pub const ENGINE: &str = "wconverge";
@@ -118,6 +119,8 @@ pub struct Prepared {
     pub resources: Vec<PreparedResource>,
     /// The schemas in use, by type, then by provider.
     pub schemas: Schemas,
+    /// The types the manifests declared.
+    pub types: Vec<TypeSchema>,
     pub graph: Graph,
 }
 
@@ -145,6 +148,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         return Err(problems);
     }
     let mut schemas = Schemas::new();
+    let declared = Declared::new(&catalog.types);
     // The provider each type gets, for each `provider` a resource asks for; `None` when
     // there is none, reported once, at the first resource that needed it.
     let mut chosen: HashMap<(String, Option<String>), Option<String>> = HashMap::new();
@@ -232,7 +236,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
             continue;
         };
         let schema = &schemas[type_name][&provider];
-        match prepare_resource(resource, schema, provider) {
+        match prepare_resource(resource, schema, provider, &declared) {
             Ok(mut prepared) => {
                 if let Some(text) = &resource.metaparams.requires {
                     match wconverge_program::Program::parse(text) {
@@ -313,6 +317,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         node_attributes: catalog.node_attributes.clone(),
         resources,
         schemas,
+        types: catalog.types.clone(),
         graph,
     })
 }
@@ -367,13 +372,70 @@ fn same_namevar(resources: &[PreparedResource], schemas: &Schemas) -> Vec<Proble
     problems
 }
 
+/// Whether `value` fits `attribute`: its data type and multiplicity, and the checks the
+/// type declares (a provider's, in the manifest language, evaluated here). A value of a
+/// declared type (`DataType::Named`) is instantiated as one: `Some` is the object, with
+/// its defaults. Each error is a whole message, the value shown unless it is secret.
+pub(crate) fn conform(
+    schema: &TypeSchema,
+    attribute: &AttributeSchema,
+    value: &Value,
+    declared: &Declared<'_>,
+) -> Result<Option<Value>, Vec<String>> {
+    let name = &attribute.name;
+    let secret = value.is_sensitive() || attribute.sensitive;
+    let mut secrets = Vec::new();
+    value.collect_secrets(attribute.sensitive, &mut secrets);
+    let scrub = Secrets::new(secrets);
+    if matches!(attribute.data_type, DataType::Named(_)) {
+        return wconverge_lang::types::check_feature(schema, attribute, value, declared, 0)
+            .map(Some)
+            .map_err(|messages| {
+                messages
+                    .into_iter()
+                    .map(|message| format!("attribute {}", scrub.scrub(&message)))
+                    .collect()
+            });
+    }
+    if let Err(message) = attribute.check(value) {
+        let shown = if secret {
+            String::new()
+        } else {
+            format!(" (the value is {})", value.display())
+        };
+        return Err(vec![format!("attribute `{name}` {message}{shown}")]);
+    }
+    let rejected = wconverge_lang::types::run_checks(schema, attribute, value);
+    if rejected.is_empty() {
+        return Ok(None);
+    }
+    Err(rejected
+        .into_iter()
+        .map(|message| format!("attribute `{name}`: {}", scrub.scrub(&message)))
+        .collect())
+}
+
+/// What the invariants of `schema` reject in a resource's attributes.
+pub(crate) fn invariants(schema: &TypeSchema, attributes: &[(String, Value)]) -> Vec<String> {
+    if schema.invariants.is_empty() {
+        return Vec::new();
+    }
+    wconverge_lang::types::run_invariants(schema, attributes)
+        .into_iter()
+        .map(|message| format!("`{}`: {message}", schema.name))
+        .collect()
+}
+
 fn prepare_resource(
     resource: &Resource,
     schema: &TypeSchema,
     provider: String,
+    declared: &Declared<'_>,
 ) -> Result<PreparedResource, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut lazy_values: Vec<(String, Lazy)> = Vec::new();
+    // Values of declared types, as instantiated (their defaults filled in).
+    let mut instantiated: Vec<(String, Value)> = Vec::new();
     for (name, value) in resource.attributes.iter() {
         let Some(attribute) = schema.attribute(name) else {
             let known: Vec<&str> = schema
@@ -442,16 +504,14 @@ fn prepare_resource(
             }
             continue;
         }
-        if let Err(message) = attribute.check(value) {
-            let shown = if value.is_sensitive() || attribute.sensitive {
-                String::new()
-            } else {
-                format!(" (the value is {})", value.display())
-            };
-            problems.push(Problem::of(
-                resource,
-                format!("attribute `{name}` {message}{shown}"),
-            ));
+        match conform(schema, attribute, value, declared) {
+            Ok(Some(instance)) => instantiated.push((name.to_owned(), instance)),
+            Ok(None) => {}
+            Err(messages) => problems.extend(
+                messages
+                    .into_iter()
+                    .map(|message| Problem::of(resource, message)),
+            ),
         }
     }
     let mut attributes = Vec::with_capacity(schema.attributes.len());
@@ -460,12 +520,15 @@ fn prepare_resource(
         if lazy_values.iter().any(|(name, _)| *name == attribute.name) {
             continue;
         }
-        let declared = resource
+        let given = resource
             .attributes
             .get(&attribute.name)
             .filter(|value| !matches!(value, Value::Undef));
-        let value = match declared {
-            Some(value) => value.clone(),
+        let value = match given {
+            Some(value) => instantiated
+                .iter()
+                .find(|(name, _)| *name == attribute.name)
+                .map_or_else(|| value.clone(), |(_, instance)| instance.clone()),
             None if attribute.behaviour == Behaviour::Namevar => {
                 Value::String(resource.title.clone())
             }
@@ -492,6 +555,16 @@ fn prepare_resource(
             value
         };
         attributes.push((attribute.name.clone(), value));
+    }
+    // Invariants see every attribute, so they wait for the lazy ones (see
+    // `run::resolve_lazy`).
+    if problems.is_empty() && lazy_values.is_empty() {
+        let scrub = Secrets::new(secrets.clone());
+        problems.extend(
+            invariants(schema, &attributes)
+                .into_iter()
+                .map(|message| Problem::of(resource, scrub.scrub(&message))),
+        );
     }
     if !problems.is_empty() {
         return Err(problems);

@@ -178,6 +178,36 @@ fn values_of<'v>(attribute: &AttributeSchema, value: &'v Value) -> Vec<&'v Value
     }
 }
 
+/// Runs every check of `attribute` on `value` (on each element when it may have
+/// several): what they rejected, and any that could not be evaluated.
+pub fn run_checks(schema: &TypeSchema, attribute: &AttributeSchema, value: &Value) -> Vec<String> {
+    let mut errors = Vec::new();
+    for code in &attribute.checks {
+        for item in values_of(attribute, value) {
+            match check_value(schema, attribute, code, item) {
+                Ok(Verdict::Accepted) => {}
+                Ok(Verdict::Rejected(message)) => errors.push(message),
+                Err(error) => errors.push(error),
+            }
+        }
+    }
+    errors
+}
+
+/// Runs every invariant of `schema` on `object`: what they rejected, and any that
+/// could not be evaluated.
+pub fn run_invariants(schema: &TypeSchema, object: &[(String, Value)]) -> Vec<String> {
+    let mut errors = Vec::new();
+    for invariant in &schema.invariants {
+        match check_invariant(schema, invariant, object) {
+            Ok(Verdict::Accepted) => {}
+            Ok(Verdict::Rejected(message)) => errors.push(message),
+            Err(error) => errors.push(error),
+        }
+    }
+    errors
+}
+
 /// Checks one feature's value against its data type, multiplicity and checks, and
 /// instantiates the declared types it holds; the value to keep, or why not.
 pub fn check_feature(
@@ -251,15 +281,11 @@ pub fn check_feature(
             value.clone()
         }
     };
-    for code in &attribute.checks {
-        for item in values_of(attribute, &value) {
-            match check_value(schema, attribute, code, item) {
-                Ok(Verdict::Accepted) => {}
-                Ok(Verdict::Rejected(message)) => errors.push(format!("`{name}`: {message}")),
-                Err(error) => errors.push(error),
-            }
-        }
-    }
+    errors.extend(
+        run_checks(schema, attribute, &value)
+            .into_iter()
+            .map(|message| format!("`{name}`: {message}")),
+    );
     if errors.is_empty() {
         Ok(value)
     } else {
@@ -387,13 +413,7 @@ fn instantiate_at(
             Err(error) => errors.push(error),
         }
     }
-    for invariant in &schema.invariants {
-        match check_invariant(schema, invariant, &object) {
-            Ok(Verdict::Accepted) => {}
-            Ok(Verdict::Rejected(message)) => errors.push(message),
-            Err(error) => errors.push(error),
-        }
-    }
+    errors.extend(run_invariants(schema, &object));
     // Declaration order, whatever order the derived ones were computed in.
     object.sort_by_key(|(name, _)| {
         schema
