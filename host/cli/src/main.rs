@@ -771,12 +771,10 @@ fn finish_trails() -> anyhow::Result<()> {
 
 /// Validates the catalog; prints every problem and returns `None` if there are any.
 fn prepare(catalog: &Catalog, runtime: &Runtime) -> anyhow::Result<Option<Prepared>> {
-    // Checking lazy values needs the compiler's stack: take it once.
-    let prepared = if has_lazy(catalog) {
-        wconverge_lang::run_on_big_stack(|| wconverge_engine::prepare(catalog, runtime))
-    } else {
-        wconverge_engine::prepare(catalog, runtime)
-    };
+    // Checking lazy values, and the checks and invariants of types, needs the
+    // compiler's stack: take it once, rather than once per check.
+    let prepared =
+        wconverge_lang::run_on_big_stack(|| wconverge_engine::prepare(catalog, runtime));
     match prepared {
         Ok(prepared) => Ok(Some(prepared)),
         Err(problems) => {

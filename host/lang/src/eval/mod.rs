@@ -184,6 +184,14 @@ struct Ctx {
     horizon: u32,
 }
 
+/// Valid regular expressions this thread compiled, at most this many.
+const SHARED_REGEXES: usize = 1024;
+
+thread_local! {
+    static COMPILED: std::cell::RefCell<HashMap<String, regex::Regex>> =
+        std::cell::RefCell::new(HashMap::new());
+}
+
 pub(crate) struct Evaluator<'a> {
     /// Shared so that methods can walk definitions while mutating the evaluator; freed
     /// before the catalog is built.
@@ -737,11 +745,25 @@ impl<'a> Evaluator<'a> {
         if let Some(cached) = self.regexes.get(pattern) {
             return cached.clone();
         }
+        // The checks of types run one small evaluator per value, each compiling the same
+        // few patterns: this thread keeps the valid ones it compiled.
+        if let Some(shared) = COMPILED.with_borrow(|compiled| compiled.get(pattern).cloned()) {
+            self.regexes.insert(pattern.to_owned(), Some(shared.clone()));
+            return Some(shared);
+        }
         let compiled = match regex::RegexBuilder::new(pattern)
             .size_limit(1 << 20)
             .build()
         {
-            Ok(regex) => Some(regex),
+            Ok(regex) => {
+                COMPILED.with_borrow_mut(|compiled| {
+                    if compiled.len() >= SHARED_REGEXES {
+                        compiled.clear();
+                    }
+                    compiled.insert(pattern.to_owned(), regex.clone());
+                });
+                Some(regex)
+            }
             Err(error) => {
                 let message = error.to_string();
                 let first = message.lines().last().unwrap_or_default().trim().to_owned();
