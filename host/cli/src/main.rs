@@ -773,8 +773,7 @@ fn finish_trails() -> anyhow::Result<()> {
 fn prepare(catalog: &Catalog, runtime: &Runtime) -> anyhow::Result<Option<Prepared>> {
     // Checking lazy values, and the checks and invariants of types, needs the
     // compiler's stack: take it once, rather than once per check.
-    let prepared =
-        wconverge_lang::run_on_big_stack(|| wconverge_engine::prepare(catalog, runtime));
+    let prepared = wconverge_lang::run_on_big_stack(|| wconverge_engine::prepare(catalog, runtime));
     match prepared {
         Ok(prepared) => Ok(Some(prepared)),
         Err(problems) => {

@@ -44,6 +44,35 @@ impl MemoryHost {
                 origin: None,
             });
         }
+        if type_name == "typed" {
+            // An attribute typed by a declared type, and checks and an invariant in the
+            // manifest language, as a provider ships them.
+            return Some(TypeSchema {
+                name: "typed".to_owned(),
+                doc: String::new(),
+                attributes: vec![
+                    attribute("name", Behaviour::Namevar, false),
+                    AttributeSchema {
+                        data_type: DataType::Named("MyApp::Config".to_owned()),
+                        ..attribute("config", Behaviour::Property, false)
+                    },
+                    AttributeSchema {
+                        checks: vec![r#"{ if $it =~ /x/ { "no x in ${it}" } }"#.to_owned()],
+                        ..attribute("secret", Behaviour::Property, true)
+                    },
+                    attribute("mode", Behaviour::Property, false),
+                ],
+                invariants: vec![wconverge_catalog::Invariant {
+                    title: Some("a secret needs a mode".to_owned()),
+                    source: "!($secret != undef and $mode == undef)".to_owned(),
+                }],
+                refreshable: false,
+                context: Vec::new(),
+                parent: None,
+                is_abstract: false,
+                origin: None,
+            });
+        }
         (type_name == "test").then(|| TypeSchema {
             name: "test".to_owned(),
             doc: String::new(),
@@ -497,5 +526,57 @@ fn an_unmet_requirement_skips_the_resource_and_its_dependents_without_failing() 
     assert_eq!(
         problems[0].message,
         "`requires` line 1, column 1: the expression uses no group variable"
+    );
+}
+
+#[test]
+fn checks_invariants_and_declared_types_are_enforced_before_the_run() {
+    let compiled = wconverge_lang::compile(
+        &[wconverge_lang::Source::new(
+            "types.wcv",
+            "type MyApp::Config {\n  attr port, Integer { default => 8080, check => $it > 1023 }\n  \
+             attr hosts, String { min => 1, max => unbound }\n}\n",
+        )],
+        "node",
+        &wconverge_lang::KnownTypes::new(),
+    );
+    let mut catalog = catalog(
+        r#"{"type": "typed", "title": "ok", "attributes": {"config": {"hosts": ["a"]}}},
+           {"type": "typed", "title": "bad", "attributes": {"config": {"port": 80}}},
+           {"type": "typed", "title": "secret", "attributes": {"secret": "xyz", "mode": "1"}},
+           {"type": "typed", "title": "modeless", "attributes": {"secret": "abc"}}"#,
+    );
+    catalog.types = compiled.catalog.expect("the types compile").types;
+    let host = MemoryHost::default();
+    let problems = prepare(&catalog, &host).expect_err("three resources are wrong");
+    let messages: Vec<String> = problems
+        .iter()
+        .map(|problem| {
+            format!(
+                "{}: {}",
+                problem.resource.as_ref().expect("a resource"),
+                problem.message
+            )
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        vec![
+            "Typed[bad]: attribute `config`: `port`: Illegal value: 80 is not an acceptable \
+             value for port",
+            "Typed[bad]: attribute `config`: `hosts` is required (at least 1 value)",
+            "Typed[secret]: attribute `secret`: no x in [redacted]",
+            "Typed[modeless]: `typed`: a secret needs a mode",
+        ]
+    );
+    // A value of a declared type is the object, with its defaults.
+    catalog.resources.truncate(1);
+    let prepared = prepare(&catalog, &host).expect("valid");
+    assert_eq!(
+        prepared.resources[0].get("config"),
+        Some(&Value::Hash(vec![
+            ("port".to_owned(), Value::Integer(8080)),
+            ("hosts".to_owned(), Value::Array(vec!["a".into()])),
+        ]))
     );
 }

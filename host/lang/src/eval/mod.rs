@@ -748,7 +748,8 @@ impl<'a> Evaluator<'a> {
         // The checks of types run one small evaluator per value, each compiling the same
         // few patterns: this thread keeps the valid ones it compiled.
         if let Some(shared) = COMPILED.with_borrow(|compiled| compiled.get(pattern).cloned()) {
-            self.regexes.insert(pattern.to_owned(), Some(shared.clone()));
+            self.regexes
+                .insert(pattern.to_owned(), Some(shared.clone()));
             return Some(shared);
         }
         let compiled = match regex::RegexBuilder::new(pattern)
