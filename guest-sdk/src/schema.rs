@@ -160,7 +160,9 @@ impl Attribute {
         self
     }
 
-    /// Settable only when the resource is created.
+    /// Settable only when the resource is created (Puppet's `init_only`): the host fails
+    /// a resource whose plan would change it while it exists (the change's `current` is
+    /// set).
     pub fn init_only(mut self) -> Self {
         self.behaviour = Behaviour::InitOnly;
         self

@@ -212,9 +212,9 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                     }
                     let Call { outcome, logs } = host.plan(&target);
                     record(logs);
-                    outcome
-                        .map(Planned::Changes)
-                        .map_err(|error| error.to_string())
+                    let changes = outcome.map_err(|error| error.to_string())?;
+                    init_only_changes(prepared.schema(resource), &changes)?;
+                    Ok(Planned::Changes(changes))
                 }),
             };
             let outcome = match planned {
@@ -361,6 +361,32 @@ fn run_node_block(
 /// The resource with its lazy attribute values evaluated and checked against its
 /// schema, or `None` when it has none. A lazy value that is `undef` leaves the
 /// attribute unset (its default applies).
+/// Puppet's `init_only`: such an attribute is set when the resource is created and never
+/// changed after; a plan that would change it on a resource that exists fails the
+/// resource (in noop runs too) before anything is applied.
+fn init_only_changes(schema: Option<&TypeSchema>, changes: &[Change]) -> Result<(), String> {
+    let Some(schema) = schema else {
+        return Ok(());
+    };
+    for change in changes {
+        let init_only = schema
+            .attribute(&change.attribute)
+            .is_some_and(|attribute| attribute.behaviour == wconverge_catalog::Behaviour::InitOnly);
+        let exists = change
+            .current
+            .as_ref()
+            .is_some_and(|current| !matches!(current, Value::Undef));
+        if init_only && exists {
+            return Err(format!(
+                "attribute `{}` is init_only: it is set when the resource is created and cannot \
+                 change after; remove the resource and create it again to change it",
+                change.attribute
+            ));
+        }
+    }
+    Ok(())
+}
+
 fn resolve_lazy(
     resource: &PreparedResource,
     schema: Option<&TypeSchema>,

@@ -44,6 +44,23 @@ impl MemoryHost {
                 origin: None,
             });
         }
+        if type_name == "fixed" {
+            // `state` may be set only when the resource is created.
+            return Some(TypeSchema {
+                name: "fixed".to_owned(),
+                doc: String::new(),
+                attributes: vec![
+                    attribute("name", Behaviour::Namevar, false),
+                    attribute("state", Behaviour::InitOnly, false),
+                ],
+                invariants: Vec::new(),
+                refreshable: false,
+                context: Vec::new(),
+                parent: None,
+                is_abstract: false,
+                origin: None,
+            });
+        }
         if type_name == "typed" {
             // An attribute typed by a declared type, and checks and an invariant in the
             // manifest language, as a provider ships them.
@@ -578,5 +595,30 @@ fn checks_invariants_and_declared_types_are_enforced_before_the_run() {
             ("port".to_owned(), Value::Integer(8080)),
             ("hosts".to_owned(), Value::Array(vec!["a".into()])),
         ]))
+    );
+}
+
+#[test]
+fn an_init_only_attribute_is_never_changed_on_a_resource_that_exists() {
+    let host = MemoryHost::default();
+    // The memory provider's plan changes `state` from "old": the resource exists.
+    let catalog = catalog(r#"{"type": "fixed", "title": "a", "attributes": {"state": "x"}}"#);
+    let prepared = prepare(&catalog, &host).expect("valid");
+    for mode in [Mode::Noop, Mode::Apply] {
+        let report = run(&prepared, &host, mode);
+        assert_eq!(report.resources[0].status, Status::Failed);
+        assert!(
+            report.resources[0]
+                .error
+                .as_deref()
+                .is_some_and(|error| error.starts_with("attribute `state` is init_only")),
+            "{:?}",
+            report.resources[0].error
+        );
+    }
+    assert_eq!(
+        *host.calls.borrow(),
+        vec!["plan a", "plan a"],
+        "never applied"
     );
 }
