@@ -105,6 +105,7 @@ pub fn check_value(
 ) -> Result<Verdict, String> {
     let label = format!("the check of `{}` in {}", attribute.name, origin(schema));
     let variables = vec![
+        meta(schema, Some(attribute)),
         ("it".to_owned(), value.clone()),
         (attribute.name.clone(), value.clone()),
     ];
@@ -130,7 +131,8 @@ pub fn check_invariant(
         Some(title) => format!("the invariant \"{title}\" of {}", origin(schema)),
         None => format!("an invariant of {}", origin(schema)),
     };
-    let variables = features_of(schema, object);
+    let mut variables = vec![meta(schema, None)];
+    variables.extend(features_of(schema, object));
     Ok(
         match run(
             &invariant.source,
@@ -148,6 +150,21 @@ pub fn check_invariant(
             _ => Verdict::Accepted,
         },
     )
+}
+
+/// `$meta`, the seed's description of what is checked: `$meta['name']`, the feature's
+/// name (for a check), and `$meta['container']['name']`, the type's. A feature named
+/// `meta` hides it.
+fn meta(schema: &TypeSchema, attribute: Option<&AttributeSchema>) -> (String, Value) {
+    let mut entries = Vec::new();
+    if let Some(attribute) = attribute {
+        entries.push(("name".to_owned(), Value::String(attribute.name.clone())));
+    }
+    entries.push((
+        "container".to_owned(),
+        Value::Hash(vec![("name".to_owned(), Value::String(schema.name.clone()))]),
+    ));
+    ("meta".to_owned(), Value::Hash(entries))
 }
 
 /// Every feature of `schema` as a variable: its value in `object`, or `undef`.
