@@ -423,14 +423,21 @@ fn instantiate_at(
         match computed {
             Ok(Value::Undef) => {}
             Ok(value) => match check_feature(schema, attribute, &value, declared, depth) {
-                Ok(value) if !attribute.transient => object.push((attribute.name.clone(), value)),
-                Ok(_) => {}
+                Ok(value) => object.push((attribute.name.clone(), value)),
                 Err(mut problems) => errors.append(&mut problems),
             },
             Err(error) => errors.push(error),
         }
     }
     errors.extend(run_invariants(schema, &object));
+    // Transient features are checked and seen by derived features and invariants, but
+    // are no part of the object (the seed: not serialized; the object is what goes into
+    // the catalog).
+    object.retain(|(name, _)| {
+        schema
+            .attribute(name)
+            .is_none_or(|attribute| !attribute.transient)
+    });
     // Declaration order, whatever order the derived ones were computed in.
     object.sort_by_key(|(name, _)| {
         schema
