@@ -162,7 +162,10 @@ fn meta(schema: &TypeSchema, attribute: Option<&AttributeSchema>) -> (String, Va
     }
     entries.push((
         "container".to_owned(),
-        Value::Hash(vec![("name".to_owned(), Value::String(schema.name.clone()))]),
+        Value::Hash(vec![(
+            "name".to_owned(),
+            Value::String(schema.name.clone()),
+        )]),
     ));
     ("meta".to_owned(), Value::Hash(entries))
 }
