@@ -90,15 +90,16 @@ file_line { 'fine': path => '@FILES@/sshd_config', line => 'UseDNS no' }
 #[test]
 fn types_shows_declared_types_and_the_checks_a_provider_ships() {
     let (machine, policy, dir) = file_line_machine();
-    let shown = machine.run(&[
-        "types",
-        "file_line",
-        "--policy",
-        text(&policy),
-        "--plugin-dir",
-        text(&dir),
-    ]);
-    assert_eq!(shown.code, 0, "{shown:#?}");
+    // `wconverge types ARGS --policy POLICY --plugin-dir DIR`, which must succeed.
+    let types = |args: &[&str]| {
+        let mut all = vec!["types"];
+        all.extend_from_slice(args);
+        all.extend(["--policy", text(&policy), "--plugin-dir", text(&dir)]);
+        let run = machine.run(&all);
+        assert_eq!(run.code, 0, "{run:#?}");
+        run
+    };
+    let shown = types(&["file_line"]);
     assert!(
         shown.stdout.contains(
             "      check: { if $it =~ /\\n/ { \"`line` is one line: it may not contain a newline\" } }\n"
@@ -118,16 +119,7 @@ fn types_shows_declared_types_and_the_checks_a_provider_ships() {
         "type User {\n  attr name, String { min => 1 }\n  attr groups, String { max => unbound }\n  \
          has roles, UserRole { max => unbound }\n}\ntype UserRole {\n  abstract\n  attr gid, String\n}\n",
     );
-    let list = machine.run(&[
-        "types",
-        "--manifest",
-        text(&manifest),
-        "--policy",
-        text(&policy),
-        "--plugin-dir",
-        text(&dir),
-    ]);
-    assert_eq!(list.code, 0, "{list:#?}");
+    let list = types(&["--manifest", text(&manifest)]);
     let at = manifest.display();
     assert!(
         list.stdout.contains(&format!(
@@ -135,17 +127,7 @@ fn types_shows_declared_types_and_the_checks_a_provider_ships() {
         )),
         "{list:#?}"
     );
-    let user = machine.run(&[
-        "types",
-        "user",
-        "--manifest",
-        text(&manifest),
-        "--policy",
-        text(&policy),
-        "--plugin-dir",
-        text(&dir),
-    ]);
-    assert_eq!(user.code, 0, "{user:#?}");
+    let user = types(&["user", "--manifest", text(&manifest)]);
     assert_eq!(
         user.stdout,
         format!(

@@ -453,19 +453,12 @@ impl Evaluator<'_> {
                         );
                         return Val::Undef;
                     };
-                    match value.to_catalog() {
-                        Ok(value) => given.push((key, value)),
-                        Err(message) => {
-                            self.error(
-                                "bad-argument",
-                                span,
-                                format!("the value of `{key}` {message}"),
-                            );
-                            return Val::Undef;
-                        }
-                    }
+                    given.push((key, value));
                 }
-                given
+                match self.catalog_values(given, span) {
+                    Some(given) => given,
+                    None => return Val::Undef,
+                }
             }
             Some(other) => {
                 self.error(
@@ -504,20 +497,10 @@ impl Evaluator<'_> {
             );
             self.run_lambda(lambda, vec![object]);
             let (_, settings) = self.initializing.pop().unwrap_or_default();
-            given = Vec::new();
-            for (key, value) in settings {
-                match value.to_catalog() {
-                    Ok(value) => given.push((key, value)),
-                    Err(message) => {
-                        self.error(
-                            "bad-argument",
-                            span,
-                            format!("the value of `{key}` {message}"),
-                        );
-                        return Val::Undef;
-                    }
-                }
-            }
+            given = match self.catalog_values(settings, span) {
+                Some(given) => given,
+                None => return Val::Undef,
+            };
         }
         let declared_types = std::mem::take(&mut self.declared_types);
         let result = {
@@ -559,6 +542,30 @@ impl Evaluator<'_> {
 }
 
 impl Evaluator<'_> {
+    /// Features given to `new` as catalog values; `None` after reporting one that cannot
+    /// be (a regular expression, a type).
+    fn catalog_values(
+        &mut self,
+        features: Vec<(String, Val)>,
+        span: Span,
+    ) -> Option<Vec<(String, Value)>> {
+        let mut values = Vec::with_capacity(features.len());
+        for (key, value) in features {
+            match value.to_catalog() {
+                Ok(value) => values.push((key, value)),
+                Err(message) => {
+                    self.error(
+                        "bad-argument",
+                        span,
+                        format!("the value of `{key}` {message}"),
+                    );
+                    return None;
+                }
+            }
+        }
+        Some(values)
+    }
+
     /// The value of a parameter declared with a data type: checked against a basic
     /// data type, or instantiated as a declared type (so `MyApp::Config $config` turns
     /// a hash into a checked object with its defaults). `None` after reporting an error.
