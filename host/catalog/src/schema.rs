@@ -265,6 +265,21 @@ impl RunContext {
 }
 
 impl TypeSchema {
+    /// A type with no attributes, invariants or run context yet.
+    pub fn new(name: &str, doc: &str) -> TypeSchema {
+        TypeSchema {
+            name: name.to_owned(),
+            doc: doc.to_owned(),
+            attributes: Vec::new(),
+            invariants: Vec::new(),
+            refreshable: false,
+            context: Vec::new(),
+            parent: None,
+            is_abstract: false,
+            origin: None,
+        }
+    }
+
     pub fn attribute(&self, name: &str) -> Option<&AttributeSchema> {
         self.attributes
             .iter()

@@ -29,44 +29,29 @@ impl MemoryHost {
     fn schema(&self, type_name: &str) -> Option<TypeSchema> {
         if type_name == "sh" {
             return Some(TypeSchema {
-                name: "sh".to_owned(),
-                doc: String::new(),
                 attributes: vec![
                     attribute("name", Behaviour::Namevar, false),
                     attribute("code", Behaviour::Parameter, false),
                     attribute("cwd", Behaviour::Parameter, false),
                 ],
-                invariants: Vec::new(),
                 refreshable: true,
-                context: Vec::new(),
-                parent: None,
-                is_abstract: false,
-                origin: None,
+                ..TypeSchema::new("sh", "")
             });
         }
         if type_name == "fixed" {
             // `state` may be set only when the resource is created.
             return Some(TypeSchema {
-                name: "fixed".to_owned(),
-                doc: String::new(),
                 attributes: vec![
                     attribute("name", Behaviour::Namevar, false),
                     attribute("state", Behaviour::InitOnly, false),
                 ],
-                invariants: Vec::new(),
-                refreshable: false,
-                context: Vec::new(),
-                parent: None,
-                is_abstract: false,
-                origin: None,
+                ..TypeSchema::new("fixed", "")
             });
         }
         if type_name == "typed" {
             // An attribute typed by a declared type, and checks and an invariant in the
             // manifest language, as a provider ships them.
             return Some(TypeSchema {
-                name: "typed".to_owned(),
-                doc: String::new(),
                 attributes: vec![
                     attribute("name", Behaviour::Namevar, false),
                     AttributeSchema {
@@ -83,27 +68,17 @@ impl MemoryHost {
                     title: Some("a secret needs a mode".to_owned()),
                     source: "!($secret != undef and $mode == undef)".to_owned(),
                 }],
-                refreshable: false,
-                context: Vec::new(),
-                parent: None,
-                is_abstract: false,
-                origin: None,
+                ..TypeSchema::new("typed", "")
             });
         }
         (type_name == "test").then(|| TypeSchema {
-            name: "test".to_owned(),
-            doc: String::new(),
             attributes: vec![
                 attribute("name", Behaviour::Namevar, false),
                 attribute("state", Behaviour::Property, false),
                 attribute("secret", Behaviour::Property, true),
             ],
-            invariants: Vec::new(),
             refreshable: true,
-            context: Vec::new(),
-            parent: None,
-            is_abstract: false,
-            origin: None,
+            ..TypeSchema::new("test", "")
         })
     }
 }

@@ -23,27 +23,12 @@ pub const ENGINE: &str = "wconverge";
 /// too, and never counts as a change.
 pub fn node_block_schema() -> TypeSchema {
     let attribute = |name: &str, data_type, behaviour, min, doc: &str| AttributeSchema {
-        name: name.to_owned(),
         doc: doc.to_owned(),
-        data_type,
         min,
-        max: Some(1),
-        default: None,
         behaviour,
-        sensitive: false,
-        unsettable: false,
-        path_access: PathAccess::None,
-        checks: Vec::new(),
-        containment: None,
-        derived: None,
-        transient: false,
+        ..AttributeSchema::new(name, data_type)
     };
     TypeSchema {
-        name: NODE_BLOCK.to_owned(),
-        doc: "Runs a lazy block during the run that may write node attributes, for the \
-              resources ordered after it (Chef's whyrun-safe ruby_block); changes nothing on \
-              the machine."
-            .to_owned(),
         attributes: vec![
             attribute(
                 "name",
@@ -61,12 +46,12 @@ pub fn node_block_schema() -> TypeSchema {
                  `$node.override[...]`.",
             ),
         ],
-        invariants: Vec::new(),
-        refreshable: false,
-        context: Vec::new(),
-        parent: None,
-        is_abstract: false,
-        origin: None,
+        ..TypeSchema::new(
+            NODE_BLOCK,
+            "Runs a lazy block during the run that may write node attributes, for the \
+             resources ordered after it (Chef's whyrun-safe ruby_block); changes nothing on \
+             the machine.",
+        )
     }
 }
 
