@@ -752,24 +752,15 @@ fn every_file_a_plugin_changes_and_every_write_refused_is_in_the_audit_trail() {
 /// counts them in sh) and the signal for exceeding it ignored, so a write past the limit
 /// fails with EFBIG instead of killing the process: an audit log on a full disk.
 fn run_with_file_size_limit(machine: &Machine, blocks: u64, args: &[&str]) -> Run {
-    let output = std::process::Command::new("/bin/sh")
+    let mut command = machine.command("/bin/sh");
+    command
         .arg("-c")
         .arg(format!(
             "ulimit -f {blocks}; trap '' XFSZ; exec \"$0\" \"$@\""
         ))
         .arg(crate::support::WCONVERGE)
-        .args(args)
-        .env("WCONVERGE_CACHE_DIR", crate::support::cache_dir())
-        .env("WCONVERGE_STATE_DIR", machine.root().join("state"))
-        .env("TMPDIR", machine.temp_dir())
-        .env_remove("WCONVERGE_LOG")
-        .output()
-        .expect("sh runs");
-    Run {
-        code: output.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-    }
+        .args(args);
+    Run::of(&mut command)
 }
 
 #[test]

@@ -33,6 +33,16 @@ pub(crate) struct Run {
 }
 
 impl Run {
+    /// Runs `command` to completion.
+    pub(crate) fn of(command: &mut Command) -> Run {
+        let output = command.output().expect("the command runs");
+        Run {
+            code: output.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+        }
+    }
+
     pub(crate) fn json(&self) -> Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|error| panic!("stdout is not JSON ({error}):\n{self:#?}"))
@@ -186,19 +196,21 @@ source = "builtin"
 
     /// Runs `wconverge` with `args`, the shared cache and this machine's state dir.
     pub(crate) fn run(&self, args: &[&str]) -> Run {
-        let output = Command::new(WCONVERGE)
-            .args(args)
+        let mut command = self.command(WCONVERGE);
+        command.args(args);
+        Run::of(&mut command)
+    }
+
+    /// `program` with this machine's environment for `wconverge` (the shared cache, its
+    /// state and temporary directories), to run `wconverge` through another program.
+    pub(crate) fn command(&self, program: &str) -> Command {
+        let mut command = Command::new(program);
+        command
             .env("WCONVERGE_CACHE_DIR", cache_dir())
             .env("WCONVERGE_STATE_DIR", self.temp.path().join("state"))
             .env("TMPDIR", self.temp_dir())
-            .env_remove("WCONVERGE_LOG")
-            .output()
-            .expect("wconverge runs");
-        Run {
-            code: output.status.code().unwrap_or(-1),
-            stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
-            stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
-        }
+            .env_remove("WCONVERGE_LOG");
+        command
     }
 
     /// `wconverge compile MANIFEST --policy POLICY`.

@@ -445,12 +445,7 @@ impl Evaluator<'_> {
             Some(Val::Hash(entries)) => {
                 let mut given = Vec::new();
                 for (key, value) in entries {
-                    let Val::Str(key) = key else {
-                        self.error(
-                            "bad-argument",
-                            span,
-                            format!("a feature name is a string, not {}", key.type_name()),
-                        );
+                    let Some(key) = self.feature_name(key, span) else {
                         return Val::Undef;
                     };
                     given.push((key, value));
@@ -542,6 +537,21 @@ impl Evaluator<'_> {
 }
 
 impl Evaluator<'_> {
+    /// A feature's name, which is a string; `None` after reporting anything else.
+    fn feature_name(&mut self, key: Val, span: Span) -> Option<String> {
+        match key {
+            Val::Str(key) => Some(key),
+            other => {
+                self.error(
+                    "bad-argument",
+                    span,
+                    format!("a feature name is a string, not {}", other.type_name()),
+                );
+                None
+            }
+        }
+    }
+
     /// Features given to `new` as catalog values; `None` after reporting one that cannot
     /// be (a regular expression, a type).
     fn catalog_values(
@@ -671,12 +681,7 @@ impl Evaluator<'_> {
             );
             return Val::Undef;
         };
-        let Val::Str(key) = key else {
-            self.error(
-                "bad-argument",
-                span,
-                format!("a feature name is a string, not {}", key.type_name()),
-            );
+        let Some(key) = self.feature_name(key, span) else {
             return Val::Undef;
         };
         let settings = &mut self.initializing[frame].1;
