@@ -1838,6 +1838,10 @@ fn syntax_help(found: &Tok, expected: &str) -> String {
         Tok::Punct(P::PlusArrow) => {
             "`+>` appends only in defaults, overrides and collectors".to_owned()
         }
+        Tok::Keyword(Kw::Type) => {
+            "`type` starts a type declaration; as a string or a hash key, quote it: 'type'"
+                .to_owned()
+        }
         _ if expected.contains("after the title") => {
             "a resource body is a title, a colon, then attributes: `file { '/etc/motd': ensure => file }`".to_owned()
         }

@@ -227,6 +227,7 @@ mod err {
         types_invariant_and_instantiation_errors,
         types_declaration_errors,
         types_typed_parameters,
+        types_keyword_as_value,
         syntax_error_no_partial_catalog,
         several_syntax_errors_all_reported,
         several_evaluation_errors_all_reported,
