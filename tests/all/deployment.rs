@@ -464,7 +464,7 @@ plugin file
   users: none
   groups: none
   environment: none
-  limits: memory 128 MiB, cpu 10 s, output 1024 KiB, process timeout 3600 s
+  limits: memory 128 MiB, cpu 10 s, wall clock 300 s per call, output 1024 KiB, process timeout 3600 s
 
 plugin sh
   source: builtin
@@ -488,7 +488,7 @@ plugin sh
   groups: none
   environment:
     LANG
-  limits: memory 64 MiB, cpu 10 s, output 1024 KiB, process timeout 600 s
+  limits: memory 64 MiB, cpu 10 s, wall clock 300 s per call, output 1024 KiB, process timeout 600 s
   ! reads-secrets: read access to / covers /etc/shadow, /etc/gshadow, /etc/ssh, /root/.ssh, /etc/sudoers, /proc
   ! root-equivalent: may launch /usr/bin/find with arguments the plugin chooses (`*`, `...` or a glob), and it runs what its arguments name
   ! root-equivalent: may launch /usr/bin/tar with any arguments, and it runs what its arguments name; restrict it with `args` patterns

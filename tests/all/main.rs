@@ -5,10 +5,12 @@
 //! `wconverge-cli` package so that cargo builds the binary for it; the test plugins come
 //! from the `wconverge-tests` artifacts crate.
 
+mod attacker;
 mod audit;
 mod converge;
 mod deployment;
 mod guards;
+mod hardening;
 mod manifest;
 mod node;
 mod providers;

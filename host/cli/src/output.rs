@@ -829,9 +829,11 @@ pub(crate) fn plugins_audit(
             &mut text,
             "limits",
             format!(
-                "memory {} MiB, cpu {} s, output {} KiB, process timeout {} s",
+                "memory {} MiB, cpu {} s, wall clock {} s per call, output {} KiB, process \
+                 timeout {} s",
                 limits.memory_bytes / 1024 / 1024,
                 limits.cpu_seconds,
+                limits.wall_seconds,
                 limits.output_bytes / 1024,
                 limits.process_timeout_seconds
             ),

@@ -4,11 +4,25 @@
 //! link made, times set. Reads are not recorded one by one; the directory a call may
 //! read is (see `Runtime::audit_directory`).
 //!
-//! Every method delegates to wasmtime-wasi's own implementation, which enforces the
-//! grant's access (a read-only preopen refuses every change) and keeps every path
-//! beneath its preopen. This layer only watches, with one exception: once the audit
-//! log cannot be written, it refuses every change before wasmtime-wasi sees it (a run
-//! whose trail is broken may not go on changing the machine unrecorded).
+//! Every method but `open-at` delegates to wasmtime-wasi's own implementation, which
+//! enforces the grant's access (a read-only preopen refuses every change) and keeps
+//! every path beneath its preopen. This layer watches, and refuses a few things
+//! wasmtime-wasi would allow:
+//! - once the audit log cannot be written, every change, before wasmtime-wasi sees it
+//!   (a run whose trail is broken may not go on changing the machine unrecorded);
+//! - `open-at` is this layer's own: it opens with `openat2(RESOLVE_BENEATH)` and
+//!   `O_NONBLOCK`, then looks at what it opened. A FIFO, socket or device is refused,
+//!   naming its kind (opening or reading one could block the run forever, and no
+//!   provider has business with them); a file with other hard links is not opened for
+//!   writing when its directory can be written by other users (the other link could be
+//!   any file the link's maker could not change); a truncation happens only after that
+//!   check, on the opened descriptor;
+//! - an instance may hold only [`MAX_OPEN`] descriptors at once, and directory listings
+//!   (which wasmtime-wasi keeps whole in host memory) only up to half its memory limit.
+//!
+//! A file the plugin created exclusively (`O_CREAT | O_EXCL`, never through a link) is
+//! remembered with its descriptor, so `file-metadata` sets its mode and owner through
+//! that descriptor rather than by name.
 //!
 //! The trail names host paths. wasmtime-wasi does not say where a descriptor is, so
 //! this layer keeps that itself: the preopens are the grants' directories, and each
@@ -18,17 +32,21 @@ use crate::grants::Grant;
 use crate::policy::PluginPolicy;
 use crate::state::PluginState;
 use crate::trail::{Decision, Event, Trail};
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use wasmtime::component::{HasData, Resource};
-use wasmtime_wasi::filesystem::{Descriptor, WasiFilesystemCtxView};
+use wasmtime_wasi::OpenMode;
+use wasmtime_wasi::filesystem::{Descriptor, Dir, File, WasiFilesystemCtxView};
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as AsyncErrorCode;
 use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
 use wasmtime_wasi::p2::bindings::sync::io::streams;
 use wasmtime_wasi::p2::{FsError, FsResult};
 use wconverge_engine::Secrets;
+use wconverge_engine::{Level, LogRecord};
 
 /// Replaces wasmtime-wasi's `wasi:filesystem/types` and `wasi:filesystem/preopens` in a
 /// linker that already has them.
@@ -42,9 +60,43 @@ pub(crate) fn add_to_linker(
     Ok(())
 }
 
-/// Where each open descriptor of an instance is on the host, by resource index.
+/// The most descriptors (files and directories, preopens included) one instance may
+/// hold open at once.
+pub(crate) const MAX_OPEN: usize = 256;
+
+/// What a directory listing costs in host memory per entry, besides its name: an
+/// estimate, for the listing budget.
+const ENTRY_COST: usize = 64;
+
+/// The most entries one listing may have, whatever the budget.
+const MAX_ENTRIES: usize = 1_000_000;
+
+/// What the host knows of an instance's open descriptors and listings.
 #[derive(Default)]
-pub(crate) struct Paths(HashMap<u32, PathBuf>);
+pub(crate) struct Paths {
+    /// Where each open descriptor is on the host, by resource index.
+    open: HashMap<u32, PathBuf>,
+    /// Files the plugin created exclusively and still holds: host path to descriptor.
+    created: HashMap<PathBuf, u32>,
+    /// The estimated host memory of each live listing, by resource index.
+    listings: HashMap<u32, usize>,
+    /// Their sum.
+    listed: usize,
+}
+
+impl Paths {
+    /// The descriptor of a file the plugin created exclusively at `path` and still
+    /// holds, if any.
+    pub(crate) fn created(&self, path: &Path) -> Option<u32> {
+        self.created.get(path).copied()
+    }
+
+    /// Whether the plugin holds descriptors or listings beyond its preopens: an idle
+    /// instance that does is not kept (it would hold them while other resources run).
+    pub(crate) fn holds_more_than(&self, preopens: usize) -> bool {
+        self.open.len() > preopens || !self.listings.is_empty()
+    }
+}
 
 /// Who is acting, for the trail's events.
 pub(crate) struct Actor<'a> {
@@ -87,6 +139,11 @@ pub(crate) struct View<'a> {
     paths: &'a mut Paths,
     grants: &'a [Arc<Grant>],
     actor: Actor<'a>,
+    /// The call's log, where a refusal is explained with the resource it concerns.
+    logs: &'a mut Vec<LogRecord>,
+    /// Set when the last refusal was recorded with its reason, so it is not recorded
+    /// again in general words.
+    explained: bool,
 }
 
 fn view(state: &mut PluginState) -> View<'_> {
@@ -99,6 +156,7 @@ fn view(state: &mut PluginState) -> View<'_> {
         digest,
         subject,
         shared,
+        logs,
         ..
     } = state;
     View {
@@ -114,6 +172,8 @@ fn view(state: &mut PluginState) -> View<'_> {
             subject: subject.as_ref(),
             trail: shared.trail(),
         },
+        logs,
+        explained: false,
     }
 }
 
@@ -149,7 +209,7 @@ fn refusal(error: &FsError) -> Option<&'static str> {
 impl View<'_> {
     /// Where `fd` is, or what the guest knows of it.
     fn path_of(&self, fd: &Resource<Descriptor>, path: &str) -> PathBuf {
-        match self.paths.0.get(&fd.rep()) {
+        match self.paths.open.get(&fd.rep()) {
             Some(base) => join(base, path),
             None => join(Path::new("<unknown directory>"), path),
         }
@@ -177,7 +237,10 @@ impl View<'_> {
 
     /// Records what became of a change: allowed when it was made (or failed for a reason
     /// of the file's), denied when the sandbox refused it.
-    fn record<T>(&self, operation: &'static str, target: &str, result: &FsResult<T>) {
+    fn record<T>(&mut self, operation: &'static str, target: &str, result: &FsResult<T>) {
+        if std::mem::take(&mut self.explained) && result.is_err() {
+            return;
+        }
         let Some(trail) = self.actor.trail else {
             return;
         };
@@ -207,12 +270,204 @@ impl View<'_> {
         &mut self,
         operation: &'static str,
         target: PathBuf,
-        change: impl FnOnce(&mut WasiFilesystemCtxView<'_>) -> FsResult<T>,
+        change: impl FnOnce(&mut Self) -> FsResult<T>,
     ) -> FsResult<T> {
         self.may_change(operation, &target)?;
-        let result = change(&mut self.fs);
+        let result = change(self);
         self.record(operation, &target.display().to_string(), &result);
         result
+    }
+
+    /// Refuses with `code`, explaining why in the call's log (which the report shows
+    /// with the resource) and in the audit trail.
+    fn refuse<T>(
+        &mut self,
+        operation: &'static str,
+        target: &Path,
+        code: AsyncErrorCode,
+        reason: String,
+    ) -> FsResult<T> {
+        let reason = self.actor.scrub(&reason);
+        if let Some(trail) = self.actor.trail {
+            // The console shows refusals whatever the file does.
+            let _ = trail.record(Event {
+                decision: Decision::Denied,
+                reason: Some(reason.clone()),
+                ..self.actor.event(operation, &target.display().to_string())
+            });
+        }
+        if self.logs.len() < 100 {
+            self.logs.push(LogRecord {
+                level: Level::Warning,
+                message: format!("host: {reason}"),
+            });
+        }
+        self.explained = true;
+        Err(code.into())
+    }
+
+    /// The device and inode of the file behind an open descriptor.
+    fn identity(&self, rep: u32) -> Option<(u64, u64)> {
+        let resource = Resource::<Descriptor>::new_borrow(rep);
+        match self.fs.table.get(&resource).ok()? {
+            Descriptor::File(file) => rustix::fs::fstat(&*file.file)
+                .ok()
+                .map(|stat| (stat.st_dev, stat.st_ino)),
+            Descriptor::Dir(_) => None,
+        }
+    }
+
+    /// Opens `path` beneath the directory `fd`, as wasmtime-wasi would, with the checks
+    /// of this layer (see the module's documentation).
+    fn open(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path_flags: fs::PathFlags,
+        path: &str,
+        oflags: fs::OpenFlags,
+        flags: fs::DescriptorFlags,
+        target: &Path,
+    ) -> FsResult<Descriptor> {
+        let dir = match self.fs.table.get(fd)? {
+            Descriptor::Dir(dir) => dir.clone(),
+            Descriptor::File(_) => return Err(AsyncErrorCode::NotDirectory.into()),
+        };
+        if self.paths.open.len() >= MAX_OPEN {
+            return self.refuse(
+                "open",
+                target,
+                AsyncErrorCode::InsufficientMemory,
+                format!(
+                    "plugin `{}` holds {MAX_OPEN} open files and directories, the most one \
+                     instance may hold; it must close some before it opens `{}`",
+                    self.actor.policy.name,
+                    target.display()
+                ),
+            );
+        }
+        if flags.intersects(
+            fs::DescriptorFlags::FILE_INTEGRITY_SYNC
+                | fs::DescriptorFlags::DATA_INTEGRITY_SYNC
+                | fs::DescriptorFlags::REQUESTED_WRITE_SYNC,
+        ) {
+            return Err(AsyncErrorCode::Unsupported.into());
+        }
+        let create = oflags.contains(fs::OpenFlags::CREATE);
+        let exclusive = create && oflags.contains(fs::OpenFlags::EXCLUSIVE);
+        let truncate = oflags.contains(fs::OpenFlags::TRUNCATE);
+        if oflags.contains(fs::OpenFlags::DIRECTORY) && (create || truncate) {
+            return Err(AsyncErrorCode::Invalid.into());
+        }
+        // wasmtime-wasi's rules: a descriptor not opened for writing is opened for
+        // reading, so the OS lets it be opened and the grant's access decides later.
+        let write = create || truncate || flags.contains(fs::DescriptorFlags::WRITE);
+        let read = flags.contains(fs::DescriptorFlags::READ) || !write;
+        if write && dir.perms.write_not_permitted() {
+            return Err(AsyncErrorCode::NotPermitted.into());
+        }
+        let mut open_mode = OpenMode::empty();
+        open_mode.set(OpenMode::READ, read);
+        open_mode.set(OpenMode::WRITE, write);
+        let mut oflags_os = match (read, write) {
+            (true, true) => OFlags::RDWR,
+            (false, true) => OFlags::WRONLY,
+            _ => OFlags::RDONLY,
+        } | OFlags::CLOEXEC
+            | OFlags::NONBLOCK
+            | OFlags::NOCTTY;
+        if create {
+            oflags_os |= OFlags::CREATE;
+        }
+        if exclusive {
+            oflags_os |= OFlags::EXCL | OFlags::NOFOLLOW;
+        }
+        if oflags.contains(fs::OpenFlags::DIRECTORY) {
+            oflags_os |= OFlags::DIRECTORY;
+        }
+        if !path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) {
+            oflags_os |= OFlags::NOFOLLOW;
+        }
+        // openat2 takes a mode only with O_CREAT.
+        let mode = if create {
+            Mode::from_raw_mode(0o666)
+        } else {
+            Mode::empty()
+        };
+        let file = match open_beneath(&dir.dir, path, oflags_os, mode) {
+            Ok(file) => file,
+            Err(error) => {
+                // A socket cannot be opened at all (`ENXIO`), nor a device without its
+                // driver: say what it is rather than only that it failed.
+                let kind = open_beneath(
+                    &dir.dir,
+                    path,
+                    OFlags::PATH | OFlags::CLOEXEC | (oflags_os & OFlags::NOFOLLOW),
+                    Mode::empty(),
+                )
+                .ok()
+                .and_then(|fd| rustix::fs::fstat(&fd).ok())
+                .map(|stat| FileType::from_raw_mode(stat.st_mode));
+                return match kind {
+                    Some(
+                        kind @ (FileType::Fifo
+                        | FileType::Socket
+                        | FileType::CharacterDevice
+                        | FileType::BlockDevice),
+                    ) => self.refuse(
+                        "open",
+                        target,
+                        AsyncErrorCode::Access,
+                        special_file(target, kind),
+                    ),
+                    _ => Err(error.into()),
+                };
+            }
+        };
+        let stat = rustix::fs::fstat(&file).map_err(std::io::Error::from)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => {
+                if write {
+                    return Err(AsyncErrorCode::IsDirectory.into());
+                }
+                Ok(Descriptor::Dir(Dir::new(
+                    std::fs::File::from(file),
+                    dir.perms,
+                    open_mode,
+                    true,
+                )))
+            }
+            FileType::RegularFile => {
+                if write
+                    && !exclusive
+                    && let Some(reason) = other_links(&dir.dir, path, &stat, target)
+                {
+                    return self.refuse(
+                        "open-for-writing",
+                        target,
+                        AsyncErrorCode::NotPermitted,
+                        reason,
+                    );
+                }
+                if truncate {
+                    rustix::fs::ftruncate(&file, 0).map_err(std::io::Error::from)?;
+                }
+                let flags = rustix::fs::fcntl_getfl(&file).map_err(std::io::Error::from)?;
+                rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK)
+                    .map_err(std::io::Error::from)?;
+                Ok(Descriptor::File(File::new(
+                    std::fs::File::from(file),
+                    dir.perms,
+                    open_mode,
+                    true,
+                )))
+            }
+            kind => self.refuse(
+                "open",
+                target,
+                AsyncErrorCode::Access,
+                special_file(target, kind),
+            ),
+        }
     }
 }
 
@@ -222,7 +477,7 @@ impl preopens::Host for View<'_> {
         for (descriptor, guest) in &directories {
             if let Some(grant) = self.grants.iter().find(|grant| &grant.guest == guest) {
                 self.paths
-                    .0
+                    .open
                     .insert(descriptor.rep(), grant.canonical.clone());
             }
         }
@@ -256,46 +511,50 @@ impl fs::HostDescriptor for View<'_> {
         let writes = flags.intersects(fs::DescriptorFlags::WRITE)
             || oflags.intersects(fs::OpenFlags::CREATE | fs::OpenFlags::TRUNCATE);
         let opened = if writes {
-            self.change("open-for-writing", target.clone(), |fs| {
-                fs::HostDescriptor::open_at(fs, fd, path_flags, path, oflags, flags)
+            self.change("open-for-writing", target.clone(), |view| {
+                view.open(&fd, path_flags, &path, oflags, flags, &target)
             })
         } else {
-            let opened =
-                fs::HostDescriptor::open_at(&mut self.fs, fd, path_flags, path, oflags, flags);
+            let opened = self.open(&fd, path_flags, &path, oflags, flags, &target);
             if opened.as_ref().err().and_then(refusal).is_some() {
                 self.record("open", &target.display().to_string(), &opened);
             }
             opened
         };
-        if let Ok(descriptor) = &opened {
-            self.paths.0.insert(descriptor.rep(), target);
+        let descriptor = self.fs.table.push(opened?)?;
+        if oflags.contains(fs::OpenFlags::CREATE | fs::OpenFlags::EXCLUSIVE) {
+            self.paths.created.insert(target.clone(), descriptor.rep());
         }
-        opened
+        self.paths.open.insert(descriptor.rep(), target);
+        Ok(descriptor)
     }
 
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
-        self.paths.0.remove(&fd.rep());
+        let rep = fd.rep();
+        self.paths.open.remove(&rep);
+        self.paths.created.retain(|_, created| *created != rep);
         fs::HostDescriptor::drop(&mut self.fs, fd)
     }
 
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
-        self.change("create-directory", target, |fs| {
-            fs::HostDescriptor::create_directory_at(fs, fd, path)
+        self.change("create-directory", target, |view| {
+            fs::HostDescriptor::create_directory_at(&mut view.fs, fd, path)
         })
     }
 
     fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
-        self.change("remove-directory", target, |fs| {
-            fs::HostDescriptor::remove_directory_at(fs, fd, path)
+        self.change("remove-directory", target, |view| {
+            fs::HostDescriptor::remove_directory_at(&mut view.fs, fd, path)
         })
     }
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
-        self.change("remove-file", target, |fs| {
-            fs::HostDescriptor::unlink_file_at(fs, fd, path)
+        self.paths.created.remove(&target);
+        self.change("remove-file", target, |view| {
+            fs::HostDescriptor::unlink_file_at(&mut view.fs, fd, path)
         })
     }
 
@@ -308,10 +567,54 @@ impl fs::HostDescriptor for View<'_> {
     ) -> FsResult<()> {
         let from = self.path_of(&fd, &old_path);
         let to = self.path_of(&new_fd, &new_path);
+        // A file the plugin created is checked to be what lands at the new name: in a
+        // directory another user can write, the name could have been swapped.
+        let created = self
+            .paths
+            .created
+            .get(&from)
+            .and_then(|rep| self.identity(*rep));
+        let new_dir = match self.fs.table.get(&new_fd)? {
+            Descriptor::Dir(dir) => Some(Arc::clone(&dir.dir)),
+            Descriptor::File(_) => None,
+        };
         let target = PathBuf::from(format!("{} -> {}", from.display(), to.display()));
-        self.change("rename", target, |fs| {
-            fs::HostDescriptor::rename_at(fs, fd, old_path, new_fd, new_path)
-        })
+        self.change("rename", target, |view| {
+            fs::HostDescriptor::rename_at(&mut view.fs, fd, old_path, new_fd, new_path.clone())
+        })?;
+        // A created file keeps its descriptor under its new name; nothing stays known
+        // under the name that was replaced.
+        self.paths.created.remove(&to);
+        if let Some(rep) = self.paths.created.remove(&from) {
+            self.paths.created.insert(to.clone(), rep);
+        }
+        if let (Some(created), Some(dir)) = (created, new_dir) {
+            let landed = open_beneath(
+                &dir,
+                &new_path,
+                OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            )
+            .ok()
+            .and_then(|fd| rustix::fs::fstat(&fd).ok())
+            .map(|stat| (stat.st_dev, stat.st_ino));
+            if landed != Some(created) {
+                return self.refuse(
+                    "rename",
+                    &to,
+                    AsyncErrorCode::Access,
+                    format!(
+                        "`{}` was swapped for another file before it was renamed to `{}` \
+                         (someone who may write that directory did it); `{}` does not hold \
+                         what the plugin wrote",
+                        from.display(),
+                        to.display(),
+                        to.display()
+                    ),
+                );
+            }
+        }
+        Ok(())
     }
 
     fn symlink_at(
@@ -322,8 +625,8 @@ impl fs::HostDescriptor for View<'_> {
     ) -> FsResult<()> {
         let link = self.path_of(&fd, &dest_path);
         let target = PathBuf::from(format!("{} -> {src_path}", link.display()));
-        self.change("symlink", target, |fs| {
-            fs::HostDescriptor::symlink_at(fs, fd, src_path, dest_path)
+        self.change("symlink", target, |view| {
+            fs::HostDescriptor::symlink_at(&mut view.fs, fd, src_path, dest_path)
         })
     }
 
@@ -338,8 +641,15 @@ impl fs::HostDescriptor for View<'_> {
         let from = self.path_of(&fd, &old_path);
         let to = self.path_of(&new_descriptor, &new_path);
         let target = PathBuf::from(format!("{} -> {}", to.display(), from.display()));
-        self.change("link", target, |fs| {
-            fs::HostDescriptor::link_at(fs, fd, old_path_flags, old_path, new_descriptor, new_path)
+        self.change("link", target, |view| {
+            fs::HostDescriptor::link_at(
+                &mut view.fs,
+                fd,
+                old_path_flags,
+                old_path,
+                new_descriptor,
+                new_path,
+            )
         })
     }
 
@@ -352,8 +662,8 @@ impl fs::HostDescriptor for View<'_> {
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
-        self.change("set-times", target, |fs| {
-            fs::HostDescriptor::set_times_at(fs, fd, path_flags, path, atim, mtim)
+        self.change("set-times", target, |view| {
+            fs::HostDescriptor::set_times_at(&mut view.fs, fd, path_flags, path, atim, mtim)
         })
     }
 
@@ -364,15 +674,15 @@ impl fs::HostDescriptor for View<'_> {
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
         let target = self.path_of(&fd, "");
-        self.change("set-times", target, |fs| {
-            fs::HostDescriptor::set_times(fs, fd, atim, mtim)
+        self.change("set-times", target, |view| {
+            fs::HostDescriptor::set_times(&mut view.fs, fd, atim, mtim)
         })
     }
 
     fn set_size(&mut self, fd: Resource<Descriptor>, size: fs::Filesize) -> FsResult<()> {
         let target = self.path_of(&fd, "");
-        self.change("truncate", target, |fs| {
-            fs::HostDescriptor::set_size(fs, fd, size)
+        self.change("truncate", target, |view| {
+            fs::HostDescriptor::set_size(&mut view.fs, fd, size)
         })
     }
 
@@ -423,7 +733,35 @@ impl fs::HostDescriptor for View<'_> {
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<fs::DirectoryEntryStream>> {
-        fs::HostDescriptor::read_directory(&mut self.fs, fd)
+        // wasmtime-wasi reads a whole directory into host memory when it is listed, so
+        // each listing is counted first, against the instance's budget.
+        let target = self.path_of(&fd, "");
+        let budget = self.actor.policy.limits.memory_bytes / 2;
+        let cost = match self.fs.table.get(&fd)? {
+            Descriptor::Dir(dir) => {
+                listing_cost(&dir.dir, budget.saturating_sub(self.paths.listed))?
+            }
+            Descriptor::File(_) => return Err(AsyncErrorCode::NotDirectory.into()),
+        };
+        let Some(cost) = cost else {
+            return self.refuse(
+                "list",
+                &target,
+                AsyncErrorCode::InsufficientMemory,
+                format!(
+                    "listing `{}` would take more than the {} MiB of host memory plugin `{}` \
+                     may hold in listings (half its memory limit; at most {MAX_ENTRIES} \
+                     entries), with the listings it keeps open",
+                    target.display(),
+                    budget >> 20,
+                    self.actor.policy.name
+                ),
+            );
+        };
+        let stream = fs::HostDescriptor::read_directory(&mut self.fs, fd)?;
+        self.paths.listings.insert(stream.rep(), cost);
+        self.paths.listed += cost;
+        Ok(stream)
     }
 
     fn sync(&mut self, fd: Resource<Descriptor>) -> FsResult<()> {
@@ -501,7 +839,144 @@ impl fs::HostDirectoryEntryStream for View<'_> {
     }
 
     fn drop(&mut self, stream: Resource<fs::DirectoryEntryStream>) -> wasmtime::Result<()> {
+        if let Some(cost) = self.paths.listings.remove(&stream.rep()) {
+            self.paths.listed -= cost;
+        }
         fs::HostDirectoryEntryStream::drop(&mut self.fs, stream)
+    }
+}
+
+/// `openat2` beneath `dir`, as wasmtime-wasi does (retrying the `EAGAIN` a concurrent
+/// rename anywhere on the machine may cause).
+fn open_beneath(
+    dir: &std::fs::File,
+    path: &str,
+    flags: OFlags,
+    mode: Mode,
+) -> Result<OwnedFd, std::io::Error> {
+    let mut last = rustix::io::Errno::AGAIN;
+    for _ in 0..4 {
+        match rustix::fs::openat2(
+            dir.as_fd(),
+            path,
+            flags,
+            mode,
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => return Ok(fd),
+            Err(rustix::io::Errno::AGAIN) => last = rustix::io::Errno::AGAIN,
+            // A path that would leave the directory: what wasmtime-wasi reports for it.
+            Err(rustix::io::Errno::XDEV) => return Err(rustix::io::Errno::PERM.into()),
+            Err(errno) => return Err(errno.into()),
+        }
+    }
+    Err(last.into())
+}
+
+/// Why the regular file `file`, opened at `path` beneath `dir`, may not be changed in
+/// place: it has other hard links, and either its directory can be written by other
+/// users or it is not that directory's entry (a link was followed). `None` when it may.
+pub(crate) fn other_links(
+    dir: &std::fs::File,
+    path: &str,
+    stat: &rustix::fs::Stat,
+    target: &Path,
+) -> Option<String> {
+    if stat.st_nlink <= 1 {
+        return None;
+    }
+    let (parent, name) = match path.trim_end_matches('/').rsplit_once('/') {
+        Some((parent, name)) if !parent.is_empty() => (Some(parent), name),
+        Some((_, name)) => (None, name),
+        None => (None, path),
+    };
+    let parent_fd = match parent {
+        Some(parent) => match rustix::fs::openat2(
+            dir.as_fd(),
+            parent,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
+        ) {
+            Ok(fd) => Some(fd),
+            Err(_) => return Some(changed_in_place(target, stat)),
+        },
+        None => None,
+    };
+    let parent = parent_fd
+        .as_ref()
+        .map_or_else(|| dir.as_fd(), |fd| fd.as_fd());
+    let checked = (|| {
+        let parent_stat = rustix::fs::fstat(parent).ok()?;
+        let entry = rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
+        let same = entry.st_dev == stat.st_dev && entry.st_ino == stat.st_ino;
+        Some((parent_stat, same))
+    })();
+    match checked {
+        Some((parent, true)) if !crate::walk::shared(parent.st_uid, parent.st_mode) => None,
+        Some((_, true)) => Some(format!(
+            "`{}` has {} hard links and its directory can be written by other users; \
+             wconverge does not change such a file in place (another link could be any file \
+             of the machine): remove the other links, or let the file be replaced",
+            target.display(),
+            stat.st_nlink
+        )),
+        _ => Some(changed_in_place(target, stat)),
+    }
+}
+
+fn changed_in_place(target: &Path, stat: &rustix::fs::Stat) -> String {
+    format!(
+        "`{}` has {} hard links and was reached through a symlink, or changed while it was \
+         opened; wconverge does not change it in place",
+        target.display(),
+        stat.st_nlink
+    )
+}
+
+/// What a directory listing would cost, or `None` past `budget` (bytes) or
+/// [`MAX_ENTRIES`].
+fn listing_cost(dir: &std::fs::File, budget: usize) -> FsResult<Option<usize>> {
+    let fd = rustix::fs::openat(
+        dir.as_fd(),
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(std::io::Error::from)?;
+    let entries = rustix::fs::Dir::new(fd).map_err(std::io::Error::from)?;
+    let mut cost = 0usize;
+    let mut count = 0usize;
+    for entry in entries {
+        let entry = entry.map_err(std::io::Error::from)?;
+        count += 1;
+        cost += entry.file_name().to_bytes().len() + ENTRY_COST;
+        if cost > budget || count > MAX_ENTRIES {
+            return Ok(None);
+        }
+    }
+    Ok(Some(cost))
+}
+
+fn special_file(target: &Path, kind: FileType) -> String {
+    format!(
+        "`{}` is {}; wconverge opens only regular files and directories for plugins",
+        target.display(),
+        kind_name(kind)
+    )
+}
+
+/// A file kind in words, with its article.
+pub(crate) fn kind_name(kind: FileType) -> &'static str {
+    match kind {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symlink",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "a file of unknown kind",
     }
 }
 

@@ -2,16 +2,17 @@
 //!
 //! A resource's path attributes (declared with a `path-access` in its type's schema)
 //! say what it needs: the directory holding a path it writes, or the nearest existing
-//! directory above a path it reads. Each needed directory is resolved (symlinks
-//! followed), checked against the policy by its real location, and opened once with
-//! `RESOLVE_NO_SYMLINKS`, so nothing swapped in after the check is ever reached. The
-//! plugin sees it mounted at the path the resource wrote.
+//! directory above a path it reads. Each needed directory is resolved once, component
+//! by component from directory descriptors (`walk`: links followed only when root or
+//! wconverge's user owns them), checked against the policy by where that walk ended,
+//! and the descriptor the walk ended with is what the plugin gets (through
+//! `/proc/self/fd`), so nothing swapped in after the check is ever reached. The plugin
+//! sees it mounted at the path the resource wrote.
 
 use crate::policy::{Access, PluginPolicy};
+use crate::walk::{Ancestors, WalkError, open_directory, walk};
 use rustix::fd::{AsRawFd, OwnedFd};
-use rustix::fs::{Mode, OFlags, ResolveFlags};
 use std::collections::HashMap;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use wconverge_catalog::{PathAccess, TypeSchema, Value};
@@ -25,6 +26,10 @@ pub(crate) struct Grant {
     /// Where it really is.
     pub(crate) canonical: PathBuf,
     pub(crate) access: Access,
+    /// Whether a user other than root and wconverge's own may create, remove or rename
+    /// entries in it (then a file in it may be another's hard link or swapped at any
+    /// moment, and nothing is changed in it by name).
+    pub(crate) shared: bool,
     /// The directory, opened when it was checked.
     pub(crate) fd: OwnedFd,
 }
@@ -163,22 +168,17 @@ fn open_grant(
     access: Access,
 ) -> Result<Grant, GrantError> {
     let plugin = &policy.name;
-    if access == Access::ReadWrite {
-        refuse_foreign_symlinks(dir)?;
-    }
-    let canonical = std::fs::canonicalize(dir).map_err(|error| {
-        if error.kind() == std::io::ErrorKind::NotFound {
-            GrantError::Unusable(format!(
-                "directory `{dir}` does not exist; create it first (for example with a \
-                 resource ordered before this one)"
-            ))
-        } else {
-            GrantError::Unusable(format!("cannot resolve `{dir}`: {error}"))
-        }
+    // One walk, by descriptor: the directory it ends at is both what the policy is
+    // checked against and what the plugin gets.
+    let walked = walk(Path::new(dir), Ancestors::Any).map_err(|error| match error {
+        WalkError::Missing(_) => GrantError::Unusable(format!(
+            "directory `{dir}` does not exist; create it first (for example with a resource \
+             ordered before this one)"
+        )),
+        WalkError::ForeignLink { .. } => GrantError::Denied(error.to_string()),
+        error => GrantError::Unusable(format!("cannot use `{dir}`: {error}")),
     })?;
-    if !canonical.is_dir() {
-        return Err(GrantError::Unusable(format!("`{dir}` is not a directory")));
-    }
+    let canonical = walked.canonical.clone();
     let allowed = policy_roots
         .iter()
         .any(|(root, granted)| canonical.starts_with(root) && *granted >= access);
@@ -195,61 +195,38 @@ fn open_grant(
             canonical.display()
         )));
     }
-    // Open what was checked, refusing any symlink that appeared since: the plugin must
-    // see exactly the directory the policy allowed.
-    let fd = rustix::fs::openat2(
-        rustix::fs::CWD,
-        canonical.as_path(),
-        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-        ResolveFlags::NO_SYMLINKS | ResolveFlags::NO_MAGICLINKS,
-    )
-    .map_err(|error| {
-        GrantError::Unusable(format!(
-            "cannot open `{}` without following symlinks: {error}",
-            canonical.display()
-        ))
+    let fd = open_directory(&walked).map_err(|error| {
+        GrantError::Unusable(format!("cannot open `{}`: {error}", canonical.display()))
     })?;
     Ok(Grant {
         guest: dir.to_owned(),
         canonical,
         access,
+        shared: walked.shared(),
         fd,
     })
 }
 
-/// Refuses a write through a symlink in `dir`'s path that neither root nor this process's
-/// user owns: whoever owns such a link decides where the write lands.
-fn refuse_foreign_symlinks(dir: &str) -> Result<(), GrantError> {
-    let euid = rustix::process::geteuid().as_raw();
-    let mut prefix = PathBuf::from("/");
-    for component in Path::new(dir).components().skip(1) {
-        prefix.push(component);
-        let Ok(metadata) = std::fs::symlink_metadata(&prefix) else {
-            // Missing components are reported when the directory is opened.
-            return Ok(());
-        };
-        if metadata.file_type().is_symlink() && metadata.uid() != 0 && metadata.uid() != euid {
-            return Err(GrantError::Denied(format!(
-                "`{}` is a symlink owned by uid {}; wconverge does not write through a link \
-                 that neither root nor its own user owns (it could point anywhere)",
-                prefix.display(),
-                metadata.uid()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// The policy's directories as they really are, for comparing with resolved paths. A
-/// directory that does not exist yet keeps its written form.
+/// The policy's directories as they really are, for comparing with resolved paths,
+/// each walked as a grant is. A directory that does not exist yet keeps its written
+/// form; one reached through a link another user owns grants nothing (that user could
+/// point it at any directory of the machine).
 pub(crate) fn policy_roots(policy: &PluginPolicy) -> Vec<(PathBuf, Access)> {
     policy
         .directories
         .iter()
-        .map(|grant| {
-            let root = std::fs::canonicalize(&grant.path).unwrap_or_else(|_| grant.path.clone());
-            (root, grant.access)
+        .filter_map(|grant| match walk(&grant.path, Ancestors::Any) {
+            Ok(walked) => Some((walked.canonical, grant.access)),
+            Err(WalkError::Missing(_)) => Some((grant.path.clone(), grant.access)),
+            Err(error) => {
+                tracing::warn!(
+                    "plugin `{}`: the policy's directory `{}` grants nothing in this run: \
+                     {error}",
+                    policy.name,
+                    grant.path.display()
+                );
+                None
+            }
         })
         .collect()
 }

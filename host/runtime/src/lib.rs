@@ -11,6 +11,7 @@ pub mod arguments;
 pub mod audit;
 mod bindings;
 mod cache;
+mod clock;
 mod convert;
 mod files;
 mod grants;
@@ -19,6 +20,7 @@ pub mod policy;
 mod process;
 mod state;
 pub mod trail;
+mod walk;
 
 use crate::grants::{Grant, GrantCache, GrantError};
 use crate::plugin::{Instance, Loader, Plugin};
@@ -156,6 +158,7 @@ impl Runtime {
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         files::add_to_linker(&mut linker).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
+        clock::add_to_linker(&mut linker).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         bindings::Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         let cache = cache::Cache::new(options.cache_dir.as_deref(), &engine);

@@ -539,18 +539,18 @@ impl Plugin {
             logs: Vec::new(),
             output_used: 0,
             call_started: Instant::now(),
-            host_time: std::time::Duration::ZERO,
+            cpu_started: crate::state::thread_cpu_time(),
+            program_time: std::time::Duration::ZERO,
             stop: None,
             paths: crate::files::Paths::default(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limits);
-        let cpu_limit = std::time::Duration::from_secs_f64(limits.cpu_seconds);
         store.epoch_deadline_callback(move |mut context| {
             let state = context.data_mut();
-            if state.guest_time() > cpu_limit {
-                state.stop = Some(Stop::Cpu);
-                wasmtime::bail!("the plugin ran past its CPU limit");
+            if let Some(stop) = state.stop_reason() {
+                state.stop = Some(stop);
+                wasmtime::bail!("the plugin ran past a limit");
             }
             Ok(UpdateDeadline::Continue(1))
         });
@@ -635,9 +635,14 @@ impl Plugin {
 
     /// Keeps an instance for reuse by a later call with the same grants. An instance
     /// that wrote to stdout or stderr is dropped instead, so each call's output is its
-    /// own and within the limit.
+    /// own and within the limit; so is one that still holds files, directories or
+    /// listings it opened (idle, it would keep them from the resources that run next).
     pub(crate) fn put_back(&self, instance: Instance) {
         if !instance.stdout.contents().is_empty() || !instance.stderr.contents().is_empty() {
+            return;
+        }
+        let state = instance.store.data();
+        if state.paths.holds_more_than(state.grants.len()) {
             return;
         }
         let mut idle = self.idle.lock().expect("idle instances lock");
@@ -715,6 +720,14 @@ fn describe_trap(
                 "it ran past its CPU limit of {} s and was stopped (raise `cpu_seconds` in \
                  [plugins.{plugin}.limits] if it needs more)",
                 limits.cpu_seconds
+            );
+        }
+        Some(Stop::Deadline) => {
+            return format!(
+                "it ran past its wall-clock limit of {} s (waiting, or blocked in the host; the \
+                 programs it launched not counted) and was stopped (raise `wall_seconds` in \
+                 [plugins.{plugin}.limits] if it needs more)",
+                limits.wall_seconds
             );
         }
         Some(Stop::Output) => return output_limit(policy),

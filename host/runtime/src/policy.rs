@@ -95,6 +95,7 @@ pub const DEFAULT_MEMORY_MIB: u64 = 128;
 pub const DEFAULT_CPU_SECONDS: f64 = 10.0;
 pub const DEFAULT_OUTPUT_KIB: u64 = 1024;
 pub const DEFAULT_PROCESS_TIMEOUT_SECONDS: u64 = 3600;
+pub const DEFAULT_WALL_SECONDS: f64 = 300.0;
 
 /// Why a policy could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -218,6 +219,7 @@ struct LimitsEntry {
     cpu_seconds: Option<f64>,
     output_kib: Option<u64>,
     process_timeout_seconds: Option<u64>,
+    wall_seconds: Option<f64>,
 }
 
 /// Where a plugin's component comes from.
@@ -395,6 +397,9 @@ pub struct Limits {
     pub cpu_seconds: f64,
     pub output_bytes: usize,
     pub process_timeout_seconds: u64,
+    /// Wall-clock time one call may take, not counting the programs it launches (which
+    /// stop at their own timeout): a call that sleeps, or waits on anything, ends here.
+    pub wall_seconds: f64,
 }
 
 /// One plugin's entry, checked.
@@ -712,6 +717,14 @@ fn check_entry(
         {
             0 => return Err("`process_timeout_seconds` must be above 0".to_owned()),
             seconds => seconds,
+        },
+        wall_seconds: match entry.limits.wall_seconds.unwrap_or(DEFAULT_WALL_SECONDS) {
+            seconds if seconds > 0.0 && seconds <= 86_400.0 => seconds,
+            seconds => {
+                return Err(format!(
+                    "`wall_seconds` {seconds} must be above 0 and at most 86400"
+                ));
+            }
         },
     };
     Ok(PluginPolicy {

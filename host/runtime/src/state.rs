@@ -36,8 +36,20 @@ pub(crate) enum Phase {
 /// Why the host stopped a plugin: it turns a trap into a message that says so.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stop {
+    /// Its code used more CPU time than its limit.
     Cpu,
+    /// The call went past its wall-clock limit.
+    Deadline,
     Output,
+}
+
+/// CPU time this thread has used: a plugin's code runs on the thread that calls it.
+pub(crate) fn thread_cpu_time() -> Duration {
+    let time = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(time.tv_sec).unwrap_or(0),
+        u32::try_from(time.tv_nsec).unwrap_or(0),
+    )
 }
 
 /// What every instance of a run shares: user and group names by id, and the launcher
@@ -139,10 +151,11 @@ pub(crate) struct PluginState {
     /// Per call: what the plugin logged, and how many bytes of output it used.
     pub(crate) logs: Vec<LogRecord>,
     pub(crate) output_used: usize,
-    /// Per call: when it started and how long the host spent in imports since, which
-    /// the CPU limit does not count.
+    /// Per call: when it started, the thread's CPU time then, and how long the programs
+    /// it launched ran since (which its wall-clock limit does not count).
     pub(crate) call_started: Instant,
-    pub(crate) host_time: Duration,
+    pub(crate) cpu_started: Duration,
+    pub(crate) program_time: Duration,
     pub(crate) stop: Option<Stop>,
     /// Where the instance's open file descriptors are, for the audit trail.
     pub(crate) paths: Paths,
@@ -187,13 +200,36 @@ impl PluginState {
         self.logs.clear();
         self.output_used = 0;
         self.call_started = Instant::now();
-        self.host_time = Duration::ZERO;
+        self.cpu_started = thread_cpu_time();
+        self.program_time = Duration::ZERO;
         self.stop = None;
     }
 
-    /// Time the plugin's own code has run in this call.
-    pub(crate) fn guest_time(&self) -> Duration {
-        self.call_started.elapsed().saturating_sub(self.host_time)
+    /// Wall-clock time this call has taken, not counting its programs.
+    fn wall_time(&self) -> Duration {
+        self.call_started
+            .elapsed()
+            .saturating_sub(self.program_time)
+    }
+
+    /// What is left of this call's wall-clock limit.
+    pub(crate) fn wall_remaining(&self) -> Duration {
+        Duration::from_secs_f64(self.policy.limits.wall_seconds).saturating_sub(self.wall_time())
+    }
+
+    /// The limit this call has gone past, if any (checked at every epoch tick while the
+    /// plugin's code runs).
+    pub(crate) fn stop_reason(&self) -> Option<Stop> {
+        let limits = &self.policy.limits;
+        if thread_cpu_time().saturating_sub(self.cpu_started)
+            > Duration::from_secs_f64(limits.cpu_seconds)
+        {
+            Some(Stop::Cpu)
+        } else if self.wall_time() > Duration::from_secs_f64(limits.wall_seconds) {
+            Some(Stop::Deadline)
+        } else {
+            None
+        }
     }
 
     fn launch(&self) -> Launch {
@@ -204,8 +240,16 @@ impl PluginState {
         }
     }
 
-    /// The grant containing `path`, and the rest of the path below it.
+    /// The grant containing `path`, and the rest of the path below it. The path must be
+    /// absolute and normal: no `.`, `..` or empty component ever leads above a grant.
     fn locate<'a>(&self, path: &'a str) -> Result<(&Arc<Grant>, &'a str), String> {
+        if !crate::walk::normal_absolute(path) {
+            return Err(self.refused(
+                "file-metadata",
+                path,
+                format!("`{path}` is not an absolute path without `.`, `..` and empty components"),
+            ));
+        }
         self.grants
             .iter()
             .filter_map(|grant| {
@@ -253,12 +297,24 @@ impl PluginState {
                 format!("`{path}` is read-only in this call"),
             ));
         }
-        if rest.is_empty() || rest.contains('/') || rest == "." || rest == ".." {
+        if !crate::walk::plain_name(rest) {
             return Err(format!(
                 "`{path}` is not a file directly inside a granted directory"
             ));
         }
         Ok((grant, rest))
+    }
+
+    /// The open descriptor of the file the plugin created exclusively at `path` (the
+    /// direct child `name` of `grant`), if it still holds it.
+    fn created_file(&self, grant: &Grant, name: &str) -> Option<Arc<std::fs::File>> {
+        let rep = self.paths.created(&grant.canonical.join(name))?;
+        let resource =
+            wasmtime::component::Resource::<wasmtime_wasi::filesystem::Descriptor>::new_borrow(rep);
+        match self.table.get(&resource).ok()? {
+            wasmtime_wasi::filesystem::Descriptor::File(file) => Some(Arc::clone(&file.file)),
+            wasmtime_wasi::filesystem::Descriptor::Dir(_) => None,
+        }
     }
 
     fn record(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
@@ -362,7 +418,7 @@ impl process::Host for PluginState {
             }
         }
         let result = checked.and_then(|checked| crate::process::run(checked, shared.exec_names()));
-        self.host_time += started.elapsed();
+        self.program_time += started.elapsed();
         if let Err(error) = &result {
             // The plugin gets the error and reports it with its resource.
             tracing::debug!(plugin = %self.policy.name, "{}", crate::process::message(error));
@@ -380,11 +436,13 @@ fn kind_of(file_type: FileType) -> file_metadata::FileKind {
     }
 }
 
-/// Opens the entry `name` directly in `dir` as an `O_PATH` handle on the entry itself,
-/// and refuses anything but a regular file or a directory (never a symlink).
-fn open_entry(dir: &OwnedFd, name: &str, path: &str) -> Result<OwnedFd, String> {
+/// Opens the entry `name` directly in the grant as an `O_PATH` handle on the entry
+/// itself, for a change of its metadata, and refuses anything but a regular file or a
+/// directory (never a symlink), and a file with other hard links in a directory other
+/// users can write (the other link could be any file of the machine).
+fn open_entry(grant: &Grant, name: &str, path: &str) -> Result<OwnedFd, String> {
     let fd = rustix::fs::openat(
-        dir,
+        &grant.fd,
         name,
         OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
@@ -392,9 +450,18 @@ fn open_entry(dir: &OwnedFd, name: &str, path: &str) -> Result<OwnedFd, String> 
     .map_err(|error| format!("cannot open `{path}`: {error}"))?;
     let stat = rustix::fs::fstat(&fd).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
     match FileType::from_raw_mode(stat.st_mode) {
+        FileType::RegularFile if stat.st_nlink > 1 && grant.shared => Err(format!(
+            "`{path}` has {} hard links and its directory can be written by other users; \
+             wconverge does not change its mode or owner in place (another link could be any \
+             file of the machine): remove the other links, or let the file be replaced",
+            stat.st_nlink
+        )),
         FileType::RegularFile | FileType::Directory => Ok(fd),
         FileType::Symlink => Err(format!("`{path}` is a symlink; it is never followed")),
-        _ => Err(format!("`{path}` is not a regular file or a directory")),
+        kind => Err(format!(
+            "`{path}` is {}; wconverge changes only regular files and directories",
+            crate::files::kind_name(kind)
+        )),
     }
 }
 
@@ -453,15 +520,32 @@ impl file_metadata::Host for PluginState {
             return Err(format!("mode {mode:o} has bits above 07777"));
         }
         let (grant, name) = self.locate_writable(&path)?;
-        let fd = open_entry(&grant.fd, name, &path)?;
+        let mode = Mode::from_raw_mode(mode);
+        let failed = |error| format!("cannot set the mode of `{path}`: {error}");
+        // A file the plugin created: through its own descriptor, never by name (another
+        // user who may write the directory could have put anything under that name).
+        if let Some(file) = self.created_file(grant, name) {
+            self.changed("set-mode", &path)?;
+            return rustix::fs::fchmod(&*file, mode).map_err(failed);
+        }
+        if grant.shared && mode.bits() & 0o6000 != 0 {
+            return Err(self.refused(
+                "set-mode",
+                &path,
+                format!(
+                    "`{path}` is in a directory other users can write, where it could have been \
+                     swapped for their file: wconverge sets set-user-ID and set-group-ID bits \
+                     only on a file it writes, or in a directory only root can write"
+                ),
+            ));
+        }
+        let fd =
+            open_entry(grant, name, &path).map_err(|why| self.refused("set-mode", &path, why))?;
         self.changed("set-mode", &path)?;
         // chmod through the O_PATH handle's /proc entry changes exactly the inode that
         // was opened without following links (fchmod does not take O_PATH handles).
-        rustix::fs::chmod(
-            format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(),
-            Mode::from_raw_mode(mode),
-        )
-        .map_err(|error| format!("cannot set the mode of `{path}`: {error}"))
+        rustix::fs::chmod(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(), mode)
+            .map_err(failed)
     }
 
     fn set_owner(
@@ -495,15 +579,19 @@ impl file_metadata::Host for PluginState {
                 })
             })
             .transpose()?;
-        let fd = open_entry(&grant.fd, name, &path)?;
+        let uid = uid.map(rustix::fs::Uid::from_raw);
+        let gid = gid.map(rustix::fs::Gid::from_raw);
+        let failed = |error| format!("cannot change the owner of `{path}`: {error}");
+        if let Some(file) = self.created_file(grant, name) {
+            self.changed("set-owner", &path)?;
+            return rustix::fs::fchown(&*file, uid, gid).map_err(failed);
+        }
+        let fd =
+            open_entry(grant, name, &path).map_err(|why| self.refused("set-owner", &path, why))?;
         self.changed("set-owner", &path)?;
-        rustix::fs::chownat(
-            &fd,
-            "",
-            uid.map(rustix::fs::Uid::from_raw),
-            gid.map(rustix::fs::Gid::from_raw),
-            AtFlags::EMPTY_PATH,
-        )
-        .map_err(|error| format!("cannot change the owner of `{path}`: {error}"))
+        // Changing the owner clears set-user-ID and set-group-ID bits (for root too,
+        // since Linux 2.2.13), so a provider that sets the mode first and the owner
+        // second never leaves a set-ID file of the wrong owner.
+        rustix::fs::chownat(&fd, "", uid, gid, AtFlags::EMPTY_PATH).map_err(failed)
     }
 }

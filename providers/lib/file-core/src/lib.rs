@@ -138,12 +138,18 @@ pub fn file_current_state(resource: &Resource) -> Result<State> {
     };
     let mut state = State::new().with("ensure", kind_name(stat.kind));
     if stat.kind == FileKind::File {
-        if resource.get("content").is_some() {
-            let file = std::fs::File::open(path)
-                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
-            let digest = digest::sha256_reader(file)
-                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
-            state.set("content", digest);
+        if let Some(content) = resource.get_str("content") {
+            // A file of another size differs: it is not read (a huge or sparse file
+            // would cost its whole length).
+            if stat.size != content.len() as u64 {
+                state.set("content", format!("{{size}}{}", stat.size));
+            } else {
+                let file = std::fs::File::open(path)
+                    .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
+                let digest = digest::sha256_reader(file)
+                    .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
+                state.set("content", digest);
+            }
         }
         record_metadata(&mut state, &stat);
     }
@@ -410,14 +416,18 @@ fn remove(path: &str, kind: FileKind, backup: Option<&str>) -> Result<()> {
     sync_dir(split_path(path).0)
 }
 
+/// Owner first, then mode: changing the owner clears set-user-ID and set-group-ID bits,
+/// so the other order would never converge a set-ID file. (In a directory other users
+/// can write, the host refuses set-ID bits on a file it did not create, which they
+/// could have swapped in.)
 fn set_metadata(resource: &Resource, path: &str) -> Result<()> {
-    if let Some(mode) = resource.get_str("mode").and_then(parse_mode) {
-        metadata::set_mode(path, mode)?;
-    }
     let owner = resource.get_str("owner");
     let group = resource.get_str("group");
     if owner.is_some() || group.is_some() {
         metadata::set_owner(path, owner, group)?;
+    }
+    if let Some(mode) = resource.get_str("mode").and_then(parse_mode) {
+        metadata::set_mode(path, mode)?;
     }
     Ok(())
 }
@@ -483,14 +493,10 @@ fn fill_and_rename(
     content: &[u8],
     existing: Option<&FileStat>,
 ) -> Result<()> {
-    // Final mode and owner first, so the content is never readable by anyone the final
-    // file would not allow.
-    let mode = resource
-        .get_str("mode")
-        .and_then(parse_mode)
-        .or(existing.map(|stat| stat.mode))
-        .unwrap_or(DEFAULT_MODE);
-    metadata::set_mode(temporary, mode)?;
+    // Final owner and mode first, so the content is never readable by anyone the final
+    // file would not allow. The host sets them through the descriptor of the file this
+    // plugin created, never by name; the owner comes first, since changing it clears
+    // set-ID bits.
     let owner = resource
         .get_str("owner")
         .map(str::to_owned)
@@ -502,6 +508,12 @@ fn fill_and_rename(
     if owner.is_some() || group.is_some() {
         metadata::set_owner(temporary, owner.as_deref(), group.as_deref())?;
     }
+    let mode = resource
+        .get_str("mode")
+        .and_then(parse_mode)
+        .or(existing.map(|stat| stat.mode))
+        .unwrap_or(DEFAULT_MODE);
+    metadata::set_mode(temporary, mode)?;
     file.write_all(content)
         .and_then(|()| file.sync_all())
         .map_err(|error| Error::new(format!("cannot write `{temporary}`: {error}")))?;

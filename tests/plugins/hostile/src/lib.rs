@@ -35,6 +35,10 @@ impl Provider for Hostile {
                             "flood_log",
                             "trap",
                             "behave",
+                            "sleep",
+                            "hoard_listings",
+                            "hoard_files",
+                            "stat",
                         ]),
                         "What to do when applied.",
                     )
@@ -110,6 +114,51 @@ impl Provider for Hostile {
                 log::notice(&"flood ".repeat(100));
             },
             "trap" => panic!("deliberate panic in the hostile plugin"),
+            "stat" => {
+                let stat = wconverge_sdk::metadata::stat(target)?;
+                log::notice(&format!("stat of `{target}`: {stat:?}"));
+                Ok(())
+            }
+            "sleep" => {
+                // Blocked in the host, where the CPU limit does not reach.
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+                Ok(())
+            }
+            "hoard_listings" => {
+                // Lists the directory `target` again and again, keeping every listing
+                // open: the host holds each whole in its own memory.
+                let mut kept = Vec::new();
+                for round in 0..1000 {
+                    match std::fs::read_dir(target) {
+                        Ok(listing) => kept.push(listing),
+                        Err(error) => {
+                            return Err(Error::new(format!(
+                                "listing {round} of `{target}` failed: {error}"
+                            )));
+                        }
+                    }
+                }
+                log::notice(&format!("kept {} listings of `{target}`", kept.len()));
+                Ok(())
+            }
+            "hoard_files" => {
+                // Opens the file `target` again and again without closing it.
+                let mut kept = Vec::new();
+                for round in 0..2000 {
+                    match std::fs::File::open(target) {
+                        Ok(file) => kept.push(file),
+                        Err(error) => {
+                            // Keeps what it has: an idle instance would hold it all.
+                            std::mem::forget(kept);
+                            return Err(Error::new(format!(
+                                "opening `{target}` for the {round}th time failed: {error}"
+                            )));
+                        }
+                    }
+                }
+                std::mem::forget(kept);
+                Ok(())
+            }
             "behave" => Ok(()),
             other => Err(Error::new(format!("unknown action `{other}`"))),
         }

@@ -1,0 +1,328 @@
+//! Resolving a directory once, by descriptor.
+//!
+//! A path is walked from `/` one component at a time: each component is opened with
+//! `O_PATH | O_NOFOLLOW` relative to the descriptor of the directory before it, and its
+//! type and owner are read from that descriptor with `fstat`. A symbolic link is
+//! followed only when root or wconverge's own user owns it (whoever owns a link decides
+//! where it leads, and another user may point it anywhere at any moment); its target is
+//! read from the link's own descriptor. The walk ends with a descriptor of the directory
+//! and the path it was reached by, after the links it followed: the path is what the
+//! policy is checked against, and the descriptor is what a plugin gets. Nothing is ever
+//! resolved a second time by name, so a link swapped in after the check leads nowhere.
+
+use rustix::fd::{AsFd, OwnedFd};
+use rustix::fs::{FileType, Mode, OFlags};
+use std::ffi::OsString;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Component, Path, PathBuf};
+
+/// The most symbolic links one walk follows, as the kernel's own limit.
+const MAX_LINKS: usize = 40;
+
+/// The most components one walk visits (a link may expand into many).
+const MAX_COMPONENTS: usize = 4096;
+
+/// A directory reached by a walk.
+#[derive(Debug)]
+pub(crate) struct Walked {
+    /// An `O_PATH` descriptor of the directory.
+    pub(crate) fd: OwnedFd,
+    /// The path it was reached by, after the links the walk followed.
+    pub(crate) canonical: PathBuf,
+    /// Its owner and permission bits, read from `fd`.
+    pub(crate) uid: u32,
+    pub(crate) mode: u32,
+}
+
+impl Walked {
+    /// Whether a user other than root and wconverge's own can create, remove or rename
+    /// entries in it: its owner is another user, or its group or others may write it.
+    pub(crate) fn shared(&self) -> bool {
+        shared(self.uid, self.mode)
+    }
+}
+
+/// Whether a directory with this owner and mode can be written by someone other than
+/// root and this process's user.
+pub(crate) fn shared(uid: u32, mode: u32) -> bool {
+    !trusted_owner(uid) || mode & 0o022 != 0
+}
+
+/// Root and this process's user: the owners whose links are followed.
+pub(crate) fn trusted_owner(uid: u32) -> bool {
+    uid == 0 || uid == rustix::process::geteuid().as_raw()
+}
+
+/// Why a walk stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum WalkError {
+    /// `prefix` does not exist.
+    Missing(PathBuf),
+    /// `prefix` exists but is not a directory (or a link to one).
+    NotDirectory(PathBuf),
+    /// `link` is a symbolic link owned by `uid`, which is neither root nor this user.
+    ForeignLink { link: PathBuf, uid: u32 },
+    /// More than [`MAX_LINKS`] links, or a loop.
+    TooManyLinks(PathBuf),
+    /// A directory on the way is writable by another user (only for walks that
+    /// require private ancestors).
+    SharedAncestor { dir: PathBuf, uid: u32, mode: u32 },
+    /// The system refused: `prefix` and the error.
+    Io(PathBuf, rustix::io::Errno),
+}
+
+impl std::fmt::Display for WalkError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WalkError::Missing(prefix) => write!(f, "`{}` does not exist", prefix.display()),
+            WalkError::NotDirectory(prefix) => {
+                write!(f, "`{}` is not a directory", prefix.display())
+            }
+            WalkError::ForeignLink { link, uid } => write!(
+                f,
+                "`{}` is a symlink owned by uid {uid}; wconverge does not follow a link that \
+                 neither root nor its own user owns (its owner can point it anywhere)",
+                link.display()
+            ),
+            WalkError::TooManyLinks(prefix) => write!(
+                f,
+                "`{}` leads through more than {MAX_LINKS} symlinks",
+                prefix.display()
+            ),
+            WalkError::SharedAncestor { dir, uid, mode } => write!(
+                f,
+                "`{}` (owner uid {uid}, mode {:04o}) can be written by other users",
+                dir.display(),
+                mode & 0o7777
+            ),
+            WalkError::Io(prefix, errno) => {
+                write!(f, "cannot open `{}`: {errno}", prefix.display())
+            }
+        }
+    }
+}
+
+/// What a walk demands of the directories on its way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ancestors {
+    /// Any directory may be passed through; only links are checked.
+    Any,
+    /// Every directory, the last included, must belong to root or this user and be
+    /// writable by no one else (sticky directories such as `/tmp` excepted, where no one
+    /// may rename what another owns).
+    Private,
+}
+
+/// Walks `path` (absolute) to a directory. `.` and `..` are taken as the kernel would,
+/// `..` of a directory reached by descriptor being its parent on the walk.
+pub(crate) fn walk(path: &Path, ancestors: Ancestors) -> Result<Walked, WalkError> {
+    let root = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|errno| WalkError::Io(PathBuf::from("/"), errno))?;
+    let root_stat =
+        rustix::fs::fstat(&root).map_err(|errno| WalkError::Io(PathBuf::from("/"), errno))?;
+    let mut stack: Vec<(OwnedFd, OsString, u32, u32)> =
+        vec![(root, OsString::new(), root_stat.st_uid, root_stat.st_mode)];
+    check_ancestor(ancestors, &stack)?;
+    let mut pending: std::collections::VecDeque<OsString> = components(path).collect();
+    let mut links = 0usize;
+    let mut visited = 0usize;
+    while let Some(name) = pending.pop_front() {
+        visited += 1;
+        if visited > MAX_COMPONENTS {
+            return Err(WalkError::TooManyLinks(current(&stack)));
+        }
+        if name == "." {
+            continue;
+        }
+        if name == ".." {
+            if stack.len() > 1 {
+                stack.pop();
+            }
+            continue;
+        }
+        let (dir, ..) = stack.last().expect("the root is never popped");
+        let prefix = current(&stack).join(&name);
+        let fd = rustix::fs::openat(
+            dir.as_fd(),
+            name.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|errno| match errno {
+            rustix::io::Errno::NOENT => WalkError::Missing(prefix.clone()),
+            rustix::io::Errno::NOTDIR => WalkError::NotDirectory(prefix.clone()),
+            errno => WalkError::Io(prefix.clone(), errno),
+        })?;
+        let stat = rustix::fs::fstat(&fd).map_err(|errno| WalkError::Io(prefix.clone(), errno))?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Directory => {
+                stack.push((fd, name, stat.st_uid, stat.st_mode));
+                check_ancestor(ancestors, &stack)?;
+            }
+            FileType::Symlink => {
+                if !trusted_owner(stat.st_uid) {
+                    return Err(WalkError::ForeignLink {
+                        link: prefix,
+                        uid: stat.st_uid,
+                    });
+                }
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(WalkError::TooManyLinks(prefix));
+                }
+                // Read from the link's own descriptor: the link that was checked.
+                let target = rustix::fs::readlinkat(&fd, "", Vec::new())
+                    .map_err(|errno| WalkError::Io(prefix.clone(), errno))?;
+                let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+                if target.is_absolute() {
+                    stack.truncate(1);
+                }
+                for component in components(&target).collect::<Vec<_>>().into_iter().rev() {
+                    pending.push_front(component);
+                }
+            }
+            _ => return Err(WalkError::NotDirectory(prefix)),
+        }
+    }
+    let canonical = current(&stack);
+    let (fd, _, uid, mode) = stack.pop().expect("the root is never popped");
+    Ok(Walked {
+        fd,
+        canonical,
+        uid,
+        mode,
+    })
+}
+
+fn check_ancestor(
+    ancestors: Ancestors,
+    stack: &[(OwnedFd, OsString, u32, u32)],
+) -> Result<(), WalkError> {
+    let (_, _, uid, mode) = stack.last().expect("the root is never popped");
+    let sticky = mode & 0o1000 != 0;
+    if ancestors == Ancestors::Private && (!trusted_owner(*uid) || (mode & 0o022 != 0 && !sticky)) {
+        return Err(WalkError::SharedAncestor {
+            dir: current(stack),
+            uid: *uid,
+            mode: *mode,
+        });
+    }
+    Ok(())
+}
+
+/// The path of the directory at the top of the walk.
+fn current(stack: &[(OwnedFd, OsString, u32, u32)]) -> PathBuf {
+    let mut path = PathBuf::from("/");
+    for (_, name, ..) in &stack[1..] {
+        path.push(name);
+    }
+    path
+}
+
+/// The names of a path, `.` and `..` kept as they are.
+fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
+    path.components().filter_map(|component| match component {
+        Component::Normal(name) => Some(name.to_os_string()),
+        Component::CurDir => Some(OsString::from(".")),
+        Component::ParentDir => Some(OsString::from("..")),
+        Component::RootDir | Component::Prefix(_) => None,
+    })
+}
+
+/// Opens the walked directory for reading (a real descriptor, not `O_PATH`).
+pub(crate) fn open_directory(walked: &Walked) -> rustix::io::Result<OwnedFd> {
+    rustix::fs::openat(
+        &walked.fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+}
+
+/// Whether `name` is one plain file name: not empty, no `/`, not `.` or `..`.
+pub(crate) fn plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('/') && name != "." && name != ".."
+}
+
+/// Whether `path` is absolute, with no empty, `.` or `..` component.
+pub(crate) fn normal_absolute(path: &str) -> bool {
+    path.starts_with('/')
+        && (path == "/" || path[1..].split('/').all(plain_name))
+        && !Path::new(path).as_os_str().as_bytes().contains(&0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_walk_follows_this_users_links_and_names_the_real_directory() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let real = dir.path().join("real");
+        std::fs::create_dir_all(real.join("inner")).expect("dirs");
+        std::os::unix::fs::symlink("real/inner", dir.path().join("link")).expect("link");
+        std::os::unix::fs::symlink("../../real", real.join("inner/up")).expect("link");
+        let walked = walk(&dir.path().join("link/up/inner"), Ancestors::Any).expect("walked");
+        assert_eq!(
+            walked.canonical,
+            std::fs::canonicalize(real.join("inner")).expect("canonical")
+        );
+        assert_eq!(
+            walk(&dir.path().join("nothing/here"), Ancestors::Any).map(|w| w.canonical),
+            Err(WalkError::Missing(
+                std::fs::canonicalize(dir.path())
+                    .expect("canonical")
+                    .join("nothing")
+            ))
+        );
+        std::fs::write(dir.path().join("file"), "x").expect("file");
+        assert!(matches!(
+            walk(&dir.path().join("file/x"), Ancestors::Any),
+            Err(WalkError::NotDirectory(_))
+        ));
+    }
+
+    #[test]
+    fn a_loop_of_links_ends() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::os::unix::fs::symlink("b", dir.path().join("a")).expect("link");
+        std::os::unix::fs::symlink("a", dir.path().join("b")).expect("link");
+        assert!(matches!(
+            walk(&dir.path().join("a"), Ancestors::Any),
+            Err(WalkError::TooManyLinks(_))
+        ));
+    }
+
+    #[test]
+    fn private_walks_refuse_directories_others_can_write() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).expect("dir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        std::fs::create_dir(open.join("cache")).expect("dir");
+        assert!(walk(&open.join("cache"), Ancestors::Any).is_ok());
+        assert!(matches!(
+            walk(&open.join("cache"), Ancestors::Private),
+            Err(WalkError::SharedAncestor { .. })
+        ));
+        // Sticky, as /tmp: others may not rename what is not theirs.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+        assert!(walk(&open.join("cache"), Ancestors::Private).is_ok());
+    }
+
+    #[test]
+    fn normal_paths() {
+        assert!(normal_absolute("/"));
+        assert!(normal_absolute("/srv/app"));
+        assert!(!normal_absolute("srv/app"));
+        assert!(!normal_absolute("/srv/../etc"));
+        assert!(!normal_absolute("/srv/./etc"));
+        assert!(!normal_absolute("/srv//app"));
+        assert!(!normal_absolute("/srv/app/"));
+    }
+}
