@@ -2,8 +2,9 @@
 //!
 //! The host checks each command against the plugin's policy (the program must be an
 //! allowlisted absolute path; no `PATH` lookup; no `PATH`, `LD_*` or `DYLD_*` in the
-//! environment unless granted), runs it in its own process group, kills the group at
-//! the timeout and caps the captured output. Compiled for the machine's own target
+//! environment unless granted), runs it in a session of its own with only standard input,
+//! output and error open, kills it with everything it started at the timeout, and caps
+//! the captured output. Compiled for the machine's own target
 //! (unit tests), commands run directly on the machine without those checks.
 
 use crate::Error;
@@ -83,7 +84,7 @@ impl Command {
         self
     }
 
-    /// Kills the program's process group after `timeout`.
+    /// Kills the program, with everything it started, after `timeout`.
     pub fn timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);
         self

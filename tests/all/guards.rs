@@ -286,8 +286,8 @@ file { '@FILES@/after-slow':
     let slow = format!("File[{}]", machine.file("slow"));
     assert_eq!(
         entry(&report, &slow)["error"],
-        "not_if guard `sleep 30` (interpreter `sh`) ran past its timeout of 1 second; its \
-         process group was killed"
+        "not_if guard `sleep 30` (interpreter `sh`) ran past its timeout of 1 second; it was \
+         killed with everything it started"
     );
     assert_eq!(
         status(&report, &format!("File[{}]", machine.file("after-slow"))),

@@ -494,3 +494,244 @@ fn issue_16_file_metadata_never_resolves_dot_dot_beyond_the_grant() {
         );
     }
 }
+
+/// Processes a test started that must be gone when it ends, killed if they are not.
+struct Survivors(Vec<std::path::PathBuf>);
+
+impl Survivors {
+    /// The process ids written in the pid files, once each file holds one.
+    fn pids(&self) -> Vec<i32> {
+        self.0
+            .iter()
+            .filter_map(|file| std::fs::read_to_string(file).ok()?.trim().parse().ok())
+            .collect()
+    }
+
+    /// Waits until every pid file holds a pid.
+    fn wait_for_pids(&self) {
+        let started = Instant::now();
+        while self.pids().len() < self.0.len() {
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the programs did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The pids still running (a zombie is not running) after waiting up to 5 s for
+    /// them to go.
+    fn still_running(&self) -> Vec<i32> {
+        let running = |pid: &i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+                stat.rfind(')')
+                    .and_then(|end| stat[end + 1..].split_whitespace().next())
+                    .is_some_and(|state| state != "Z" && state != "X")
+            })
+        };
+        let started = Instant::now();
+        loop {
+            let alive: Vec<i32> = self.pids().into_iter().filter(running).collect();
+            if alive.is_empty() || started.elapsed() > Duration::from_secs(5) {
+                return alive;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Survivors {
+    fn drop(&mut self) {
+        for pid in self.pids() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// An `exec` whose command starts a program that leaves its session (`setsid`) and
+/// another that stays, writing their pids; both sleep for five minutes.
+fn runaway(machine: &Machine, title: &str, timeout: u64) -> (serde_json::Value, Survivors) {
+    let escaped = machine.root().join(format!("{title}-escaped.pid"));
+    let direct = machine.root().join(format!("{title}-direct.pid"));
+    let command = format!(
+        "setsid sh -c 'echo $$ > {}; exec sleep 300' & echo $$ > {}; exec sleep 300",
+        escaped.display(),
+        direct.display()
+    );
+    (
+        json!({ "type": "exec", "title": title,
+                "attributes": { "command": command, "timeout": timeout } }),
+        Survivors(vec![escaped, direct]),
+    )
+}
+
+/// Class 4. A launched program has no controlling terminal: run from a terminal (under
+/// `script`), wconverge's child cannot open `/dev/tty`, so it cannot push keystrokes into
+/// the operator's root shell with `TIOCSTI` (before, it shared wconverge's session).
+#[test]
+fn issue_16_a_launched_program_has_no_controlling_terminal() {
+    let machine = Machine::new();
+    let catalog = machine.catalog(json!([
+        { "type": "exec", "title": "tty",
+          "attributes": { "command": "if (: < /dev/tty) 2>/dev/null; then echo TTY-REACHABLE; else echo NO-TTY; fi",
+                          "logoutput": "true" } },
+    ]));
+    let policy = machine.policy("");
+    let line = format!(
+        "{} apply {} --policy {}",
+        crate::support::WCONVERGE,
+        catalog.display(),
+        policy.display()
+    );
+    // The test itself has a terminal under script(1): the check would pass for the
+    // wrong reason without one.
+    let probe = Run::of(machine.command("/usr/bin/script").args([
+        "-qec",
+        "if (: < /dev/tty) 2>/dev/null; then echo TTY-REACHABLE; fi",
+        "/dev/null",
+    ]));
+    assert!(probe.stdout.contains("TTY-REACHABLE"), "{probe:#?}");
+    let run = Run::of(
+        machine
+            .command("/usr/bin/script")
+            .args(["-qec", &line, "/dev/null"]),
+    );
+    assert!(run.stdout.contains("NO-TTY"), "{run:#?}");
+    assert!(!run.stdout.contains("TTY-REACHABLE"), "{run:#?}");
+}
+
+/// Class 4. Descriptors wconverge inherited (here a root-only file left open by whoever
+/// started it) never reach a launched program, even one running as another user.
+#[test]
+fn issue_16_a_launched_program_gets_only_standard_input_output_and_error() {
+    let machine = Machine::new();
+    let user = LocalUser::create();
+    let secret = machine.root().join("root-only");
+    std::fs::write(&secret, "ROOT-ONLY-SECRET\n").expect("secret");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let catalog = machine.catalog(json!([
+        { "type": "exec", "title": "peek",
+          "attributes": {
+            "command": "cat <&7 2>/dev/null || echo NO-FD-7; for fd in 3 4 5 6 7 8 9 10 11 12 13 14 15 16; do [ -e /proc/$$/fd/$fd ] && echo \"open $fd\"; done; echo checked",
+            "user": user.name, "logoutput": "true" } },
+    ]));
+    let policy = machine.policy("");
+    let line = format!(
+        "exec 7< {} 9< {}; exec {} apply {} --policy {} --format json",
+        secret.display(),
+        secret.display(),
+        crate::support::WCONVERGE,
+        catalog.display(),
+        policy.display()
+    );
+    let run = Run::of(machine.command("/bin/sh").args(["-c", &line]));
+    assert_eq!(run.code, 2, "{run:#?}");
+    let said = run.json()["resources"][0]["logs"].to_string();
+    assert!(said.contains("NO-FD-7"), "{said}");
+    assert!(said.contains("checked"), "{said}");
+    assert!(!said.contains("ROOT-ONLY-SECRET"), "{said}");
+    assert!(!said.contains("open "), "{said}");
+}
+
+/// Class 4. At its timeout a program is killed with all its descendants, a descendant
+/// that left its session included (before, it survived, holding the output pipes),
+/// and the run does not wait for it.
+#[test]
+fn issue_16_a_timeout_kills_every_descendant_even_one_that_left_its_session() {
+    let machine = Machine::new();
+    let (exec, survivors) = runaway(&machine, "runaway", 1);
+    let catalog = machine.catalog(json!([exec]));
+    let (run, took) = run_bounded(
+        &machine,
+        &apply_args(&catalog, &machine.policy("")),
+        Duration::from_secs(60),
+    );
+    figure(&format!(
+        "class 4: a timeout of 1 s killed the tree; the run took {took:?}"
+    ));
+    assert_eq!(run.code, 4, "{run:#?}");
+    assert!(
+        run.stdout.contains(
+            "ran past its timeout of 1 seconds; it was killed with everything it started"
+        ),
+        "{run:#?}"
+    );
+    assert_eq!(survivors.pids().len(), 2, "both programs ran");
+    assert_eq!(survivors.still_running(), Vec::<i32>::new());
+}
+
+/// Class 4. An interrupted wconverge (`SIGTERM`) kills what it runs with all its
+/// descendants, applies nothing more, reports, and releases the run lock; a killed one
+/// (`SIGKILL`) takes its program with it.
+#[test]
+fn issue_16_an_interrupted_or_killed_wconverge_leaves_no_program_running() {
+    let machine = Machine::new();
+    let (exec, survivors) = runaway(&machine, "interrupted", 600);
+    let after = machine.file("after");
+    let catalog = machine.catalog(json!([
+        exec,
+        { "type": "file", "title": after, "attributes": { "content": "x" } },
+    ]));
+    let policy = machine.policy("");
+    let child = machine
+        .command(crate::support::WCONVERGE)
+        .args(apply_args(&catalog, &policy))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("wconverge starts");
+    survivors.wait_for_pids();
+    let started = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid")),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .expect("signal");
+    let output = child.wait_with_output().expect("wconverge ends");
+    figure(&format!(
+        "class 4: SIGTERM to the end of the run: {:?}",
+        started.elapsed()
+    ));
+    let run = Run {
+        code: output.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&output.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&output.stderr).into_owned(),
+    };
+    assert_eq!(run.code, 4, "{run:#?}");
+    let report = run.json();
+    assert_eq!(
+        entry(&report, &format!("File[{after}]"))["error"],
+        "not applied: wconverge was interrupted (SIGTERM)"
+    );
+    assert!(!Path::new(&after).exists());
+    assert_eq!(survivors.still_running(), Vec::<i32>::new());
+    // The lock is free again.
+    machine.apply_json(&catalog, &policy, &["--noop"], 2);
+
+    let (exec, survivors) = runaway(&machine, "killed", 600);
+    let catalog = machine.catalog(json!([exec]));
+    let mut child = machine
+        .command(crate::support::WCONVERGE)
+        .args(apply_args(&catalog, &policy))
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("wconverge starts");
+    survivors.wait_for_pids();
+    child.kill().expect("SIGKILL");
+    child.wait().expect("reaped");
+    let direct: i32 = std::fs::read_to_string(&survivors.0[1])
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("pid");
+    let only_direct = Survivors(vec![survivors.0[1].clone()]);
+    assert_eq!(
+        only_direct.still_running(),
+        Vec::<i32>::new(),
+        "the program {direct} outlived a killed wconverge"
+    );
+    drop(survivors);
+}

@@ -49,7 +49,7 @@ pub struct Script {
     pub path: Vec<String>,
     /// Architecture to run the interpreter as.
     pub architecture: Option<String>,
-    /// When the process group is killed.
+    /// When the script is killed, with everything it started.
     pub timeout: Option<Duration>,
     /// The type's own attributes (`flags`, and those added with
     /// [`ScriptType::option`]).

@@ -210,7 +210,7 @@ impl ScriptType {
                 Attribute::new(
                     "timeout",
                     DataType::OneOf(vec![DataType::Integer, DataType::Float]),
-                    "Seconds before the script's process group is killed.",
+                    "Seconds before the script is killed, with everything it started.",
                 )
                 .default(DEFAULT_TIMEOUT_SECONDS)
                 .parameter(),
@@ -343,7 +343,7 @@ impl<I: Interpreter> ScriptProvider<I> {
             }
             ExitStatus::Signaled(signal) => format!("`{shown}` was killed by signal {signal}"),
             ExitStatus::TimedOut => format!(
-                "`{shown}` ran past its timeout of {} seconds; its process group was killed",
+                "`{shown}` ran past its timeout of {} seconds; it was killed with everything it started",
                 script.timeout.map_or(0.0, |timeout| timeout.as_secs_f64())
             ),
         }))

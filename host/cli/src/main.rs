@@ -8,6 +8,7 @@
 mod dirs;
 mod lock;
 mod output;
+mod signals;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -241,6 +242,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             state_dir,
             runtime,
         } => {
+            signals::watch();
             let runtime = runtime_for(&runtime)?;
             let Some(catalog) = load(&input, &runtime)? else {
                 return Ok(1);

@@ -73,6 +73,12 @@ pub trait PluginHost {
     /// This machine's facts, for `requires` (gathered once per run by the host's fact
     /// plugins). An error says why they could not be gathered.
     fn facts(&self) -> Result<wconverge_program::Facts, String>;
+
+    /// Why the run must stop now (the operator interrupted it), if it must: the
+    /// resources not yet applied fail with this reason.
+    fn interrupted(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Facts as manifests, lazy values and templates read them: each group to its list of

@@ -82,7 +82,10 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             ),
             _ => None,
         };
-        if !failed_dependencies.is_empty() {
+        if let Some(why) = host.interrupted() {
+            report.status = Status::Failed;
+            report.error = Some(format!("not applied: {why}"));
+        } else if !failed_dependencies.is_empty() {
             report.status = Status::SkippedFailedDependency;
             report.failed_dependencies = failed_dependencies;
         } else if !unmet.is_empty() {
@@ -533,7 +536,7 @@ fn guards(
                     ScriptStatus::Signaled(signal) => (None, Some(signal)),
                     ScriptStatus::TimedOut => {
                         return Guarded::Fail(format!(
-                            "{named} ran past its timeout of {}; its process group was killed",
+                            "{named} ran past its timeout of {}; it was killed with everything it started",
                             seconds(output.timeout)
                         ));
                     }

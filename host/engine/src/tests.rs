@@ -417,7 +417,7 @@ fn a_guard_that_cannot_run_or_times_out_fails_its_resource() {
     assert_eq!(
         report.resources[1].error.as_deref(),
         Some(
-            "not_if guard `sleep` (interpreter `sh`) ran past its timeout of 2 seconds; its process group was killed"
+            "not_if guard `sleep` (interpreter `sh`) ran past its timeout of 2 seconds; it was killed with everything it started"
         )
     );
     assert_eq!(report.resources[2].status, Status::SkippedFailedDependency);

@@ -48,6 +48,30 @@ type PolicyRoots = Vec<(PathBuf, Access)>;
 /// How often the CPU limit is checked while a plugin runs.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// The signal that interrupted this process, or 0.
+static INTERRUPTED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// Stops everything this process's runtimes run: the programs running now are killed
+/// with all their descendants, plugins running now are stopped at their next epoch
+/// tick, nothing more is launched, and the engine applies no further resource. For a
+/// signal handler thread (`signal` is the signal's number, for messages).
+pub fn interrupt(signal: i32) {
+    INTERRUPTED.store(signal, std::sync::atomic::Ordering::SeqCst);
+    process::kill_live();
+}
+
+/// Why this process must stop, once [`interrupt`] was called.
+pub fn interrupted() -> Option<String> {
+    match INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        signal => {
+            let name = nix::sys::signal::Signal::try_from(signal)
+                .map_or_else(|_| format!("signal {signal}"), |signal| signal.to_string());
+            Some(format!("wconverge was interrupted ({name})"))
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
@@ -151,6 +175,8 @@ fn quoted_list(names: &[&str]) -> String {
 
 impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Runtime> {
+        static CLOSE_INHERITED: Once = Once::new();
+        CLOSE_INHERITED.call_once(process::close_inherited_on_exec);
         let mut config = Config::new();
         config.epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
@@ -871,6 +897,10 @@ impl PluginHost for Runtime {
 
     /// A requirement is evaluated only on complete facts: a plugin that failed could
     /// have published the group it reads.
+    fn interrupted(&self) -> Option<String> {
+        interrupted()
+    }
+
     fn facts(&self) -> Result<wconverge_program::Facts, String> {
         let (groups, errors) = self.gather_facts();
         if errors.is_empty() {

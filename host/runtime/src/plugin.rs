@@ -731,6 +731,9 @@ fn describe_trap(
             );
         }
         Some(Stop::Output) => return output_limit(policy),
+        Some(Stop::Interrupted) => {
+            return crate::interrupted().unwrap_or_else(|| "wconverge was interrupted".to_owned());
+        }
         None => {}
     }
     let chain = format!("{error:?}");

@@ -1,6 +1,20 @@
 //! Launching programs for plugins: the policy check, then the launch with an empty
-//! environment, its own process group, a wall-clock timeout that kills the group, and
-//! capped output.
+//! environment, in a session of its own (no controlling terminal), with only standard
+//! input, output and error open, a wall-clock timeout that kills it with all its
+//! descendants, and capped output.
+//!
+//! Isolation, set up in the child between fork and exec (`isolate`):
+//! - a new session: the program has no controlling terminal, so it cannot push input
+//!   into the operator's terminal (`TIOCSTI`) or read from it;
+//! - every descriptor above 2 is closed at exec, whatever wconverge inherited;
+//! - it is a child subreaper, so what it starts and abandons (a daemon that called
+//!   `setsid`) stays among its descendants, and the kill at the deadline finds it;
+//! - it gets `SIGKILL` if wconverge dies.
+//!
+//! At the deadline, or when wconverge is interrupted, the whole tree is stopped, then
+//! killed (`kill_tree`). A program that exits in time may leave descendants running (a
+//! service it started): they are not killed, and the run does not wait for the output
+//! they hold past the deadline.
 
 use crate::arguments::display_args;
 use crate::bindings::process as wit;
@@ -664,7 +678,6 @@ pub(crate) fn run(
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    std::os::unix::process::CommandExt::process_group(&mut command, 0);
     if let Some(cwd) = &checked.cwd {
         command.current_dir(cwd);
     }
@@ -675,9 +688,7 @@ pub(crate) fn run(
     if let Some(uid) = checked.uid {
         std::os::unix::process::CommandExt::uid(&mut command, uid);
     }
-    if let Some(umask) = checked.umask {
-        set_umask(&mut command, umask);
-    }
+    isolate(&mut command, checked.umask);
     let started = Instant::now();
     let mut child = command.spawn().map_err(|error| {
         let program = &checked.program;
@@ -703,6 +714,7 @@ pub(crate) fn run(
     // The program runs; its name is no longer needed.
     drop(link);
     let pid = child.id();
+    let _live = Live::register(pid);
     let stdin = child.stdin.take();
     let input = checked.stdin;
     let feeder = stdin.map(|mut stdin| {
@@ -718,8 +730,13 @@ pub(crate) fn run(
     let deadline = started + checked.timeout;
     let (status, timed_out) = wait_until(child, pid, deadline).map_err(wit::LaunchError::Failed)?;
     // The program is gone; what it left in the pipes arrives shortly, unless something
-    // it started outside its group still holds them open.
-    let grace = Instant::now() + DRAIN_GRACE;
+    // it started still holds them open: then the run goes on, at the latest at the
+    // deadline (after a kill, everything that could hold them is gone).
+    let grace = if timed_out {
+        Instant::now() + Duration::from_millis(200)
+    } else {
+        (Instant::now() + DRAIN_GRACE).min(deadline.max(Instant::now()))
+    };
     for handle in [stdout_reader, stderr_reader].into_iter().flatten() {
         while !handle.is_finished() && Instant::now() < grace {
             std::thread::sleep(Duration::from_millis(1));
@@ -758,22 +775,159 @@ pub(crate) fn run(
 
 #[expect(
     unsafe_code,
-    reason = "a umask for the child only can be set only between fork and exec"
+    reason = "a session, a umask and descriptors of the child only can be set only between \
+              fork and exec"
 )]
-fn set_umask(command: &mut std::process::Command, umask: u32) {
-    let mask = nix::sys::stat::Mode::from_bits_truncate(umask);
-    // SAFETY: the closure runs in the child between fork and exec. It calls only
-    // umask(2), which is async-signal-safe, on a value computed before the fork; it
-    // allocates nothing and takes no lock.
+fn isolate(command: &mut std::process::Command, umask: Option<u32>) {
+    let parent = rustix::process::getpid();
+    let umask = umask.map(|umask| rustix::fs::Mode::from_raw_mode(umask & 0o777));
+    // SAFETY: the closure runs in the child between fork and exec. It makes only raw
+    // system calls (setsid, prctl, getppid, close_range, umask), which are
+    // async-signal-safe, on values computed before the fork; it allocates nothing and
+    // takes no lock. An error it returns is reported by std through its own pipe.
     unsafe {
         std::os::unix::process::CommandExt::pre_exec(command, move || {
-            nix::sys::stat::umask(mask);
+            // A session of its own: no controlling terminal, and a process group whose
+            // id is its pid, which the kill at the deadline signals.
+            rustix::process::setsid()?;
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
+            // wconverge died before the signal was armed: do not run orphaned.
+            if rustix::process::getppid() != Some(parent) {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
+            // Everything wconverge holds or inherited, above standard error, closes at
+            // exec. (The program itself may be one of them, opened close-on-exec: the
+            // kernel runs it through that descriptor before closing it.)
+            // A kernel without close_range (before 5.11) leaves this to close-on-exec
+            // flags, which wconverge sets on what it inherited when it starts.
+            let _ = libc::close_range(3, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as i32);
+            if let Some(umask) = umask {
+                rustix::process::umask(umask);
+            }
             Ok(())
         });
     }
 }
 
-/// Waits for the child, killing its whole process group at the deadline.
+/// Marks every descriptor above 2 that this process holds close-on-exec, so no program
+/// it launches inherits one (a descriptor on a root-only file, left open by whoever
+/// started wconverge, would otherwise reach a child running as another user).
+pub(crate) fn close_inherited_on_exec() {
+    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
+        return;
+    };
+    let fds: Vec<i32> = entries
+        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd > 2)
+        .collect();
+    for fd in fds {
+        set_cloexec(fd);
+    }
+}
+
+#[expect(
+    unsafe_code,
+    reason = "marking a descriptor this process may not own needs a borrowed raw descriptor"
+)]
+fn set_cloexec(fd: i32) {
+    // SAFETY: `fd` was listed in /proc/self/fd a moment ago; if it has been closed since,
+    // fcntl fails with EBADF and nothing happens. The borrow ends with this call.
+    let fd = unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) };
+    if let Ok(flags) = rustix::io::fcntl_getfd(fd) {
+        let _ = rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC);
+    }
+}
+
+/// The programs running now, by process id: an interrupted wconverge kills their trees.
+static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+/// One running program in [`LIVE`], until dropped.
+struct Live(i32);
+
+impl Live {
+    fn register(pid: u32) -> Option<Live> {
+        let pid = i32::try_from(pid).ok()?;
+        LIVE.lock().expect("live programs lock").push(pid);
+        Some(Live(pid))
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        LIVE.lock()
+            .expect("live programs lock")
+            .retain(|pid| *pid != self.0);
+    }
+}
+
+/// Kills every program running now, with all its descendants.
+pub(crate) fn kill_live() {
+    let live = LIVE.lock().expect("live programs lock").clone();
+    for pid in live {
+        kill_tree(pid);
+    }
+}
+
+/// The most rounds `kill_tree` looks for new descendants.
+const KILL_ROUNDS: usize = 100;
+
+/// Stops `root` and every descendant (each round finds what the last one missed;
+/// a stopped process cannot fork), then kills them all. `root` is a child subreaper, so
+/// a descendant whose parent died is still below it.
+pub(crate) fn kill_tree(root: i32) {
+    use nix::sys::signal::{Signal, kill, killpg};
+    use nix::unistd::Pid;
+    let mut found = vec![root];
+    let _ = kill(Pid::from_raw(root), Signal::SIGSTOP);
+    for _ in 0..KILL_ROUNDS {
+        let new: Vec<i32> = descendants(root)
+            .into_iter()
+            .filter(|pid| !found.contains(pid))
+            .collect();
+        if new.is_empty() {
+            break;
+        }
+        for pid in new {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
+            found.push(pid);
+        }
+    }
+    for pid in found {
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+    }
+    let _ = killpg(Pid::from_raw(root), Signal::SIGKILL);
+}
+
+/// The processes below `root`, from the parent links in /proc.
+fn descendants(root: i32) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let links: Vec<(i32, i32)> = entries
+        .filter_map(|entry| {
+            let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+            let after = &stat[stat.rfind(')')? + 1..];
+            let ppid: i32 = after.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect();
+    let mut below = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(parent) = frontier.pop() {
+        for (pid, _) in links.iter().filter(|(_, ppid)| *ppid == parent) {
+            if !below.contains(pid) && *pid != root {
+                below.push(*pid);
+                frontier.push(*pid);
+            }
+        }
+    }
+    below
+}
+
+/// Waits for the child, killing it with all its descendants at the deadline.
 fn wait_until(
     mut child: Child,
     pid: u32,
@@ -787,7 +941,9 @@ fn wait_until(
     let (result, timed_out) = match receiver.recv_timeout(remaining) {
         Ok(result) => (result, false),
         Err(_) => {
-            kill_group(pid);
+            if let Ok(pid) = i32::try_from(pid) {
+                kill_tree(pid);
+            }
             (
                 receiver
                     .recv()
@@ -799,14 +955,6 @@ fn wait_until(
     let _ = waiter.join();
     let status = result.map_err(|error| format!("waiting for the program failed: {error}"))?;
     Ok((status, timed_out))
-}
-
-fn kill_group(pid: u32) {
-    if let Ok(pid) = i32::try_from(pid) {
-        // The group may already be gone; that is the goal either way.
-        let _ =
-            nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), nix::sys::signal::SIGKILL);
-    }
 }
 
 #[cfg(test)]

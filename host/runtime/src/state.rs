@@ -38,6 +38,8 @@ pub(crate) enum Phase {
 pub(crate) enum Stop {
     /// Its code used more CPU time than its limit.
     Cpu,
+    /// wconverge was interrupted.
+    Interrupted,
     /// The call went past its wall-clock limit.
     Deadline,
     Output,
@@ -221,7 +223,9 @@ impl PluginState {
     /// plugin's code runs).
     pub(crate) fn stop_reason(&self) -> Option<Stop> {
         let limits = &self.policy.limits;
-        if thread_cpu_time().saturating_sub(self.cpu_started)
+        if crate::interrupted().is_some() {
+            Some(Stop::Interrupted)
+        } else if thread_cpu_time().saturating_sub(self.cpu_started)
             > Duration::from_secs_f64(limits.cpu_seconds)
         {
             Some(Stop::Cpu)
@@ -367,6 +371,9 @@ impl process::Host for PluginState {
             &|text| self.scrub(text),
         );
         let mut checked = checked;
+        if let (Ok(_), Some(why)) = (&checked, crate::interrupted()) {
+            checked = Err(process::LaunchError::Refused(why));
+        }
         if let Some(trail) = shared.trail() {
             if checked.is_ok()
                 && let Some(why) = trail.broken()

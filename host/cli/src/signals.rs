@@ -1,0 +1,34 @@
+//! Interruption of `apply`: `SIGINT`, `SIGTERM` or `SIGHUP` stops the run cleanly. The
+//! programs running are killed with everything they started, plugins stop at their
+//! next epoch tick, the resources not yet applied fail as "not applied", and the report
+//! is printed as usual. A second signal exits at once (after the same kill).
+
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+
+/// Blocks the three signals in this thread (every thread started later inherits the
+/// mask; launched programs get an empty one) and starts the thread that waits for them.
+/// Call before any other thread starts.
+pub(crate) fn watch() {
+    let mut signals = SigSet::empty();
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        signals.add(signal);
+    }
+    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals), None).is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        let mut seen = 0;
+        while let Ok(signal) = signals.wait() {
+            seen += 1;
+            wconverge_runtime::interrupt(signal as i32);
+            if seen == 1 {
+                crate::output::warning(&format!(
+                    "{signal}: stopping; what runs now is being killed, and nothing more is \
+                     applied (send it again to exit at once)"
+                ));
+            } else {
+                std::process::exit(128 + signal as i32);
+            }
+        }
+    });
+}
