@@ -735,3 +735,90 @@ fn issue_16_an_interrupted_or_killed_wconverge_leaves_no_program_running() {
     );
     drop(survivors);
 }
+
+/// Class 5. Secrets stay secret: an environment given as a sensitive array of
+/// `NAME=value` is redacted by value; a sensitive guard's output is not kept; a secret
+/// cut in two at the output cap leaves no half behind; and sensitive code reaches its
+/// interpreter on standard input, never in its arguments, where every local user reads
+/// it (`/proc/PID/cmdline`).
+#[test]
+fn issue_16_secrets_stay_out_of_reports_and_process_arguments() {
+    let machine = Machine::new();
+    let secret = "hunter2-3f9a7c";
+    let marker = machine.root().join("sensitive-code.pid");
+    let filler = "x".repeat(1014);
+    let catalog = machine.catalog(json!([
+        { "type": "exec", "title": "env-array",
+          "attributes": { "command": "echo \"token is $TOKEN\" >&2; exit 1",
+                          "environment": { "__sensitive": [format!("TOKEN={secret}")] } } },
+        { "type": "exec", "title": "guarded",
+          "attributes": { "command": "true",
+                          "unless": { "__sensitive": format!("echo {secret}; echo {secret} >&2; false") } } },
+        { "type": "exec", "title": "cut",
+          "attributes": { "command": format!("printf '%s%s' {filler} \"$TOKEN\"; exit 1"),
+                          "environment": { "TOKEN": { "__sensitive": secret } } } },
+        { "type": "exec", "title": "code",
+          "attributes": { "command": { "__sensitive":
+              format!(": {secret}; echo $$ > {}; sleep 2", marker.display()) } } },
+    ]));
+    let policy = machine.policy("[plugins.sh.limits]\noutput_kib = 1\n");
+    let mut child = machine
+        .command(crate::support::WCONVERGE)
+        .args(apply_args(&catalog, &policy))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("wconverge starts");
+    // While the sensitive code runs, no process shows it in its arguments.
+    let started = Instant::now();
+    while !marker.exists() {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the code did not run"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut seen = 0;
+    for entry in std::fs::read_dir("/proc").expect("/proc") {
+        let Ok(entry) = entry else { continue };
+        if let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) {
+            seen += 1;
+            assert!(
+                !String::from_utf8_lossy(&cmdline).contains(secret),
+                "{:?} shows the secret: {}",
+                entry.path(),
+                String::from_utf8_lossy(&cmdline)
+            );
+        }
+    }
+    assert!(seen > 1);
+    let _ = child.stdin.take();
+    let output = child.wait_with_output().expect("wconverge ends");
+    let everything = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(output.status.code(), Some(6), "{everything}");
+    for start in 4..=secret.len() {
+        assert!(
+            !everything.contains(&secret[..start]),
+            "`{}` leaked:\n{everything}",
+            &secret[..start]
+        );
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&String::from_utf8_lossy(&output.stdout)).expect("json");
+    let env = entry(&report, "Exec[env-array]").to_string();
+    assert!(env.contains("token is [redacted]"), "{env}");
+    let guarded = entry(&report, "Exec[guarded]").to_string();
+    assert!(
+        guarded.contains("unless output not kept: the guard is sensitive"),
+        "{guarded}"
+    );
+    let cut = entry(&report, "Exec[cut]").to_string();
+    assert!(
+        cut.contains("xxxx"),
+        "the output was kept up to the secret: {cut}"
+    );
+}

@@ -33,6 +33,10 @@ pub struct Script {
     pub type_name: String,
     /// The code.
     pub code: Code,
+    /// The code is sensitive: the interpreter must read it on standard input, never
+    /// from its arguments (every local user can read a process's arguments in
+    /// `/proc/PID/cmdline`). [`run`] refuses a command line that carries it.
+    pub sensitive: bool,
     /// Resource code or guard.
     pub purpose: Purpose,
     /// Absolute working directory.
@@ -64,6 +68,7 @@ impl Script {
         Script {
             type_name: type_name.to_owned(),
             code: Code::Text(code.to_owned()),
+            sensitive: false,
             purpose,
             cwd: None,
             environment: Vec::new(),
@@ -118,6 +123,9 @@ impl Script {
         script_type: &ScriptType,
         purpose: Purpose,
     ) -> Result<Script> {
+        let sensitive = resource
+            .get(script_type.code_attribute())
+            .is_some_and(Value::is_sensitive);
         let code = match resource
             .get(script_type.code_attribute())
             .map(Value::unwrap_sensitive)
@@ -180,6 +188,7 @@ impl Script {
         Ok(Script {
             type_name: resource.type_name.clone(),
             code,
+            sensitive,
             purpose,
             cwd: resource.get_str("cwd").map(str::to_owned),
             environment: environment(resource.get("environment"))?,
@@ -257,8 +266,18 @@ pub fn run<I: Interpreter>(script: &Script) -> Result<Output, LaunchError> {
     let line = match &script.code {
         // An argv command runs its program directly: there is nothing to interpret.
         Code::Argv(argv) => CommandLine::new(&argv[0]).args(&argv[1..]),
-        Code::Text(_) => {
-            I::command_line(script).map_err(|error| LaunchError::Failed(error.to_string()))?
+        Code::Text(code) => {
+            let line =
+                I::command_line(script).map_err(|error| LaunchError::Failed(error.to_string()))?;
+            if script.sensitive && line.args.iter().any(|arg| arg.contains(code.as_str())) {
+                return Err(LaunchError::Failed(format!(
+                    "the interpreter of `{}` passes its code as an argument, where every local \
+                     user can read it, and this code is sensitive; its author must pass \
+                     sensitive code on standard input",
+                    script.type_name
+                )));
+            }
+            line
         }
     };
     let mut missing = Vec::new();
@@ -402,6 +421,7 @@ pub fn run_export<I: Interpreter>(
     let script = Script {
         type_name: script.type_name,
         code: Code::Text(script.code),
+        sensitive: script.sensitive,
         purpose: match script.purpose {
             wit::Purpose::Code => Purpose::Code,
             wit::Purpose::Guard => Purpose::Guard,

@@ -80,7 +80,18 @@ impl Value {
     /// for redaction.
     pub fn collect_secrets(&self, sensitive: bool, out: &mut Vec<String>) {
         match self {
-            Value::String(s) if sensitive && !s.is_empty() => out.push(s.clone()),
+            Value::String(s) if sensitive && !s.is_empty() => {
+                out.push(s.clone());
+                // `NAME=value` (an environment entry): the value travels alone, in the
+                // program's environment and in whatever it prints.
+                if let Some((name, value)) = s.split_once('=')
+                    && !value.is_empty()
+                    && !name.is_empty()
+                    && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                {
+                    out.push(value.to_owned());
+                }
+            }
             Value::Integer(i) if sensitive => out.push(i.to_string()),
             Value::Float(f) if sensitive => out.push(f.to_string()),
             Value::Array(items) => items

@@ -23,6 +23,7 @@ fn guard() -> GuardScript {
         subject: "Exec[bench]".to_owned(),
         secrets: wconverge_engine::Secrets::default(),
         code: "true".to_owned(),
+        sensitive: false,
         cwd: None,
         environment: Vec::new(),
         user: None,

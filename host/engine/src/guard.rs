@@ -355,7 +355,8 @@ fn guard(
     if code.trim().is_empty() {
         return Err(shape("the guard's command is empty"));
     }
-    let shown = if command.is_sensitive() || value.is_sensitive() {
+    let sensitive = command.is_sensitive() || value.is_sensitive();
+    let shown = if sensitive {
         "[sensitive]".to_owned()
     } else {
         code.to_owned()
@@ -389,6 +390,7 @@ fn guard(
         subject: String::new(),
         secrets: crate::Secrets::default(),
         code: code.to_owned(),
+        sensitive,
         cwd: pick("cwd")
             .map(|value| absolute(value, "cwd"))
             .transpose()?,

@@ -139,6 +139,9 @@ pub struct GuardScript {
     /// The sensitive strings of that resource, never written to the audit trail.
     pub secrets: Secrets,
     pub code: String,
+    /// The guard is sensitive: its code reaches the interpreter on standard input, and
+    /// its output is not kept in the report.
+    pub sensitive: bool,
     pub cwd: Option<String>,
     pub environment: Vec<(String, String)>,
     pub user: Option<String>,

@@ -33,6 +33,24 @@ impl Secrets {
         self.0.is_empty()
     }
 
+    /// Drops from the end of `bytes`, output that was cut at a cap, the start of a
+    /// secret the cut split (which no later scrub could recognize).
+    pub fn trim_cut(&self, bytes: &mut Vec<u8>) {
+        let cut = self
+            .0
+            .iter()
+            .filter_map(|secret| {
+                let secret = secret.as_bytes();
+                (1..secret.len())
+                    .rev()
+                    .find(|len| bytes.ends_with(&secret[..*len]))
+            })
+            .max();
+        if let Some(cut) = cut {
+            bytes.truncate(bytes.len() - cut);
+        }
+    }
+
     /// `text` with every secret replaced. A very short secret garbles unrelated text;
     /// that is the price of never leaking it.
     pub fn scrub(&self, text: &str) -> String {
@@ -58,5 +76,16 @@ mod tests {
             "pw [redacted] and [redacted] again"
         );
         assert_eq!(Secrets::default().scrub("plain"), "plain");
+    }
+
+    #[test]
+    fn the_start_of_a_secret_cut_off_at_the_end_is_dropped() {
+        let secrets = Secrets::new(vec!["hunter2".to_owned()]);
+        let mut cut = b"password: hunt".to_vec();
+        secrets.trim_cut(&mut cut);
+        assert_eq!(cut, b"password: ");
+        let mut whole = b"nothing secret".to_vec();
+        secrets.trim_cut(&mut whole);
+        assert_eq!(whole, b"nothing secret");
     }
 }

@@ -518,18 +518,32 @@ fn guards(
                     }
                 };
                 // A guard's output explains a false one ("command not found"); the JSON
-                // report keeps it.
-                for (stream, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)] {
-                    record(
-                        String::from_utf8_lossy(bytes)
-                            .lines()
-                            .take(50)
-                            .map(|line| LogRecord {
-                                level: crate::Level::Info,
-                                message: format!("{} {stream}: {line}", guard.metaparameter),
-                            })
-                            .collect(),
-                    );
+                // report keeps it, unless the guard is sensitive (its output could say
+                // anything its code holds).
+                if script.sensitive {
+                    if !output.stdout.is_empty() || !output.stderr.is_empty() {
+                        record(vec![LogRecord {
+                            level: crate::Level::Info,
+                            message: format!(
+                                "{} output not kept: the guard is sensitive",
+                                guard.metaparameter
+                            ),
+                        }]);
+                    }
+                } else {
+                    for (stream, bytes) in [("stdout", &output.stdout), ("stderr", &output.stderr)]
+                    {
+                        record(
+                            String::from_utf8_lossy(bytes)
+                                .lines()
+                                .take(50)
+                                .map(|line| LogRecord {
+                                    level: crate::Level::Info,
+                                    message: format!("{} {stream}: {line}", guard.metaparameter),
+                                })
+                                .collect(),
+                        );
+                    }
                 }
                 let (exit_code, signal) = match output.status {
                     ScriptStatus::Exited(code) => (Some(code), None),

@@ -338,9 +338,12 @@ pub(crate) fn check_state(state: &[wit::Attribute]) -> Result<(), String> {
     Ok(())
 }
 
+/// The changes of a plan, their messages passed through `said` (which scrubs the
+/// resource's secrets and cuts them to size).
 pub(crate) fn changes_from_wit(
     changes: &[wit::Change],
     schema: &TypeSchema,
+    said: &dyn Fn(&str) -> String,
 ) -> Result<Vec<Change>, String> {
     if changes.len() > MAX_CHANGES {
         return Err(format!(
@@ -368,7 +371,7 @@ pub(crate) fn changes_from_wit(
                 attribute: change.attribute.clone(),
                 current: value(&change.current)?,
                 desired: value(&change.desired)?,
-                message: truncate(&change.message),
+                message: said(&change.message),
             })
         })
         .collect()
@@ -404,6 +407,7 @@ pub(crate) fn script_to_wit(
     scripts::Script {
         type_name: script.interpreter.clone(),
         code: script.code.clone(),
+        sensitive: script.sensitive,
         purpose: scripts::Purpose::Guard,
         cwd: script.cwd.clone(),
         environment: script.environment.clone(),

@@ -839,6 +839,12 @@ impl Launcher for LauncherHandle {
     }
 }
 
+/// What a plugin said about `resource`, without its secrets, then cut to size (in that
+/// order: a cut could split a secret, which no later scrub would recognize).
+fn said(resource: &PreparedResource, text: &str) -> String {
+    convert::truncate(&resource.secrets().scrub(text))
+}
+
 fn provider_error(plugin: &Plugin, message: String) -> PluginError {
     PluginError::new(&plugin.policy.name, PluginErrorKind::Provider, message)
 }
@@ -974,7 +980,7 @@ impl PluginHost for Runtime {
             Ok(problems
                 .iter()
                 .take(100)
-                .map(|problem| convert::truncate(problem))
+                .map(|problem| said(resource, problem))
                 .collect())
         })
     }
@@ -991,7 +997,7 @@ impl PluginHost for Runtime {
                 logs.extend(called.logs);
                 let state = called
                     .outcome?
-                    .map_err(|message| provider_error(plugin, message))?;
+                    .map_err(|message| provider_error(plugin, said(resource, &message)))?;
                 convert::check_state(&state).map_err(|message| contract_error(plugin, message))?;
                 let called = plugin.call(instance, |exports, store| {
                     exports.provider()?.call_plan(store, &wit, &state)
@@ -999,8 +1005,8 @@ impl PluginHost for Runtime {
                 logs.extend(called.logs);
                 let changes = called
                     .outcome?
-                    .map_err(|message| provider_error(plugin, message))?;
-                convert::changes_from_wit(&changes, schema)
+                    .map_err(|message| provider_error(plugin, said(resource, &message)))?;
+                convert::changes_from_wit(&changes, schema, &|text| said(resource, text))
                     .map_err(|message| contract_error(plugin, message))
             },
         )
@@ -1016,7 +1022,7 @@ impl PluginHost for Runtime {
             logs.extend(called.logs);
             called
                 .outcome?
-                .map_err(|message| provider_error(plugin, message))
+                .map_err(|message| provider_error(plugin, said(resource, &message)))
         })
     }
 
@@ -1029,7 +1035,7 @@ impl PluginHost for Runtime {
             logs.extend(called.logs);
             called
                 .outcome?
-                .map_err(|message| provider_error(plugin, message))
+                .map_err(|message| provider_error(plugin, said(resource, &message)))
         })
     }
 }

@@ -25,7 +25,7 @@ use wconverge_engine::{Level, LogRecord, PluginError, PluginErrorKind};
 
 /// The WIT package version this host implements.
 pub(crate) const WIT_PACKAGE: &str = "wconverge:plugin";
-pub(crate) const WIT_VERSION: &str = "0.2.0";
+pub(crate) const WIT_VERSION: &str = "0.3.0";
 
 /// Imports a plugin may have. Nothing else is ever linked: no sockets, no HTTP.
 const ALLOWED_WASI: &[&str] = &[
@@ -675,7 +675,9 @@ impl Plugin {
                 for line in text.lines().take(200) {
                     logs.push(LogRecord {
                         level: Level::Info,
-                        message: crate::convert::truncate(&format!("{stream}: {line}")),
+                        message: crate::convert::truncate(
+                            &state.scrub(&format!("{stream}: {line}")),
+                        ),
                     });
                 }
             }
@@ -806,7 +808,7 @@ mod tests {
         let ok = [
             "wasi:io/poll@0.2.6",
             "wasi:filesystem/types@0.2.6",
-            "wconverge:plugin/log@0.2.0",
+            "wconverge:plugin/log@0.3.0",
         ]
         .map(str::to_owned);
         assert_eq!(check_imports(&ok), Ok(()));
@@ -815,12 +817,12 @@ mod tests {
             check_imports(&sockets),
             Err("it imports `wasi:sockets/tcp@0.2.6`, which is refused: plugins have no network access".to_owned())
         );
-        let older = ["wconverge:plugin/log@0.1.0".to_owned()];
+        let older = ["wconverge:plugin/log@0.2.0".to_owned()];
         assert_eq!(
             check_imports(&older),
             Err(
-                "it was built against wconverge:plugin@0.1.0, and this wconverge implements \
-                 wconverge:plugin@0.2.0; rebuild it against this version"
+                "it was built against wconverge:plugin@0.2.0, and this wconverge implements \
+                 wconverge:plugin@0.3.0; rebuild it against this version"
                     .to_owned()
             )
         );

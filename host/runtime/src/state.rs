@@ -327,9 +327,10 @@ impl PluginState {
             self.stop = Some(Stop::Output);
             wasmtime::bail!("the plugin logged more than its output limit");
         }
+        // Secrets out before the cut, which could split one.
         self.logs.push(LogRecord {
             level,
-            message: truncate(&message),
+            message: truncate(&self.scrub(&message)),
         });
         Ok(())
     }
@@ -424,7 +425,18 @@ impl process::Host for PluginState {
                 }
             }
         }
-        let result = checked.and_then(|checked| crate::process::run(checked, shared.exec_names()));
+        let mut result =
+            checked.and_then(|checked| crate::process::run(checked, shared.exec_names()));
+        // Output cut at the cap may end with the start of a secret: drop it here, where
+        // the secrets are known, before the plugin passes it on in pieces.
+        if let (Ok(output), Some((_, secrets))) = (&mut result, &self.subject) {
+            if output.stdout_truncated {
+                secrets.trim_cut(&mut output.stdout);
+            }
+            if output.stderr_truncated {
+                secrets.trim_cut(&mut output.stderr);
+            }
+        }
         self.program_time += started.elapsed();
         if let Err(error) = &result {
             // The plugin gets the error and reports it with its resource.

@@ -18,11 +18,15 @@ impl Interpreter for Bash {
     }
 
     fn command_line(script: &Script) -> Result<CommandLine> {
-        Ok(CommandLine::new("/bin/bash")
+        let line = CommandLine::new("/bin/bash")
             .or("/usr/bin/bash")
-            .args(script.flags())
-            .arg("-c")
-            .arg(script.text()?))
+            .args(script.flags());
+        // Sensitive code is read on standard input (`-s`): arguments are public.
+        Ok(if script.sensitive {
+            line.arg("-s").stdin(script.text()?.as_bytes())
+        } else {
+            line.arg("-c").arg(script.text()?)
+        })
     }
 }
 

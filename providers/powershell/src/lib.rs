@@ -72,11 +72,22 @@ impl Interpreter for PowerShell {
                 "None",
             ])
             .args(script.flags())
-            .arg("-EncodedCommand")
-            .arg(&encode_command(&wrapper(code, convert)));
-        Ok(line)
+            .arg("-EncodedCommand");
+        // Sensitive code is read on standard input: the arguments (base64 is no secret)
+        // carry only a loader that reads the script and runs it.
+        Ok(if script.sensitive {
+            line.arg(&encode_command(STDIN_LOADER))
+                .stdin(wrapper(code, convert).into_bytes())
+        } else {
+            line.arg(&encode_command(&wrapper(code, convert)))
+        })
     }
 }
+
+/// Reads the whole script from standard input and runs it in this session, so its
+/// `exit` ends PowerShell with its code.
+pub const STDIN_LOADER: &str =
+    "$wconvergeScript = [Console]::In.ReadToEnd()\n. ([scriptblock]::Create($wconvergeScript))\n";
 
 /// The script PowerShell runs: the user's code in a script block, then the exit code.
 ///
@@ -211,6 +222,18 @@ mod tests {
         assert_eq!(line.args.len(), 9);
         assert_eq!(decode(&line.args[8]), wrapper(code, true));
         assert_eq!(line.stdin, None);
+    }
+
+    #[test]
+    fn sensitive_code_goes_on_standard_input_behind_a_loader() {
+        let code = "$password = 'hunter2'; exit 0";
+        let mut sensitive = script(code, Purpose::Code, "linux");
+        sensitive.sensitive = true;
+        let line = PowerShell::command_line(&sensitive).expect("valid");
+        assert_eq!(decode(&line.args[8]), STDIN_LOADER);
+        assert_eq!(line.args.len(), 9);
+        assert!(line.args.iter().all(|arg| !arg.contains("hunter2")));
+        assert_eq!(line.stdin, Some(wrapper(code, false).into_bytes()));
     }
 
     #[test]

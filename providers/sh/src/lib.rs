@@ -75,6 +75,13 @@ impl Interpreter for Sh {
                 .args(script.flags())
                 .stdin(code.as_bytes()));
         }
+        // Sensitive code is read on standard input (`-s`): arguments are public.
+        if script.sensitive {
+            return Ok(CommandLine::new(SHELL)
+                .args(script.flags())
+                .arg("-s")
+                .stdin(code.as_bytes()));
+        }
         Ok(CommandLine::new(SHELL)
             .args(script.flags())
             .arg("-c")
@@ -103,6 +110,16 @@ mod tests {
         assert_eq!(
             Sh::command_line(&script).expect("valid"),
             CommandLine::new("/bin/sh").args(["-e", "-u", "-c", "echo hi"])
+        );
+    }
+
+    #[test]
+    fn sensitive_code_is_read_on_standard_input() {
+        let mut script = Script::new("exec", "echo hunter2", Purpose::Guard);
+        script.sensitive = true;
+        assert_eq!(
+            Sh::command_line(&script).expect("valid"),
+            CommandLine::new("/bin/sh").arg("-s").stdin("echo hunter2")
         );
     }
 
