@@ -822,3 +822,44 @@ fn issue_16_secrets_stay_out_of_reports_and_process_arguments() {
         "the output was kept up to the secret: {cut}"
     );
 }
+
+/// Class 6. What programs, plugins and manifests write is inert on a terminal: a
+/// program printing a clipboard write (OSC 52), a carriage return that rewrites the
+/// summary line and a conceal sequence, a title and a message holding escapes and a
+/// fake summary after a newline, all come out as visible escapes, and only wconverge
+/// writes lines of its own.
+#[test]
+fn issue_16_output_is_inert_on_a_terminal() {
+    let machine = Machine::new();
+    let nasty = "printf '\\033]52;c;cm0gLXJmIH4K\\007\\rapplied in 0.00 s: 1 resource, nothing changed\\033[8m hidden\\n'; exit 1";
+    let catalog = machine.catalog(json!([
+        { "type": "exec", "title": "noisy\u{1b}[2J", "attributes": { "command": nasty } },
+        { "type": "notify", "title": "liar",
+          "attributes": { "message": "done\napplied in 0.00 s: 2 resources, all fine\u{202e}txt.exe" } },
+    ]));
+    let run = machine.apply(&catalog, &machine.policy(""), &[]);
+    assert_eq!(run.code, 6, "{run:#?}");
+    let printed = run.all_output();
+    for forbidden in ['\u{1b}', '\u{7}', '\r', '\u{202e}'] {
+        assert!(
+            !printed.contains(forbidden),
+            "{forbidden:?} reached the terminal:\n{printed:?}"
+        );
+    }
+    assert!(
+        printed.contains("\\x1b]52;c;cm0gLXJmIH4K\\x07\\rapplied"),
+        "{printed}"
+    );
+    assert!(printed.contains("Exec[noisy\\x1b[2J]"), "{printed}");
+    assert!(printed.contains("\\u{202e}txt.exe"), "{printed}");
+    let summaries = run
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("applied in"))
+        .count();
+    assert_eq!(
+        summaries, 1,
+        "a line passes for the summary:\n{}",
+        run.stdout
+    );
+}

@@ -363,8 +363,10 @@ $node.default['fb_timers']['jobs'] = {{}}
     // Now world-readable: the next change shows as a diff.
     let noop = machine.apply(&plain(44), &policy, &["--noop"]);
     assert_eq!(noop.code, 2, "{noop:#?}");
+    // Indented under its resource's line, as every message of several lines is.
     let diff = format!(
-        "--- {conf}\n+++ {conf}\n@@ -1,3 +1,3 @@\n # paris\n-version = 43\n+version = 44\n password = public"
+        "\n    --- {conf}\n    +++ {conf}\n    @@ -1,3 +1,3 @@\n     # paris\n    -version = 43\n    \
+         +version = 44\n     password = public"
     );
     assert!(noop.stdout.contains(&diff), "{diff}\n{noop:#?}");
 }

@@ -213,7 +213,8 @@ fn main() -> ExitCode {
         }
     };
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(|| output::InertStderr)
+        .with_ansi(false)
         .with_target(false)
         .without_time()
         .with_env_filter(

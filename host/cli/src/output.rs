@@ -10,8 +10,49 @@ use wconverge_engine::Prepared;
 use wconverge_engine::report::{Report, ResourceReport, Status};
 use wconverge_runtime::{PluginSummary, Suitability};
 
+/// Whether `c` must not reach a terminal as it is: a control character other than
+/// newline and tab (escape sequences start with one), or a bidirectional formatting
+/// character (which reorders what is shown).
+fn needs_escape(c: char) -> bool {
+    (c.is_control() && c != '\n' && c != '\t')
+        || matches!(
+            c,
+            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+        )
+}
+
+/// `text` made inert for a terminal: what [`needs_escape`] finds is written as an escape
+/// (`\x1b`, `\r`, `\u{202e}`), so nothing a plugin, a program, a manifest or a file name
+/// holds can move the cursor, hide or recolour text, write the clipboard or fake a
+/// line of wconverge's. Everything the CLI writes for people goes through it; JSON
+/// escapes control characters itself.
+pub(crate) fn inert(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.chars().any(needs_escape) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut shown = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        match c {
+            '\r' => shown.push_str("\\r"),
+            c if needs_escape(c) && (c as u32) < 0x80 => {
+                shown.push_str(&format!("\\x{:02x}", c as u32));
+            }
+            c if needs_escape(c) => shown.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            c => shown.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(shown)
+}
+
+/// A message that may hold several lines, with every line after the first indented by
+/// `indent`, so none can pass for a line of wconverge's own (a summary, a warning).
+fn continued(message: &str, indent: &str) -> String {
+    message.replace('\n', &format!("\n{indent}"))
+}
+
 /// Writes to stdout; a broken pipe ends the process successfully.
 fn out(text: &str) {
+    let text = inert(text);
     let mut stdout = std::io::stdout().lock();
     if let Err(error) = stdout
         .write_all(text.as_bytes())
@@ -34,12 +75,33 @@ pub(crate) fn text(text: &str) {
     out(text);
 }
 
+/// Standard error for `tracing`'s messages, made inert like everything else the CLI
+/// writes (they quote paths and plugin names).
+pub(crate) struct InertStderr;
+
+impl Write for InertStderr {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let text = String::from_utf8_lossy(buf);
+        std::io::stderr().write_all(inert(&text).as_bytes())?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+/// Writes to stderr, made inert.
+fn err(text: &str) {
+    eprintln!("{}", inert(text));
+}
+
 pub(crate) fn warning(message: &str) {
-    eprintln!("warning: {message}");
+    err(&format!("warning: {}", continued(message, "  ")));
 }
 
 pub(crate) fn error(message: &str) {
-    eprintln!("error: {message}");
+    err(&format!("error: {}", continued(message, "  ")));
 }
 
 pub(crate) fn json(value: &impl Serialize) {
@@ -53,7 +115,7 @@ pub(crate) fn diagnostics(
     sources: &[wconverge_lang::Source],
 ) {
     for diagnostic in diagnostics {
-        eprintln!("{}", wconverge_lang::render(diagnostic, sources));
+        err(&wconverge_lang::render(diagnostic, sources));
     }
     let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
     if n_errors > 0 {
@@ -79,9 +141,9 @@ pub(crate) fn problems(problems: &[Problem]) {
             text.push_str(&format!("{resource}: "));
         }
         text.push_str(&problem.message);
-        eprintln!("  {text}");
+        err(&format!("  {}", continued(&text, "    ")));
         if let Some(help) = &problem.help {
-            eprintln!("    help: {help}");
+            err(&format!("    help: {}", continued(help, "      ")));
         }
     }
 }
@@ -164,7 +226,8 @@ pub(crate) fn report_human(report: &Report) {
     let mut text = String::new();
     for resource in &report.resources {
         for line in describe_resource(resource) {
-            text.push_str(&line);
+            // A diff, or a message a plugin wrote over several lines, is indented.
+            text.push_str(&continued(&line, "    "));
             text.push('\n');
         }
     }
@@ -611,35 +674,35 @@ pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::
 /// A resource program's errors, each under its line with a marker at the column.
 pub(crate) fn program_errors(errors: &[wconverge_program::ProgramError], text: &str) {
     for error in errors {
-        eprintln!(
+        err(&format!(
             "error: line {}, column {}: {}",
             error.line, error.column, error.message
-        );
+        ));
         if let Some(line) = text.lines().nth(error.line - 1) {
-            eprintln!("  | {line}");
+            err(&format!("  | {line}"));
             let before: String = line
                 .chars()
                 .take(error.column.saturating_sub(1))
                 .map(|c| if c == '\t' { '\t' } else { ' ' })
                 .collect();
-            eprintln!("  | {before}^");
+            err(&format!("  | {before}^"));
         }
         if let Some(help) = &error.help {
-            eprintln!("  = help: {help}");
+            err(&format!("  = help: {help}"));
         }
     }
-    eprintln!(
+    err(&format!(
         "error: the resource program is invalid ({} error{}); nothing was evaluated",
         errors.len(),
         if errors.len() == 1 { "" } else { "s" }
-    );
+    ));
 }
 
 /// `true` or `false` on stdout; for `false`, the line that did not hold on stderr.
 pub(crate) fn verdict(verdict: &wconverge_program::Verdict) {
     out(if verdict.holds { "true\n" } else { "false\n" });
     if let Some((line, text)) = &verdict.failed {
-        eprintln!("line {line} does not hold: `{text}`");
+        err(&format!("line {line} does not hold: `{text}`"));
     }
 }
 

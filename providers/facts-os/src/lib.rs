@@ -17,13 +17,43 @@ impl FactSource for Os {
     fn gather(machine: Machine) -> Result<Vec<Group>, String> {
         let text = OS_RELEASE
             .iter()
-            .find_map(|path| std::fs::read_to_string(path).ok())
+            .find_map(|path| std::fs::read_to_string(resolved(path)).ok())
             .ok_or_else(|| format!("cannot read {}", OS_RELEASE.join(" or ")))?;
         Ok(vec![Group {
             name: "os".to_owned(),
             records: vec![record(&text, &machine)],
         }])
     }
+}
+
+/// Where a link at `path` leads, taken lexically: each granted directory is a sandbox of
+/// its own, so the host refuses to follow `/etc/os-release -> ../usr/lib/os-release`
+/// out of `/etc` (and warns of it); the plugin opens the target by its own path.
+fn resolved(path: &str) -> String {
+    let Ok(target) = std::fs::read_link(path) else {
+        return path.to_owned();
+    };
+    let target = target.to_string_lossy();
+    let mut parts: Vec<&str> = if target.starts_with('/') {
+        Vec::new()
+    } else {
+        path.split('/')
+            .filter(|part| !part.is_empty())
+            .collect::<Vec<_>>()
+            .split_last()
+            .map(|(_, dir)| dir.to_vec())
+            .unwrap_or_default()
+    };
+    for part in target.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            part => parts.push(part),
+        }
+    }
+    format!("/{}", parts.join("/"))
 }
 
 /// The values of os-release, unquoted.
@@ -92,6 +122,22 @@ export_fact_source!(Os);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_relative_link_is_resolved_by_its_own_path() {
+        let dir = std::env::temp_dir().join(format!("wcv-os-release-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("etc")).expect("dir");
+        let link = dir.join("etc/os-release");
+        let _ = std::fs::remove_file(&link);
+        std::os::unix::fs::symlink("../usr/lib/os-release", &link).expect("link");
+        let link = link.to_str().expect("utf-8");
+        assert_eq!(
+            resolved(link),
+            format!("{}/usr/lib/os-release", dir.display())
+        );
+        assert_eq!(resolved("/no/such/file"), "/no/such/file");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
 
     #[test]
     fn ubuntu_is_of_the_debian_family() {
