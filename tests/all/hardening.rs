@@ -863,3 +863,70 @@ fn issue_16_output_is_inert_on_a_terminal() {
         run.stdout
     );
 }
+
+/// Class 7. The compiled-code cache is bound and private: another plugin's valid entry
+/// under this plugin's entry name is rebuilt, not run (before, it ran under the first
+/// plugin's pin); a FIFO in place of an entry is refused without blocking; a cache below
+/// a directory others can write is not used at all.
+#[test]
+fn issue_16_the_compiled_code_cache_is_bound_to_its_component_and_private() {
+    let machine = Machine::new();
+    let cache = machine.root().join("cache");
+    let catalog = machine.catalog(json!([
+        { "type": "notify", "title": "hi" },
+        { "type": "hostile", "title": machine.file("h"), "attributes": { "action": "behave" } },
+    ]));
+    let policy = policy_for(&machine, &machine.root().join("files"), "");
+    let policy_text = std::fs::read_to_string(&policy).expect("policy")
+        + "\n[plugins.notify]\nsource = \"builtin\"\n";
+    std::fs::write(&policy, policy_text).expect("policy");
+    let apply = |cache: &Path| {
+        let mut args = apply_args(&catalog, &policy);
+        args.push("--cache-dir");
+        args.push(cache.to_str().expect("utf-8"));
+        run_bounded(&machine, &args, Duration::from_secs(120)).0
+    };
+    let run = apply(&cache);
+    assert_eq!(run.code, 2, "{run:#?}");
+    let entries: Vec<std::path::PathBuf> = std::fs::read_dir(cache.join("components"))
+        .expect("cache written")
+        .map(|entry| entry.expect("entry").path())
+        .collect();
+    assert_eq!(entries.len(), 2, "{entries:?}");
+    let hostile_digest = sha256_of(wconverge_tests::HOSTILE);
+    let (hostile, notify): (Vec<_>, Vec<_>) = entries.iter().partition(|path| {
+        path.file_name()
+            .and_then(|name| name.to_str())
+            .is_some_and(|name| name.starts_with(&hostile_digest))
+    });
+    // The hostile plugin's entry, valid, under the notify plugin's name.
+    std::fs::copy(hostile[0], notify[0]).expect("swapped");
+    let run = apply(&cache);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "it was compiled from component sha256 {hostile_digest}, not "
+        )),
+        "{run:#?}"
+    );
+    // A FIFO in place of an entry.
+    std::fs::remove_file(notify[0]).expect("removed");
+    nix::unistd::mkfifo(notify[0], nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("fifo");
+    let run = apply(&cache);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stderr.contains("it is a FIFO, not a regular file"),
+        "{run:#?}"
+    );
+    // Below a directory anyone may write.
+    let open = machine.root().join("open");
+    std::fs::create_dir(&open).expect("dir");
+    std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let run = apply(&open.join("cache"));
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stderr.contains("not using the component cache")
+            && run.stderr.contains("can be written by other users"),
+        "{run:#?}"
+    );
+}

@@ -2,25 +2,47 @@
 //! machine and engine configuration.
 //!
 //! Loading native code is `unsafe` in wasmtime's sense: bytes that someone else could
-//! have written would run as native code. So the cache lives in a directory that only
-//! the running user owns and can write, every entry carries the digest of its bytes,
-//! and any entry that fails a check is rebuilt, never trusted.
+//! have written would run as native code. So:
+//! - the cache directory is walked from `/` by descriptor (`walk`, [`Ancestors::Private`]):
+//!   it and every directory above it must belong to root or the running user and be
+//!   writable by no one else (a sticky directory such as `/tmp` excepted); it is opened
+//!   once and used only through that descriptor;
+//! - an entry is opened without following links and without blocking, and used only if
+//!   it is a regular file of the running user that no one else may write;
+//! - an entry names the component it was compiled from (its sha256) and the engine
+//!   (wasmtime's compatibility hash and wconverge's version), and carries the digest of
+//!   its code: it is used only for that very component and engine, whatever its file
+//!   name, and anything that fails a check is rebuilt, never trusted;
+//! - a new entry is written to a temporary file created `O_EXCL | O_NOFOLLOW`, then
+//!   renamed into place.
 
+use crate::walk::{Ancestors, WalkError, walk};
+use rustix::fd::OwnedFd;
+use rustix::fs::{FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
 use std::hash::{Hash, Hasher};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use wasmtime::Engine;
 use wasmtime::component::Component;
 
-const MAGIC: &[u8] = b"wconverge-cwasm-1\n";
+const MAGIC: &[u8] = b"wconverge-cwasm-2\n";
+
+/// The largest entry read: compiled code of the largest component wconverge loads
+/// (512 MiB of WebAssembly) is well below it.
+const MAX_ENTRY_BYTES: u64 = 2 << 30;
 
 /// Where compiled components are kept, if anywhere.
 pub(crate) struct Cache {
-    dir: Option<PathBuf>,
+    dir: Option<CacheDir>,
     /// Identifies the engine's code generation settings and wasmtime's version.
     engine_key: String,
+}
+
+/// The cache directory, walked and opened once.
+struct CacheDir {
+    path: PathBuf,
+    fd: OwnedFd,
 }
 
 /// Feeds `Hash` output into SHA-256, for a hash that is stable across processes.
@@ -44,15 +66,19 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 }
 
 impl Cache {
-    /// A cache in `dir` (created owner-only if missing), or none. An existing directory
-    /// that someone else owns or can write is not used, with a warning.
+    /// A cache in `dir` (created owner-only if missing), or none. A directory that
+    /// someone else owns or can write, or that lies below one, is not used, with a
+    /// warning.
     pub(crate) fn new(dir: Option<&Path>, engine: &Engine) -> Cache {
         let mut hasher = Sha256Hasher(Sha256::new());
         engine.precompile_compatibility_hash().hash(&mut hasher);
         env!("CARGO_PKG_VERSION").hash(&mut hasher);
         let engine_key = hex(&hasher.0.finalize()[..12]);
-        let dir = dir.and_then(|dir| match prepare_dir(dir) {
-            Ok(()) => Some(dir.to_path_buf()),
+        let dir = dir.and_then(|dir| match open_dir(dir) {
+            Ok(fd) => Some(CacheDir {
+                path: dir.to_path_buf(),
+                fd,
+            }),
             Err(message) => {
                 tracing::warn!("not using the component cache: {message}");
                 None
@@ -71,20 +97,21 @@ impl Cache {
         let Some(dir) = &self.dir else {
             return Component::new(engine, wasm);
         };
-        let path = dir.join(format!("{digest}-{}.cwasm", self.engine_key));
-        match read_trusted(&path) {
+        let name = format!("{digest}-{}.cwasm", self.engine_key);
+        let shown = dir.path.join(&name);
+        match read_trusted(&dir.fd, &name, digest, &self.engine_key) {
             Ok(Some(code)) => match deserialize(engine, &code) {
                 Ok(component) => return Ok(component),
-                Err(error) => tracing::warn!("rebuilding cache entry {}: {error}", path.display()),
+                Err(error) => tracing::warn!("rebuilding cache entry {}: {error}", shown.display()),
             },
             Ok(None) => {}
-            Err(message) => tracing::warn!("rebuilding cache entry {}: {message}", path.display()),
+            Err(message) => tracing::warn!("rebuilding cache entry {}: {message}", shown.display()),
         }
         let component = Component::new(engine, wasm)?;
         match component.serialize() {
             Ok(code) => {
-                if let Err(error) = write_entry(dir, &path, &code) {
-                    tracing::warn!("cannot write cache entry {}: {error}", path.display());
+                if let Err(error) = write_entry(&dir.fd, &name, digest, &self.engine_key, &code) {
+                    tracing::warn!("cannot write cache entry {}: {error}", shown.display());
                 }
             }
             Err(error) => tracing::warn!("cannot serialize a compiled component: {error}"),
@@ -98,119 +125,248 @@ impl Cache {
     reason = "loading precompiled code is unsafe by wasmtime's contract"
 )]
 fn deserialize(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
-    // SAFETY: `code` was produced by `Component::serialize` of this program (the entry's
-    // embedded digest matched, so it is the bytes we wrote) and read from a directory and
-    // file that only this user owns and can write (`read_trusted`); wasmtime itself
-    // checks the engine configuration and version recorded in it.
+    // SAFETY: `code` was produced by `Component::serialize` of this program: the entry
+    // names this component and engine and its embedded digest matched (so it is the
+    // bytes we wrote), and it was read through a descriptor of a directory, walked from
+    // `/`, that only this user (or root) owns and can write, from a regular file of this
+    // user that no one else can write (`read_trusted`); wasmtime itself checks the
+    // engine configuration and version recorded in it.
     unsafe { Component::deserialize(engine, code) }
 }
 
-fn prepare_dir(dir: &Path) -> Result<(), String> {
-    if !dir.exists() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
+/// Walks to `dir`, creating what is missing of it owner-only, and opens it.
+fn open_dir(dir: &Path) -> Result<OwnedFd, String> {
+    let walked = match walk(dir, Ancestors::Private) {
+        Err(WalkError::Missing(_)) => {
+            std::os::unix::fs::DirBuilderExt::mode(
+                std::fs::DirBuilder::new().recursive(true),
+                0o700,
+            )
             .create(dir)
             .map_err(|error| format!("cannot create `{}`: {error}", dir.display()))?;
+            walk(dir, Ancestors::Private)
+        }
+        walked => walked,
     }
-    check_private(dir)
+    .map_err(|error| error.to_string())?;
+    crate::walk::open_directory(&walked)
+        .map_err(|error| format!("cannot open `{}`: {error}", dir.display()))
 }
 
-/// Owned by this user and writable by no one else.
-fn check_private(path: &Path) -> Result<(), String> {
-    let metadata = std::fs::symlink_metadata(path)
-        .map_err(|error| format!("cannot stat `{}`: {error}", path.display()))?;
+/// The header of an entry: what it is, for which component and engine, and the digest
+/// of the code after it.
+fn header(component: &str, engine_key: &str, code: &[u8]) -> Vec<u8> {
+    let mut header = MAGIC.to_vec();
+    for line in [component, engine_key, &sha256_hex(code)] {
+        header.extend_from_slice(line.as_bytes());
+        header.push(b'\n');
+    }
+    header
+}
+
+/// The compiled code of the entry `name`, if there is a trustworthy one for `component`
+/// and this engine.
+fn read_trusted(
+    dir: &OwnedFd,
+    name: &str,
+    component: &str,
+    engine_key: &str,
+) -> Result<Option<Vec<u8>>, String> {
+    let fd = match rustix::fs::openat(
+        dir,
+        name,
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC | OFlags::NOCTTY,
+        Mode::empty(),
+    ) {
+        Ok(fd) => fd,
+        Err(rustix::io::Errno::NOENT) => return Ok(None),
+        Err(rustix::io::Errno::LOOP) => return Err("it is a symlink".to_owned()),
+        Err(error) => return Err(format!("cannot open it: {error}")),
+    };
+    let stat = rustix::fs::fstat(&fd).map_err(|error| format!("cannot stat it: {error}"))?;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    if kind != FileType::RegularFile {
+        return Err(format!(
+            "it is {}, not a regular file",
+            crate::files::kind_name(kind)
+        ));
+    }
     let euid = rustix::process::geteuid().as_raw();
-    if metadata.file_type().is_symlink() {
-        return Err(format!("`{}` is a symlink", path.display()));
-    }
-    if metadata.uid() != euid {
+    if stat.st_uid != euid {
         return Err(format!(
-            "`{}` is owned by uid {}, not by this user (uid {euid})",
-            path.display(),
-            metadata.uid()
+            "it is owned by uid {}, not by this user (uid {euid})",
+            stat.st_uid
         ));
     }
-    if metadata.mode() & 0o022 != 0 {
+    if stat.st_mode & 0o022 != 0 {
         return Err(format!(
-            "`{}` can be written by others (mode {:o})",
-            path.display(),
-            metadata.mode() & 0o7777
+            "it can be written by others (mode {:o})",
+            stat.st_mode & 0o7777
         ));
     }
-    Ok(())
+    let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
+    if size > MAX_ENTRY_BYTES {
+        return Err(format!(
+            "it has {size} bytes, more than an entry may ({MAX_ENTRY_BYTES})"
+        ));
+    }
+    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+    std::fs::File::from(fd)
+        .take(MAX_ENTRY_BYTES)
+        .read_to_end(&mut bytes)
+        .map_err(|error| format!("cannot read it: {error}"))?;
+    parse_entry(&bytes, component, engine_key).map(Some)
 }
 
-/// The compiled code of an entry, if there is a trustworthy one.
-fn read_trusted(path: &Path) -> Result<Option<Vec<u8>>, String> {
-    if !path.exists() {
-        return Ok(None);
+/// The code of an entry, checked against the component and engine it must be for.
+fn parse_entry(bytes: &[u8], component: &str, engine_key: &str) -> Result<Vec<u8>, String> {
+    let rest = bytes
+        .strip_prefix(MAGIC)
+        .ok_or("it is not a wconverge cache entry of this version")?;
+    let mut lines = rest.splitn(4, |byte| *byte == b'\n');
+    let (Some(recorded_component), Some(recorded_engine), Some(recorded_code), Some(code)) =
+        (lines.next(), lines.next(), lines.next(), lines.next())
+    else {
+        return Err("it is not a wconverge cache entry of this version".to_owned());
+    };
+    if recorded_component != component.as_bytes() {
+        return Err(format!(
+            "it was compiled from component sha256 {}, not {component}",
+            String::from_utf8_lossy(recorded_component)
+        ));
     }
-    check_private(path)?;
-    let bytes = std::fs::read(path).map_err(|error| error.to_string())?;
-    let header = MAGIC.len() + 64 + 1;
-    if bytes.len() < header || !bytes.starts_with(MAGIC) {
-        return Err("not a wconverge cache entry".to_owned());
+    if recorded_engine != engine_key.as_bytes() {
+        return Err("it was compiled for another engine".to_owned());
     }
-    let recorded = &bytes[MAGIC.len()..MAGIC.len() + 64];
-    let code = &bytes[header..];
-    if recorded != sha256_hex(code).as_bytes() {
+    if recorded_code != sha256_hex(code).as_bytes() {
         return Err("its digest does not match its content".to_owned());
     }
-    Ok(Some(code.to_vec()))
+    Ok(code.to_vec())
 }
 
-fn write_entry(dir: &Path, path: &Path, code: &[u8]) -> std::io::Result<()> {
-    let temporary = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name()
-            .and_then(|name| name.to_str())
-            .unwrap_or("entry"),
-        std::process::id()
-    ));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&temporary)?;
-    file.write_all(MAGIC)?;
-    file.write_all(sha256_hex(code).as_bytes())?;
-    file.write_all(b"\n")?;
-    file.write_all(code)?;
-    file.sync_all()?;
-    drop(file);
-    std::fs::rename(&temporary, path)
+/// Writes the entry `name` through a temporary file created exclusively in the cache
+/// directory, renamed into place.
+fn write_entry(
+    dir: &OwnedFd,
+    name: &str,
+    component: &str,
+    engine_key: &str,
+    code: &[u8],
+) -> std::io::Result<()> {
+    let mut last = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
+    for attempt in 0..8u32 {
+        let temporary = format!(".{name}.{}.{attempt}.tmp", std::process::id());
+        let fd = match rustix::fs::openat(
+            dir,
+            temporary.as_str(),
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        ) {
+            Ok(fd) => fd,
+            Err(rustix::io::Errno::EXIST) => {
+                last = rustix::io::Errno::EXIST.into();
+                continue;
+            }
+            Err(errno) => return Err(errno.into()),
+        };
+        let mut file = std::fs::File::from(fd);
+        let written = file
+            .write_all(&header(component, engine_key, code))
+            .and_then(|()| file.write_all(code))
+            .and_then(|()| file.sync_all())
+            .and_then(|()| {
+                rustix::fs::renameat(dir, temporary.as_str(), dir, name).map_err(Into::into)
+            });
+        if written.is_err() {
+            let _ = rustix::fs::unlinkat(dir, temporary.as_str(), rustix::fs::AtFlags::empty());
+        }
+        return written;
+    }
+    Err(last)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    const COMPONENT: &str = "aaaa";
+    const ENGINE: &str = "engine";
+
+    fn private_dir() -> (tempfile::TempDir, OwnedFd) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let fd = open_dir(dir.path()).expect("a private directory");
+        (dir, fd)
+    }
+
     #[test]
     fn a_tampered_entry_is_not_trusted() {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("entry.cwasm");
-        write_entry(dir.path(), &path, b"native code").expect("written");
-        assert_eq!(read_trusted(&path), Ok(Some(b"native code".to_vec())));
+        let (dir, fd) = private_dir();
+        write_entry(&fd, "entry", COMPONENT, ENGINE, b"native code").expect("written");
+        assert_eq!(
+            read_trusted(&fd, "entry", COMPONENT, ENGINE),
+            Ok(Some(b"native code".to_vec()))
+        );
+        let path = dir.path().join("entry");
         let mut bytes = std::fs::read(&path).expect("read");
         let last = bytes.len() - 1;
         bytes[last] ^= 1;
         std::fs::write(&path, bytes).expect("tampered");
         assert_eq!(
-            read_trusted(&path),
+            read_trusted(&fd, "entry", COMPONENT, ENGINE),
             Err("its digest does not match its content".to_owned())
         );
     }
 
     #[test]
-    fn an_entry_others_can_write_is_not_trusted() {
+    fn an_entry_is_used_only_for_its_own_component_and_engine() {
+        let (dir, fd) = private_dir();
+        write_entry(&fd, "other", "bbbb", ENGINE, b"another plugin's code").expect("written");
+        // Another component's valid entry under this component's name.
+        std::fs::rename(dir.path().join("other"), dir.path().join("entry")).expect("renamed");
+        assert_eq!(
+            read_trusted(&fd, "entry", COMPONENT, ENGINE),
+            Err("it was compiled from component sha256 bbbb, not aaaa".to_owned())
+        );
+        assert_eq!(
+            read_trusted(&fd, "entry", "bbbb", "another engine"),
+            Err("it was compiled for another engine".to_owned())
+        );
+    }
+
+    #[test]
+    fn an_entry_others_can_write_or_a_special_file_is_not_trusted_and_nothing_blocks() {
+        use std::os::unix::fs::PermissionsExt;
+        let (dir, fd) = private_dir();
+        write_entry(&fd, "entry", COMPONENT, ENGINE, b"native code").expect("written");
+        let path = dir.path().join("entry");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let error = read_trusted(&fd, "entry", COMPONENT, ENGINE).expect_err("world-writable");
+        assert!(error.contains("can be written by others"), "{error}");
+        // A FIFO with no writer would block a plain open forever.
+        nix::unistd::mkfifo(
+            &dir.path().join("fifo"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .expect("fifo");
+        assert_eq!(
+            read_trusted(&fd, "fifo", COMPONENT, ENGINE),
+            Err("it is a FIFO, not a regular file".to_owned())
+        );
+        std::os::unix::fs::symlink(&path, dir.path().join("link")).expect("link");
+        assert_eq!(
+            read_trusted(&fd, "link", COMPONENT, ENGINE),
+            Err("it is a symlink".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_cache_below_a_directory_others_can_write_is_not_used() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().expect("temp dir");
-        let path = dir.path().join("entry.cwasm");
-        write_entry(dir.path(), &path, b"native code").expect("written");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-        let error = read_trusted(&path).expect_err("world-writable");
-        assert!(error.contains("can be written by others"), "{error}");
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).expect("dir");
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        let error = open_dir(&open.join("cache")).expect_err("shared ancestor");
+        assert!(error.contains("can be written by other users"), "{error}");
     }
 }
