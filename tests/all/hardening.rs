@@ -930,3 +930,127 @@ fn issue_16_the_compiled_code_cache_is_bound_to_its_component_and_private() {
         "{run:#?}"
     );
 }
+
+/// Class 8. A hostile manifest meets a budget, each an error naming the limit and the
+/// place, in bounded time and memory (before, each of these took 4 GiB or more): a string
+/// doubled 30 times, a value holding itself twice 28 times over, a million-step loop in a
+/// million-step loop, 3,000 × 3,000 notifications, a defined type declaring two of
+/// itself. And what is read must be a regular file within a cap: `/dev/zero` given as a
+/// manifest, or a FIFO as a policy, is refused at once.
+#[test]
+fn issue_16_manifests_and_inputs_have_budgets() {
+    let machine = Machine::new();
+    let doubling: String = (1..=30)
+        .map(|n| format!("$a{n} = \"${{a{p}}}${{a{p}}}\"\n", p = n - 1))
+        .collect();
+    let nesting: String = (1..=28)
+        .map(|n| format!("$b{n} = [$b{p}, $b{p}]\n", p = n - 1))
+        .collect();
+    let mut edges = String::new();
+    for side in ["a", "b"] {
+        for n in 0..3000 {
+            edges.push_str(&format!("notify {{ '{side}{n}': }}\n"));
+        }
+    }
+    let refs = |side: &str| {
+        (0..3000)
+            .map(|n| format!("Notify['{side}{n}']"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    edges.push_str(&format!("[{}] ~> [{}]\n", refs("a"), refs("b")));
+    let cases = [
+        (
+            "doubling",
+            format!("$a0 = 'x'\n{doubling}notify {{ 'x': message => $a30 }}\n"),
+            "this builds a string of more than 16777216 bytes (16 MiB), the limit",
+            "doubling.wcv:26:8",
+        ),
+        (
+            "nesting",
+            format!(
+                "$b0 = ['xxxxxxxxxxxxxxxx']\n{nesting}notify {{ 'x': message => \"${{b28}}\" }}\n"
+            ),
+            "this builds a value of more than 1000000 elements",
+            "nesting.wcv:",
+        ),
+        (
+            "loop",
+            "1000000.each |$i| { 1000000.each |$j| { $k = [$i, $j] } }\n".to_owned(),
+            "the manifests did more work than a compile may (25000000 steps",
+            "loop.wcv:1:",
+        ),
+        (
+            "edges",
+            edges,
+            "the relationships make more than 250000 edges (the limit)",
+            "edges.wcv:6001:1",
+        ),
+        (
+            "define",
+            "define rep() {\n  rep { \"${title}a\": }\n  rep { \"${title}b\": }\n}\nrep { 'r': }\n"
+                .to_owned(),
+            "the manifests declare more than 200000 resources (the limit)",
+            "define.wcv:",
+        ),
+    ];
+    for (name, text, error, place) in cases {
+        let manifest = machine.manifest(&format!("{name}.wcv"), &text);
+        let args = [
+            "-f",
+            "%M",
+            crate::support::WCONVERGE,
+            "compile",
+            manifest.to_str().expect("utf-8"),
+        ];
+        let started = Instant::now();
+        let (run, _) = run_bounded_program(&machine, "/usr/bin/time", &args);
+        let took = started.elapsed();
+        let peak_kib: u64 = run
+            .stderr
+            .lines()
+            .last()
+            .and_then(|line| line.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no peak from time(1): {run:#?}"));
+        figure(&format!(
+            "class 8: {name}: refused in {took:?}, peak {} MiB",
+            peak_kib / 1024
+        ));
+        assert_eq!(run.code, 1, "{name}: {run:#?}");
+        assert!(run.stderr.contains(error), "{name}: {}", run.stderr);
+        assert!(run.stderr.contains(place), "{name}: {}", run.stderr);
+        assert!(peak_kib < 1024 * 1024, "{name}: peak {peak_kib} KiB");
+    }
+    // Inputs.
+    let zero = machine.root().join("zero.wcv");
+    std::os::unix::fs::symlink("/dev/zero", &zero).expect("link");
+    let run = machine.run(&["compile", zero.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "the manifest `{}` is a character device; a manifest is read only from a regular \
+             file",
+            zero.display()
+        )),
+        "{run:#?}"
+    );
+    let fifo = machine.root().join("policy.fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).expect("fifo");
+    let manifest = machine.manifest("ok.wcv", "notify { 'hi': }\n");
+    let (run, _) = run_bounded(
+        &machine,
+        &[
+            "compile",
+            manifest.to_str().expect("utf-8"),
+            "--policy",
+            fifo.to_str().expect("utf-8"),
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("is a FIFO; a policy is read only from a regular file"),
+        "{run:#?}"
+    );
+}

@@ -20,8 +20,8 @@ pub(crate) fn lock(
     plugin_dir: Option<&Path>,
     builtins: &'static [(&'static str, &'static [u8])],
 ) -> anyhow::Result<u8> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the policy `{}`", path.display()))?;
+    let text = crate::input::read_text(path, "policy", crate::input::POLICY_BYTES)
+        .map_err(anyhow::Error::msg)?;
     let mut document: toml_edit::DocumentMut =
         text.parse().map_err(|error: toml_edit::TomlError| {
             anyhow::anyhow!("{}: {}", path.display(), error.to_string().trim_end())

@@ -6,6 +6,7 @@
 //! catalog, a bad policy, a held lock) exits 1.
 
 mod dirs;
+mod input;
 mod lock;
 mod output;
 mod signals;
@@ -546,8 +547,7 @@ fn requirement(text: &str, facts: Option<&Path>, runtime: &RuntimeArgs) -> anyho
 /// Facts from a JSON file: `{"group": [{"key": "value"}, ...]}`, every value a string.
 fn read_facts(path: &Path) -> Result<wconverge_program::Facts, String> {
     let shown = path.display();
-    let text =
-        std::fs::read_to_string(path).map_err(|error| format!("cannot read `{shown}`: {error}"))?;
+    let text = input::read_text(path, "file of facts", input::FACTS_BYTES)?;
     let json: serde_json::Value =
         serde_json::from_str(&text).map_err(|error| format!("{shown}: not JSON: {error}"))?;
     let groups = json.as_object().ok_or_else(|| {
@@ -606,8 +606,8 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     }
     let mut sources = Vec::with_capacity(input.files.len());
     for path in &input.files {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("cannot read the manifest `{}`", path.display()))?;
+        let text = input::read_text(path, "manifest", input::MANIFEST_BYTES)
+            .map_err(anyhow::Error::msg)?;
         sources.push(wconverge_lang::Source::new(
             path.display().to_string(),
             text,
@@ -671,8 +671,8 @@ fn has_lazy(catalog: &Catalog) -> bool {
 }
 
 fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read the catalog `{}`", path.display()))?;
+    let text =
+        input::read_text(path, "catalog", input::CATALOG_BYTES).map_err(anyhow::Error::msg)?;
     Catalog::from_json(&text).map_err(|error| match error {
         wconverge_catalog::Error::Syntax {
             message,
@@ -686,8 +686,8 @@ fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
 fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
     let policy = match &args.policy {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("cannot read the policy `{}`", path.display()))?;
+            let text = input::read_text(path, "policy", input::POLICY_BYTES)
+                .map_err(anyhow::Error::msg)?;
             let base = path.parent().map(|parent| {
                 if parent.as_os_str().is_empty() {
                     Path::new(".")

@@ -200,13 +200,29 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
         }
         ("join", Some(Val::Array(items)), separator) => {
             let separator = separator.map(|s| s.to_display()).unwrap_or_default();
-            Val::Str(
-                items
-                    .iter()
-                    .map(Val::to_display)
-                    .collect::<Vec<_>>()
-                    .join(&separator),
-            )
+            // Built piece by piece, and stopped at the longest string a manifest may build
+            // (a long separator between many items would otherwise take any memory).
+            let mut joined = String::new();
+            for (idx, item) in items.iter().enumerate() {
+                if idx > 0 {
+                    joined.push_str(&separator);
+                }
+                let room = crate::eval::MAX_STRING_BYTES.saturating_sub(joined.len());
+                if joined.len() > crate::eval::MAX_STRING_BYTES
+                    || item.display_len_capped(2 * room + 64) >= 2 * room + 64
+                {
+                    evaluator.value_limit(
+                        span,
+                        format!(
+                            "`join` builds a string of more than {} bytes (16 MiB), the limit",
+                            crate::eval::MAX_STRING_BYTES
+                        ),
+                    );
+                    return Val::Undef;
+                }
+                joined.push_str(&item.to_display());
+            }
+            Val::Str(joined)
         }
         ("upcase", Some(Val::Str(text)), None) => Val::Str(text.to_uppercase()),
         ("downcase", Some(Val::Str(text)), None) => Val::Str(text.to_lowercase()),
@@ -245,13 +261,15 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
             Val::Array(out)
         }
         ("unique", Some(Val::Array(items)), None) => {
-            let mut out: Vec<Val> = Vec::new();
-            for item in items {
-                if !out.contains(&item) {
-                    out.push(item);
-                }
-            }
-            Val::Array(out)
+            // By their structure, in one pass (comparing each with every other would take
+            // a million squared steps for a million items).
+            let mut seen = std::collections::HashSet::new();
+            Val::Array(
+                items
+                    .into_iter()
+                    .filter(|item| seen.insert(format!("{item:?}")))
+                    .collect(),
+            )
         }
         ("sort", Some(Val::Array(items)), None) => match sort(items) {
             Ok(sorted) => Val::Array(sorted),
@@ -311,36 +329,42 @@ fn iterate(
     let collection = args.next().unwrap_or(Val::Undef);
     let is_hash = matches!(collection, Val::Hash(_));
     let n_params = lambda.params.len();
+    // Every step is made ready before the first runs: the compile's work counts them.
+    let n_steps = match &collection {
+        Val::Array(items) => items.len() as u64,
+        Val::Hash(entries) => entries.len() as u64,
+        Val::Int(count) => u64::try_from(*count)
+            .unwrap_or(0)
+            .min(MAX_ITERATIONS as u64),
+        _ => 0,
+    };
+    if !evaluator.count_work(n_steps, span) {
+        return Val::Undef;
+    }
     // Each element as the lambda's arguments: `|$value|`, `|$index, $value|`,
     // `|$key, $value|` or `|$pair|` for hashes.
-    let items: Vec<(Val, Vec<Val>)> = match collection {
-        Val::Array(items) => items
-            .into_iter()
-            .enumerate()
-            .map(|(index, item)| {
-                let call_args = if n_params >= 2 {
-                    vec![Val::Int(index as i64), item.clone()]
-                } else {
-                    vec![item.clone()]
-                };
-                (item, call_args)
-            })
-            .collect(),
-        Val::Hash(entries) => entries
-            .into_iter()
-            .map(|(key, value)| {
-                let pair = Val::Array(vec![key.clone(), value.clone()]);
-                let call_args = if n_params >= 2 {
-                    vec![key, value]
-                } else {
-                    vec![pair.clone()]
-                };
-                (pair, call_args)
-            })
-            .collect(),
-        Val::Int(count) if (0..=MAX_ITERATIONS).contains(&count) => (0..count)
-            .map(|i| (Val::Int(i), vec![Val::Int(i)]))
-            .collect(),
+    // Made one at a time, as the loop goes.
+    let items: Box<dyn Iterator<Item = (Val, Vec<Val>)>> = match collection {
+        Val::Array(items) => Box::new(items.into_iter().enumerate().map(move |(index, item)| {
+            let call_args = if n_params >= 2 {
+                vec![Val::Int(index as i64), item.clone()]
+            } else {
+                vec![item.clone()]
+            };
+            (item, call_args)
+        })),
+        Val::Hash(entries) => Box::new(entries.into_iter().map(move |(key, value)| {
+            let pair = Val::Array(vec![key.clone(), value.clone()]);
+            let call_args = if n_params >= 2 {
+                vec![key, value]
+            } else {
+                vec![pair.clone()]
+            };
+            (pair, call_args)
+        })),
+        Val::Int(count) if (0..=MAX_ITERATIONS).contains(&count) => {
+            Box::new((0..count).map(|i| (Val::Int(i), vec![Val::Int(i)])))
+        }
         Val::Int(count) if count > MAX_ITERATIONS => {
             evaluator.report(
                 Severity::Error,
@@ -366,9 +390,10 @@ fn iterate(
     };
     match name {
         "each" => {
-            let original: Vec<Val> = items.iter().map(|(item, _)| item.clone()).collect();
-            for (_, call_args) in items {
+            let mut original = Vec::new();
+            for (item, call_args) in items {
                 evaluator.run_lambda(lambda, call_args);
+                original.push(item);
             }
             Val::Array(original)
         }
@@ -380,7 +405,7 @@ fn iterate(
         ),
         "filter" | "reject" => {
             let keep = name == "filter";
-            let kept = items.into_iter().filter_map(|(item, call_args)| {
+            let kept = items.filter_map(|(item, call_args)| {
                 (evaluator.run_lambda(lambda, call_args).truthy() == keep).then_some(item)
             });
             if is_hash {
@@ -400,7 +425,7 @@ fn iterate(
             }
         }
         _ => {
-            let mut items = items.into_iter().map(|(item, _)| item);
+            let mut items = items.map(|(item, _)| item);
             let mut memo = match args.next() {
                 Some(start) => start,
                 None => items.next().unwrap_or(Val::Undef),

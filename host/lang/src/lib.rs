@@ -18,8 +18,9 @@ mod value;
 
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
 pub use eval::{
-    MAX_CLASS_DEPTH, MAX_DEFINE_DEPTH, MAX_RESOURCES, MAX_ROUNDS, NODE_BLOCK, check_lazy,
-    evaluate_lazy, evaluate_lazy_truth, run_node_block,
+    MAX_CLASS_DEPTH, MAX_COMPILE_WORK, MAX_DEFINE_DEPTH, MAX_EDGES, MAX_RESOURCES, MAX_ROUNDS,
+    MAX_STRING_BYTES, MAX_VALUE_SIZE, NODE_BLOCK, check_lazy, evaluate_lazy, evaluate_lazy_truth,
+    run_node_block,
 };
 pub use parser::{MAX_CHAIN, MAX_NESTING};
 

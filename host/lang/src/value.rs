@@ -70,6 +70,39 @@ impl Val {
     }
 
     /// The value as interpolation prints it.
+    /// About how long [`Val::to_display`] would be (never less), counted only up to
+    /// `cap`: what a string built from the value would cost, known before it is built.
+    pub(crate) fn display_len_capped(&self, cap: usize) -> usize {
+        let mut len = 0usize;
+        let mut stack = vec![self];
+        while let Some(value) = stack.pop() {
+            len = len.saturating_add(match value {
+                // Quoted when nested, with every quote escaped: at most twice, plus two.
+                Val::Str(text) | Val::Regex(text) => text.len().saturating_mul(2) + 2,
+                Val::Array(items) => {
+                    stack.extend(items);
+                    2 + 2 * items.len()
+                }
+                Val::Hash(entries) => {
+                    for (key, value) in entries {
+                        stack.push(key);
+                        stack.push(value);
+                    }
+                    2 + 6 * entries.len()
+                }
+                Val::Ref { type_name, title } => {
+                    type_name.len() + title.as_ref().map_or(0, |title| title.len() + 4)
+                }
+                Val::Lazy(lazy) => lazy.expression.len() + 8,
+                _ => 32,
+            });
+            if len >= cap {
+                return cap;
+            }
+        }
+        len
+    }
+
     pub(crate) fn to_display(&self) -> String {
         let mut out = String::new();
         self.write(&mut out, false);

@@ -265,7 +265,22 @@ impl Evaluator<'_> {
         if let Err(error) = bridge_empty_containers(&mut requests) {
             self.bridge_error(error);
         }
-        let edges = self.emit_edges(&requests, &metaparam_refs);
+        let (edges, overflow) = self.emit_edges(&requests, &metaparam_refs);
+        if let Some(span) = overflow {
+            self.error(
+                "edge-limit",
+                span,
+                format!(
+                    "the relationships make more than {} edges (the limit); this one went past it",
+                    super::MAX_EDGES
+                ),
+            )
+            .help = Some(
+                "a notification between two large sets relates every pair; notify a class or a \
+                 single resource instead"
+                    .into(),
+            );
+        }
         // The resources, in manifest order.
         let mut order: Vec<usize> = (0..self.resources.len())
             .filter(|&idx| {
@@ -300,7 +315,7 @@ impl Evaluator<'_> {
         &self,
         requests: &[EdgeRequest],
         metaparam_refs: &HashMap<usize, Vec<(&'static str, usize)>>,
-    ) -> Vec<catalog::Edge> {
+    ) -> (Vec<catalog::Edge>, Option<Span>) {
         // Orderings between single resources, which every set reduction may rely on.
         let mut successors: HashMap<usize, Vec<usize>> = HashMap::new();
         let mut predecessors: HashMap<usize, Vec<usize>> = HashMap::new();
@@ -359,6 +374,9 @@ impl Evaluator<'_> {
                     if source == target || !seen.insert((source, target, request.notify)) {
                         continue;
                     }
+                    if edges.len() >= super::MAX_EDGES {
+                        return (edges, Some(request.span));
+                    }
                     let (s, t) = (&self.resources[source], &self.resources[target]);
                     edges.push(catalog::Edge {
                         source: ResourceRef::new(&s.type_name, &s.title),
@@ -373,7 +391,7 @@ impl Evaluator<'_> {
                 }
             }
         }
-        edges
+        (edges, None)
     }
 
     /// One side of a relationship: the resources it stands for, and the classes and

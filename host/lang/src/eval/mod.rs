@@ -26,8 +26,23 @@ pub const NODE_BLOCK: &str = "node_block";
 pub const MAX_DEFINE_DEPTH: usize = 100;
 /// Defined types and collectors are evaluated in rounds until nothing new appears.
 pub const MAX_ROUNDS: usize = 1_000;
-/// A compile declares at most this many resources (classes and instances included).
-pub const MAX_RESOURCES: usize = 5_000_000;
+/// A compile declares at most this many resources (classes and instances included): four
+/// times the benchmark's 50,000, about 1 GiB of memory.
+pub const MAX_RESOURCES: usize = 200_000;
+/// The longest string a manifest may build.
+pub const MAX_STRING_BYTES: usize = 16 << 20;
+/// The largest value one expression may build, in elements (a string counting one per
+/// eight bytes), whatever it nests: some 40 MiB.
+pub const MAX_VALUE_SIZE: u64 = 1_000_000;
+/// The work of a whole compile: expressions evaluated, lambdas called (each counting
+/// [`LAMBDA_WORK`]) and the size of the values built. The 50,000-resource benchmark does
+/// about 610,000; this bounds a compile to some seconds and a few hundred MiB.
+pub const MAX_COMPILE_WORK: u64 = 25_000_000;
+/// What one lambda call counts as: its scope, kept to the end of the compile, costs
+/// some hundreds of bytes and a few microseconds.
+const LAMBDA_WORK: u64 = 100;
+/// The most relationship edges a catalog may have (each costs about 400 bytes).
+pub const MAX_EDGES: usize = 250_000;
 /// `include` chains nest at most this deep.
 pub const MAX_CLASS_DEPTH: usize = 50;
 
@@ -220,6 +235,9 @@ pub(crate) struct Evaluator<'a> {
     main_tags: Vec<String>,
     line_starts: Vec<crate::diagnostic::LineStarts>,
     resource_limit_reported: bool,
+    /// The compile's work so far ([`MAX_COMPILE_WORK`]); past it, reported once, and
+    /// every further expression is `undef`.
+    work: u64,
     /// Work a lazy value's evaluation may still do (`None` when compiling): every
     /// expression costs one, every variable read its size.
     pub(crate) budget: Option<u64>,
@@ -275,6 +293,7 @@ impl<'a> Evaluator<'a> {
             captures: Vec::new(),
             main_tags: Vec::new(),
             resource_limit_reported: false,
+            work: 0,
             attributes: node::NodeState::compiling(),
             declared_types: Vec::new(),
             initializing: Vec::new(),
@@ -512,9 +531,99 @@ impl<'a> Evaluator<'a> {
 
     fn eval(&mut self, expr: &Expr) -> Val {
         let span = expr.span;
-        if self.budget.is_some() && !self.spend(1, span) {
+        if self.budget.is_some() {
+            if !self.spend(1, span) {
+                return Val::Undef;
+            }
+        } else if !self.work(1, span) {
             return Val::Undef;
         }
+        let value = self.eval_kind(expr);
+        // What an expression builds is bounded: a string doubled in a loop, an array of
+        // itself, cannot take the machine's memory.
+        match &expr.kind {
+            ExprKind::Array(_)
+            | ExprKind::Hash(_)
+            | ExprKind::Interp(_)
+            | ExprKind::Binary(..)
+            | ExprKind::Call { .. } => self.bounded(value, span),
+            _ => value,
+        }
+    }
+
+    /// Counts `cost` of the compile's work; once [`MAX_COMPILE_WORK`] is done, reports it
+    /// (once) and answers false.
+    pub(crate) fn work(&mut self, cost: u64, span: Span) -> bool {
+        if self.work > MAX_COMPILE_WORK {
+            return false;
+        }
+        self.work = self.work.saturating_add(cost);
+        if self.work > MAX_COMPILE_WORK {
+            self.error(
+                "work-limit",
+                span,
+                format!(
+                    "the manifests did more work than a compile may ({MAX_COMPILE_WORK} steps: \
+                     expressions evaluated, lambdas called and the size of the values built); \
+                     the compile stopped here"
+                ),
+            )
+            .help =
+                Some("look for a loop that runs without end or builds ever larger values".into());
+            return false;
+        }
+        true
+    }
+
+    /// Counts `cost` of the compile's work (nothing in a lazy value, which has a budget
+    /// of its own); false once the compile has done all it may.
+    pub(crate) fn count_work(&mut self, cost: u64, span: Span) -> bool {
+        self.budget.is_some() || self.work(cost, span)
+    }
+
+    /// `value`, if it is within the size limits; else `undef`, with an error.
+    fn bounded(&mut self, value: Val, span: Span) -> Val {
+        match &value {
+            Val::Str(text) if text.len() > MAX_STRING_BYTES => {
+                self.value_limit(
+                    span,
+                    format!(
+                        "this builds a string of {} bytes; a string may have at most \
+                         {MAX_STRING_BYTES} (16 MiB)",
+                        text.len()
+                    ),
+                );
+                Val::Undef
+            }
+            Val::Array(_) | Val::Hash(_) => {
+                let size = lazy::size_capped(&value, MAX_VALUE_SIZE + 1);
+                if self.budget.is_none() && !self.work(size, span) {
+                    return Val::Undef;
+                }
+                if size > MAX_VALUE_SIZE {
+                    self.value_limit(
+                        span,
+                        format!(
+                            "this builds a value of more than {MAX_VALUE_SIZE} elements (a \
+                             string counting one per eight bytes), the limit"
+                        ),
+                    );
+                    return Val::Undef;
+                }
+                value
+            }
+            _ => value,
+        }
+    }
+
+    pub(crate) fn value_limit(&mut self, span: Span, message: String) {
+        self.error("value-limit", span, message).help = Some(
+            "look for a value that grows in a loop, or that contains itself more than once".into(),
+        );
+    }
+
+    fn eval_kind(&mut self, expr: &Expr) -> Val {
+        let span = expr.span;
         match &expr.kind {
             ExprKind::Str(text) | ExprKind::Bare(text) => Val::Str(text.clone()),
             ExprKind::Interp(parts) => {
@@ -531,6 +640,23 @@ impl<'a> Evaluator<'a> {
                                     "a lazy value has no text until the run",
                                 )
                                 .help = Some("interpolate inside the lazy block instead".into());
+                            }
+                            // Measured before it is written out: the estimate is at most
+                            // twice the text, plus a little.
+                            let room = MAX_STRING_BYTES.saturating_sub(out.len());
+                            let most = 2 * room + 64;
+                            let estimate = value.display_len_capped(most);
+                            if estimate > room
+                                && (estimate >= most || value.to_display().len() > room)
+                            {
+                                self.value_limit(
+                                    span,
+                                    format!(
+                                        "this builds a string of more than {MAX_STRING_BYTES} \
+                                         bytes (16 MiB), the limit"
+                                    ),
+                                );
+                                return Val::Undef;
                             }
                             out.push_str(&value.to_display());
                         }
@@ -557,6 +683,11 @@ impl<'a> Evaluator<'a> {
                 Val::Array(items.iter().map(|item| self.eval(item)).collect())
             }
             ExprKind::Hash(entries) => {
+                // Each key is compared with the ones before it.
+                let n = entries.len() as u64;
+                if self.budget.is_none() && !self.work(n * n.saturating_sub(1) / 2, span) {
+                    return Val::Undef;
+                }
                 let mut out: Vec<(Val, Val)> = Vec::with_capacity(entries.len());
                 for (key, value) in entries {
                     let key = self.eval(key);
@@ -1190,6 +1321,13 @@ impl<'a> Evaluator<'a> {
 
     fn arithmetic(&mut self, op: BinOp, left: Val, right: Val, span: Span) -> Val {
         use BinOp::*;
+        // Merging compares every key of one hash with every key of the other.
+        if let (Add, Val::Hash(a), Val::Hash(b)) = (op, &left, &right)
+            && self.budget.is_none()
+            && !self.work((a.len() as u64).saturating_mul(b.len() as u64), span)
+        {
+            return Val::Undef;
+        }
         let result: Result<Val, String> = match (op, left, right) {
             (op, Val::Int(a), Val::Int(b)) => {
                 let value = match op {
@@ -2559,8 +2697,17 @@ impl<'a> Evaluator<'a> {
 
     /// Runs a lambda with its parameters bound in a new local scope.
     pub(crate) fn run_lambda(&mut self, lambda: &Lambda, args: Vec<Val>) -> Val {
-        // In a lazy value, every call costs (its scope lives until the end), so an
-        // empty loop in a loop cannot run for ever.
+        // Every call costs (its scope lives until the end), so an empty loop in a loop
+        // cannot run for ever.
+        if self.budget.is_none() {
+            let span = lambda
+                .params
+                .first()
+                .map_or(Span::new(0, 0, 0), |(_, span)| *span);
+            if !self.work(LAMBDA_WORK, span) {
+                return Val::Undef;
+            }
+        }
         if let Some(budget) = self.budget {
             let span = lambda
                 .params
