@@ -1054,3 +1054,54 @@ fn issue_16_manifests_and_inputs_have_budgets() {
         "{run:#?}"
     );
 }
+
+/// Class 9. Two resources that reach one file through a symlinked directory are one
+/// resource, refused before anything runs; and a plugin's answers are checked against
+/// its own schema: an enumeration answered with a number fails the resource.
+#[test]
+fn issue_16_aliased_paths_and_values_outside_a_plugins_own_schema_are_refused() {
+    let machine = Machine::new();
+    let real = machine.file("real");
+    std::fs::create_dir(&real).expect("real");
+    let link = machine.file("link");
+    std::os::unix::fs::symlink(&real, &link).expect("link");
+    let catalog = machine.catalog(json!([
+        { "type": "file", "title": format!("{real}/app.conf"), "attributes": { "content": "one\n" } },
+        { "type": "file", "title": format!("{link}/app.conf"), "attributes": { "content": "two\n" } },
+    ]));
+    let policy = policy_for(&machine, &machine.root().join("files"), "");
+    let run = machine.apply(&catalog, &policy, &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!(
+            "File[{link}/app.conf]: manages the same path `{link}/app.conf` as \
+             File[{real}/app.conf]"
+        )) && run.stderr.contains(&format!(
+            "both are `{real}/app.conf` once symlinks are followed"
+        )),
+        "{run:#?}"
+    );
+    assert!(!Path::new(&format!("{real}/app.conf")).exists());
+
+    let catalog = machine.catalog(json!([
+        { "type": "hostile", "title": machine.file("state"), "attributes": { "action": "lie_state" } },
+        { "type": "hostile", "title": machine.file("plan"), "attributes": { "action": "lie_plan" } },
+    ]));
+    let report = machine.apply_json(&catalog, &policy, &[], 4);
+    for (name, expected) in [
+        (
+            "state",
+            "plugin returned invalid value for `action`: its schema expects Enum",
+        ),
+        (
+            "plan",
+            "plugin returned invalid value for `action`: its schema expects Enum",
+        ),
+    ] {
+        let error = entry(&report, &format!("Hostile[{}]", machine.file(name)))["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name} was accepted:\n{report:#}"))
+            .to_owned();
+        assert!(error.contains(expected), "{name}: {error}");
+    }
+}

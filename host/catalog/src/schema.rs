@@ -71,6 +71,41 @@ impl DataType {
     }
 }
 
+impl DataType {
+    /// Whether `value` has the shape of this data type, as a value a provider observed
+    /// on the machine may: like [`DataType::check`], except that a string is always
+    /// allowed (an enumeration observed as a value the type may not declare, a `file`
+    /// found to be a `directory`; Puppet's sentinels, `notrun`, `absent`), and a declared
+    /// type takes any value (its checks are for what manifests declare).
+    pub fn check_observed(&self, value: &Value) -> Result<(), String> {
+        match (self, value.unwrap_sensitive()) {
+            (_, Value::String(_) | Value::Undef) | (DataType::Named(_), _) => Ok(()),
+            (DataType::Array(of), Value::Array(items)) => {
+                for (idx, item) in items.iter().enumerate() {
+                    of.check_observed(item)
+                        .map_err(|message| format!("element {idx} {message}"))?;
+                }
+                Ok(())
+            }
+            (DataType::Hash(of), Value::Hash(entries)) => {
+                for (key, item) in entries {
+                    of.check_observed(item)
+                        .map_err(|message| format!("key '{key}' {message}"))?;
+                }
+                Ok(())
+            }
+            (DataType::OneOf(options), value)
+                if options
+                    .iter()
+                    .any(|option| option.check_observed(value).is_ok()) =>
+            {
+                Ok(())
+            }
+            (data_type, value) => data_type.check(value),
+        }
+    }
+}
+
 impl fmt::Display for DataType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

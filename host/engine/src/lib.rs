@@ -79,6 +79,15 @@ pub trait PluginHost {
     fn interrupted(&self) -> Option<String> {
         None
     }
+
+    /// Where the file at `path` really is, once the links above it are followed as the
+    /// run's grants follow them; `None` when that cannot be told before the run (its
+    /// directory does not exist yet). Two resources whose paths resolve alike manage one
+    /// file.
+    fn resolve_path(&self, path: &str) -> Option<String> {
+        let _ = path;
+        None
+    }
 }
 
 /// Facts as manifests, lazy values and templates read them: each group to its list of

@@ -288,7 +288,7 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
             Err(mut found) => problems.append(&mut found),
         }
     }
-    problems.extend(same_namevar(&resources, &schemas));
+    problems.extend(same_namevar(&resources, &schemas, host));
     let graph = match Graph::build(catalog) {
         Ok(graph) if problems.is_empty() => graph,
         Ok(_) => return Err(problems),
@@ -308,11 +308,17 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
 }
 
 /// Two resources of one type with the same path as namevar (`file { 'a': path => '/x' }`
-/// and `file { '/x': }`) would manage one thing twice, each undoing the other. Only
-/// namevars that are paths count: two `exec`s may run the same command, as in Puppet.
-fn same_namevar(resources: &[PreparedResource], schemas: &Schemas) -> Vec<Problem> {
+/// and `file { '/x': }`) would manage one thing twice, each undoing the other; so would
+/// two whose paths differ but lead to one file through a symlinked directory, which the
+/// host resolves as the run's grants will. Only namevars that are paths count: two
+/// `exec`s may run the same command, as in Puppet.
+fn same_namevar(
+    resources: &[PreparedResource],
+    schemas: &Schemas,
+    host: &dyn PluginHost,
+) -> Vec<Problem> {
     let mut problems = Vec::new();
-    let mut seen: HashMap<(&str, &str), &PreparedResource> = HashMap::new();
+    let mut seen: HashMap<(&str, String), &PreparedResource> = HashMap::new();
     for resource in resources {
         let Some(namevar) = schema_of(schemas, resource)
             .and_then(TypeSchema::namevar)
@@ -330,18 +336,26 @@ fn same_namevar(resources: &[PreparedResource], schemas: &Schemas) -> Vec<Proble
         } else {
             resource.type_name.as_str()
         };
-        match seen.get(&(space, value)) {
+        let resolved = host.resolve_path(value);
+        let key = (space, resolved.clone().unwrap_or_else(|| value.to_owned()));
+        match seen.get(&key) {
             Some(first) => {
                 let first_at = first
                     .source
                     .as_ref()
                     .map_or_else(String::new, |location| format!(" (declared at {location})"));
+                let via = match &resolved {
+                    Some(resolved) if resolved != value => {
+                        format!(": both are `{resolved}` once symlinks are followed")
+                    }
+                    _ => String::new(),
+                };
                 problems.push(
                     Problem {
                         resource: Some(resource.reference.clone()),
                         location: resource.source.clone(),
                         message: format!(
-                            "manages the same {} `{value}` as {}{first_at}",
+                            "manages the same {} `{value}` as {}{first_at}{via}",
                             namevar.name, first.reference
                         ),
                         help: None,
@@ -350,7 +364,7 @@ fn same_namevar(resources: &[PreparedResource], schemas: &Schemas) -> Vec<Proble
                 );
             }
             None => {
-                seen.insert((space, value), resource);
+                seen.insert(key, resource);
             }
         }
     }

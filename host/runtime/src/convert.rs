@@ -326,16 +326,48 @@ pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
     }
 }
 
-/// Checks the state `current-state` returned, which goes back to `plan` as it is.
-pub(crate) fn check_state(state: &[wit::Attribute]) -> Result<(), String> {
+/// Checks the state `current-state` returned, which goes back to `plan` as it is: each
+/// value well formed, and of the data type the schema gives it when it names one of the
+/// type's attributes (observed values: an enumeration takes any string).
+pub(crate) fn check_state(state: &[wit::Attribute], schema: &TypeSchema) -> Result<(), String> {
     if state.len() > 4096 {
         return Err(format!("the state has {} attributes", state.len()));
     }
     for attribute in state {
-        value_from_wit(&attribute.value)
+        let value = value_from_wit(&attribute.value)
             .map_err(|message| format!("state attribute `{}`: {message}", attribute.name))?;
+        if let Some(declared) = schema.attribute(&attribute.name) {
+            observed(declared, &value)
+                .map_err(|message| invalid_value(&attribute.name, &message))?;
+        }
     }
     Ok(())
+}
+
+/// Whether a value a provider observed fits `attribute` (see
+/// [`DataType::check_observed`]), counting an array as its elements when the attribute
+/// takes several values.
+fn observed(attribute: &wconverge_catalog::AttributeSchema, value: &Value) -> Result<(), String> {
+    match value.unwrap_sensitive() {
+        Value::Array(items)
+            if attribute.max != Some(1)
+                && !matches!(attribute.data_type, wconverge_catalog::DataType::Array(_)) =>
+        {
+            for (idx, item) in items.iter().enumerate() {
+                attribute
+                    .data_type
+                    .check_observed(item)
+                    .map_err(|message| format!("element {idx} {message}"))?;
+            }
+            Ok(())
+        }
+        single => attribute.data_type.check_observed(single),
+    }
+}
+
+/// The error of a value a plugin returned that its own schema does not allow.
+fn invalid_value(attribute: &str, message: &str) -> String {
+    format!("plugin returned invalid value for `{attribute}`: its schema {message}")
 }
 
 /// The changes of a plan, their messages passed through `said` (which scrubs the
@@ -367,10 +399,27 @@ pub(crate) fn changes_from_wit(
                     .transpose()
                     .map_err(|message| format!("change of `{}`: {message}", change.attribute))
             };
+            let current = value(&change.current)?;
+            let desired = value(&change.desired)?;
+            let declared = schema.attribute(&change.attribute);
+            // What it found may be any value of the attribute's shape; what it will make
+            // must be one the type allows.
+            if let (Some(declared), Some(current)) = (declared, &current) {
+                observed(declared, current)
+                    .map_err(|message| invalid_value(&change.attribute, &message))?;
+            }
+            if let (Some(declared), Some(desired)) = (declared, &desired)
+                && !matches!(declared.data_type, wconverge_catalog::DataType::Named(_))
+                && !matches!(desired.unwrap_sensitive(), Value::Undef)
+            {
+                declared
+                    .check(desired)
+                    .map_err(|message| invalid_value(&change.attribute, &message))?;
+            }
             Ok(Change {
                 attribute: change.attribute.clone(),
-                current: value(&change.current)?,
-                desired: value(&change.desired)?,
+                current,
+                desired,
                 message: said(&change.message),
             })
         })

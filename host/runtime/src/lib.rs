@@ -907,6 +907,18 @@ impl PluginHost for Runtime {
         interrupted()
     }
 
+    /// The directory walked as a grant is (links followed only when root or this user
+    /// owns them), then the file's name.
+    fn resolve_path(&self, path: &str) -> Option<String> {
+        let (dir, name) = path.rsplit_once('/')?;
+        if !walk::plain_name(name) {
+            return None;
+        }
+        let dir = if dir.is_empty() { "/" } else { dir };
+        let walked = walk::walk(std::path::Path::new(dir), walk::Ancestors::Any).ok()?;
+        Some(walked.canonical.join(name).to_string_lossy().into_owned())
+    }
+
     fn facts(&self) -> Result<wconverge_program::Facts, String> {
         let (groups, errors) = self.gather_facts();
         if errors.is_empty() {
@@ -998,7 +1010,8 @@ impl PluginHost for Runtime {
                 let state = called
                     .outcome?
                     .map_err(|message| provider_error(plugin, said(resource, &message)))?;
-                convert::check_state(&state).map_err(|message| contract_error(plugin, message))?;
+                convert::check_state(&state, schema)
+                    .map_err(|message| contract_error(plugin, message))?;
                 let called = plugin.call(instance, |exports, store| {
                     exports.provider()?.call_plan(store, &wit, &state)
                 });

@@ -39,6 +39,8 @@ impl Provider for Hostile {
                             "hoard_listings",
                             "hoard_files",
                             "stat",
+                            "lie_state",
+                            "lie_plan",
                         ]),
                         "What to do when applied.",
                     )
@@ -52,12 +54,24 @@ impl Provider for Hostile {
         )
     }
 
-    fn current_state(_resource: &Resource) -> Result<State> {
+    fn current_state(resource: &Resource) -> Result<State> {
+        // Says the enum attribute is a number: outside its own schema.
+        if resource.get_str("action") == Some("lie_state") {
+            return Ok(State::new().with("action", 42i64));
+        }
         Ok(State::new().with("action", "not done"))
     }
 
     fn plan(resource: &Resource, _current: &State) -> Result<Vec<Change>> {
         let action = resource.require_str("action")?;
+        if action == "lie_plan" {
+            return Ok(vec![Change::new(
+                "action",
+                Some("not done".into()),
+                Some(42i64.into()),
+                "will make it 42",
+            )]);
+        }
         Ok(vec![Change::new(
             "action",
             Some("not done".into()),
