@@ -1105,3 +1105,52 @@ fn issue_16_aliased_paths_and_values_outside_a_plugins_own_schema_are_refused() 
         assert!(error.contains(expected), "{name}: {error}");
     }
 }
+
+/// Class 10. A program the policy allows that someone other than root could replace
+/// (here: it sits in a directory a local user owns) is flagged by `plugins audit`, and
+/// every run that loads the plugin warns of it.
+#[test]
+fn issue_16_a_program_others_can_replace_is_flagged_and_warned_of() {
+    let machine = Machine::new();
+    open_to_all(machine.root());
+    let user = LocalUser::create();
+    let home = user.home_in(machine.root());
+    let tool = home.join("tool");
+    std::fs::copy("/bin/true", &tool).expect("tool");
+    let policy = machine.root().join("tool-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[plugins.sh]\nsource = \"builtin\"\nprovides = [\"sh\", \"exec\", \"script\"]\n\
+             programs = [\"{}\"]\n",
+            tool.display()
+        ),
+    )
+    .expect("policy");
+    let flag = format!(
+        "{} (a directory, on the way to {}) belongs to uid {}; whoever can write it can replace \
+         what wconverge runs",
+        home.display(),
+        tool.display(),
+        user.uid
+    );
+    let audit = machine.run(&[
+        "plugins",
+        "audit",
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        audit.stdout.contains(&format!("! root-equivalent: {flag}")),
+        "{audit:#?}"
+    );
+    let catalog = machine.catalog(json!([
+        { "type": "exec", "title": "tool", "attributes": { "command": [tool.to_str().expect("utf-8")] } },
+    ]));
+    let run = machine.apply(&catalog, &policy, &[]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        run.stderr.contains(&format!("plugin `sh`: {flag}")),
+        "{run:#?}"
+    );
+}

@@ -901,7 +901,10 @@ pub(crate) fn plugins_audit(
                 limits.process_timeout_seconds
             ),
         );
-        for flag in wconverge_runtime::audit::flags(plugin) {
+        for flag in wconverge_runtime::audit::flags(plugin)
+            .into_iter()
+            .chain(wconverge_runtime::audit::writable_programs(plugin))
+        {
             flagged += 1;
             text.push_str(&format!("  ! {}: {}\n", flag.severity, flag.message));
         }

@@ -221,10 +221,195 @@ pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
     flags
 }
 
+/// The most files of a program directory (`/usr/bin/*`) named in one flag.
+const NAMED_FILES: usize = 5;
+
+/// The allowlisted programs that someone other than root could replace: a program file,
+/// or a directory on its path (or holding the programs a pattern allows), that another
+/// user owns or that its group (other than root's) or everyone may write. Whoever can
+/// replace a program that wconverge runs as root gets root. Unlike [`flags`], this
+/// reads the machine: `plugins audit` shows it, and a run warns of it when the plugin
+/// loads.
+pub fn writable_programs(plugin: &PluginPolicy) -> Vec<Flag> {
+    let mut found: Vec<String> = Vec::new();
+    let mut note = |message: String| {
+        if !found.contains(&message) {
+            found.push(message);
+        }
+    };
+    for grant in &plugin.programs {
+        let (path, children) = match &grant.pattern {
+            ProgramPattern::Exact(path) => (path.as_path(), false),
+            ProgramPattern::Children(dir) => (dir.as_path(), true),
+        };
+        for checked in ways_to(path) {
+            // In a sticky directory (`/tmp`) no one may replace what another owns, but
+            // anyone may add: a directory of allowed programs may not be one.
+            let sticky_is_safe = !(children && checked == path);
+            if let Some(why) = writable(&checked, sticky_is_safe) {
+                note(format!(
+                    "{} ({}, on the way to {}) {why}",
+                    checked.display(),
+                    kind_of(&checked),
+                    grant.pattern
+                ));
+            }
+        }
+        if children && let Ok(entries) = std::fs::read_dir(path) {
+            let mut names = Vec::new();
+            let mut more = 0usize;
+            for entry in entries.flatten().take(100_000) {
+                if writable(&entry.path(), true).is_some() {
+                    if names.len() < NAMED_FILES {
+                        names.push(entry.file_name().to_string_lossy().into_owned());
+                    } else {
+                        more += 1;
+                    }
+                }
+            }
+            if !names.is_empty() {
+                let more = if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                };
+                note(format!(
+                    "{} holds programs that someone other than root can write: {}{more}",
+                    path.display(),
+                    names.join(", ")
+                ));
+            }
+        }
+    }
+    found
+        .into_iter()
+        .map(|message| Flag {
+            severity: "root-equivalent",
+            message: format!("{message}; whoever can write it can replace what wconverge runs"),
+        })
+        .collect()
+}
+
+/// Every directory from `/` to `path`, and `path` itself; where a component is a
+/// symbolic link, the link and then the way to its target.
+fn ways_to(path: &Path) -> Vec<std::path::PathBuf> {
+    let mut ways = Vec::new();
+    let mut prefix = std::path::PathBuf::from("/");
+    ways.push(prefix.clone());
+    for component in path.components().skip(1) {
+        prefix.push(component);
+        ways.push(prefix.clone());
+    }
+    if let Ok(real) = std::fs::canonicalize(path)
+        && real != path
+    {
+        let mut prefix = std::path::PathBuf::from("/");
+        for component in real.components().skip(1) {
+            prefix.push(component);
+            if !ways.contains(&prefix) {
+                ways.push(prefix.clone());
+            }
+        }
+    }
+    ways
+}
+
+fn kind_of(path: &Path) -> &'static str {
+    match std::fs::symlink_metadata(path) {
+        Ok(metadata) if metadata.is_dir() => "a directory",
+        Ok(metadata) if metadata.file_type().is_symlink() => "a symlink",
+        _ => "a program",
+    }
+}
+
+/// Who other than root may change `path` (not following a link), if anyone. With
+/// `sticky_is_safe`, a sticky directory counts as safe: what is in it can be replaced only
+/// by its owner, which is checked on its own.
+fn writable(path: &Path, sticky_is_safe: bool) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let metadata = std::fs::symlink_metadata(path).ok()?;
+    let mode = metadata.mode() & 0o7777;
+    if metadata.uid() != 0 {
+        return Some(format!("belongs to uid {}", metadata.uid()));
+    }
+    // A link's own mode means nothing; its owner decides where it leads.
+    if metadata.file_type().is_symlink()
+        || (sticky_is_safe && metadata.is_dir() && mode & 0o1000 != 0)
+    {
+        return None;
+    }
+    if mode & 0o002 != 0 {
+        return Some(format!("can be written by every user (mode {mode:04o})"));
+    }
+    if mode & 0o020 != 0 && metadata.gid() != 0 {
+        return Some(format!(
+            "can be written by group {} (gid {}, mode {mode:04o})",
+            nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(metadata.gid()))
+                .ok()
+                .flatten()
+                .map_or_else(|| metadata.gid().to_string(), |group| group.name),
+            metadata.gid()
+        ));
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::Policy;
+
+    #[test]
+    fn a_program_others_can_write_or_a_directory_on_its_way_is_flagged() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("temp dir");
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).expect("bin");
+        let tool = bin.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").expect("tool");
+        let entry = format!(
+            "programs = [\"{}\", \"{}/*\"]\n",
+            tool.display(),
+            bin.display()
+        );
+        let clean: Vec<String> = writable_programs(&plugin(&entry))
+            .into_iter()
+            .map(|flag| flag.message)
+            .collect();
+        // The temporary directory is the test's own: root's when the tests run as root.
+        if rustix::process::geteuid().is_root() {
+            assert!(clean.is_empty(), "{clean:#?}");
+        }
+        std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o757)).expect("chmod");
+        let messages: Vec<String> = writable_programs(&plugin(&entry))
+            .into_iter()
+            .map(|flag| flag.message)
+            .collect();
+        assert!(
+            messages.iter().any(|message| message.starts_with(&format!(
+                "{} (a directory, on the way to {}) can be written by every user (mode 0777)",
+                bin.display(),
+                tool.display()
+            ))),
+            "{messages:#?}"
+        );
+        assert!(
+            messages.iter().any(|message| message.starts_with(&format!(
+                "{} (a program, on the way to {}) can be written by every user (mode 0757)",
+                tool.display(),
+                tool.display()
+            ))),
+            "{messages:#?}"
+        );
+        assert!(
+            messages.iter().any(|message| message.starts_with(&format!(
+                "{} holds programs that someone other than root can write: tool",
+                bin.display()
+            ))),
+            "{messages:#?}"
+        );
+    }
 
     fn plugin(entry: &str) -> PluginPolicy {
         let policy = Policy::parse(

@@ -305,6 +305,13 @@ impl Runtime {
         };
         let mut seen = None;
         let loaded = Plugin::load(&loader, Arc::new(policy.clone()), &mut seen).map(Arc::new);
+        if loaded.is_ok() {
+            // Whoever can replace a program the plugin may launch can run code as the
+            // user it launches it as.
+            for flag in audit::writable_programs(&policy) {
+                tracing::warn!("plugin `{name}`: {}", flag.message);
+            }
+        }
         if let (Err(error), Some(trail)) = (&loaded, self.shared.trail())
             && matches!(error.kind, PluginErrorKind::Load | PluginErrorKind::Denied)
         {
