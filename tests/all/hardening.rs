@@ -322,6 +322,15 @@ fn issue_16_special_files_are_refused_by_kind_and_nothing_blocks() {
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("fifo");
     let socket = machine.root().join("files/app.sock");
     let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("socket");
+    // A character device (/dev/null's numbers): refused before it is opened.
+    let device = machine.root().join("files/null");
+    nix::sys::stat::mknod(
+        &device,
+        nix::sys::stat::SFlag::S_IFCHR,
+        nix::sys::stat::Mode::from_bits_truncate(0o666),
+        nix::sys::stat::makedev(1, 3),
+    )
+    .expect("mknod");
     let policy = policy_for(&machine, &machine.root().join("files"), "");
     let catalog = machine.catalog(json!([
         { "type": "template", "title": machine.file("rendered"),
@@ -330,13 +339,15 @@ fn issue_16_special_files_are_refused_by_kind_and_nothing_blocks() {
           "attributes": { "action": "read_file", "target": fifo.to_str().expect("utf-8") } },
         { "type": "hostile", "title": machine.file("socket"),
           "attributes": { "action": "read_file", "target": socket.to_str().expect("utf-8") } },
+        { "type": "hostile", "title": machine.file("device"),
+          "attributes": { "action": "write_file", "target": device.to_str().expect("utf-8") } },
     ]));
     let (run, took) = run_bounded(
         &machine,
         &apply_args(&catalog, &policy),
         Duration::from_secs(60),
     );
-    figure(&format!("class 3: three special files refused in {took:?}"));
+    figure(&format!("class 3: four special files refused in {took:?}"));
     assert_eq!(run.code, 4, "{run:#?}");
     let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("json");
     let said = |title: &str| entry(&report, title).to_string();
@@ -346,6 +357,11 @@ fn issue_16_special_files_are_refused_by_kind_and_nothing_blocks() {
     assert!(fifo_read.contains("is a FIFO"), "{fifo_read}");
     let socket_read = said(&format!("Hostile[{}]", machine.file("socket")));
     assert!(socket_read.contains("is a socket"), "{socket_read}");
+    let device_write = said(&format!("Hostile[{}]", machine.file("device")));
+    assert!(
+        device_write.contains("is a character device"),
+        "{device_write}"
+    );
     assert!(!Path::new(&machine.file("rendered")).exists());
 }
 

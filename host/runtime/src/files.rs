@@ -393,36 +393,33 @@ impl View<'_> {
         } else {
             Mode::empty()
         };
-        let file = match open_beneath(&dir.dir, path, oflags_os, mode) {
-            Ok(file) => file,
-            Err(error) => {
-                // A socket cannot be opened at all (`ENXIO`), nor a device without its
-                // driver: say what it is rather than only that it failed.
-                let kind = open_beneath(
-                    &dir.dir,
-                    path,
-                    OFlags::PATH | OFlags::CLOEXEC | (oflags_os & OFlags::NOFOLLOW),
-                    Mode::empty(),
-                )
-                .ok()
-                .and_then(|fd| rustix::fs::fstat(&fd).ok())
-                .map(|stat| FileType::from_raw_mode(stat.st_mode));
-                return match kind {
-                    Some(
-                        kind @ (FileType::Fifo
-                        | FileType::Socket
-                        | FileType::CharacterDevice
-                        | FileType::BlockDevice),
-                    ) => self.refuse(
-                        "open",
-                        target,
-                        AsyncErrorCode::Access,
-                        special_file(target, kind),
-                    ),
-                    _ => Err(error.into()),
-                };
-            }
-        };
+        // What is there, looked at without opening it: opening a device can do things (a
+        // watchdog starts, a tape rewinds), so a special file is refused before. (Should
+        // one be swapped in afterwards, the look at what was opened refuses it too.)
+        let kind = open_beneath(
+            &dir.dir,
+            path,
+            OFlags::PATH | OFlags::CLOEXEC | (oflags_os & OFlags::NOFOLLOW),
+            Mode::empty(),
+        )
+        .ok()
+        .and_then(|fd| rustix::fs::fstat(&fd).ok())
+        .map(|stat| FileType::from_raw_mode(stat.st_mode));
+        if let Some(
+            kind @ (FileType::Fifo
+            | FileType::Socket
+            | FileType::CharacterDevice
+            | FileType::BlockDevice),
+        ) = kind
+        {
+            return self.refuse(
+                "open",
+                target,
+                AsyncErrorCode::Access,
+                special_file(target, kind),
+            );
+        }
+        let file = open_beneath(&dir.dir, path, oflags_os, mode)?;
         let stat = rustix::fs::fstat(&file).map_err(std::io::Error::from)?;
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::Directory => {
