@@ -2,7 +2,6 @@
 
 use anyhow::{Context, bail};
 use std::io::{Read, Seek, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 fn is_root() -> bool {
@@ -44,32 +43,50 @@ pub(crate) struct RunLock {
 }
 
 impl RunLock {
+    /// Takes the lock `run.lock` in `state_dir`, which must be private to this user (it
+    /// and every directory above it writable by no one else): another user who could
+    /// plant a link or a FIFO there would have root truncate a file of their choice, or
+    /// block the run.
     pub(crate) fn acquire(state_dir: &Path) -> anyhow::Result<RunLock> {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(state_dir)
-            .with_context(|| {
-                format!(
-                    "cannot create the state directory `{}`",
-                    state_dir.display()
-                )
-            })?;
+        use rustix::fs::{FileType, Mode, OFlags};
+        let dir = wconverge_runtime::open_private_dir(state_dir).map_err(|why| {
+            anyhow::anyhow!(
+                "cannot use the state directory `{}`: {why}",
+                state_dir.display()
+            )
+        })?;
         let path = state_dir.join("run.lock");
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
+        let fd = rustix::fs::openat(
+            &dir,
+            "run.lock",
+            OFlags::RDWR
+                | OFlags::CREATE
+                | OFlags::NOFOLLOW
+                | OFlags::NONBLOCK
+                | OFlags::NOCTTY
+                | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )
+        .with_context(|| format!("cannot open the run lock `{}`", path.display()))?;
+        let stat = rustix::fs::fstat(&fd)
             .with_context(|| format!("cannot open the run lock `{}`", path.display()))?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile
+            || stat.st_uid != rustix::process::geteuid().as_raw()
+            || stat.st_nlink != 1
+        {
+            bail!(
+                "the run lock `{}` must be a regular file of this user with no other link; \
+                 remove it",
+                path.display()
+            );
+        }
+        let mut file = std::fs::File::from(fd);
         if let Err(error) =
             rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
         {
             if error == rustix::io::Errno::WOULDBLOCK {
                 let mut holder = String::new();
-                let _ = file.read_to_string(&mut holder);
+                let _ = (&file).take(64).read_to_string(&mut holder);
                 let holder = holder.trim();
                 let holder = if holder.is_empty() {
                     "another process".to_owned()

@@ -737,21 +737,47 @@ fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
 fn open_audit_log(path: &Path) -> anyhow::Result<std::fs::File> {
     use std::os::unix::fs::MetadataExt;
     let context = || format!("cannot open the audit log `{}`", path.display());
+    // What is there, named, before anything is opened (opening a FIFO to write fails or
+    // blocks; a device could act).
+    if let Ok(metadata) = std::fs::symlink_metadata(path)
+        && !metadata.is_file()
+    {
+        bail!(
+            "the audit log `{}` is {}; it must be a regular file of this user",
+            path.display(),
+            if metadata.file_type().is_symlink() {
+                "a symlink"
+            } else if metadata.is_dir() {
+                "a directory"
+            } else {
+                "a special file (a FIFO, socket or device)"
+            }
+        );
+    }
     let file = std::fs::OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        // Non-blocking: a FIFO in its place must not hang the run.
+        .custom_flags(
+            (rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::NONBLOCK
+                | rustix::fs::OFlags::NOCTTY)
+                .bits() as i32,
+        )
         .open(path)
         .with_context(context)?;
     let metadata = file.metadata().with_context(context)?;
+    // One link only: a hard link to another file of this user would have the log
+    // written into that file.
     if !metadata.is_file()
         || metadata.uid() != rustix::process::geteuid().as_raw()
         || metadata.mode() & 0o022 != 0
+        || metadata.nlink() != 1
     {
         bail!(
-            "the audit log `{}` must be a regular file of this user that no one else may \
-             write (mode 0600)",
+            "the audit log `{}` must be a regular file of this user, with no other link, \
+             that no one else may write (mode 0600)",
             path.display()
         );
     }

@@ -1,9 +1,15 @@
 //! Interruption of `apply`: `SIGINT`, `SIGTERM` or `SIGHUP` stops the run cleanly. The
 //! programs running are killed with everything they started, plugins stop at their
 //! next epoch tick, the resources not yet applied fail as "not applied", and the report
-//! is printed as usual. A second signal exits at once (after the same kill).
+//! is printed as usual. A second signal exits at once (after the same kill), and so does
+//! a run still going [`GRACE`] after the first (one stuck where nothing can interrupt
+//! it, in a system call on a hung file system).
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+use std::time::Duration;
+
+/// How long an interrupted run may take to stop cleanly.
+const GRACE: Duration = Duration::from_secs(10);
 
 /// Blocks the three signals in this thread (every thread started later inherits the
 /// mask; launched programs get an empty one) and starts the thread that waits for them.
@@ -26,6 +32,15 @@ pub(crate) fn watch() {
                     "{signal}: stopping; what runs now is being killed, and nothing more is \
                      applied (send it again to exit at once)"
                 ));
+                std::thread::spawn(move || {
+                    std::thread::sleep(GRACE);
+                    wconverge_runtime::interrupt(signal as i32);
+                    crate::output::warning(&format!(
+                        "{signal}: the run did not stop within {} s; exiting",
+                        GRACE.as_secs()
+                    ));
+                    std::process::exit(128 + signal as i32);
+                });
             } else {
                 std::process::exit(128 + signal as i32);
             }

@@ -134,7 +134,14 @@ fn deserialize(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
     unsafe { Component::deserialize(engine, code) }
 }
 
-/// Walks to `dir`, creating what is missing of it owner-only, and opens it.
+/// Walks to `dir` (from `/`, by descriptor; it and every directory above it must belong
+/// to root or this user and be writable by no one else, a sticky one excepted),
+/// creating what is missing of it owner-only, and opens it: a directory for this user's
+/// private files (the cache, the run lock).
+pub fn open_private_dir(dir: &Path) -> Result<OwnedFd, String> {
+    open_dir(dir)
+}
+
 fn open_dir(dir: &Path) -> Result<OwnedFd, String> {
     let walked = match walk(dir, Ancestors::Private) {
         Err(WalkError::Missing(_)) => {

@@ -387,19 +387,38 @@ impl View<'_> {
         if !path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) {
             oflags_os |= OFlags::NOFOLLOW;
         }
-        // openat2 takes a mode only with O_CREAT.
+        // A new file starts private (0600): its maker sets the mode it should have, and no
+        // one may open it in between (and keep reading what is written afterwards).
         let mode = if create {
-            Mode::from_raw_mode(0o666)
+            Mode::from_raw_mode(0o600)
         } else {
             Mode::empty()
         };
+        // Resolved here, by descriptor, beneath the directory: a symlink is followed only
+        // where `walk::link_trust` allows it (never one another user owns or could have
+        // moved there), and never out of the directory.
+        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) && !exclusive;
+        let base = self.path_of(fd, "");
+        let (parent, name) = match crate::walk::beneath(&*dir.dir, path, follow, &base) {
+            Ok(found) => found,
+            Err(crate::walk::BeneathError::Escape) => {
+                return Err(AsyncErrorCode::NotPermitted.into());
+            }
+            Err(crate::walk::BeneathError::Untrusted(why)) => {
+                return self.refuse("open", target, AsyncErrorCode::Access, why.to_string());
+            }
+            Err(crate::walk::BeneathError::Errno(errno)) => {
+                return Err(std::io::Error::from(errno).into());
+            }
+        };
+        let name = name.as_os_str();
         // What is there, looked at without opening it: opening a device can do things (a
         // watchdog starts, a tape rewinds), so a special file is refused before. (Should
         // one be swapped in afterwards, the look at what was opened refuses it too.)
-        let kind = open_beneath(
-            &dir.dir,
-            path,
-            OFlags::PATH | OFlags::CLOEXEC | (oflags_os & OFlags::NOFOLLOW),
+        let kind = rustix::fs::openat(
+            &parent,
+            name,
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
             Mode::empty(),
         )
         .ok()
@@ -419,7 +438,8 @@ impl View<'_> {
                 special_file(target, kind),
             );
         }
-        let file = open_beneath(&dir.dir, path, oflags_os, mode)?;
+        let file = rustix::fs::openat(&parent, name, oflags_os | OFlags::NOFOLLOW, mode)
+            .map_err(std::io::Error::from)?;
         let stat = rustix::fs::fstat(&file).map_err(std::io::Error::from)?;
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::Directory => {
@@ -436,7 +456,7 @@ impl View<'_> {
             FileType::RegularFile => {
                 if write
                     && !exclusive
-                    && let Some(reason) = other_links(&dir.dir, path, &stat, target)
+                    && let Some(reason) = other_links(&parent, &stat, target)
                 {
                     return self.refuse(
                         "open-for-writing",
@@ -870,65 +890,27 @@ fn open_beneath(
     Err(last.into())
 }
 
-/// Why the regular file `file`, opened at `path` beneath `dir`, may not be changed in
-/// place: it has other hard links, and either its directory can be written by other
-/// users or it is not that directory's entry (a link was followed). `None` when it may.
+/// Why the regular file (its `stat`), the entry of `parent` it was opened as, may not be
+/// changed in place: it has other hard links, and other users can write `parent`, so the
+/// other link could be any file of the machine. `None` when it may.
 pub(crate) fn other_links(
-    dir: &std::fs::File,
-    path: &str,
+    parent: &OwnedFd,
     stat: &rustix::fs::Stat,
     target: &Path,
 ) -> Option<String> {
     if stat.st_nlink <= 1 {
         return None;
     }
-    let (parent, name) = match path.trim_end_matches('/').rsplit_once('/') {
-        Some((parent, name)) if !parent.is_empty() => (Some(parent), name),
-        Some((_, name)) => (None, name),
-        None => (None, path),
-    };
-    let parent_fd = match parent {
-        Some(parent) => match rustix::fs::openat2(
-            dir.as_fd(),
-            parent,
-            OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-            Mode::empty(),
-            ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-        ) {
-            Ok(fd) => Some(fd),
-            Err(_) => return Some(changed_in_place(target, stat)),
-        },
-        None => None,
-    };
-    let parent = parent_fd
-        .as_ref()
-        .map_or_else(|| dir.as_fd(), |fd| fd.as_fd());
-    let checked = (|| {
-        let parent_stat = rustix::fs::fstat(parent).ok()?;
-        let entry = rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW).ok()?;
-        let same = entry.st_dev == stat.st_dev && entry.st_ino == stat.st_ino;
-        Some((parent_stat, same))
-    })();
-    match checked {
-        Some((parent, true)) if !crate::walk::shared(parent.st_uid, parent.st_mode) => None,
-        Some((_, true)) => Some(format!(
+    match rustix::fs::fstat(parent) {
+        Ok(parent) if !crate::walk::shared(parent.st_uid, parent.st_mode) => None,
+        _ => Some(format!(
             "`{}` has {} hard links and its directory can be written by other users; \
              wconverge does not change such a file in place (another link could be any file \
              of the machine): remove the other links, or let the file be replaced",
             target.display(),
             stat.st_nlink
         )),
-        _ => Some(changed_in_place(target, stat)),
     }
-}
-
-fn changed_in_place(target: &Path, stat: &rustix::fs::Stat) -> String {
-    format!(
-        "`{}` has {} hard links and was reached through a symlink, or changed while it was \
-         opened; wconverge does not change it in place",
-        target.display(),
-        stat.st_nlink
-    )
 }
 
 /// What a directory listing would cost, or `None` past `budget` (bytes) or

@@ -175,7 +175,9 @@ fn open_grant(
             "directory `{dir}` does not exist; create it first (for example with a resource \
              ordered before this one)"
         )),
-        WalkError::ForeignLink { .. } => GrantError::Denied(error.to_string()),
+        WalkError::ForeignLink { .. } | WalkError::MovableLink { .. } => {
+            GrantError::Denied(error.to_string())
+        }
         error => GrantError::Unusable(format!("cannot use `{dir}`: {error}")),
     })?;
     let canonical = walked.canonical.clone();

@@ -39,7 +39,7 @@ use wconverge_engine::{
     PluginHost, PreparedResource, ProviderChoice, ScriptOutput,
 };
 
-pub use cache::sha256_hex;
+pub use cache::{open_private_dir, sha256_hex};
 pub use plugin::read_component;
 
 /// A plugin's granted directories as they really are, with their access.

@@ -8,8 +8,8 @@ use crate::grants::Grant;
 use crate::policy::{Access, PluginPolicy};
 use crate::process::{Launch, LauncherSlot};
 use crate::trail::{Decision, Event, Trail};
-use rustix::fd::{AsFd, AsRawFd, OwnedFd};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
+use rustix::fd::{AsRawFd, OwnedFd};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -490,33 +490,20 @@ impl file_metadata::Host for PluginState {
         let stat = if rest.is_empty() {
             rustix::fs::fstat(&grant.fd)
         } else {
-            // Resolve the parent beneath the grant, so no symlink inside it can lead
-            // out; the entry itself is not followed.
-            let (parent, name) = match rest.rsplit_once('/') {
-                Some((parent, name)) => (Some(parent), name),
-                None => (None, rest),
-            };
-            let parent_fd;
-            let dir = match parent {
-                Some(parent) => {
-                    parent_fd = match rustix::fs::openat2(
-                        &grant.fd,
-                        parent,
-                        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-                        Mode::empty(),
-                        ResolveFlags::BENEATH | ResolveFlags::NO_MAGICLINKS,
-                    ) {
-                        Ok(fd) => fd,
-                        Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => {
-                            return Ok(None);
-                        }
-                        Err(error) => return Err(format!("cannot reach `{path}`: {error}")),
-                    };
-                    parent_fd.as_fd()
+            // The parent resolved beneath the grant by descriptor, following only the
+            // links `walk::link_trust` allows; the entry itself is not followed.
+            match crate::walk::beneath(&grant.fd, rest, false, &grant.canonical) {
+                Ok((parent, name)) => {
+                    rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
                 }
-                None => grant.fd.as_fd(),
-            };
-            rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW)
+                Err(crate::walk::BeneathError::Errno(errno)) => Err(errno),
+                Err(crate::walk::BeneathError::Escape) => {
+                    return Err(format!("`{path}` leads out of the directories granted"));
+                }
+                Err(crate::walk::BeneathError::Untrusted(why)) => {
+                    return Err(self.refused("file-metadata", &path, why.to_string()));
+                }
+            }
         };
         let stat = match stat {
             Ok(stat) => stat,

@@ -62,6 +62,8 @@ pub(crate) enum WalkError {
     NotDirectory(PathBuf),
     /// `link` is a symbolic link owned by `uid`, which is neither root nor this user.
     ForeignLink { link: PathBuf, uid: u32 },
+    /// `link` is a symbolic link that another user could have put where it is: `why`.
+    MovableLink { link: PathBuf, why: String },
     /// More than [`MAX_LINKS`] links, or a loop.
     TooManyLinks(PathBuf),
     /// A directory on the way is writable by another user (only for walks that
@@ -82,6 +84,12 @@ impl std::fmt::Display for WalkError {
                 f,
                 "`{}` is a symlink owned by uid {uid}; wconverge does not follow a link that \
                  neither root nor its own user owns (its owner can point it anywhere)",
+                link.display()
+            ),
+            WalkError::MovableLink { link, why } => write!(
+                f,
+                "`{}` is a symlink {why}; wconverge does not follow it (another user could have \
+                 put it there)",
                 link.display()
             ),
             WalkError::TooManyLinks(prefix) => write!(
@@ -164,12 +172,9 @@ pub(crate) fn walk(path: &Path, ancestors: Ancestors) -> Result<Walked, WalkErro
                 check_ancestor(ancestors, &stack)?;
             }
             FileType::Symlink => {
-                if !trusted_owner(stat.st_uid) {
-                    return Err(WalkError::ForeignLink {
-                        link: prefix,
-                        uid: stat.st_uid,
-                    });
-                }
+                let (_, _, parent_uid, parent_mode) =
+                    stack.last().expect("the root is never popped");
+                link_trust(&stat, *parent_uid, *parent_mode, &prefix)?;
                 links += 1;
                 if links > MAX_LINKS {
                     return Err(WalkError::TooManyLinks(prefix));
@@ -196,6 +201,160 @@ pub(crate) fn walk(path: &Path, ancestors: Ancestors) -> Result<Walked, WalkErro
         uid,
         mode,
     })
+}
+
+/// Whether the symbolic link `link` (its `stat`) in a directory of this owner and mode
+/// may be followed: it must belong to root or this user (whoever owns a link decides
+/// where it leads), have no other hard link (a copy placed elsewhere, where
+/// `fs.protected_hardlinks` is off), and sit in a directory no other user can write (or
+/// a sticky one, where no one may move what another owns), or another user could have
+/// moved it there.
+pub(crate) fn link_trust(
+    stat: &rustix::fs::Stat,
+    parent_uid: u32,
+    parent_mode: u32,
+    link: &Path,
+) -> Result<(), WalkError> {
+    if !trusted_owner(stat.st_uid) {
+        return Err(WalkError::ForeignLink {
+            link: link.to_path_buf(),
+            uid: stat.st_uid,
+        });
+    }
+    if stat.st_nlink > 1 {
+        return Err(WalkError::MovableLink {
+            link: link.to_path_buf(),
+            why: format!("with {} hard links", stat.st_nlink),
+        });
+    }
+    if shared(parent_uid, parent_mode) && parent_mode & 0o1000 == 0 {
+        return Err(WalkError::MovableLink {
+            link: link.to_path_buf(),
+            why: "in a directory other users can write".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// Why a path could not be resolved beneath a directory.
+#[derive(Debug)]
+pub(crate) enum BeneathError {
+    /// It leads out of the directory (`..` above it, an absolute link).
+    Escape,
+    /// A link that is not followed, and why.
+    Untrusted(WalkError),
+    /// The system said no.
+    Errno(rustix::io::Errno),
+}
+
+impl From<rustix::io::Errno> for BeneathError {
+    fn from(errno: rustix::io::Errno) -> Self {
+        BeneathError::Errno(errno)
+    }
+}
+
+/// Resolves the relative `path` beneath the directory `start`, following only the links
+/// [`link_trust`] allows and never leaving `start`: the directory that holds the last
+/// component, and that component's name (`.` for the directory itself). With
+/// `follow_last`, a link as the last component is followed too. What the name is, is
+/// left to the caller, which opens it relative to the directory without following links;
+/// `shown` names `start` in errors.
+pub(crate) fn beneath(
+    start: &impl AsFd,
+    path: &str,
+    follow_last: bool,
+    shown: &Path,
+) -> Result<(OwnedFd, OsString), BeneathError> {
+    let first = rustix::fs::openat(
+        start,
+        ".",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let first_stat = rustix::fs::fstat(&first)?;
+    let mut stack: Vec<(OwnedFd, OsString, u32, u32)> = vec![(
+        first,
+        OsString::new(),
+        first_stat.st_uid,
+        first_stat.st_mode,
+    )];
+    let mut pending: std::collections::VecDeque<OsString> = components(Path::new(path)).collect();
+    if path.starts_with('/') {
+        return Err(BeneathError::Escape);
+    }
+    let mut links = 0usize;
+    let mut visited = 0usize;
+    loop {
+        let Some(name) = pending.pop_front() else {
+            let (fd, ..) = stack.pop().expect("the start is never popped");
+            return Ok((fd, OsString::from(".")));
+        };
+        visited += 1;
+        if visited > MAX_COMPONENTS {
+            return Err(BeneathError::Errno(rustix::io::Errno::LOOP));
+        }
+        let last = pending.is_empty();
+        if name == "." {
+            continue;
+        }
+        if name == ".." {
+            if stack.len() == 1 {
+                return Err(BeneathError::Escape);
+            }
+            stack.pop();
+            continue;
+        }
+        let (dir, _, dir_uid, dir_mode) = stack.last().expect("the start is never popped");
+        if last && !follow_last {
+            let (fd, ..) = stack.pop().expect("the start is never popped");
+            return Ok((fd, name));
+        }
+        let fd = match rustix::fs::openat(
+            dir,
+            name.as_os_str(),
+            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(fd) => fd,
+            // Not there: the caller may create it.
+            Err(rustix::io::Errno::NOENT) if last => {
+                let (fd, ..) = stack.pop().expect("the start is never popped");
+                return Ok((fd, name));
+            }
+            Err(errno) => return Err(errno.into()),
+        };
+        let stat = rustix::fs::fstat(&fd)?;
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Symlink => {
+                let mut link = shown.to_path_buf();
+                for (_, part, ..) in &stack[1..] {
+                    link.push(part);
+                }
+                link.push(&name);
+                link_trust(&stat, *dir_uid, *dir_mode, &link).map_err(BeneathError::Untrusted)?;
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(BeneathError::Errno(rustix::io::Errno::LOOP));
+                }
+                let target = rustix::fs::readlinkat(&fd, "", Vec::new())?;
+                let target = PathBuf::from(OsString::from_vec(target.into_bytes()));
+                if target.is_absolute() {
+                    return Err(BeneathError::Escape);
+                }
+                for component in components(&target).collect::<Vec<_>>().into_iter().rev() {
+                    pending.push_front(component);
+                }
+            }
+            FileType::Directory if !last => {
+                stack.push((fd, name, stat.st_uid, stat.st_mode));
+            }
+            _ if last => {
+                let (fd, ..) = stack.pop().expect("the start is never popped");
+                return Ok((fd, name));
+            }
+            _ => return Err(BeneathError::Errno(rustix::io::Errno::NOTDIR)),
+        }
+    }
 }
 
 fn check_ancestor(

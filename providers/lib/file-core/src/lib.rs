@@ -245,9 +245,10 @@ pub fn file_apply(resource: &Resource, changes: &[Change]) -> Result<()> {
     if rewrite {
         let content = match resource.get_str("content") {
             Some(content) => content.as_bytes().to_vec(),
-            // `present` without content: keep what is there.
-            None if existing.is_some() => std::fs::read(path)
-                .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?,
+            // `present` without content, and a file appeared since the plan: any
+            // content will do, so it keeps its own (it is not copied: whatever is at the
+            // path now could be another file's link).
+            None if existing.is_some() => return set_metadata(resource, path),
             None => Vec::new(),
         };
         write_atomically(resource, path, &content, existing.as_ref())
