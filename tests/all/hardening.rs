@@ -2,7 +2,7 @@
 //! hostile manifest. Each test stands for a class of attacks; the races run for a
 //! bounded count as a real unprivileged user the test creates and removes.
 
-use crate::attacker::{LocalUser, open_to_all, renameat2_syscall};
+use crate::attacker::{LocalUser, escape_syscalls, open_to_all, renameat2_syscall};
 use crate::support::{Machine, Run, entry, sha256_of};
 use serde_json::json;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
@@ -776,6 +776,9 @@ fn issue_16_secrets_stay_out_of_reports_and_process_arguments() {
         { "type": "exec", "title": "code",
           "attributes": { "command": { "__sensitive":
               format!(": {secret}; echo $$ > {}; sleep 2", marker.display()) } } },
+        { "type": "exec", "title": "lines",
+          "attributes": { "command": "/usr/bin/env", "logoutput": "true",
+                          "environment": { "PW": { "__sensitive": "first-line-x9q\nsecond-line-x9q" } } } },
     ]));
     let policy = machine.policy("[plugins.sh.limits]\noutput_kib = 1\n");
     let mut child = machine
@@ -816,6 +819,8 @@ fn issue_16_secrets_stay_out_of_reports_and_process_arguments() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert_eq!(output.status.code(), Some(6), "{everything}");
+    // A secret of several lines is printed line by line.
+    assert!(!everything.contains("line-x9q"), "{everything}");
     for start in 4..=secret.len() {
         assert!(
             !everything.contains(&secret[..start]),
@@ -952,7 +957,8 @@ fn issue_16_the_compiled_code_cache_is_bound_to_its_component_and_private() {
 /// doubled 30 times, a value holding itself twice 28 times over, a million-step loop in a
 /// million-step loop, 3,000 × 3,000 notifications, a defined type declaring two of
 /// itself. And what is read must be a regular file within a cap: `/dev/zero` given as a
-/// manifest, or a FIFO as a policy, is refused at once.
+/// manifest, or a FIFO as a policy, is refused at once. (Found by review: a literal of a
+/// hundred copies of a large array, and two thousand regular expressions.)
 #[test]
 fn issue_16_manifests_and_inputs_have_budgets() {
     let machine = Machine::new();
@@ -979,8 +985,19 @@ fn issue_16_manifests_and_inputs_have_budgets() {
         (
             "doubling",
             format!("$a0 = 'x'\n{doubling}notify {{ 'x': message => $a30 }}\n"),
-            "this builds a string of more than 16777216 bytes (16 MiB), the limit",
-            "doubling.wcv:26:8",
+            "the manifests did more work than a compile may (25000000 steps",
+            "doubling.wcv:26:",
+        ),
+        (
+            "join",
+            format!(
+                "$s0 = 'xxxxxxxxxxxxxxxx'\n{}$list = 200.map |$i| {{ $i }}\n$j = join($list, $s13)\n",
+                (1..=13)
+                    .map(|n| format!("$s{n} = \"${{s{p}}}${{s{p}}}\"\n", p = n - 1))
+                    .collect::<String>()
+            ),
+            "`join` builds a string of more than 16777216 bytes (16 MiB), the limit",
+            "join.wcv:16:",
         ),
         (
             "nesting",
@@ -1001,6 +1018,26 @@ fn issue_16_manifests_and_inputs_have_budgets() {
             edges,
             "the relationships make more than 250000 edges (the limit)",
             "edges.wcv:6001:1",
+        ),
+        (
+            "copies",
+            format!(
+                "$c0 = [1, 2]\n{}$n = [{}]\n",
+                (1..=18)
+                    .map(|n| format!("$c{n} = $c{p} + $c{p}\n", p = n - 1))
+                    .collect::<String>(),
+                vec!["$c18"; 100].join(", ")
+            ),
+            "this builds a value of more than 1000000 elements",
+            "copies.wcv:20:",
+        ),
+        (
+            "regexes",
+            (0..2000)
+                .map(|n| format!("$r{n} = 'abc' =~ /[\\w]{{14}}z{n}/\n"))
+                .collect(),
+            "the manifests did more work than a compile may (25000000 steps",
+            "regexes.wcv:",
         ),
         (
             "define",
@@ -1322,4 +1359,62 @@ fn issue_16_the_audit_log_and_the_run_lock_cannot_be_planted() {
         std::fs::read_to_string(&victim).expect("victim"),
         "precious\n"
     );
+}
+
+/// Class 4 (found by review). Programs that try to leave the tree wconverge kills at the
+/// deadline are killed all the same, and the run ends on time: a helper made
+/// wconverge's own child with `clone(CLONE_PARENT)` that leaves its session; a program
+/// that turns its child-subreaper attribute off so that its grandchild goes to init; and
+/// a helper that seizes the program with `ptrace`, so its exit status never comes
+/// (before: the first two survived, and the third held the run until the helper chose to
+/// let go).
+#[test]
+fn issue_16_programs_that_escape_the_tree_are_killed_and_the_run_ends_on_time() {
+    let machine = Machine::new();
+    let [clone, prctl, ptrace, getpid] = escape_syscalls();
+    let pid_file = |name: &str| machine.root().join(format!("{name}.pid"));
+    let sibling = format!(
+        "require POSIX; if (syscall({clone}, 0x8000|17, 0, 0, 0, 0) == 0) {{ POSIX::setsid(); \
+         open(my $f, '>', '{}'); print $f syscall({getpid}); close($f); sleep 300; POSIX::_exit(0) }} \
+         sleep 300",
+        pid_file("sibling").display()
+    );
+    let unreaped = format!(
+        "require POSIX; syscall({prctl}, 36, 0, 0, 0, 0); if (fork() == 0) {{ POSIX::setsid(); \
+         if (fork() == 0) {{ open(my $f, '>', '{}'); print $f syscall({getpid}); close($f); sleep 300; \
+         POSIX::_exit(0) }} POSIX::_exit(0) }} sleep 300",
+        pid_file("orphan").display()
+    );
+    let traced = format!(
+        "require POSIX; my $program = syscall({getpid}); if (syscall({clone}, 0x8000|17, 0, 0, 0, 0) == 0) \
+         {{ POSIX::setsid(); open(STDOUT, '>/dev/null'); open(STDERR, '>/dev/null'); \
+         syscall({ptrace}, 0x4206, $program, 0, 0); open(my $f, '>', '{}'); print $f syscall({getpid}); \
+         close($f); sleep 300; POSIX::_exit(0) }} sleep 300",
+        pid_file("tracer").display()
+    );
+    let catalog = machine.catalog(json!([
+        { "type": "exec", "title": "sibling",
+          "attributes": { "command": ["/usr/bin/perl", "-e", sibling], "timeout": 2 } },
+        { "type": "exec", "title": "orphan",
+          "attributes": { "command": ["/usr/bin/perl", "-e", unreaped], "timeout": 2 } },
+        { "type": "exec", "title": "traced",
+          "attributes": { "command": ["/usr/bin/perl", "-e", traced], "timeout": 2 } },
+    ]));
+    let survivors = Survivors(vec![
+        pid_file("sibling"),
+        pid_file("orphan"),
+        pid_file("tracer"),
+    ]);
+    let (run, took) = run_bounded(
+        &machine,
+        &apply_args(&catalog, &machine.policy("")),
+        Duration::from_secs(60),
+    );
+    figure(&format!(
+        "class 4: three programs escaping the tree, each with a timeout of 2 s: the run took {took:?}"
+    ));
+    assert_eq!(run.code, 4, "{run:#?}");
+    assert_eq!(survivors.pids().len(), 3, "every helper ran: {run:#?}");
+    assert_eq!(survivors.still_running(), Vec::<i32>::new(), "{run:#?}");
+    assert!(took < Duration::from_secs(20), "the run took {took:?}");
 }

@@ -209,7 +209,7 @@ fn main() -> ExitCode {
                 1
             };
             let code = if error.use_stderr() { usage } else { 0 };
-            let _ = error.print();
+            output::parser_message(&error);
             return ExitCode::from(code);
         }
     };

@@ -17,7 +17,20 @@ fn needs_escape(c: char) -> bool {
     (c.is_control() && c != '\n' && c != '\t')
         || matches!(
             c,
-            '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}'
+            // Soft hyphen, Arabic letter mark, Mongolian vowel separator; zero-width and
+            // direction marks; line and paragraph separators; embeddings and overrides;
+            // word joiner and invisible operators; isolates and deprecated format
+            // characters; the byte order mark; interlinear annotations; tags. Invisible,
+            // they make two different names look alike, or reorder what is shown.
+            '\u{00ad}'
+                | '\u{061c}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{206f}'
+                | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e007f}'
         )
 }
 
@@ -88,6 +101,17 @@ impl Write for InertStderr {
 
     fn flush(&mut self) -> std::io::Result<()> {
         std::io::stderr().flush()
+    }
+}
+
+/// What the argument parser says (a usage error, help, the version), made inert: it
+/// quotes the arguments it was given.
+pub(crate) fn parser_message(error: &clap::Error) {
+    let text = error.render().to_string();
+    if error.use_stderr() {
+        eprint!("{}", inert(&text));
+    } else {
+        out(&text);
     }
 }
 

@@ -8,12 +8,27 @@
 /// What gets written in place of a secret.
 pub(crate) const REDACTED: &str = "[redacted]";
 
+/// The shortest line of a secret of several lines that is redacted on its own.
+const MIN_LINE: usize = 4;
+
 /// The sensitive strings of one resource.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Secrets(Vec<String>);
 
 impl Secrets {
     pub(crate) fn new(mut secrets: Vec<String>) -> Self {
+        // A secret of several lines (a private key) also travels line by line: output
+        // is logged a line at a time. Each line long enough to mean something is a
+        // secret of its own.
+        let lines: Vec<String> = secrets
+            .iter()
+            .filter(|secret| secret.contains('\n'))
+            .flat_map(|secret| secret.lines())
+            .map(|line| line.trim_end_matches('\r'))
+            .filter(|line| line.trim().len() >= MIN_LINE)
+            .map(str::to_owned)
+            .collect();
+        secrets.extend(lines);
         // Longest first, so a secret containing another is replaced whole.
         secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
         secrets.dedup();
@@ -54,13 +69,45 @@ impl Secrets {
     /// `text` with every secret replaced. A very short secret garbles unrelated text;
     /// that is the price of never leaking it.
     pub fn scrub(&self, text: &str) -> String {
-        let mut text = text.to_owned();
+        // Every place any secret occurs in the text as it is, merged where they overlap
+        // (replacing one secret after another would leave the part of one that overlaps
+        // another already replaced).
+        let mut ranges: Vec<(usize, usize)> = Vec::new();
         for secret in &self.0 {
-            if text.contains(secret.as_str()) {
-                text = text.replace(secret.as_str(), REDACTED);
+            ranges.extend(
+                text.match_indices(secret.as_str())
+                    .map(|(start, found)| (start, start + found.len())),
+            );
+        }
+        if ranges.is_empty() {
+            return text.to_owned();
+        }
+        ranges.sort_unstable();
+        let mut scrubbed = String::with_capacity(text.len());
+        let mut written = 0;
+        let mut current: Option<(usize, usize)> = None;
+        for (start, end) in ranges {
+            match &mut current {
+                Some((_, current_end)) if start <= *current_end => {
+                    *current_end = (*current_end).max(end);
+                }
+                _ => {
+                    if let Some((from, to)) = current.take() {
+                        scrubbed.push_str(&text[written..from]);
+                        scrubbed.push_str(REDACTED);
+                        written = to;
+                    }
+                    current = Some((start, end));
+                }
             }
         }
-        text
+        if let Some((from, to)) = current {
+            scrubbed.push_str(&text[written..from]);
+            scrubbed.push_str(REDACTED);
+            written = to;
+        }
+        scrubbed.push_str(&text[written..]);
+        scrubbed
     }
 }
 
@@ -76,6 +123,33 @@ mod tests {
             "pw [redacted] and [redacted] again"
         );
         assert_eq!(Secrets::default().scrub("plain"), "plain");
+    }
+
+    #[test]
+    fn overlapping_secrets_are_redacted_whole() {
+        let secrets = Secrets::new(vec![
+            "OVERLAPSECRxx".to_owned(),
+            "xxSECONDSECRETLONGER".to_owned(),
+        ]);
+        assert_eq!(
+            secrets.scrub("a OVERLAPSECRxxSECONDSECRETLONGER b"),
+            "a [redacted] b"
+        );
+    }
+
+    #[test]
+    fn each_line_of_a_secret_of_several_lines_is_a_secret() {
+        let secrets = Secrets::new(vec!["TOPline1SECRET\nline2SECRETEND\n}".to_owned()]);
+        assert_eq!(
+            secrets.scrub("stdout: PW=TOPline1SECRET"),
+            "stdout: PW=[redacted]"
+        );
+        assert_eq!(
+            secrets.scrub("stdout: line2SECRETEND"),
+            "stdout: [redacted]"
+        );
+        // A line too short to mean anything is left alone.
+        assert_eq!(secrets.scrub("{ }"), "{ }");
     }
 
     #[test]

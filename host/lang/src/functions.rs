@@ -397,12 +397,19 @@ fn iterate(
             }
             Val::Array(original)
         }
-        "map" => Val::Array(
-            items
-                .into_iter()
-                .map(|(_, call_args)| evaluator.run_lambda(lambda, call_args))
-                .collect(),
-        ),
+        "map" => {
+            // Measured as it grows: each result could be a copy of a large value.
+            let mut total = 0;
+            let mut mapped = Vec::new();
+            for (_, call_args) in items {
+                let value = evaluator.run_lambda(lambda, call_args);
+                if !evaluator.grow(&mut total, &value, span) {
+                    return Val::Undef;
+                }
+                mapped.push(value);
+            }
+            Val::Array(mapped)
+        }
         "filter" | "reject" => {
             let keep = name == "filter";
             let kept = items.filter_map(|(item, call_args)| {

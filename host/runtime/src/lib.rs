@@ -176,7 +176,10 @@ fn quoted_list(names: &[&str]) -> String {
 impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Runtime> {
         static CLOSE_INHERITED: Once = Once::new();
-        CLOSE_INHERITED.call_once(process::close_inherited_on_exec);
+        CLOSE_INHERITED.call_once(|| {
+            process::close_inherited_on_exec();
+            process::become_subreaper();
+        });
         let mut config = Config::new();
         config.epoch_interruption(true);
         let engine = Engine::new(&config).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;

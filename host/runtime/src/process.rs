@@ -689,6 +689,13 @@ pub(crate) fn run(
         std::os::unix::process::CommandExt::uid(&mut command, uid);
     }
     isolate(&mut command, checked.umask);
+    // wconverge's own children before this launch: any other that appears during it (a
+    // process the program made wconverge's child with `CLONE_PARENT`, or an orphan of
+    // its tree that came to wconverge, a subreaper) belongs to this launch.
+    // Spawned and registered as one step: no other thread's scan of wconverge's
+    // children sees it unregistered.
+    let spawning = SPAWN.lock().expect("spawn lock");
+    let before = children_of(std::process::id());
     let started = Instant::now();
     let mut child = command.spawn().map_err(|error| {
         let program = &checked.program;
@@ -714,7 +721,8 @@ pub(crate) fn run(
     // The program runs; its name is no longer needed.
     drop(link);
     let pid = child.id();
-    let _live = Live::register(pid);
+    let _live = Live::register(pid, before);
+    drop(spawning);
     let stdin = child.stdin.take();
     let input = checked.stdin;
     let feeder = stdin.map(|mut stdin| {
@@ -728,7 +736,9 @@ pub(crate) fn run(
     let (stderr, stderr_reader) =
         spawn_drain::<ChildStderr>(child.stderr.take(), checked.output_cap);
     let deadline = started + checked.timeout;
-    let (status, timed_out) = wait_until(child, pid, deadline).map_err(wit::LaunchError::Failed)?;
+    let waited = wait_until(child, pid, deadline);
+    reap_strays(pid);
+    let (status, timed_out) = waited.map_err(wit::LaunchError::Failed)?;
     // The program is gone; what it left in the pipes arrives shortly, unless something
     // it started still holds them open: then the run goes on, at the latest at the
     // deadline (after a kill, everything that could hold them is gone).
@@ -839,16 +849,21 @@ fn set_cloexec(fd: i32) {
     }
 }
 
-/// The programs running now, by process id: an interrupted wconverge kills their trees.
-static LIVE: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// The programs running now, by process id, each with wconverge's children from before
+/// it started: an interrupted wconverge kills their trees.
+static LIVE: Mutex<Vec<(i32, Vec<i32>)>> = Mutex::new(Vec::new());
+
+/// Held while a program is spawned and registered, and while wconverge's children are
+/// scanned for strays: a child spawned by another thread is never taken for one.
+static SPAWN: Mutex<()> = Mutex::new(());
 
 /// One running program in [`LIVE`], until dropped.
 struct Live(i32);
 
 impl Live {
-    fn register(pid: u32) -> Option<Live> {
+    fn register(pid: u32, before: Vec<i32>) -> Option<Live> {
         let pid = i32::try_from(pid).ok()?;
-        LIVE.lock().expect("live programs lock").push(pid);
+        LIVE.lock().expect("live programs lock").push((pid, before));
         Some(Live(pid))
     }
 }
@@ -857,32 +872,89 @@ impl Drop for Live {
     fn drop(&mut self) {
         LIVE.lock()
             .expect("live programs lock")
-            .retain(|pid| *pid != self.0);
+            .retain(|(pid, _)| *pid != self.0);
     }
 }
 
 /// Kills every program running now, with all its descendants.
 pub(crate) fn kill_live() {
     let live = LIVE.lock().expect("live programs lock").clone();
-    for pid in live {
-        kill_tree(pid);
+    for (pid, before) in live {
+        kill_tree(pid, &before);
+    }
+}
+
+/// Makes wconverge a child subreaper, once: what a launched program abandons (an
+/// orphan whose parents died, even past a program that turned its own subreaper off)
+/// comes to wconverge rather than to init, where the kill at the deadline finds it.
+pub(crate) fn become_subreaper() {
+    let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
+}
+
+/// The children of process `parent`, from /proc.
+fn children_of(parent: u32) -> Vec<i32> {
+    let parent = i32::try_from(parent).unwrap_or(0);
+    parent_links()
+        .into_iter()
+        .filter(|(_, ppid)| *ppid == parent)
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// Reaps wconverge's children that have ended, but `live` and the programs running now
+/// (which their own waiters reap): orphans that came to wconverge as a subreaper.
+fn reap_strays(live: u32) {
+    use nix::sys::wait::{WaitPidFlag, waitpid};
+    let _spawning = SPAWN.lock().expect("spawn lock");
+    let running: Vec<i32> = LIVE
+        .lock()
+        .expect("live programs lock")
+        .iter()
+        .map(|(pid, _)| *pid)
+        .collect();
+    for pid in children_of(std::process::id()) {
+        if u32::try_from(pid) == Ok(live) || running.contains(&pid) {
+            continue;
+        }
+        let _ = waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
     }
 }
 
 /// The most rounds `kill_tree` looks for new descendants.
 const KILL_ROUNDS: usize = 100;
 
-/// Stops `root` and every descendant (each round finds what the last one missed;
-/// a stopped process cannot fork), then kills them all. `root` is a child subreaper, so
-/// a descendant whose parent died is still below it.
-pub(crate) fn kill_tree(root: i32) {
+/// Stops `root`, every descendant, and every child of wconverge's that was not there
+/// before (`before`; with their descendants), each round finding what the last one
+/// missed (a stopped process cannot fork); then kills them all. `root` is a child
+/// subreaper, so a descendant whose parent died is still below it; what escapes it (a
+/// process made wconverge's child with `CLONE_PARENT`, an orphan past a subreaper turned
+/// off) comes to wconverge, a subreaper too.
+pub(crate) fn kill_tree(root: i32, before: &[i32]) {
     use nix::sys::signal::{Signal, kill, killpg};
     use nix::unistd::Pid;
     let mut found = vec![root];
     let _ = kill(Pid::from_raw(root), Signal::SIGSTOP);
+    let me = i32::try_from(std::process::id()).unwrap_or(0);
+    let _spawning = SPAWN.lock().expect("spawn lock");
+    // Other programs running now (another thread's) are not this one's.
+    let others: Vec<i32> = LIVE
+        .lock()
+        .expect("live programs lock")
+        .iter()
+        .map(|(pid, _)| *pid)
+        .filter(|pid| *pid != root)
+        .collect();
     for _ in 0..KILL_ROUNDS {
-        let new: Vec<i32> = descendants(root)
-            .into_iter()
+        let links = parent_links();
+        let mut roots: Vec<i32> = links
+            .iter()
+            .filter(|(pid, ppid)| *ppid == me && !before.contains(pid) && !others.contains(pid))
+            .map(|(pid, _)| *pid)
+            .collect();
+        roots.push(root);
+        let new: Vec<i32> = roots
+            .iter()
+            .flat_map(|root| std::iter::once(*root).chain(descendants_in(&links, *root)))
             .filter(|pid| !found.contains(pid))
             .collect();
         if new.is_empty() {
@@ -899,21 +971,8 @@ pub(crate) fn kill_tree(root: i32) {
     let _ = killpg(Pid::from_raw(root), Signal::SIGKILL);
 }
 
-/// The processes below `root`, from the parent links in /proc.
-fn descendants(root: i32) -> Vec<i32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    let links: Vec<(i32, i32)> = entries
-        .filter_map(|entry| {
-            let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-            // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
-            let after = &stat[stat.rfind(')')? + 1..];
-            let ppid: i32 = after.split_whitespace().nth(1)?.parse().ok()?;
-            Some((pid, ppid))
-        })
-        .collect();
+/// The processes below `root` in `links`.
+fn descendants_in(links: &[(i32, i32)], root: i32) -> Vec<i32> {
     let mut below = Vec::new();
     let mut frontier = vec![root];
     while let Some(parent) = frontier.pop() {
@@ -927,34 +986,78 @@ fn descendants(root: i32) -> Vec<i32> {
     below
 }
 
-/// Waits for the child, killing it with all its descendants at the deadline.
+/// Every process's parent, from /proc: `(pid, ppid)`.
+fn parent_links() -> Vec<(i32, i32)> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|entry| {
+            let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
+            let after = &stat[stat.rfind(')')? + 1..];
+            let ppid: i32 = after.split_whitespace().nth(1)?.parse().ok()?;
+            Some((pid, ppid))
+        })
+        .collect()
+}
+
+/// How long to wait for a killed program's exit status: one held by a tracer is given
+/// up on, as a kill.
+const KILLED_GRACE: Duration = Duration::from_secs(2);
+
+/// How often a wait looks whether wconverge was interrupted.
+const INTERRUPT_POLL: Duration = Duration::from_millis(50);
+
+/// Waits for the child, killing it with all its descendants at the deadline, or when
+/// wconverge is interrupted. Never waits past the deadline and a short grace: a child
+/// whose exit status cannot be collected (a tracer holds it) is reported killed.
 fn wait_until(
     mut child: Child,
     pid: u32,
     deadline: Instant,
 ) -> Result<(std::process::ExitStatus, bool), String> {
     let (sender, receiver) = mpsc::channel();
-    let waiter = std::thread::spawn(move || {
+    // Not joined: if the status never comes, the thread stays blocked, not the run.
+    std::thread::spawn(move || {
         let _ = sender.send(child.wait());
     });
-    let remaining = deadline.saturating_duration_since(Instant::now());
-    let (result, timed_out) = match receiver.recv_timeout(remaining) {
-        Ok(result) => (result, false),
-        Err(_) => {
-            if let Ok(pid) = i32::try_from(pid) {
-                kill_tree(pid);
+    let before = LIVE
+        .lock()
+        .expect("live programs lock")
+        .iter()
+        .find(|(live, _)| u32::try_from(*live) == Ok(pid))
+        .map(|(_, before)| before.clone())
+        .unwrap_or_default();
+    loop {
+        let now = Instant::now();
+        if now >= deadline || crate::interrupted().is_some() {
+            break;
+        }
+        match receiver.recv_timeout((deadline - now).min(INTERRUPT_POLL)) {
+            Ok(result) => {
+                let status =
+                    result.map_err(|error| format!("waiting for the program failed: {error}"))?;
+                return Ok((status, false));
             }
-            (
-                receiver
-                    .recv()
-                    .map_err(|_| "the process waiter vanished".to_owned())?,
-                true,
-            )
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err("the process waiter vanished".to_owned());
+            }
+        }
+    }
+    if let Ok(pid) = i32::try_from(pid) {
+        kill_tree(pid, &before);
+    }
+    let status = match receiver.recv_timeout(KILLED_GRACE) {
+        Ok(result) => result.map_err(|error| format!("waiting for the program failed: {error}"))?,
+        Err(_) => {
+            use std::os::unix::process::ExitStatusExt;
+            std::process::ExitStatus::from_raw(libc::SIGKILL)
         }
     };
-    let _ = waiter.join();
-    let status = result.map_err(|error| format!("waiting for the program failed: {error}"))?;
-    Ok((status, timed_out))
+    Ok((status, true))
 }
 
 #[cfg(test)]

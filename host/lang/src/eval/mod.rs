@@ -35,12 +35,19 @@ pub const MAX_STRING_BYTES: usize = 16 << 20;
 /// eight bytes), whatever it nests: some 40 MiB.
 pub const MAX_VALUE_SIZE: u64 = 1_000_000;
 /// The work of a whole compile: expressions evaluated, lambdas called (each counting
-/// [`LAMBDA_WORK`]) and the size of the values built. The 50,000-resource benchmark does
-/// about 610,000; this bounds a compile to some seconds and a few hundred MiB.
+/// [`LAMBDA_WORK`]), regular expressions compiled ([`REGEX_WORK`]), and the size of the
+/// values built, iterated, copied and compared ([`COPY_WORK`] per element for the last
+/// two). The 50,000-resource benchmark does about 610,000; this bounds a compile to some
+/// seconds and a few hundred MiB.
 pub const MAX_COMPILE_WORK: u64 = 25_000_000;
 /// What one lambda call counts as: its scope, kept to the end of the compile, costs
 /// some hundreds of bytes and a few microseconds.
 const LAMBDA_WORK: u64 = 100;
+/// What each element of a value counts as when it is copied (a variable read), or
+/// compared and searched: a copy allocates it again.
+const COPY_WORK: u64 = 4;
+/// What compiling a regular expression counts as: up to a MiB and some milliseconds.
+const REGEX_WORK: u64 = 100_000;
 /// The most relationship edges a catalog may have (each costs about 400 bytes).
 pub const MAX_EDGES: usize = 250_000;
 /// `include` chains nest at most this deep.
@@ -564,8 +571,8 @@ impl<'a> Evaluator<'a> {
                 span,
                 format!(
                     "the manifests did more work than a compile may ({MAX_COMPILE_WORK} steps: \
-                     expressions evaluated, lambdas called and the size of the values built); \
-                     the compile stopped here"
+                     expressions evaluated, lambdas called, regular expressions compiled, and \
+                     the values built, copied and compared); the compile stopped here"
                 ),
             )
             .help =
@@ -680,7 +687,16 @@ impl<'a> Evaluator<'a> {
             ExprKind::Var(name) if name == "node" => self.node_read(&[], span),
             ExprKind::Var(name) => self.lookup(name, span),
             ExprKind::Array(items) => {
-                Val::Array(items.iter().map(|item| self.eval(item)).collect())
+                let mut total = 0;
+                let mut built = Vec::with_capacity(items.len());
+                for item in items {
+                    let value = self.eval(item);
+                    if !self.grow(&mut total, &value, span) {
+                        return Val::Undef;
+                    }
+                    built.push(value);
+                }
+                Val::Array(built)
             }
             ExprKind::Hash(entries) => {
                 // Each key is compared with the ones before it.
@@ -689,9 +705,13 @@ impl<'a> Evaluator<'a> {
                     return Val::Undef;
                 }
                 let mut out: Vec<(Val, Val)> = Vec::with_capacity(entries.len());
+                let mut total = 0;
                 for (key, value) in entries {
                     let key = self.eval(key);
                     let value = self.eval(value);
+                    if !self.grow(&mut total, &key, span) || !self.grow(&mut total, &value, span) {
+                        return Val::Undef;
+                    }
                     match out.iter_mut().find(|(existing, _)| *existing == key) {
                         Some((_, existing)) => *existing = value,
                         None => out.push((key, value)),
@@ -883,6 +903,11 @@ impl<'a> Evaluator<'a> {
                 .insert(pattern.to_owned(), Some(shared.clone()));
             return Some(shared);
         }
+        // Each pattern compiled costs time and up to a MiB, kept to the end.
+        if self.budget.is_none() && !self.work(REGEX_WORK, span) {
+            self.regexes.insert(pattern.to_owned(), None);
+            return None;
+        }
         let compiled = match regex::RegexBuilder::new(pattern)
             .size_limit(1 << 20)
             .build()
@@ -935,13 +960,45 @@ impl<'a> Evaluator<'a> {
 
     fn lookup(&mut self, name: &str, span: Span) -> Val {
         let value = self.lookup_value(name, span);
-        if let Some(budget) = self.budget {
-            let cost = lazy::size_capped(&value, budget);
-            if !self.spend(cost, span) {
-                return Val::Undef;
-            }
+        if !self.charge_copy(&value, span) {
+            return Val::Undef;
         }
         value
+    }
+
+    /// Counts what a copy of `value` costs (reading a variable or a node attribute copies
+    /// it): against a lazy value's budget, or the compile's work, where each element
+    /// counts [`COPY_WORK`]. False once there is no budget left.
+    pub(crate) fn charge_copy(&mut self, value: &Val, span: Span) -> bool {
+        match self.budget {
+            Some(budget) => {
+                let cost = lazy::size_capped(value, budget);
+                self.spend(cost, span)
+            }
+            None => {
+                let cap = MAX_COMPILE_WORK.saturating_sub(self.work) / COPY_WORK + 1;
+                let cost = lazy::size_capped(value, cap);
+                self.work(cost.saturating_mul(COPY_WORK), span)
+            }
+        }
+    }
+
+    /// Adds `value` to the `total` size of a value being built; false (with an error)
+    /// once that passes [`MAX_VALUE_SIZE`]. A collection is measured as it grows, so a
+    /// copy too many is refused before it is made, not after.
+    pub(crate) fn grow(&mut self, total: &mut u64, value: &Val, span: Span) -> bool {
+        *total += lazy::size_capped(value, MAX_VALUE_SIZE + 1);
+        if *total > MAX_VALUE_SIZE {
+            self.value_limit(
+                span,
+                format!(
+                    "this builds a value of more than {MAX_VALUE_SIZE} elements (a string \
+                     counting one per eight bytes), the limit"
+                ),
+            );
+            return false;
+        }
+        true
     }
 
     fn lookup_value(&mut self, name: &str, span: Span) -> Val {
@@ -1258,6 +1315,15 @@ impl<'a> Evaluator<'a> {
 
     fn binary(&mut self, op: BinOp, left: Val, right: Val, span: Span) -> Val {
         use BinOp::*;
+        // Comparing, searching and matching walk both operands (a regex over 16 MiB takes
+        // a good part of a second), and `+` and `<<` copy them.
+        if self.budget.is_none() {
+            let cap = MAX_COMPILE_WORK.saturating_sub(self.work) / COPY_WORK + 1;
+            let cost = lazy::size_capped(&left, cap) + lazy::size_capped(&right, cap);
+            if !self.work(cost.saturating_mul(COPY_WORK), span) {
+                return Val::Undef;
+            }
+        }
         let mismatch = |this: &mut Self, verb: &str| {
             this.error(
                 "type-mismatch",

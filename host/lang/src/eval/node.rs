@@ -237,11 +237,8 @@ impl Evaluator<'_> {
                 }
             };
         }
-        if let Some(budget) = self.budget {
-            let cost = super::lazy::size_capped(&value, budget);
-            if !self.spend(cost, span) {
-                return Val::Undef;
-            }
+        if !self.charge_copy(&value, span) {
+            return Val::Undef;
         }
         // One read per place and path is enough for the warning, and keeps a read in a
         // defined type instantiated many times from copying the value each time.
