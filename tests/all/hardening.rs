@@ -37,6 +37,25 @@ directories = [{{ path = "{dir}", access = "read-write" }}]
     path
 }
 
+/// A machine a local user can enter, the user, and her home directory in it (hers,
+/// others may enter it but not write it).
+fn with_attacker() -> (Machine, LocalUser, std::path::PathBuf) {
+    let machine = Machine::new();
+    open_to_all(machine.root());
+    let user = LocalUser::create();
+    let home = user.home_in(machine.root());
+    (machine, user, home)
+}
+
+/// The peak memory `time -f %M` printed last on standard error.
+fn peak_kib(run: &Run) -> u64 {
+    run.stderr
+        .lines()
+        .last()
+        .and_then(|line| line.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no peak from time(1): {run:#?}"))
+}
+
 /// Runs `wconverge` with `args`, killing it if it is still running after `limit`: a
 /// run that hangs fails the test instead of hanging it.
 fn run_bounded(machine: &Machine, args: &[&str], limit: Duration) -> (Run, Duration) {
@@ -94,10 +113,7 @@ fn apply_args<'a>(catalog: &'a Path, policy: &'a Path) -> Vec<&'a str> {
 /// link whenever it sees it.
 #[test]
 fn issue_16_a_grant_is_resolved_once_by_descriptor_while_a_user_swaps_a_symlink() {
-    let machine = Machine::new();
-    open_to_all(machine.root());
-    let user = LocalUser::create();
-    let home = user.home_in(machine.root());
+    let (machine, user, home) = with_attacker();
     let victim = machine.root().join("victim");
     std::fs::create_dir(&victim).expect("victim dir");
     std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o700)).expect("chmod");
@@ -165,10 +181,7 @@ fn issue_16_a_grant_is_resolved_once_by_descriptor_while_a_user_swaps_a_symlink(
 /// content replaces the name with a new file.
 #[test]
 fn issue_16_a_hard_link_in_a_directory_others_can_write_is_never_changed_in_place() {
-    let machine = Machine::new();
-    open_to_all(machine.root());
-    let user = LocalUser::create();
-    let home = user.home_in(machine.root());
+    let (machine, user, home) = with_attacker();
     let vault = machine.root().join("vault");
     std::fs::create_dir(&vault).expect("vault");
     std::fs::set_permissions(&vault, std::fs::Permissions::from_mode(0o700)).expect("chmod");
@@ -238,10 +251,7 @@ fn issue_16_a_hard_link_in_a_directory_others_can_write_is_never_changed_in_plac
 /// converged.
 #[test]
 fn issue_16_a_swapped_temporary_file_never_gets_the_managed_owner_or_mode() {
-    let machine = Machine::new();
-    open_to_all(machine.root());
-    let user = LocalUser::create();
-    let home = user.home_in(machine.root());
+    let (machine, user, home) = with_attacker();
     let target = home.join("app.conf");
     let policy = policy_for(&machine, machine.root(), "");
     let attacker = user.spawn_perl(
@@ -424,12 +434,7 @@ fn issue_16_host_memory_for_listings_and_descriptors_is_bounded_per_plugin() {
     let mut args = vec!["-f", "%M", crate::support::WCONVERGE];
     args.extend(apply_args(&catalog, &policy));
     let (run, _) = run_bounded_program(&machine, "/usr/bin/time", &args);
-    let peak_kib: u64 = run
-        .stderr
-        .lines()
-        .last()
-        .and_then(|line| line.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no peak from time(1): {run:#?}"));
+    let peak_kib = peak_kib(&run);
     figure(&format!(
         "class 3: peak host memory {} MiB",
         peak_kib / 1024
@@ -1059,12 +1064,7 @@ fn issue_16_manifests_and_inputs_have_budgets() {
         let started = Instant::now();
         let (run, _) = run_bounded_program(&machine, "/usr/bin/time", &args);
         let took = started.elapsed();
-        let peak_kib: u64 = run
-            .stderr
-            .lines()
-            .last()
-            .and_then(|line| line.trim().parse().ok())
-            .unwrap_or_else(|| panic!("no peak from time(1): {run:#?}"));
+        let peak_kib = peak_kib(&run);
         figure(&format!(
             "class 8: {name}: refused in {took:?}, peak {} MiB",
             peak_kib / 1024
@@ -1164,10 +1164,7 @@ fn issue_16_aliased_paths_and_values_outside_a_plugins_own_schema_are_refused() 
 /// every run that loads the plugin warns of it.
 #[test]
 fn issue_16_a_program_others_can_replace_is_flagged_and_warned_of() {
-    let machine = Machine::new();
-    open_to_all(machine.root());
-    let user = LocalUser::create();
-    let home = user.home_in(machine.root());
+    let (machine, user, home) = with_attacker();
     let tool = home.join("tool");
     std::fs::copy("/bin/true", &tool).expect("tool");
     let policy = machine.root().join("tool-policy.toml");
@@ -1265,10 +1262,7 @@ fn issue_16_a_temporary_file_is_private_from_its_creation() {
 /// a managed file (before: the file was written where that link led, and given to her).
 #[test]
 fn issue_16_links_another_user_could_have_placed_are_not_followed() {
-    let machine = Machine::new();
-    open_to_all(machine.root());
-    let user = LocalUser::create();
-    let home = user.home_in(machine.root());
+    let (machine, user, home) = with_attacker();
     let secret = home.join(".htpasswd");
     std::fs::write(&secret, "SECRET-HTPASSWD\n").expect("secret");
     std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");

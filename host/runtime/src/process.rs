@@ -901,17 +901,21 @@ fn children_of(parent: u32) -> Vec<i32> {
         .collect()
 }
 
+/// The programs running now.
+fn live_pids() -> Vec<i32> {
+    LIVE.lock()
+        .expect("live programs lock")
+        .iter()
+        .map(|(pid, _)| *pid)
+        .collect()
+}
+
 /// Reaps wconverge's children that have ended, but `live` and the programs running now
 /// (which their own waiters reap): orphans that came to wconverge as a subreaper.
 fn reap_strays(live: u32) {
     use nix::sys::wait::{WaitPidFlag, waitpid};
     let _spawning = SPAWN.lock().expect("spawn lock");
-    let running: Vec<i32> = LIVE
-        .lock()
-        .expect("live programs lock")
-        .iter()
-        .map(|(pid, _)| *pid)
-        .collect();
+    let running = live_pids();
     for pid in children_of(std::process::id()) {
         if u32::try_from(pid) == Ok(live) || running.contains(&pid) {
             continue;
@@ -937,13 +941,7 @@ pub(crate) fn kill_tree(root: i32, before: &[i32]) {
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let _spawning = SPAWN.lock().expect("spawn lock");
     // Other programs running now (another thread's) are not this one's.
-    let others: Vec<i32> = LIVE
-        .lock()
-        .expect("live programs lock")
-        .iter()
-        .map(|(pid, _)| *pid)
-        .filter(|pid| *pid != root)
-        .collect();
+    let others: Vec<i32> = live_pids().into_iter().filter(|pid| *pid != root).collect();
     for _ in 0..KILL_ROUNDS {
         let links = parent_links();
         let mut roots: Vec<i32> = links
