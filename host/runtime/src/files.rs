@@ -454,6 +454,9 @@ impl View<'_> {
                 )))
             }
             FileType::RegularFile => {
+                if !exclusive && let Some(reason) = moved_in(&parent, &stat, target) {
+                    return self.refuse("open", target, AsyncErrorCode::Access, reason);
+                }
                 if write
                     && !exclusive
                     && let Some(reason) = other_links(&parent, &stat, target)
@@ -910,6 +913,41 @@ pub(crate) fn other_links(
             target.display(),
             stat.st_nlink
         )),
+    }
+}
+
+/// Why a plugin may not touch the existing file (its `stat`) in `parent`: another user
+/// who may write that directory could have moved it there (a root-only file kept
+/// elsewhere in it, renamed to the name a resource manages), so reading it could put
+/// its content in a report or another file, and changing it would change that file.
+/// `None` when it may.
+pub(crate) fn moved_in(
+    parent: &impl AsFd,
+    stat: &rustix::fs::Stat,
+    target: &Path,
+) -> Option<String> {
+    let parent = rustix::fs::fstat(parent).ok()?;
+    crate::walk::could_be_moved_in(stat.st_uid, parent.st_uid, parent.st_mode).then(|| {
+        format!(
+            "`{}` belongs to uid {} in a directory that {} can write, who could have moved \
+             it there from elsewhere; wconverge neither reads it nor changes it in place \
+             (give it to the directory's owner, or manage its content so that it is \
+             replaced)",
+            target.display(),
+            stat.st_uid,
+            writers(&parent)
+        )
+    })
+}
+
+/// Who other than root and this user may write a directory, in words.
+pub(crate) fn writers(dir: &rustix::fs::Stat) -> String {
+    if dir.st_mode & 0o002 != 0 {
+        "every user".to_owned()
+    } else if dir.st_mode & 0o020 != 0 {
+        format!("group {}", dir.st_gid)
+    } else {
+        format!("uid {}", dir.st_uid)
     }
 }
 

@@ -179,6 +179,7 @@ impl Runtime {
         CLOSE_INHERITED.call_once(|| {
             process::close_inherited_on_exec();
             process::become_subreaper();
+            process::sweep_cgroups();
         });
         let mut config = Config::new();
         config.epoch_interruption(true);

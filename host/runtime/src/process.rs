@@ -695,9 +695,20 @@ pub(crate) fn run(
     // Spawned and registered as one step: no other thread's scan of wconverge's
     // children sees it unregistered.
     let spawning = SPAWN.lock().expect("spawn lock");
-    let before = children_of(std::process::id());
+    // Born in a cgroup of its own where there is one: at the deadline the kernel kills
+    // everything in it at once, however fast it forks.
+    let cgroup = LaunchCgroup::create().filter(LaunchCgroup::enter);
+    // Without one, the kill goes by /proc and needs wconverge's children from before.
+    let before = match &cgroup {
+        Some(_) => Before::OwnCgroup,
+        None => Before::Children(children_of(std::process::id())),
+    };
     let started = Instant::now();
-    let mut child = command.spawn().map_err(|error| {
+    let spawned = command.spawn();
+    if let Some(cgroup) = &cgroup {
+        cgroup.leave();
+    }
+    let mut child = spawned.map_err(|error| {
         let program = &checked.program;
         match (&checked.route, error.kind()) {
             (Some((architecture, route)), std::io::ErrorKind::NotFound) => {
@@ -721,7 +732,7 @@ pub(crate) fn run(
     // The program runs; its name is no longer needed.
     drop(link);
     let pid = child.id();
-    let _live = Live::register(pid, before);
+    let _live = Live::register(pid, before, cgroup.as_ref().map(LaunchCgroup::killer));
     drop(spawning);
     let stdin = child.stdin.take();
     let input = checked.stdin;
@@ -738,6 +749,9 @@ pub(crate) fn run(
     let deadline = started + checked.timeout;
     let waited = wait_until(child, pid, deadline);
     reap_strays(pid);
+    if let Some(cgroup) = cgroup {
+        cgroup.finish();
+    }
     let (status, timed_out) = waited.map_err(wit::LaunchError::Failed)?;
     // The program is gone; what it left in the pipes arrives shortly, unless something
     // it started still holds them open: then the run goes on, at the latest at the
@@ -851,7 +865,42 @@ fn set_cloexec(fd: i32) {
 
 /// The programs running now, by process id, each with wconverge's children from before
 /// it started: an interrupted wconverge kills their trees.
-static LIVE: Mutex<Vec<(i32, Vec<i32>)>> = Mutex::new(Vec::new());
+static LIVE: Mutex<Vec<Running>> = Mutex::new(Vec::new());
+
+/// A program running now: its pid, how to tell which of wconverge's children are not
+/// its own, and its cgroup's kill switch.
+type Running = (i32, Before, Option<Killer>);
+
+/// Which of wconverge's children were there before a launch (and so are not its own).
+#[derive(Clone, Default)]
+pub(crate) enum Before {
+    /// These, listed when it started (there is no cgroup).
+    Children(Vec<i32>),
+    /// Those in wconverge's own cgroup: the launch's are in the launch's cgroup, or left
+    /// it for another.
+    #[default]
+    OwnCgroup,
+}
+
+impl Before {
+    /// Whether wconverge's child `pid` was there before the launch.
+    fn includes(&self, pid: i32) -> bool {
+        match self {
+            Before::Children(children) => children.contains(&pid),
+            Before::OwnCgroup => {
+                let cgroup_of = |pid: &str| {
+                    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+                        .ok()
+                        .and_then(|text| {
+                            text.lines()
+                                .find_map(|line| line.strip_prefix("0::").map(str::to_owned))
+                        })
+                };
+                cgroup_of("self").is_some() && cgroup_of(&pid.to_string()) == cgroup_of("self")
+            }
+        }
+    }
+}
 
 /// Held while a program is spawned and registered, and while wconverge's children are
 /// scanned for strays: a child spawned by another thread is never taken for one.
@@ -861,9 +910,11 @@ static SPAWN: Mutex<()> = Mutex::new(());
 struct Live(i32);
 
 impl Live {
-    fn register(pid: u32, before: Vec<i32>) -> Option<Live> {
+    fn register(pid: u32, before: Before, killer: Option<Killer>) -> Option<Live> {
         let pid = i32::try_from(pid).ok()?;
-        LIVE.lock().expect("live programs lock").push((pid, before));
+        LIVE.lock()
+            .expect("live programs lock")
+            .push((pid, before, killer));
         Some(Live(pid))
     }
 }
@@ -872,15 +923,155 @@ impl Drop for Live {
     fn drop(&mut self) {
         LIVE.lock()
             .expect("live programs lock")
-            .retain(|(pid, _)| *pid != self.0);
+            .retain(|(pid, ..)| *pid != self.0);
     }
 }
 
 /// Kills every program running now, with all its descendants.
 pub(crate) fn kill_live() {
     let live = LIVE.lock().expect("live programs lock").clone();
-    for (pid, before) in live {
-        kill_tree(pid, &before);
+    for (pid, before, killer) in live {
+        kill_launch(pid, &before, killer.as_ref());
+    }
+}
+
+/// Kills a launch: its cgroup, if it has one, then its tree as /proc shows it (for what
+/// left the cgroup, or where there is none).
+fn kill_launch(root: i32, before: &Before, killer: Option<&Killer>) {
+    if let Some(killer) = killer {
+        killer.kill();
+    }
+    kill_tree(root, before);
+}
+
+/// Removes the launch cgroups that wconverge processes no longer running left (one killed
+/// with `SIGKILL` cannot remove its own); a cgroup that still holds a process stays.
+pub(crate) fn sweep_cgroups() {
+    let Some(own) = own_cgroup() else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(own) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|name| name.strip_prefix("wconverge-"))
+            .and_then(|rest| rest.split('-').next())
+        else {
+            continue;
+        };
+        if !std::path::Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+}
+
+/// The cgroup v2 hierarchy and this process's cgroup in it, found once: where launches
+/// get cgroups of their own. `None` where there is no cgroup2 file system, or this
+/// process may not make cgroups in it.
+fn own_cgroup() -> Option<&'static std::path::Path> {
+    static OWN: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+        let mount = mounts.lines().find_map(|line| {
+            let (fields, rest) = line.split_once(" - ")?;
+            rest.starts_with("cgroup2 ")
+                .then(|| fields.split(' ').nth(4).map(std::path::PathBuf::from))?
+        })?;
+        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+        let path = own.lines().find_map(|line| line.strip_prefix("0::"))?;
+        Some(mount.join(path.trim_start_matches('/')))
+    })
+    .as_deref()
+}
+
+/// A launch's cgroup, to kill all it holds at once.
+#[derive(Clone)]
+struct Killer(Arc<rustix::fd::OwnedFd>);
+
+impl Killer {
+    fn kill(&self) {
+        let _ = rustix::io::write(&*self.0, b"1");
+    }
+}
+
+/// The cgroup a program is born in: made beside nothing else, under this process's own.
+struct LaunchCgroup {
+    dir: std::path::PathBuf,
+    procs: rustix::fd::OwnedFd,
+    own_procs: rustix::fd::OwnedFd,
+    kill: Killer,
+}
+
+impl LaunchCgroup {
+    /// A new cgroup for one launch, or `None` where there can be none (then the kill
+    /// goes by /proc alone).
+    fn create() -> Option<LaunchCgroup> {
+        use rustix::fs::{Mode, OFlags};
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let own = own_cgroup()?;
+        let dir = own.join(format!(
+            "wconverge-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&dir).ok()?;
+        let open = |path: std::path::PathBuf| {
+            rustix::fs::open(&path, OFlags::WRONLY | OFlags::CLOEXEC, Mode::empty()).ok()
+        };
+        let opened = (|| {
+            Some(LaunchCgroup {
+                procs: open(dir.join("cgroup.procs"))?,
+                own_procs: open(own.join("cgroup.procs"))?,
+                kill: Killer(Arc::new(open(dir.join("cgroup.kill"))?)),
+                dir: dir.clone(),
+            })
+        })();
+        if opened.is_none() {
+            let _ = std::fs::remove_dir(&dir);
+        }
+        opened
+    }
+
+    /// Moves this process into the cgroup, so the program it spawns now is born there;
+    /// false if it cannot.
+    fn enter(&self) -> bool {
+        rustix::io::write(&self.procs, b"0").is_ok()
+    }
+
+    /// Moves this process back where it was.
+    fn leave(&self) {
+        let _ = rustix::io::write(&self.own_procs, b"0");
+    }
+
+    fn killer(&self) -> Killer {
+        self.kill.clone()
+    }
+
+    /// Done with the launch: what is left in the cgroup (a service the program started)
+    /// goes back to this process's cgroup, and the cgroup is removed (when dropped).
+    fn finish(self) {
+        for _ in 0..KILL_ROUNDS {
+            let Ok(procs) = std::fs::read_to_string(self.dir.join("cgroup.procs")) else {
+                break;
+            };
+            if procs.trim().is_empty() {
+                break;
+            }
+            for pid in procs.lines() {
+                let _ = rustix::io::write(&self.own_procs, pid.trim().as_bytes());
+            }
+        }
+    }
+}
+
+impl Drop for LaunchCgroup {
+    /// Removes the cgroup; one that still holds a process stays (and `sweep_cgroups`
+    /// removes it once it is empty and its wconverge gone).
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.dir);
     }
 }
 
@@ -896,8 +1087,8 @@ fn children_of(parent: u32) -> Vec<i32> {
     let parent = i32::try_from(parent).unwrap_or(0);
     parent_links()
         .into_iter()
-        .filter(|(_, ppid)| *ppid == parent)
-        .map(|(pid, _)| pid)
+        .filter(|(_, ppid, _)| *ppid == parent)
+        .map(|(pid, ..)| pid)
         .collect()
 }
 
@@ -906,86 +1097,97 @@ fn live_pids() -> Vec<i32> {
     LIVE.lock()
         .expect("live programs lock")
         .iter()
-        .map(|(pid, _)| *pid)
+        .map(|(pid, ..)| *pid)
         .collect()
 }
 
 /// Reaps wconverge's children that have ended, but `live` and the programs running now
-/// (which their own waiters reap): orphans that came to wconverge as a subreaper.
+/// (which their own waiters reap): orphans that came to wconverge as a subreaper. Each is
+/// looked at first without being reaped (`WNOWAIT`), so a program's own status is never
+/// taken from its waiter.
 fn reap_strays(live: u32) {
-    use nix::sys::wait::{WaitPidFlag, waitpid};
+    use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
     let _spawning = SPAWN.lock().expect("spawn lock");
     let running = live_pids();
-    for pid in children_of(std::process::id()) {
-        if u32::try_from(pid) == Ok(live) || running.contains(&pid) {
-            continue;
+    for _ in 0..KILL_ROUNDS {
+        let peeked = waitid(
+            Id::All,
+            WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT,
+        );
+        let pid = match peeked {
+            Ok(WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, ..)) => pid,
+            _ => return,
+        };
+        if u32::try_from(pid.as_raw()) == Ok(live) || running.contains(&pid.as_raw()) {
+            return;
         }
-        let _ = waitpid(nix::unistd::Pid::from_raw(pid), Some(WaitPidFlag::WNOHANG));
+        let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
     }
 }
 
-/// The most rounds `kill_tree` looks for new descendants.
+/// How long `kill_tree` goes on finding what is left of a tree.
+const KILL_TIME: Duration = Duration::from_secs(1);
+
+/// The most rounds a loop over a cgroup's processes makes.
 const KILL_ROUNDS: usize = 100;
 
-/// Stops `root`, every descendant, and every child of wconverge's that was not there
-/// before (`before`; with their descendants), each round finding what the last one
-/// missed (a stopped process cannot fork); then kills them all. `root` is a child
-/// subreaper, so a descendant whose parent died is still below it; what escapes it (a
-/// process made wconverge's child with `CLONE_PARENT`, an orphan past a subreaper turned
-/// off) comes to wconverge, a subreaper too.
-pub(crate) fn kill_tree(root: i32, before: &[i32]) {
+/// Kills `root`, every descendant, and every child of wconverge's that was not there
+/// before (`before`; with their descendants), as /proc shows them, round after round
+/// until a round finds nothing left alive (or [`KILL_TIME`] has passed): what a killed
+/// process leaves comes to wconverge (a child subreaper) and is found by the next round.
+/// This is what kills a tree where there is no cgroup, and what left the cgroup where
+/// there is one (a program may move itself out of it if it may write cgroups).
+pub(crate) fn kill_tree(root: i32, before: &Before) {
     use nix::sys::signal::{Signal, kill, killpg};
     use nix::unistd::Pid;
-    let mut found = vec![root];
-    let _ = kill(Pid::from_raw(root), Signal::SIGSTOP);
+    let started = Instant::now();
     let me = i32::try_from(std::process::id()).unwrap_or(0);
     let _spawning = SPAWN.lock().expect("spawn lock");
     // Other programs running now (another thread's) are not this one's.
     let others: Vec<i32> = live_pids().into_iter().filter(|pid| *pid != root).collect();
-    for _ in 0..KILL_ROUNDS {
-        let links = parent_links();
-        let mut roots: Vec<i32> = links
-            .iter()
-            .filter(|(pid, ppid)| *ppid == me && !before.contains(pid) && !others.contains(pid))
-            .map(|(pid, _)| *pid)
-            .collect();
-        roots.push(root);
-        let new: Vec<i32> = roots
-            .iter()
-            .flat_map(|root| std::iter::once(*root).chain(descendants_in(&links, *root)))
-            .filter(|pid| !found.contains(pid))
-            .collect();
-        if new.is_empty() {
-            break;
-        }
-        for pid in new {
-            let _ = kill(Pid::from_raw(pid), Signal::SIGSTOP);
-            found.push(pid);
-        }
-    }
-    for pid in found {
-        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-    }
+    let mut killed: std::collections::HashSet<i32> = std::collections::HashSet::new();
     let _ = killpg(Pid::from_raw(root), Signal::SIGKILL);
-}
-
-/// The processes below `root` in `links`.
-fn descendants_in(links: &[(i32, i32)], root: i32) -> Vec<i32> {
-    let mut below = Vec::new();
-    let mut frontier = vec![root];
-    while let Some(parent) = frontier.pop() {
-        for (pid, _) in links.iter().filter(|(_, ppid)| *ppid == parent) {
-            if !below.contains(pid) && *pid != root {
-                below.push(*pid);
-                frontier.push(*pid);
+    loop {
+        let links = parent_links();
+        let mut children: std::collections::HashMap<i32, Vec<i32>> =
+            std::collections::HashMap::new();
+        let mut alive: std::collections::HashSet<i32> = std::collections::HashSet::new();
+        for (pid, ppid, zombie) in &links {
+            children.entry(*ppid).or_default().push(*pid);
+            if !zombie {
+                alive.insert(*pid);
             }
         }
+        let mut frontier: Vec<i32> = children
+            .get(&me)
+            .into_iter()
+            .flatten()
+            .copied()
+            .filter(|pid| !others.contains(pid) && !before.includes(*pid))
+            .collect();
+        frontier.push(root);
+        let mut seen: std::collections::HashSet<i32> = std::collections::HashSet::new();
+        let mut new = 0usize;
+        while let Some(pid) = frontier.pop() {
+            if !seen.insert(pid) {
+                continue;
+            }
+            if alive.contains(&pid) {
+                let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
+                if killed.insert(pid) {
+                    new += 1;
+                }
+            }
+            frontier.extend(children.get(&pid).into_iter().flatten().copied());
+        }
+        if new == 0 || started.elapsed() > KILL_TIME {
+            break;
+        }
     }
-    below
 }
 
-/// Every process's parent, from /proc: `(pid, ppid)`.
-fn parent_links() -> Vec<(i32, i32)> {
+/// Every process's parent, from /proc: `(pid, ppid, whether it is a zombie)`.
+fn parent_links() -> Vec<(i32, i32, bool)> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -994,9 +1196,10 @@ fn parent_links() -> Vec<(i32, i32)> {
             let pid: i32 = entry.ok()?.file_name().to_str()?.parse().ok()?;
             let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
             // `pid (comm) state ppid ...`: comm may hold spaces and parentheses.
-            let after = &stat[stat.rfind(')')? + 1..];
-            let ppid: i32 = after.split_whitespace().nth(1)?.parse().ok()?;
-            Some((pid, ppid))
+            let mut after = stat[stat.rfind(')')? + 1..].split_whitespace();
+            let state = after.next()?;
+            let ppid: i32 = after.next()?.parse().ok()?;
+            Some((pid, ppid, state == "Z" || state == "X"))
         })
         .collect()
 }
@@ -1021,12 +1224,12 @@ fn wait_until(
     std::thread::spawn(move || {
         let _ = sender.send(child.wait());
     });
-    let before = LIVE
+    let (before, killer) = LIVE
         .lock()
         .expect("live programs lock")
         .iter()
-        .find(|(live, _)| u32::try_from(*live) == Ok(pid))
-        .map(|(_, before)| before.clone())
+        .find(|(live, ..)| u32::try_from(*live) == Ok(pid))
+        .map(|(_, before, killer)| (before.clone(), killer.clone()))
         .unwrap_or_default();
     loop {
         let now = Instant::now();
@@ -1046,7 +1249,7 @@ fn wait_until(
         }
     }
     if let Ok(pid) = i32::try_from(pid) {
-        kill_tree(pid, &before);
+        kill_launch(pid, &before, killer.as_ref());
     }
     let status = match receiver.recv_timeout(KILLED_GRACE) {
         Ok(result) => result.map_err(|error| format!("waiting for the program failed: {error}"))?,

@@ -468,6 +468,9 @@ fn open_entry(grant: &Grant, name: &str, path: &str) -> Result<OwnedFd, String> 
     )
     .map_err(|error| format!("cannot open `{path}`: {error}"))?;
     let stat = rustix::fs::fstat(&fd).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
+    if let Some(reason) = crate::files::moved_in(&grant.fd, &stat, std::path::Path::new(path)) {
+        return Err(reason);
+    }
     match FileType::from_raw_mode(stat.st_mode) {
         FileType::RegularFile if stat.st_nlink > 1 && grant.shared => Err(format!(
             "`{path}` has {} hard links and its directory can be written by other users; \

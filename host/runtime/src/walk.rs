@@ -227,13 +227,29 @@ pub(crate) fn link_trust(
             why: format!("with {} hard links", stat.st_nlink),
         });
     }
-    if shared(parent_uid, parent_mode) && parent_mode & 0o1000 == 0 {
+    if could_be_moved_in(stat.st_uid, parent_uid, parent_mode) {
         return Err(WalkError::MovableLink {
             link: link.to_path_buf(),
             why: "in a directory other users can write".to_owned(),
         });
     }
     Ok(())
+}
+
+/// Whether an entry owned by `owner`, in a directory of this owner and mode, could have
+/// been moved there by another user: anyone who may write a directory that is not
+/// sticky can rename anything in it (a root-only file kept elsewhere in it, say) to any
+/// name; in a sticky one (`/tmp`), only the directory's owner may move what others own.
+/// An entry of the one other user who may write the directory is that user's own.
+pub(crate) fn could_be_moved_in(owner: u32, parent_uid: u32, parent_mode: u32) -> bool {
+    if !shared(parent_uid, parent_mode) {
+        return false;
+    }
+    let sticky = parent_mode & 0o1000 != 0;
+    if parent_mode & 0o022 != 0 && !sticky {
+        return true;
+    }
+    !trusted_owner(parent_uid) && owner != parent_uid
 }
 
 /// Why a path could not be resolved beneath a directory.

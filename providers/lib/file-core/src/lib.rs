@@ -144,11 +144,19 @@ pub fn file_current_state(resource: &Resource) -> Result<State> {
             if stat.size != content.len() as u64 {
                 state.set("content", format!("{{size}}{}", stat.size));
             } else {
-                let file = std::fs::File::open(path)
-                    .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
-                let digest = digest::sha256_reader(file)
-                    .map_err(|error| Error::new(format!("cannot read `{path}`: {error}")))?;
-                state.set("content", digest);
+                // A file the host will not let it read (one another user could have put
+                // there) is not compared: it is replaced with the declared content.
+                let digest = std::fs::File::open(path).and_then(digest::sha256_reader);
+                match digest {
+                    Ok(digest) => state.set("content", digest),
+                    Err(error) => {
+                        log::warning(&format!(
+                            "cannot read `{path}` to compare it ({error}); it is replaced \
+                             with the declared content"
+                        ));
+                        state.set("content", "{unread}");
+                    }
+                }
             }
         }
         record_metadata(&mut state, &stat);
@@ -253,7 +261,23 @@ pub fn file_apply(resource: &Resource, changes: &[Change]) -> Result<()> {
         };
         write_atomically(resource, path, &content, existing.as_ref())
     } else {
-        set_metadata(resource, path)
+        match set_metadata(resource, path) {
+            // The host changes no file in place that another user could have put there
+            // (or that has other links there): with its content known, it is replaced.
+            Err(error) if error.message().contains("in place") => {
+                match resource.get_str("content") {
+                    Some(content) => {
+                        log::warning(&format!(
+                            "{}; replacing it with the declared content",
+                            error.message()
+                        ));
+                        write_atomically(resource, path, content.as_bytes(), existing.as_ref())
+                    }
+                    None => Err(error),
+                }
+            }
+            other => other,
+        }
     }
 }
 
