@@ -18,6 +18,7 @@ mod grants;
 mod plugin;
 pub mod policy;
 mod process;
+mod spawn;
 mod state;
 pub mod trail;
 mod walk;
@@ -132,6 +133,13 @@ pub struct Runtime {
     ticker: Once,
     facts: std::sync::OnceLock<(FactGroups, Vec<PluginError>)>,
     suitability: Mutex<HashMap<String, Suitability>>,
+}
+
+impl Drop for Runtime {
+    /// The cgroups kept for launches go with the runtime.
+    fn drop(&mut self) {
+        process::release_cgroups();
+    }
 }
 
 /// Whether a provider suits this machine.

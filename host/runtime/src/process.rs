@@ -19,9 +19,9 @@
 use crate::arguments::display_args;
 use crate::bindings::process as wit;
 use crate::policy::{PluginPolicy, Principals, ProgramGrant, dangerous_variable};
+use rustix::fd::AsRawFd;
 use std::io::{Read, Write};
 use std::path::{Component, Path};
-use std::process::{Child, ChildStderr, ChildStdout, Stdio};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -658,37 +658,49 @@ pub(crate) fn run(
     // one. The program still sees its own path as argv[0]. A script is opened again by
     // its interpreter, by name, so it runs by name.
     let mut link = None;
-    let mut command = match &checked.file {
+    let path = match &checked.file {
         Some(file) if !file.script => {
             let fd = rustix::fd::AsRawFd::as_raw_fd(&file.fd);
             link = names.and_then(|names| names.link(fd, &checked.program));
-            let mut command = match &link {
-                Some(Link(path)) => std::process::Command::new(path),
-                None => std::process::Command::new(format!("/proc/self/fd/{fd}")),
-            };
-            std::os::unix::process::CommandExt::arg0(&mut command, &checked.program);
-            command
+            match &link {
+                Some(Link(path)) => path.as_os_str().to_owned(),
+                None => format!("/proc/self/fd/{fd}").into(),
+            }
         }
-        _ => std::process::Command::new(&checked.program),
+        _ => checked.program.clone().into(),
     };
-    command
-        .args(&checked.args)
-        .env_clear()
-        .envs(checked.env.iter().map(|(name, value)| (name, value)))
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    if let Some(cwd) = &checked.cwd {
-        command.current_dir(cwd);
-    }
-    // From root, std drops the supplementary groups when it sets the uid.
-    if let Some(gid) = checked.gid {
-        std::os::unix::process::CommandExt::gid(&mut command, gid);
-    }
-    if let Some(uid) = checked.uid {
-        std::os::unix::process::CommandExt::uid(&mut command, uid);
-    }
-    isolate(&mut command, checked.umask);
+    let text = |text: &[u8], what: &str| {
+        std::ffi::CString::new(text).map_err(|_| {
+            wit::LaunchError::Failed(format!(
+                "cannot launch `{}`: {what} holds a NUL byte",
+                checked.program
+            ))
+        })
+    };
+    let spec = crate::spawn::Spawn {
+        path: text(
+            std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()),
+            "its path",
+        )?,
+        argv: std::iter::once(&checked.program)
+            .chain(&checked.args)
+            .map(|arg| text(arg.as_bytes(), "an argument"))
+            .collect::<Result<_, _>>()?,
+        envp: checked
+            .env
+            .iter()
+            .map(|(name, value)| text(format!("{name}={value}").as_bytes(), "the environment"))
+            .collect::<Result<_, _>>()?,
+        cwd: checked
+            .cwd
+            .as_deref()
+            .map(|cwd| text(cwd.as_bytes(), "its working directory"))
+            .transpose()?,
+        uid: checked.uid,
+        gid: checked.gid,
+        umask: checked.umask,
+        cgroup: None,
+    };
     // wconverge's own children before this launch: any other that appears during it (a
     // process the program made wconverge's child with `CLONE_PARENT`, or an orphan of
     // its tree that came to wconverge, a subreaper) belongs to this launch.
@@ -697,18 +709,31 @@ pub(crate) fn run(
     let spawning = SPAWN.lock().expect("spawn lock");
     // Born in a cgroup of its own where there is one: at the deadline the kernel kills
     // everything in it at once, however fast it forks.
-    let cgroup = LaunchCgroup::create().filter(LaunchCgroup::enter);
-    // Without one, the kill goes by /proc and needs wconverge's children from before.
+    // The child joins it itself, before anything else (wconverge does not move).
+    let mut cgroup = LaunchCgroup::take();
+    let mut spec = spec;
+    spec.cgroup = cgroup.as_ref().map(|cgroup| crate::spawn::Cgroup {
+        dir: cgroup.dir_fd.as_raw_fd(),
+        procs: cgroup.procs.as_raw_fd(),
+    });
+    let mut started = Instant::now();
+    let mut spawned = crate::spawn::spawn(&spec);
+    if matches!(&spawned, Err(error) if crate::spawn::failed_to_join(error)) {
+        // A hierarchy that takes no process here (a cgroup with controllers of its
+        // own): no cgroups for launches from now on.
+        CGROUPS_USABLE.store(false, std::sync::atomic::Ordering::Relaxed);
+        cgroup = None;
+        spec.cgroup = None;
+        started = Instant::now();
+        spawned = crate::spawn::spawn(&spec);
+    }
+    // Without a cgroup, the kill goes by /proc and needs wconverge's children from
+    // before (the child has just started and made none yet).
     let before = match &cgroup {
         Some(_) => Before::OwnCgroup,
         None => Before::Children(children_of(std::process::id())),
     };
-    let started = Instant::now();
-    let spawned = command.spawn();
-    if let Some(cgroup) = &cgroup {
-        cgroup.leave();
-    }
-    let mut child = spawned.map_err(|error| {
+    let child = spawned.map_err(|error| {
         let program = &checked.program;
         match (&checked.route, error.kind()) {
             (Some((architecture, route)), std::io::ErrorKind::NotFound) => {
@@ -731,23 +756,19 @@ pub(crate) fn run(
     })?;
     // The program runs; its name is no longer needed.
     drop(link);
-    let pid = child.id();
+    let pid = u32::try_from(child.pid).unwrap_or(0);
     let _live = Live::register(pid, before, cgroup.as_ref().map(LaunchCgroup::killer));
     drop(spawning);
-    let stdin = child.stdin.take();
+    let mut stdin = child.stdin;
     let input = checked.stdin;
-    let feeder = stdin.map(|mut stdin| {
-        std::thread::spawn(move || {
-            // A program may exit without reading its input; a broken pipe is its choice.
-            let _ = stdin.write_all(&input);
-        })
+    let feeder = std::thread::spawn(move || {
+        // A program may exit without reading its input; a broken pipe is its choice.
+        let _ = stdin.write_all(&input);
     });
-    let (stdout, stdout_reader) =
-        spawn_drain::<ChildStdout>(child.stdout.take(), checked.output_cap);
-    let (stderr, stderr_reader) =
-        spawn_drain::<ChildStderr>(child.stderr.take(), checked.output_cap);
+    let (stdout, stdout_reader) = spawn_drain(Some(child.stdout), checked.output_cap);
+    let (stderr, stderr_reader) = spawn_drain(Some(child.stderr), checked.output_cap);
     let deadline = started + checked.timeout;
-    let waited = wait_until(child, pid, deadline);
+    let waited = wait_until(child.pid, pid, deadline);
     reap_strays(pid);
     if let Some(cgroup) = cgroup {
         cgroup.finish();
@@ -795,43 +816,6 @@ pub(crate) fn run(
         stderr_truncated,
         duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     })
-}
-
-#[expect(
-    unsafe_code,
-    reason = "a session, a umask and descriptors of the child only can be set only between \
-              fork and exec"
-)]
-fn isolate(command: &mut std::process::Command, umask: Option<u32>) {
-    let parent = rustix::process::getpid();
-    let umask = umask.map(|umask| rustix::fs::Mode::from_raw_mode(umask & 0o777));
-    // SAFETY: the closure runs in the child between fork and exec. It makes only raw
-    // system calls (setsid, prctl, getppid, close_range, umask), which are
-    // async-signal-safe, on values computed before the fork; it allocates nothing and
-    // takes no lock. An error it returns is reported by std through its own pipe.
-    unsafe {
-        std::os::unix::process::CommandExt::pre_exec(command, move || {
-            // A session of its own: no controlling terminal, and a process group whose
-            // id is its pid, which the kill at the deadline signals.
-            rustix::process::setsid()?;
-            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))?;
-            // wconverge died before the signal was armed: do not run orphaned.
-            if rustix::process::getppid() != Some(parent) {
-                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
-            }
-            rustix::process::set_child_subreaper(Some(rustix::process::getpid()))?;
-            // Everything wconverge holds or inherited, above standard error, closes at
-            // exec. (The program itself may be one of them, opened close-on-exec: the
-            // kernel runs it through that descriptor before closing it.)
-            // A kernel without close_range (before 5.11) leaves this to close-on-exec
-            // flags, which wconverge sets on what it inherited when it starts.
-            let _ = libc::close_range(3, libc::c_uint::MAX, libc::CLOSE_RANGE_CLOEXEC as i32);
-            if let Some(umask) = umask {
-                rustix::process::umask(umask);
-            }
-            Ok(())
-        });
-    }
 }
 
 /// Marks every descriptor above 2 that this process holds close-on-exec, so no program
@@ -987,27 +971,50 @@ fn own_cgroup() -> Option<&'static std::path::Path> {
     .as_deref()
 }
 
-/// A launch's cgroup, to kill all it holds at once.
+/// A launch's cgroup, to kill all it holds at once; it remembers whether it did.
 #[derive(Clone)]
-struct Killer(Arc<rustix::fd::OwnedFd>);
+struct Killer(Arc<(rustix::fd::OwnedFd, std::sync::atomic::AtomicBool)>);
 
 impl Killer {
     fn kill(&self) {
-        let _ = rustix::io::write(&*self.0, b"1");
+        self.0.1.store(true, std::sync::atomic::Ordering::SeqCst);
+        let _ = rustix::io::write(&self.0.0, b"1");
+    }
+
+    fn killed(&self) -> bool {
+        self.0.1.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 
-/// The cgroup a program is born in: made beside nothing else, under this process's own.
-struct LaunchCgroup {
+/// Whether launches get cgroups: false once one could not be joined.
+static CGROUPS_USABLE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// Launch cgroups that are empty again, kept for the next launches (making and removing
+/// a cgroup each time costs more than the launch).
+static POOL: Mutex<Vec<LaunchCgroup>> = Mutex::new(Vec::new());
+
+/// The cgroup a program is born in, under this process's own; one launch at a time.
+pub(crate) struct LaunchCgroup {
     dir: std::path::PathBuf,
+    dir_fd: rustix::fd::OwnedFd,
     procs: rustix::fd::OwnedFd,
     own_procs: rustix::fd::OwnedFd,
     kill: Killer,
 }
 
 impl LaunchCgroup {
-    /// A new cgroup for one launch, or `None` where there can be none (then the kill
-    /// goes by /proc alone).
+    /// An empty cgroup for one launch, from the pool or new; `None` where there can be
+    /// none (then the kill goes by /proc alone).
+    fn take() -> Option<LaunchCgroup> {
+        if !CGROUPS_USABLE.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        if let Some(cgroup) = POOL.lock().expect("cgroup pool lock").pop() {
+            return Some(cgroup);
+        }
+        Self::create()
+    }
+
     fn create() -> Option<LaunchCgroup> {
         use rustix::fs::{Mode, OFlags};
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -1023,9 +1030,18 @@ impl LaunchCgroup {
         };
         let opened = (|| {
             Some(LaunchCgroup {
+                dir_fd: rustix::fs::open(
+                    &dir,
+                    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()?,
                 procs: open(dir.join("cgroup.procs"))?,
                 own_procs: open(own.join("cgroup.procs"))?,
-                kill: Killer(Arc::new(open(dir.join("cgroup.kill"))?)),
+                kill: Killer(Arc::new((
+                    open(dir.join("cgroup.kill"))?,
+                    std::sync::atomic::AtomicBool::new(false),
+                ))),
                 dir: dir.clone(),
             })
         })();
@@ -1035,36 +1051,37 @@ impl LaunchCgroup {
         opened
     }
 
-    /// Moves this process into the cgroup, so the program it spawns now is born there;
-    /// false if it cannot.
-    fn enter(&self) -> bool {
-        rustix::io::write(&self.procs, b"0").is_ok()
-    }
-
-    /// Moves this process back where it was.
-    fn leave(&self) {
-        let _ = rustix::io::write(&self.own_procs, b"0");
-    }
-
     fn killer(&self) -> Killer {
         self.kill.clone()
     }
 
     /// Done with the launch: what is left in the cgroup (a service the program started)
-    /// goes back to this process's cgroup, and the cgroup is removed (when dropped).
+    /// goes back to this process's cgroup, and the cgroup, empty, goes back to the pool;
+    /// one that was killed is removed instead (Linux 6.x kills every process later cloned
+    /// into a cgroup whose kill count differs from its parent's: a killed cgroup would
+    /// kill every program born in it).
     fn finish(self) {
+        if self.kill.killed() {
+            return;
+        }
         for _ in 0..KILL_ROUNDS {
             let Ok(procs) = std::fs::read_to_string(self.dir.join("cgroup.procs")) else {
-                break;
+                return;
             };
             if procs.trim().is_empty() {
-                break;
+                POOL.lock().expect("cgroup pool lock").push(self);
+                return;
             }
             for pid in procs.lines() {
                 let _ = rustix::io::write(&self.own_procs, pid.trim().as_bytes());
             }
         }
     }
+}
+
+/// Removes the pool's cgroups (when the runtime ends).
+pub(crate) fn release_cgroups() {
+    POOL.lock().expect("cgroup pool lock").clear();
 }
 
 impl Drop for LaunchCgroup {
@@ -1215,14 +1232,14 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 /// wconverge is interrupted. Never waits past the deadline and a short grace: a child
 /// whose exit status cannot be collected (a tracer holds it) is reported killed.
 fn wait_until(
-    mut child: Child,
+    child: i32,
     pid: u32,
     deadline: Instant,
 ) -> Result<(std::process::ExitStatus, bool), String> {
     let (sender, receiver) = mpsc::channel();
     // Not joined: if the status never comes, the thread stays blocked, not the run.
     std::thread::spawn(move || {
-        let _ = sender.send(child.wait());
+        let _ = sender.send(crate::spawn::wait(child));
     });
     let (before, killer) = LIVE
         .lock()
