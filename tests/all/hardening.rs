@@ -965,7 +965,8 @@ fn issue_16_the_compiled_code_cache_is_bound_to_its_component_and_private() {
 /// million-step loop, 3,000 × 3,000 notifications, a defined type declaring two of
 /// itself. And what is read must be a regular file within a cap: `/dev/zero` given as a
 /// manifest, or a FIFO as a policy, is refused at once. (Found by review: a literal of a
-/// hundred copies of a large array, and two thousand regular expressions.)
+/// hundred copies of a large array, two thousand regular expressions, and two thousand
+/// collectors over twenty thousand resources, each round.)
 #[test]
 fn issue_16_manifests_and_inputs_have_budgets() {
     let machine = Machine::new();
@@ -1045,6 +1046,20 @@ fn issue_16_manifests_and_inputs_have_budgets() {
                 .collect(),
             "the manifests did more work than a compile may (25000000 steps",
             "regexes.wcv:",
+        ),
+        (
+            "collectors",
+            format!(
+                "{}{}",
+                (0..20_000)
+                    .map(|n| format!("notify {{ 'r{n}': }}\n"))
+                    .collect::<String>(),
+                (0..2000)
+                    .map(|n| format!("Notify <| title == 'nomatch{n}' |>\n"))
+                    .collect::<String>()
+            ),
+            "the manifests did more work than a compile may (25000000 steps",
+            "collectors.wcv:",
         ),
         (
             "define",

@@ -35,9 +35,9 @@ pub const MAX_STRING_BYTES: usize = 16 << 20;
 /// eight bytes), whatever it nests: some 40 MiB.
 pub const MAX_VALUE_SIZE: u64 = 1_000_000;
 /// The work of a whole compile: expressions evaluated, lambdas called (each counting
-/// [`LAMBDA_WORK`]), regular expressions compiled ([`REGEX_WORK`]), and the size of the
-/// values built, iterated, copied and compared ([`COPY_WORK`] per element for the last
-/// two). The 50,000-resource benchmark does about 610,000; this bounds a compile to some
+/// [`LAMBDA_WORK`]), regular expressions compiled ([`REGEX_WORK`]), resources a collector
+/// looks at, and the size of the values built, iterated, copied and compared
+/// ([`COPY_WORK`] per element for the last two). The 50,000-resource benchmark does about 610,000; this bounds a compile to some
 /// seconds and a few hundred MiB.
 pub const MAX_COMPILE_WORK: u64 = 25_000_000;
 /// What one lambda call counts as: its scope, kept to the end of the compile, costs
@@ -2224,6 +2224,12 @@ impl<'a> Evaluator<'a> {
     fn run_collector(&mut self, collector_idx: usize) -> bool {
         let type_name = self.collectors[collector_idx].type_name.clone();
         let candidates = self.by_type.get(&type_name).cloned().unwrap_or_default();
+        // Every round looks at every candidate again: many collectors over many
+        // resources is work.
+        let span = self.collectors[collector_idx].span;
+        if !self.count_work(candidates.len() as u64, span) {
+            return false;
+        }
         let mut progress = false;
         for idx in candidates {
             let state = &self.collectors[collector_idx];
