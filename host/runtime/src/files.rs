@@ -82,6 +82,8 @@ pub(crate) struct Paths {
     listings: HashMap<u32, usize>,
     /// Their sum.
     listed: usize,
+    /// What `lstat` said of directories, by resource index, in this call.
+    directories: HashMap<u32, rustix::fs::Stat>,
 }
 
 impl Paths {
@@ -89,6 +91,11 @@ impl Paths {
     /// holds, if any.
     pub(crate) fn created(&self, path: &Path) -> Option<u32> {
         self.created.get(path).copied()
+    }
+
+    /// A new call: what was looked at in the last one may have changed.
+    pub(crate) fn begin_call(&mut self) {
+        self.directories.clear();
     }
 
     /// Whether the plugin holds descriptors or listings beyond its preopens: an idle
@@ -317,6 +324,20 @@ impl View<'_> {
         }
     }
 
+    /// What `lstat` says of the directory `fd` (`dir`), looked at once per call.
+    fn directory_stat(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        dir: &std::fs::File,
+    ) -> std::io::Result<rustix::fs::Stat> {
+        if let Some(stat) = self.paths.directories.get(&fd.rep()) {
+            return Ok(*stat);
+        }
+        let stat = rustix::fs::fstat(dir)?;
+        self.paths.directories.insert(fd.rep(), stat);
+        Ok(stat)
+    }
+
     /// Opens `path` beneath the directory `fd`, as wasmtime-wasi would, with the checks
     /// of this layer (see the module's documentation).
     fn open(
@@ -399,7 +420,7 @@ impl View<'_> {
         // moved there), and never out of the directory.
         let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) && !exclusive;
         let base = self.path_of(fd, "");
-        let (parent, name) = match crate::walk::beneath(&*dir.dir, path, follow, &base) {
+        let found = match crate::walk::beneath(&*dir.dir, path, follow, &base) {
             Ok(found) => found,
             Err(crate::walk::BeneathError::Escape) => {
                 return Err(AsyncErrorCode::NotPermitted.into());
@@ -411,19 +432,19 @@ impl View<'_> {
                 return Err(std::io::Error::from(errno).into());
             }
         };
-        let name = name.as_os_str();
+        let parent = found.parent(&*dir.dir);
+        let name = found.name.as_os_str();
         // What is there, looked at without opening it: opening a device can do things (a
         // watchdog starts, a tape rewinds), so a special file is refused before. (Should
         // one be swapped in afterwards, the look at what was opened refuses it too.)
-        let kind = rustix::fs::openat(
-            &parent,
-            name,
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
-        )
-        .ok()
-        .and_then(|fd| rustix::fs::fstat(&fd).ok())
-        .map(|stat| FileType::from_raw_mode(stat.st_mode));
+        let kind = found
+            .entry
+            .map(Ok)
+            .unwrap_or_else(|| {
+                rustix::fs::statat(parent, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+            })
+            .ok()
+            .map(|stat| FileType::from_raw_mode(stat.st_mode));
         if let Some(
             kind @ (FileType::Fifo
             | FileType::Socket
@@ -438,7 +459,7 @@ impl View<'_> {
                 special_file(target, kind),
             );
         }
-        let file = rustix::fs::openat(&parent, name, oflags_os | OFlags::NOFOLLOW, mode)
+        let file = rustix::fs::openat(parent, name, oflags_os | OFlags::NOFOLLOW, mode)
             .map_err(std::io::Error::from)?;
         let stat = rustix::fs::fstat(&file).map_err(std::io::Error::from)?;
         match FileType::from_raw_mode(stat.st_mode) {
@@ -454,7 +475,11 @@ impl View<'_> {
                 )))
             }
             FileType::RegularFile => {
-                if !exclusive && let Some(reason) = moved_in(&parent, &stat, target) {
+                let parent_stat = match &found.parent {
+                    Some(fd) => rustix::fs::fstat(fd).map_err(std::io::Error::from)?,
+                    None => self.directory_stat(fd, &dir.dir)?,
+                };
+                if !exclusive && let Some(reason) = moved_into(&parent_stat, &stat, target) {
                     return self.refuse("open", target, AsyncErrorCode::Access, reason);
                 }
                 if write
@@ -471,9 +496,7 @@ impl View<'_> {
                 if truncate {
                     rustix::fs::ftruncate(&file, 0).map_err(std::io::Error::from)?;
                 }
-                let flags = rustix::fs::fcntl_getfl(&file).map_err(std::io::Error::from)?;
-                rustix::fs::fcntl_setfl(&file, flags - OFlags::NONBLOCK)
-                    .map_err(std::io::Error::from)?;
+                // O_NONBLOCK stays: it means nothing to a regular file.
                 Ok(Descriptor::File(File::new(
                     std::fs::File::from(file),
                     dir.perms,
@@ -552,6 +575,7 @@ impl fs::HostDescriptor for View<'_> {
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
         let rep = fd.rep();
         self.paths.open.remove(&rep);
+        self.paths.directories.remove(&rep);
         self.paths.created.retain(|_, created| *created != rep);
         fs::HostDescriptor::drop(&mut self.fs, fd)
     }
@@ -897,7 +921,7 @@ fn open_beneath(
 /// changed in place: it has other hard links, and other users can write `parent`, so the
 /// other link could be any file of the machine. `None` when it may.
 pub(crate) fn other_links(
-    parent: &OwnedFd,
+    parent: &impl AsFd,
     stat: &rustix::fs::Stat,
     target: &Path,
 ) -> Option<String> {
@@ -926,7 +950,11 @@ pub(crate) fn moved_in(
     stat: &rustix::fs::Stat,
     target: &Path,
 ) -> Option<String> {
-    let parent = rustix::fs::fstat(parent).ok()?;
+    moved_into(&rustix::fs::fstat(parent).ok()?, stat, target)
+}
+
+/// [`moved_in`], with the directory's `lstat` known.
+fn moved_into(parent: &rustix::fs::Stat, stat: &rustix::fs::Stat, target: &Path) -> Option<String> {
     crate::walk::could_be_moved_in(stat.st_uid, parent.st_uid, parent.st_mode).then(|| {
         format!(
             "`{}` belongs to uid {} in a directory that {} can write, who could have moved \
@@ -935,7 +963,7 @@ pub(crate) fn moved_in(
              replaced)",
             target.display(),
             stat.st_uid,
-            writers(&parent)
+            writers(parent)
         )
     })
 }

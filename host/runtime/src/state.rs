@@ -199,6 +199,7 @@ impl PluginState {
     }
 
     pub(crate) fn begin_call(&mut self) {
+        self.paths.begin_call();
         self.logs.clear();
         self.output_used = 0;
         self.call_started = Instant::now();
@@ -496,9 +497,11 @@ impl file_metadata::Host for PluginState {
             // The parent resolved beneath the grant by descriptor, following only the
             // links `walk::link_trust` allows; the entry itself is not followed.
             match crate::walk::beneath(&grant.fd, rest, false, &grant.canonical) {
-                Ok((parent, name)) => {
-                    rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
-                }
+                Ok(found) => rustix::fs::statat(
+                    found.parent(&grant.fd),
+                    found.name.as_os_str(),
+                    AtFlags::SYMLINK_NOFOLLOW,
+                ),
                 Err(crate::walk::BeneathError::Errno(errno)) => Err(errno),
                 Err(crate::walk::BeneathError::Escape) => {
                     return Err(format!("`{path}` leads out of the directories granted"));

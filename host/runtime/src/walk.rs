@@ -269,41 +269,50 @@ impl From<rustix::io::Errno> for BeneathError {
     }
 }
 
+/// Where a path beneath a directory leads: the directory that holds its last component
+/// (`None`: the start itself), and that component's name (`.` for the directory itself),
+/// with what `lstat` said of it when the resolution looked (`None` when it did not).
+pub(crate) struct Beneath {
+    pub(crate) parent: Option<OwnedFd>,
+    pub(crate) name: OsString,
+    pub(crate) entry: Option<rustix::fs::Stat>,
+}
+
+impl Beneath {
+    /// The directory holding the last component.
+    pub(crate) fn parent<'a>(&'a self, start: &'a impl AsFd) -> rustix::fd::BorrowedFd<'a> {
+        self.parent
+            .as_ref()
+            .map_or_else(|| start.as_fd(), AsFd::as_fd)
+    }
+}
+
 /// Resolves the relative `path` beneath the directory `start`, following only the links
-/// [`link_trust`] allows and never leaving `start`: the directory that holds the last
-/// component, and that component's name (`.` for the directory itself). With
-/// `follow_last`, a link as the last component is followed too. What the name is, is
-/// left to the caller, which opens it relative to the directory without following links;
-/// `shown` names `start` in errors.
+/// [`link_trust`] allows and never leaving `start`; with `follow_last`, a link as the
+/// last component is followed too. What the last component is, is left to the caller,
+/// which opens it relative to the parent without following links; `shown` names `start`
+/// in errors. The common case, one name in `start`, costs one `lstat`.
 pub(crate) fn beneath(
     start: &impl AsFd,
     path: &str,
     follow_last: bool,
     shown: &Path,
-) -> Result<(OwnedFd, OsString), BeneathError> {
-    let first = rustix::fs::openat(
-        start,
-        ".",
-        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
-        Mode::empty(),
-    )?;
-    let first_stat = rustix::fs::fstat(&first)?;
-    let mut stack: Vec<(OwnedFd, OsString, u32, u32)> = vec![(
-        first,
-        OsString::new(),
-        first_stat.st_uid,
-        first_stat.st_mode,
-    )];
-    let mut pending: std::collections::VecDeque<OsString> = components(Path::new(path)).collect();
+) -> Result<Beneath, BeneathError> {
     if path.starts_with('/') {
         return Err(BeneathError::Escape);
     }
+    // The directories walked into, below `start` (which is not in it).
+    let mut stack: Vec<(OwnedFd, OsString, u32, u32)> = Vec::new();
+    let mut pending: std::collections::VecDeque<OsString> = components(Path::new(path)).collect();
     let mut links = 0usize;
     let mut visited = 0usize;
     loop {
         let Some(name) = pending.pop_front() else {
-            let (fd, ..) = stack.pop().expect("the start is never popped");
-            return Ok((fd, OsString::from(".")));
+            return Ok(Beneath {
+                parent: stack.pop().map(|(fd, ..)| fd),
+                name: OsString::from("."),
+                entry: None,
+            });
         };
         visited += 1;
         if visited > MAX_COMPONENTS {
@@ -314,40 +323,66 @@ pub(crate) fn beneath(
             continue;
         }
         if name == ".." {
-            if stack.len() == 1 {
+            if stack.pop().is_none() {
                 return Err(BeneathError::Escape);
             }
-            stack.pop();
             continue;
         }
-        let (dir, _, dir_uid, dir_mode) = stack.last().expect("the start is never popped");
+        let dir = stack
+            .last()
+            .map_or_else(|| start.as_fd(), |(fd, ..)| fd.as_fd());
         if last && !follow_last {
-            let (fd, ..) = stack.pop().expect("the start is never popped");
-            return Ok((fd, name));
+            return Ok(Beneath {
+                parent: stack.pop().map(|(fd, ..)| fd),
+                name,
+                entry: None,
+            });
         }
-        let fd = match rustix::fs::openat(
+        let stat = match rustix::fs::statat(
             dir,
             name.as_os_str(),
-            OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::empty(),
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
         ) {
-            Ok(fd) => fd,
+            Ok(stat) => stat,
             // Not there: the caller may create it.
             Err(rustix::io::Errno::NOENT) if last => {
-                let (fd, ..) = stack.pop().expect("the start is never popped");
-                return Ok((fd, name));
+                return Ok(Beneath {
+                    parent: stack.pop().map(|(fd, ..)| fd),
+                    name,
+                    entry: None,
+                });
             }
             Err(errno) => return Err(errno.into()),
         };
-        let stat = rustix::fs::fstat(&fd)?;
         match FileType::from_raw_mode(stat.st_mode) {
             FileType::Symlink => {
+                // Looked at again through a descriptor of the link itself: the link
+                // whose owner is checked is the link that is read.
+                let fd = rustix::fs::openat(
+                    dir,
+                    name.as_os_str(),
+                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?;
+                let stat = rustix::fs::fstat(&fd)?;
+                if FileType::from_raw_mode(stat.st_mode) != FileType::Symlink {
+                    // Swapped since: resolve the name again.
+                    pending.push_front(name);
+                    continue;
+                }
+                let (dir_uid, dir_mode) = match stack.last() {
+                    Some((_, _, uid, mode)) => (*uid, *mode),
+                    None => {
+                        let start = rustix::fs::fstat(start)?;
+                        (start.st_uid, start.st_mode)
+                    }
+                };
                 let mut link = shown.to_path_buf();
-                for (_, part, ..) in &stack[1..] {
+                for (_, part, ..) in &stack {
                     link.push(part);
                 }
                 link.push(&name);
-                link_trust(&stat, *dir_uid, *dir_mode, &link).map_err(BeneathError::Untrusted)?;
+                link_trust(&stat, dir_uid, dir_mode, &link).map_err(BeneathError::Untrusted)?;
                 links += 1;
                 if links > MAX_LINKS {
                     return Err(BeneathError::Errno(rustix::io::Errno::LOOP));
@@ -362,11 +397,21 @@ pub(crate) fn beneath(
                 }
             }
             FileType::Directory if !last => {
+                let fd = rustix::fs::openat(
+                    dir,
+                    name.as_os_str(),
+                    OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )?;
+                let stat = rustix::fs::fstat(&fd)?;
                 stack.push((fd, name, stat.st_uid, stat.st_mode));
             }
             _ if last => {
-                let (fd, ..) = stack.pop().expect("the start is never popped");
-                return Ok((fd, name));
+                return Ok(Beneath {
+                    parent: stack.pop().map(|(fd, ..)| fd),
+                    name,
+                    entry: Some(stat),
+                });
             }
             _ => return Err(BeneathError::Errno(rustix::io::Errno::NOTDIR)),
         }
@@ -488,6 +533,33 @@ mod tests {
         // Sticky, as /tmp: others may not rename what is not theirs.
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
         assert!(walk(&open.join("cache"), Ancestors::Private).is_ok());
+    }
+
+    #[test]
+    fn beneath_follows_this_users_links_inside_and_never_leaves() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        std::fs::create_dir_all(dir.path().join("a/b")).expect("dirs");
+        std::fs::write(dir.path().join("a/b/file"), "x").expect("file");
+        std::os::unix::fs::symlink("a/b", dir.path().join("link")).expect("link");
+        std::os::unix::fs::symlink("../..", dir.path().join("a/up")).expect("link");
+        let start = std::fs::File::open(dir.path()).expect("open");
+        let shown = dir.path();
+        let found = beneath(&start, "link/file", true, shown).expect("found");
+        assert_eq!(found.name, "file");
+        assert!(found.entry.is_some_and(|stat| stat.st_size == 1));
+        let not_followed = beneath(&start, "link", false, shown).expect("found");
+        assert_eq!(not_followed.name, "link");
+        assert!(not_followed.parent.is_none());
+        assert!(matches!(
+            beneath(&start, "a/up/x", true, shown),
+            Err(BeneathError::Escape)
+        ));
+        assert!(matches!(
+            beneath(&start, "../x", true, shown),
+            Err(BeneathError::Escape)
+        ));
+        let missing = beneath(&start, "a/b/new", true, shown).expect("may be created");
+        assert!(missing.entry.is_none());
     }
 
     #[test]
