@@ -773,7 +773,47 @@ fn issue_16_an_interrupted_or_killed_wconverge_leaves_no_program_running() {
         Vec::<i32>::new(),
         "the program {direct} outlived a killed wconverge"
     );
+    // What the killed wconverge left (its launch's cgroup, where it had one) the next
+    // run removes, once what was in it is gone.
+    let left_by = |cgroup: &Path| -> Vec<String> {
+        std::fs::read_dir(cgroup)
+            .expect("cgroup")
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| name.starts_with(&format!("wconverge-{}-", child.id())))
+            .collect()
+    };
+    let cgroup = own_cgroup();
+    if let Some(cgroup) = &cgroup {
+        assert_ne!(
+            left_by(cgroup),
+            Vec::<String>::new(),
+            "the launch had a cgroup"
+        );
+    }
     drop(survivors);
+    machine.apply_json(&catalog, &policy, &["--noop"], 2);
+    if let Some(cgroup) = &cgroup {
+        assert_eq!(
+            left_by(cgroup),
+            Vec::<String>::new(),
+            "in {}",
+            cgroup.display()
+        );
+    }
+}
+
+/// This process's cgroup in the cgroup2 hierarchy, where the wconverge it starts makes
+/// its launches' cgroups; `None` where there is none.
+fn own_cgroup() -> Option<std::path::PathBuf> {
+    let mounts = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let mount = mounts.lines().find_map(|line| {
+        let (fields, rest) = line.split_once(" - ")?;
+        rest.starts_with("cgroup2 ")
+            .then(|| fields.split(' ').nth(4).map(std::path::PathBuf::from))?
+    })?;
+    let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
+    let path = own.lines().find_map(|line| line.strip_prefix("0::"))?;
+    Some(mount.join(path.trim().trim_start_matches('/')))
 }
 
 /// Class 5. Secrets stay secret: an environment given as a sensitive array of

@@ -929,7 +929,9 @@ fn kill_launch(root: i32, before: &Before, killer: Option<&Killer>) {
 }
 
 /// Removes the launch cgroups that wconverge processes no longer running left (one killed
-/// with `SIGKILL` cannot remove its own); a cgroup that still holds a process stays.
+/// with `SIGKILL` cannot remove its own); a cgroup that still holds a process stays. A
+/// cgroup is named for the process that made it by pid and start time, so a pid used
+/// again since does not keep it.
 pub(crate) fn sweep_cgroups() {
     let Some(own) = own_cgroup() else {
         return;
@@ -939,17 +941,31 @@ pub(crate) fn sweep_cgroups() {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(pid) = name
+        let Some((pid, started)) = name
             .to_str()
             .and_then(|name| name.strip_prefix("wconverge-"))
-            .and_then(|rest| rest.split('-').next())
+            .and_then(|rest| {
+                let mut parts = rest.split('-');
+                Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
+            })
         else {
             continue;
         };
-        if !std::path::Path::new("/proc").join(pid).exists() {
+        if start_time(pid) != Some(started) {
             let _ = std::fs::remove_dir(entry.path());
         }
     }
+}
+
+/// When process `pid` started (in clock ticks since boot), if it runs.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the command name, in parentheses: state is field 3, start time field 22.
+    stat[stat.rfind(')')? + 1..]
+        .split_whitespace()
+        .nth(19)?
+        .parse()
+        .ok()
 }
 
 /// The cgroup v2 hierarchy and this process's cgroup in it, found once: where launches
@@ -1020,8 +1036,9 @@ impl LaunchCgroup {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let own = own_cgroup()?;
         let dir = own.join(format!(
-            "wconverge-{}-{}",
+            "wconverge-{}-{}-{}",
             std::process::id(),
+            start_time(std::process::id()).unwrap_or(0),
             NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::create_dir(&dir).ok()?;
