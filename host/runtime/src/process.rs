@@ -1072,6 +1072,12 @@ impl LaunchCgroup {
         self.kill.clone()
     }
 
+    /// Whether a process is still in it (or in a cgroup below it).
+    fn populated(&self) -> bool {
+        std::fs::read_to_string(self.dir.join("cgroup.events"))
+            .is_ok_and(|events| events.lines().any(|line| line == "populated 1"))
+    }
+
     /// Done with the launch: what is left in the cgroup (a service the program started)
     /// goes back to this process's cgroup, and the cgroup, empty, goes back to the pool;
     /// one that was killed is removed instead (Linux 6.x kills every process later cloned
@@ -1079,6 +1085,8 @@ impl LaunchCgroup {
     /// kill every program born in it).
     fn finish(self) {
         if self.kill.killed() {
+            // What was killed may still be dying: removed at the end of the runtime.
+            KILLED.lock().expect("cgroup pool lock").push(self);
             return;
         }
         for _ in 0..KILL_ROUNDS {
@@ -1096,9 +1104,24 @@ impl LaunchCgroup {
     }
 }
 
-/// Removes the pool's cgroups (when the runtime ends).
+/// Launch cgroups that were killed, to remove once what they held has died.
+static KILLED: Mutex<Vec<LaunchCgroup>> = Mutex::new(Vec::new());
+
+/// How long the end of a runtime waits for killed cgroups to empty.
+const KILLED_EMPTY_WAIT: Duration = Duration::from_secs(1);
+
+/// Removes the pool's cgroups and the killed ones (when the runtime ends), waiting up to
+/// [`KILLED_EMPTY_WAIT`] for a killed one to empty; one still busy then is left to the
+/// next run's `sweep_cgroups`.
 pub(crate) fn release_cgroups() {
     POOL.lock().expect("cgroup pool lock").clear();
+    let killed = std::mem::take(&mut *KILLED.lock().expect("cgroup pool lock"));
+    let until = Instant::now() + KILLED_EMPTY_WAIT;
+    for cgroup in killed {
+        while cgroup.populated() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 impl Drop for LaunchCgroup {
