@@ -435,7 +435,7 @@ fn exec_kills_a_command_that_runs_past_its_timeout() {
     assert!(started.elapsed() < std::time::Duration::from_secs(15));
     assert_eq!(
         entry(&report, "Exec[slow]")["error"],
-        "`sleep 30` ran past its timeout of 1 seconds; it was killed with everything it started"
+        "`sleep 30` ran past its timeout of 1 second; it was killed with everything it started"
     );
 }
 

@@ -694,9 +694,8 @@ fn issue_16_a_timeout_kills_every_descendant_even_one_that_left_its_session() {
     ));
     assert_eq!(run.code, 4, "{run:#?}");
     assert!(
-        run.stdout.contains(
-            "ran past its timeout of 1 seconds; it was killed with everything it started"
-        ),
+        run.stdout
+            .contains("ran past its timeout of 1 second; it was killed with everything it started"),
         "{run:#?}"
     );
     assert_eq!(survivors.pids().len(), 2, "both programs ran");

@@ -342,10 +342,13 @@ impl<I: Interpreter> ScriptProvider<I> {
                 format!("`{shown}` returned {code} instead of one of {expected:?}")
             }
             ExitStatus::Signaled(signal) => format!("`{shown}` was killed by signal {signal}"),
-            ExitStatus::TimedOut => format!(
-                "`{shown}` ran past its timeout of {} seconds; it was killed with everything it started",
-                script.timeout.map_or(0.0, |timeout| timeout.as_secs_f64())
-            ),
+            ExitStatus::TimedOut => {
+                let seconds = script.timeout.map_or(0.0, |timeout| timeout.as_secs_f64());
+                let unit = if seconds == 1.0 { "second" } else { "seconds" };
+                format!(
+                    "`{shown}` ran past its timeout of {seconds} {unit}; it was killed with everything it started"
+                )
+            }
         }))
     }
 }
