@@ -1323,6 +1323,17 @@ mod tests {
     use super::*;
     use crate::policy::Policy;
 
+    /// [`run`], then the launch cgroups kept for reuse are removed: a test process ends
+    /// without the runtime's end, which would remove them.
+    fn run_released(
+        checked: Checked,
+        names: Option<&ExecNames>,
+    ) -> Result<wit::Output, wit::LaunchError> {
+        let output = run(checked, names);
+        release_cgroups();
+        output
+    }
+
     fn exec_policy() -> PluginPolicy {
         Policy::builtin().plugin("sh").expect("sh").clone()
     }
@@ -1513,7 +1524,7 @@ mod tests {
     fn a_program_runs_with_an_empty_environment_and_its_input() {
         let mut request = command("/bin/sh", &["-c", "cat; echo \"[$HOME]\"; exit 3"]);
         request.stdin = Some(b"fed\n".to_vec());
-        let output = run(
+        let output = run_released(
             check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
             None,
         )
@@ -1527,7 +1538,7 @@ mod tests {
         let mut request = command("/bin/sh", &["-c", "sleep 30 & sleep 30"]);
         request.timeout_ms = Some(200);
         let started = Instant::now();
-        let output = run(
+        let output = run_released(
             check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
             None,
         )
@@ -1545,7 +1556,7 @@ mod tests {
         let mut policy = exec_policy();
         policy.limits.output_bytes = 1000;
         let request = command("/bin/sh", &["-c", "yes | head -c 100000"]);
-        let output = run(
+        let output = run_released(
             check(&policy, Launch::Allowed, &request, || None).expect("allowed"),
             None,
         )
@@ -1580,7 +1591,7 @@ mod tests {
         std::fs::remove_file(&program).expect("unlinked");
         std::os::unix::fs::symlink("/bin/false", &program).expect("relinked");
         let names = ExecNames::create().expect("a directory for names");
-        let output = run(checked, Some(&names)).expect("ran");
+        let output = run_released(checked, Some(&names)).expect("ran");
         assert_eq!(output.status, wit::ExitStatus::Exited(3));
         assert_eq!(
             String::from_utf8_lossy(&output.stdout),
