@@ -3,8 +3,6 @@
 //! given as a manifest is refused at once, naming what it is, instead of blocking the
 //! run or being read until memory runs out.
 
-use std::io::Read;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The largest manifest file.
@@ -20,68 +18,28 @@ pub(crate) const FACTS_BYTES: u64 = 64 << 20;
 /// holding UTF-8; `what` names it in errors (`manifest`, `catalog`...).
 pub(crate) fn read_text(path: &Path, what: &str, cap: u64) -> Result<String, String> {
     let shown = path.display();
-    // Non-blocking, so that opening a FIFO with no writer returns at once; no
-    // controlling terminal is taken from a device.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(open_flags())
-        .open(path)
-        .map_err(|error| format!("cannot read the {what} `{shown}`: {error}"))?;
-    let metadata = file
-        .metadata()
-        .map_err(|error| format!("cannot read the {what} `{shown}`: {error}"))?;
-    if !metadata.is_file() {
-        return Err(format!(
-            "the {what} `{shown}` is {}; a {what} is read only from a regular file",
-            kind(&metadata)
-        ));
-    }
-    if metadata.len() > cap {
-        return Err(format!(
-            "the {what} `{shown}` has {} bytes; a {what} may have at most {cap} ({} MiB)",
-            metadata.len(),
+    let bytes = wconverge_runtime::read_regular(path, cap).map_err(|error| match error {
+        wconverge_runtime::ReadError::Io(error) => {
+            format!("cannot read the {what} `{shown}`: {error}")
+        }
+        wconverge_runtime::ReadError::NotRegular(kind) => {
+            format!("the {what} `{shown}` is {kind}; a {what} is read only from a regular file")
+        }
+        wconverge_runtime::ReadError::TooLarge(bytes) => format!(
+            "the {what} `{shown}` has {bytes} bytes; a {what} may have at most {cap} ({} MiB)",
             cap >> 20
-        ));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
-    file.take(cap + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|error| format!("cannot read the {what} `{shown}`: {error}"))?;
-    if bytes.len() as u64 > cap {
-        return Err(format!(
+        ),
+        wconverge_runtime::ReadError::Grew => format!(
             "the {what} `{shown}` grew past {cap} bytes ({} MiB) while it was read",
             cap >> 20
-        ));
-    }
+        ),
+    })?;
     String::from_utf8(bytes).map_err(|error| {
         format!(
             "the {what} `{shown}` is not UTF-8 text (byte {} is not)",
             error.utf8_error().valid_up_to()
         )
     })
-}
-
-fn open_flags() -> i32 {
-    i32::try_from((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits()).unwrap_or(0)
-}
-
-/// What a file that is not a regular file is, in words.
-fn kind(metadata: &std::fs::Metadata) -> &'static str {
-    use std::os::unix::fs::FileTypeExt;
-    let kind = metadata.file_type();
-    if kind.is_dir() {
-        "a directory"
-    } else if kind.is_fifo() {
-        "a FIFO"
-    } else if kind.is_socket() {
-        "a socket"
-    } else if kind.is_char_device() {
-        "a character device"
-    } else if kind.is_block_device() {
-        "a block device"
-    } else {
-        "not a regular file"
-    }
 }
 
 #[cfg(test)]

@@ -10,13 +10,16 @@
 //! wasmtime-wasi would allow:
 //! - once the audit log cannot be written, every change, before wasmtime-wasi sees it
 //!   (a run whose trail is broken may not go on changing the machine unrecorded);
-//! - `open-at` is this layer's own: it opens with `openat2(RESOLVE_BENEATH)` and
-//!   `O_NONBLOCK`, then looks at what it opened. A FIFO, socket or device is refused,
-//!   naming its kind (opening or reading one could block the run forever, and no
-//!   provider has business with them); a file with other hard links is not opened for
-//!   writing when its directory can be written by other users (the other link could be
-//!   any file the link's maker could not change); a truncation happens only after that
-//!   check, on the opened descriptor;
+//! - `open-at` is this layer's own: it resolves the path beneath the directory by
+//!   descriptor (`walk::beneath`, following only the links `walk::link_trust` allows),
+//!   opens the last name `O_NOFOLLOW | O_NONBLOCK`, then looks at what it opened. A
+//!   FIFO, socket or device is refused, naming its kind, before it is opened and again
+//!   after (opening or reading one could block the run forever, and no provider has
+//!   business with them); a file another user could have moved into its directory is
+//!   neither read nor changed; a file with other hard links is not opened for writing
+//!   when its directory can be written by other users (the other link could be any file
+//!   the link's maker could not change); a truncation happens only after those checks,
+//!   on the opened descriptor;
 //! - an instance may hold only [`MAX_OPEN`] descriptors at once, and directory listings
 //!   (which wasmtime-wasi keeps whole in host memory) only up to half its memory limit.
 //!
@@ -82,7 +85,7 @@ pub(crate) struct Paths {
     listings: HashMap<u32, usize>,
     /// Their sum.
     listed: usize,
-    /// What `lstat` said of directories, by resource index, in this call.
+    /// What `fstat` said of directory descriptors, by resource index, in this call.
     directories: HashMap<u32, rustix::fs::Stat>,
 }
 
@@ -324,7 +327,7 @@ impl View<'_> {
         }
     }
 
-    /// What `lstat` says of the directory `fd` (`dir`), looked at once per call.
+    /// What `fstat` says of the directory `fd` (`dir`), looked at once per call.
     fn directory_stat(
         &mut self,
         fd: &Resource<Descriptor>,
@@ -479,12 +482,12 @@ impl View<'_> {
                     Some(fd) => rustix::fs::fstat(fd).map_err(std::io::Error::from)?,
                     None => self.directory_stat(fd, &dir.dir)?,
                 };
-                if !exclusive && let Some(reason) = moved_into(&parent_stat, &stat, target) {
+                if !exclusive && let Some(reason) = moved_in(&parent_stat, &stat, target) {
                     return self.refuse("open", target, AsyncErrorCode::Access, reason);
                 }
                 if write
                     && !exclusive
-                    && let Some(reason) = other_links(&parent, &stat, target)
+                    && let Some(reason) = other_links(&parent_stat, &stat, target)
                 {
                     return self.refuse(
                         "open-for-writing",
@@ -917,44 +920,36 @@ fn open_beneath(
     Err(last.into())
 }
 
-/// Why the regular file (its `stat`), the entry of `parent` it was opened as, may not be
-/// changed in place: it has other hard links, and other users can write `parent`, so the
-/// other link could be any file of the machine. `None` when it may.
+/// Why the regular file (its `stat`), an entry of the directory `parent` (its `stat`),
+/// may not be changed in place: it has other hard links, and other users can write
+/// `parent`, so the other link could be any file of the machine. `None` when it may.
 pub(crate) fn other_links(
-    parent: &impl AsFd,
+    parent: &rustix::fs::Stat,
     stat: &rustix::fs::Stat,
     target: &Path,
 ) -> Option<String> {
-    if stat.st_nlink <= 1 {
+    if stat.st_nlink <= 1 || !crate::walk::shared(parent.st_uid, parent.st_mode) {
         return None;
     }
-    match rustix::fs::fstat(parent) {
-        Ok(parent) if !crate::walk::shared(parent.st_uid, parent.st_mode) => None,
-        _ => Some(format!(
-            "`{}` has {} hard links and its directory can be written by other users; \
+    Some(format!(
+        "`{}` has {} hard links and its directory can be written by other users; \
              wconverge does not change such a file in place (another link could be any file \
              of the machine): remove the other links, or let the file be replaced",
-            target.display(),
-            stat.st_nlink
-        )),
-    }
+        target.display(),
+        stat.st_nlink
+    ))
 }
 
-/// Why a plugin may not touch the existing file (its `stat`) in `parent`: another user
-/// who may write that directory could have moved it there (a root-only file kept
-/// elsewhere in it, renamed to the name a resource manages), so reading it could put
-/// its content in a report or another file, and changing it would change that file.
-/// `None` when it may.
+/// Why a plugin may not touch the existing file (its `stat`) in the directory `parent`
+/// (its `stat`): another user who may write that directory could have moved it there (a
+/// root-only file kept elsewhere in it, renamed to the name a resource manages), so
+/// reading it could put its content in a report or another file, and changing it would
+/// change that file. `None` when it may.
 pub(crate) fn moved_in(
-    parent: &impl AsFd,
+    parent: &rustix::fs::Stat,
     stat: &rustix::fs::Stat,
     target: &Path,
 ) -> Option<String> {
-    moved_into(&rustix::fs::fstat(parent).ok()?, stat, target)
-}
-
-/// [`moved_in`], with the directory's `lstat` known.
-fn moved_into(parent: &rustix::fs::Stat, stat: &rustix::fs::Stat, target: &Path) -> Option<String> {
     crate::walk::could_be_moved_in(stat.st_uid, parent.st_uid, parent.st_mode).then(|| {
         format!(
             "`{}` belongs to uid {} in a directory that {} can write, who could have moved \

@@ -15,6 +15,7 @@ mod clock;
 mod convert;
 mod files;
 mod grants;
+mod input;
 mod plugin;
 pub mod policy;
 mod process;
@@ -41,6 +42,7 @@ use wconverge_engine::{
 };
 
 pub use cache::{open_private_dir, sha256_hex};
+pub use input::{ReadError, read_regular};
 pub use plugin::read_component;
 
 /// A plugin's granted directories as they really are, with their access.

@@ -212,37 +212,17 @@ const COMPONENT_BYTES: u64 = 512 << 20;
 /// Reads a component file: a regular file (a FIFO or a device named `NAME.wasm` would
 /// block or never end), of at most [`COMPONENT_BYTES`].
 pub fn read_component(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_nonblock())
-        .open(path)?;
-    let metadata = file.metadata()?;
-    if !metadata.is_file() {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "it is not a regular file",
-        ));
-    }
-    if metadata.len() > COMPONENT_BYTES {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            format!(
-                "it has {} bytes; a component may have at most {COMPONENT_BYTES}",
-                metadata.len()
-            ),
-        ));
-    }
-    let mut bytes = Vec::with_capacity(usize::try_from(metadata.len()).unwrap_or(0));
-    file.take(COMPONENT_BYTES + 1).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
-/// `O_NONBLOCK`: opening a FIFO for reading returns at once instead of waiting for a
-/// writer.
-fn libc_nonblock() -> i32 {
-    i32::try_from(rustix::fs::OFlags::NONBLOCK.bits()).unwrap_or(0)
+    let refused = |message: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, message);
+    crate::read_regular(path, COMPONENT_BYTES).map_err(|error| match error {
+        crate::ReadError::Io(error) => error,
+        crate::ReadError::NotRegular(_) => refused("it is not a regular file".to_owned()),
+        crate::ReadError::TooLarge(bytes) => refused(format!(
+            "it has {bytes} bytes; a component may have at most {COMPONENT_BYTES}"
+        )),
+        crate::ReadError::Grew => refused(format!(
+            "it grew past {COMPONENT_BYTES} bytes while it was read"
+        )),
+    })
 }
 
 impl Plugin {

@@ -3,7 +3,8 @@
 //! input, output and error open, a wall-clock timeout that kills it with all its
 //! descendants, and capped output.
 //!
-//! Isolation, set up in the child between fork and exec (`isolate`):
+//! Isolation, set up in the child before exec (`spawn`):
+//! - a cgroup of its own where a cgroup2 hierarchy is writable (`LaunchCgroup`);
 //! - a new session: the program has no controlling terminal, so it cannot push input
 //!   into the operator's terminal (`TIOCSTI`) or read from it;
 //! - every descriptor above 2 is closed at exec, whatever wconverge inherited;
@@ -11,10 +12,10 @@
 //!   `setsid`) stays among its descendants, and the kill at the deadline finds it;
 //! - it gets `SIGKILL` if wconverge dies.
 //!
-//! At the deadline, or when wconverge is interrupted, the whole tree is stopped, then
-//! killed (`kill_tree`). A program that exits in time may leave descendants running (a
-//! service it started): they are not killed, and the run does not wait for the output
-//! they hold past the deadline.
+//! At the deadline, or when wconverge is interrupted, its cgroup is killed, then what
+//! /proc shows of its tree (`kill_tree`). A program that exits in time may leave
+//! descendants running (a service it started): they are not killed, and the run does
+//! not wait for the output they hold past the deadline.
 
 use crate::arguments::display_args;
 use crate::bindings::process as wit;
@@ -636,14 +637,12 @@ fn drain(mut source: impl Read, cap: usize, into: Arc<Mutex<Captured>>) {
 }
 
 fn spawn_drain<R: Read + Send + 'static>(
-    source: Option<R>,
+    source: R,
     cap: usize,
-) -> (Arc<Mutex<Captured>>, Option<std::thread::JoinHandle<()>>) {
+) -> (Arc<Mutex<Captured>>, std::thread::JoinHandle<()>) {
     let captured = Arc::new(Mutex::new(Captured::default()));
-    let handle = source.map(|source| {
-        let into = Arc::clone(&captured);
-        std::thread::spawn(move || drain(source, cap, into))
-    });
+    let into = Arc::clone(&captured);
+    let handle = std::thread::spawn(move || drain(source, cap, into));
     (captured, handle)
 }
 
@@ -677,7 +676,7 @@ pub(crate) fn run(
             ))
         })
     };
-    let spec = crate::spawn::Spawn {
+    let mut spec = crate::spawn::Spawn {
         path: text(
             std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()),
             "its path",
@@ -711,7 +710,6 @@ pub(crate) fn run(
     // everything in it at once, however fast it forks.
     // The child joins it itself, before anything else (wconverge does not move).
     let mut cgroup = LaunchCgroup::take();
-    let mut spec = spec;
     spec.cgroup = cgroup.as_ref().map(|cgroup| crate::spawn::Cgroup {
         dir: cgroup.dir_fd.as_raw_fd(),
         procs: cgroup.procs.as_raw_fd(),
@@ -756,8 +754,9 @@ pub(crate) fn run(
     })?;
     // The program runs; its name is no longer needed.
     drop(link);
-    let pid = u32::try_from(child.pid).unwrap_or(0);
-    let _live = Live::register(pid, before, cgroup.as_ref().map(LaunchCgroup::killer));
+    let pid = child.pid;
+    let killer = cgroup.as_ref().map(LaunchCgroup::killer);
+    let _live = Live::register(pid, before.clone(), killer.clone());
     drop(spawning);
     let mut stdin = child.stdin;
     let input = checked.stdin;
@@ -765,10 +764,10 @@ pub(crate) fn run(
         // A program may exit without reading its input; a broken pipe is its choice.
         let _ = stdin.write_all(&input);
     });
-    let (stdout, stdout_reader) = spawn_drain(Some(child.stdout), checked.output_cap);
-    let (stderr, stderr_reader) = spawn_drain(Some(child.stderr), checked.output_cap);
+    let (stdout, stdout_reader) = spawn_drain(child.stdout, checked.output_cap);
+    let (stderr, stderr_reader) = spawn_drain(child.stderr, checked.output_cap);
     let deadline = started + checked.timeout;
-    let waited = wait_until(child.pid, pid, deadline);
+    let waited = wait_until(pid, deadline, &before, killer.as_ref());
     reap_strays(pid);
     if let Some(cgroup) = cgroup {
         cgroup.finish();
@@ -782,7 +781,7 @@ pub(crate) fn run(
     } else {
         (Instant::now() + DRAIN_GRACE).min(deadline.max(Instant::now()))
     };
-    for handle in [stdout_reader, stderr_reader].into_iter().flatten() {
+    for handle in [stdout_reader, stderr_reader] {
         while !handle.is_finished() && Instant::now() < grace {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -856,13 +855,12 @@ static LIVE: Mutex<Vec<Running>> = Mutex::new(Vec::new());
 type Running = (i32, Before, Option<Killer>);
 
 /// Which of wconverge's children were there before a launch (and so are not its own).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) enum Before {
     /// These, listed when it started (there is no cgroup).
     Children(Vec<i32>),
     /// Those in wconverge's own cgroup: the launch's are in the launch's cgroup, or left
     /// it for another.
-    #[default]
     OwnCgroup,
 }
 
@@ -871,17 +869,8 @@ impl Before {
     fn includes(&self, pid: i32) -> bool {
         match self {
             Before::Children(children) => children.contains(&pid),
-            Before::OwnCgroup => {
-                let cgroup_of = |pid: &str| {
-                    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
-                        .ok()
-                        .and_then(|text| {
-                            text.lines()
-                                .find_map(|line| line.strip_prefix("0::").map(str::to_owned))
-                        })
-                };
-                cgroup_of("self").is_some() && cgroup_of(&pid.to_string()) == cgroup_of("self")
-            }
+            Before::OwnCgroup => own_cgroup_name()
+                .is_some_and(|own| cgroup_name(&pid.to_string()).is_some_and(|name| name == own)),
         }
     }
 }
@@ -894,12 +883,11 @@ static SPAWN: Mutex<()> = Mutex::new(());
 struct Live(i32);
 
 impl Live {
-    fn register(pid: u32, before: Before, killer: Option<Killer>) -> Option<Live> {
-        let pid = i32::try_from(pid).ok()?;
+    fn register(pid: i32, before: Before, killer: Option<Killer>) -> Live {
         LIVE.lock()
             .expect("live programs lock")
             .push((pid, before, killer));
-        Some(Live(pid))
+        Live(pid)
     }
 }
 
@@ -968,6 +956,20 @@ fn start_time(pid: u32) -> Option<u64> {
         .ok()
 }
 
+/// The cgroup v2 of process `pid` (or `self`), as /proc names it (`/a/b`).
+fn cgroup_name(pid: &str) -> Option<String> {
+    std::fs::read_to_string(format!("/proc/{pid}/cgroup"))
+        .ok()?
+        .lines()
+        .find_map(|line| line.strip_prefix("0::").map(str::to_owned))
+}
+
+/// This process's cgroup v2, read once (wconverge never moves).
+fn own_cgroup_name() -> Option<&'static str> {
+    static OWN: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    OWN.get_or_init(|| cgroup_name("self")).as_deref()
+}
+
 /// The cgroup v2 hierarchy and this process's cgroup in it, found once: where launches
 /// get cgroups of their own. `None` where there is no cgroup2 file system, or this
 /// process may not make cgroups in it.
@@ -980,9 +982,7 @@ fn own_cgroup() -> Option<&'static std::path::Path> {
             rest.starts_with("cgroup2 ")
                 .then(|| fields.split(' ').nth(4).map(std::path::PathBuf::from))?
         })?;
-        let own = std::fs::read_to_string("/proc/self/cgroup").ok()?;
-        let path = own.lines().find_map(|line| line.strip_prefix("0::"))?;
-        Some(mount.join(path.trim_start_matches('/')))
+        Some(mount.join(own_cgroup_name()?.trim_start_matches('/')))
     })
     .as_deref()
 }
@@ -1162,7 +1162,7 @@ fn live_pids() -> Vec<i32> {
 /// (which their own waiters reap): orphans that came to wconverge as a subreaper. Each is
 /// looked at first without being reaped (`WNOWAIT`), so a program's own status is never
 /// taken from its waiter.
-fn reap_strays(live: u32) {
+fn reap_strays(live: i32) {
     use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid, waitpid};
     let _spawning = SPAWN.lock().expect("spawn lock");
     let running = live_pids();
@@ -1175,7 +1175,7 @@ fn reap_strays(live: u32) {
             Ok(WaitStatus::Exited(pid, _) | WaitStatus::Signaled(pid, ..)) => pid,
             _ => return,
         };
-        if u32::try_from(pid.as_raw()) == Ok(live) || running.contains(&pid.as_raw()) {
+        if pid.as_raw() == live || running.contains(&pid.as_raw()) {
             return;
         }
         let _ = waitpid(pid, Some(WaitPidFlag::WNOHANG));
@@ -1273,21 +1273,15 @@ const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 /// whose exit status cannot be collected (a tracer holds it) is reported killed.
 fn wait_until(
     child: i32,
-    pid: u32,
     deadline: Instant,
+    before: &Before,
+    killer: Option<&Killer>,
 ) -> Result<(std::process::ExitStatus, bool), String> {
     let (sender, receiver) = mpsc::channel();
     // Not joined: if the status never comes, the thread stays blocked, not the run.
     std::thread::spawn(move || {
         let _ = sender.send(crate::spawn::wait(child));
     });
-    let (before, killer) = LIVE
-        .lock()
-        .expect("live programs lock")
-        .iter()
-        .find(|(live, ..)| u32::try_from(*live) == Ok(pid))
-        .map(|(_, before, killer)| (before.clone(), killer.clone()))
-        .unwrap_or_default();
     loop {
         let now = Instant::now();
         if now >= deadline || crate::interrupted().is_some() {
@@ -1305,9 +1299,7 @@ fn wait_until(
             }
         }
     }
-    if let Ok(pid) = i32::try_from(pid) {
-        kill_launch(pid, &before, killer.as_ref());
-    }
+    kill_launch(child, before, killer);
     let status = match receiver.recv_timeout(KILLED_GRACE) {
         Ok(result) => result.map_err(|error| format!("waiting for the program failed: {error}"))?,
         Err(_) => {

@@ -469,17 +469,18 @@ fn open_entry(grant: &Grant, name: &str, path: &str) -> Result<OwnedFd, String> 
     )
     .map_err(|error| format!("cannot open `{path}`: {error}"))?;
     let stat = rustix::fs::fstat(&fd).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
-    if let Some(reason) = crate::files::moved_in(&grant.fd, &stat, std::path::Path::new(path)) {
+    let parent =
+        rustix::fs::fstat(&grant.fd).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
+    let shown = std::path::Path::new(path);
+    if let Some(reason) = crate::files::moved_in(&parent, &stat, shown) {
         return Err(reason);
     }
     match FileType::from_raw_mode(stat.st_mode) {
-        FileType::RegularFile if stat.st_nlink > 1 && grant.shared => Err(format!(
-            "`{path}` has {} hard links and its directory can be written by other users; \
-             wconverge does not change its mode or owner in place (another link could be any \
-             file of the machine): remove the other links, or let the file be replaced",
-            stat.st_nlink
-        )),
-        FileType::RegularFile | FileType::Directory => Ok(fd),
+        FileType::RegularFile => match crate::files::other_links(&parent, &stat, shown) {
+            Some(reason) => Err(reason),
+            None => Ok(fd),
+        },
+        FileType::Directory => Ok(fd),
         FileType::Symlink => Err(format!("`{path}` is a symlink; it is never followed")),
         kind => Err(format!(
             "`{path}` is {}; wconverge changes only regular files and directories",
