@@ -68,6 +68,7 @@ def attribute(name, doc, behaviour=Behaviour.PROPERTY, required=False, default=N
         unsettable=False,
         path_access=path_access,
         checks=[],
+        refers_to=None,
     )
 
 

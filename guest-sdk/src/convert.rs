@@ -141,6 +141,7 @@ fn attribute_schema_to_wit(attribute: &Attribute) -> wit::AttributeSchema {
             PathAccess::ReadWrite => wit::PathAccess::ReadWrite,
         },
         checks: attribute.checks.clone(),
+        refers_to: attribute.refers_to.clone(),
     }
 }
 
@@ -168,6 +169,7 @@ fn type_schema_to_wit(schema: &TypeSchema) -> wit::TypeSchema {
             .map(|wanted| match wanted {
                 RunContext::NodeAttributes => wit::RunContext::NodeAttributes,
                 RunContext::Facts => wit::RunContext::Facts,
+                RunContext::ManagedBeneath => wit::RunContext::ManagedBeneath,
             })
             .collect(),
     }

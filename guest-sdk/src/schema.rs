@@ -99,6 +99,7 @@ pub struct Attribute {
     pub(crate) unsettable: bool,
     pub(crate) path_access: PathAccess,
     pub(crate) checks: Vec<String>,
+    pub(crate) refers_to: Option<String>,
 }
 
 impl Attribute {
@@ -116,6 +117,7 @@ impl Attribute {
             unsettable: false,
             path_access: PathAccess::None,
             checks: Vec::new(),
+            refers_to: None,
         }
     }
 
@@ -196,6 +198,14 @@ impl Attribute {
         self.checks.push(code.to_owned());
         self
     }
+
+    /// Its values name resources of `type_name` (a file's `owner` names a `user`): a
+    /// resource requires each one it names that the catalog declares, as Puppet's
+    /// autorequire does, so a manifest need not order them.
+    pub fn refers_to(mut self, type_name: &str) -> Self {
+        self.refers_to = Some(type_name.to_owned());
+        self
+    }
 }
 
 /// A resource type, built with chained calls.
@@ -218,6 +228,10 @@ pub enum RunContext {
     NodeAttributes,
     /// This machine's facts (each group to its list of records), as `facts`.
     Facts,
+    /// The paths other resources of the catalog write beneath this resource's path (its
+    /// namevar, which must be a read-write path), sorted, as `managed`: what a directory
+    /// that purges the rest leaves alone.
+    ManagedBeneath,
 }
 
 impl TypeSchema {

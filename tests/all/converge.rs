@@ -230,7 +230,7 @@ fn invalid_catalogs_report_every_problem_with_its_location() {
         "the catalog has 4 problems; nothing was changed",
         "site.wcv:4: File[",
         "`file` has no attribute `colour`",
-        "help: its attributes with provider `file` are: path, ensure, content, mode, owner, group, backup",
+        "help: its attributes with provider `file` are: path, ensure, content, source, target, recurse, recurselimit, purge, force, replace, links, checksum, mode, owner, group, backup",
         "site.wcv:9: File[",
         "mode `0999` is not an octal mode",
         "Exec[relative]: `ls` is not an absolute path",

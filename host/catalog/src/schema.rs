@@ -179,6 +179,10 @@ pub struct AttributeSchema {
     /// Left out of serializations (true for a derived feature unless said otherwise).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub transient: bool,
+    /// The type of the resources its values name (a file's `owner` names a `user`),
+    /// which a resource requires when the catalog declares them (Puppet's autorequire).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refers_to: Option<String>,
 }
 
 impl AttributeSchema {
@@ -200,6 +204,7 @@ impl AttributeSchema {
             containment: None,
             derived: None,
             transient: false,
+            refers_to: None,
         }
     }
 
@@ -287,6 +292,9 @@ pub enum RunContext {
     NodeAttributes,
     /// The machine's facts, as the context entry `facts`.
     Facts,
+    /// The paths other resources write beneath this resource's path, sorted, as the
+    /// context entry `managed`.
+    ManagedBeneath,
 }
 
 impl RunContext {
@@ -295,6 +303,7 @@ impl RunContext {
         match self {
             RunContext::NodeAttributes => "node",
             RunContext::Facts => "facts",
+            RunContext::ManagedBeneath => "managed",
         }
     }
 }

@@ -473,6 +473,9 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
                     "the node's attributes (`node`)".to_owned()
                 }
                 wconverge_catalog::RunContext::Facts => "the facts (`facts`)".to_owned(),
+                wconverge_catalog::RunContext::ManagedBeneath => {
+                    "the paths other resources manage beneath its path (`managed`)".to_owned()
+                }
             })
             .collect();
         text.push_str(&format!(
@@ -550,6 +553,9 @@ fn attributes_text(schema: &TypeSchema) -> String {
         }
         if attribute.transient {
             traits.push("transient".to_owned());
+        }
+        if let Some(referred) = &attribute.refers_to {
+            traits.push(format!("requires the `{referred}` it names"));
         }
         text.push_str(&format!("  {}  {}\n", attribute.name, traits.join(", ")));
         if !attribute.doc.is_empty() {
@@ -838,6 +844,9 @@ pub(crate) fn plugins_audit(
                                             "node attributes"
                                         }
                                         wconverge_catalog::RunContext::Facts => "facts",
+                                        wconverge_catalog::RunContext::ManagedBeneath => {
+                                            "the paths other resources manage beneath its own"
+                                        }
                                     })
                                     .collect::<Vec<_>>()
                                     .join(", "),

@@ -20,8 +20,14 @@ pub struct Graph {
 
 impl Graph {
     /// Builds the graph of a catalog whose resources are unique. Every relationship must
-    /// name a resource of the catalog; any cycle is reported in full.
-    pub fn build(catalog: &Catalog) -> Result<Graph, Vec<Problem>> {
+    /// name a resource of the catalog; any cycle is reported in full. `implied` are the
+    /// relationships the types imply (a file requires its directory and its owner, Puppet's
+    /// autorequire), `(required, requiring)`: each is added unless the manifest already
+    /// orders the two resources the other way.
+    pub fn build(
+        catalog: &Catalog,
+        implied: &[(ResourceRef, ResourceRef)],
+    ) -> Result<Graph, Vec<Problem>> {
         let references: Vec<ResourceRef> = catalog
             .resources
             .iter()
@@ -103,6 +109,15 @@ impl Graph {
         }
         if !problems.is_empty() {
             return Err(problems);
+        }
+        for (required, requiring) in implied {
+            if let (Some(&from), Some(&to)) = (index.get(required), index.get(requiring))
+                && from != to
+                && !successors[to].iter().any(|(next, _)| *next == from)
+                && !successors[from].iter().any(|(next, _)| *next == to)
+            {
+                successors[from].push((to, EdgeKind::Before));
+            }
         }
         let mut predecessors = vec![Vec::new(); n_resources];
         for (from, targets) in successors.iter().enumerate() {
@@ -295,7 +310,7 @@ mod tests {
     }
 
     fn order_of(catalog: &Catalog) -> Vec<String> {
-        let graph = Graph::build(catalog).expect("no cycle");
+        let graph = Graph::build(catalog, &[]).expect("no cycle");
         graph
             .order()
             .iter()
@@ -334,7 +349,7 @@ mod tests {
                {"type": "notify", "title": "free"}"#,
             "",
         );
-        let problems = Graph::build(&catalog).expect_err("cycle");
+        let problems = Graph::build(&catalog, &[]).expect_err("cycle");
         assert_eq!(problems.len(), 1);
         assert_eq!(
             problems[0].message,
@@ -349,7 +364,7 @@ mod tests {
             "",
         );
         assert_eq!(
-            Graph::build(&looped).expect_err("self loop")[0].message,
+            Graph::build(&looped, &[]).expect_err("self loop")[0].message,
             "dependency cycle: Notify[me] -> Notify[me]"
         );
         let dangling = catalog(
@@ -357,7 +372,7 @@ mod tests {
             "",
         );
         assert_eq!(
-            Graph::build(&dangling).expect_err("missing")[0].message,
+            Graph::build(&dangling, &[]).expect_err("missing")[0].message,
             "`require` names Notify[ghost], which is not in the catalog"
         );
     }
@@ -379,7 +394,8 @@ mod tests {
                 }
             })
             .collect();
-        let problems = Graph::build(&catalog(&resources.join(","), "")).expect_err("one big cycle");
+        let problems =
+            Graph::build(&catalog(&resources.join(","), ""), &[]).expect_err("one big cycle");
         assert_eq!(problems.len(), 1);
         assert!(
             problems[0]

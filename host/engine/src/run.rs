@@ -193,6 +193,17 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                         for wanted in &schema.context {
                             let value = match wanted {
                                 RunContext::NodeAttributes => node.merged(),
+                                RunContext::ManagedBeneath => Value::Array(
+                                    schema
+                                        .namevar()
+                                        .and_then(|namevar| target.get(&namevar.name))
+                                        .and_then(Value::as_str)
+                                        .map(|path| prepared.written_beneath(path))
+                                        .unwrap_or_default()
+                                        .into_iter()
+                                        .map(Value::String)
+                                        .collect(),
+                                ),
                                 RunContext::Facts => {
                                     match facts.get_or_insert_with(|| host.facts()) {
                                         Ok(facts) => crate::facts_value(&facts.groups),

@@ -107,6 +107,8 @@ pub struct Prepared {
     /// The types the manifests declared.
     pub types: Vec<TypeSchema>,
     pub graph: Graph,
+    /// The paths resources write (namevars that are `read-write` paths), sorted.
+    pub written_paths: Vec<String>,
 }
 
 impl Prepared {
@@ -114,6 +116,75 @@ impl Prepared {
     pub fn schema(&self, resource: &PreparedResource) -> Option<&TypeSchema> {
         schema_of(&self.schemas, resource)
     }
+
+    /// The paths other resources write beneath `path`, sorted.
+    pub fn written_beneath(&self, path: &str) -> Vec<String> {
+        let prefix = format!("{}/", path.trim_end_matches('/'));
+        let start = self
+            .written_paths
+            .partition_point(|written| written.as_str() < prefix.as_str());
+        self.written_paths[start..]
+            .iter()
+            .take_while(|written| written.starts_with(&prefix))
+            .cloned()
+            .collect()
+    }
+}
+
+/// The namevar of a resource whose type writes the path it names (`file`, `template`).
+fn written_path<'r>(schemas: &Schemas, resource: &'r PreparedResource) -> Option<&'r str> {
+    let namevar = schema_of(schemas, resource)?
+        .namevar()
+        .filter(|namevar| namevar.path_access == PathAccess::ReadWrite)?;
+    resource.get(&namevar.name)?.as_str()
+}
+
+/// The relationships types imply, `(required, requiring)`, as Puppet's autorequire: a
+/// resource that writes a path requires the one that writes its nearest written
+/// ancestor directory, and each resource its attributes name (`refers-to`: a file's
+/// `owner` names a `user`) when the catalog declares it.
+fn implied_relationships(
+    resources: &[PreparedResource],
+    schemas: &Schemas,
+) -> Vec<(ResourceRef, ResourceRef)> {
+    let written: HashMap<&str, &ResourceRef> = resources
+        .iter()
+        .filter_map(|resource| Some((written_path(schemas, resource)?, &resource.reference)))
+        .collect();
+    let mut implied = Vec::new();
+    for resource in resources {
+        if let Some(path) = written_path(schemas, resource) {
+            let mut ancestor = path.trim_end_matches('/');
+            while let Some(slash) = ancestor.rfind('/') {
+                ancestor = if slash == 0 { "/" } else { &ancestor[..slash] };
+                if let Some(parent) = written.get(ancestor) {
+                    implied.push(((*parent).clone(), resource.reference.clone()));
+                    break;
+                }
+                if ancestor == "/" {
+                    break;
+                }
+            }
+        }
+        let Some(schema) = schema_of(schemas, resource) else {
+            continue;
+        };
+        for attribute in &schema.attributes {
+            let (Some(referred), Some(value)) =
+                (&attribute.refers_to, resource.get(&attribute.name))
+            else {
+                continue;
+            };
+            let names: Vec<&str> = match value.unwrap_sensitive() {
+                Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                other => other.as_str().into_iter().collect(),
+            };
+            for name in names {
+                implied.push((ResourceRef::new(referred, name), resource.reference.clone()));
+            }
+        }
+    }
+    implied
 }
 
 /// Schemas by type, then by provider: looked up by reference, without a key to build.
@@ -289,7 +360,8 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         }
     }
     problems.extend(same_namevar(&resources, &schemas, host));
-    let graph = match Graph::build(catalog) {
+    let implied = implied_relationships(&resources, &schemas);
+    let graph = match Graph::build(catalog, &implied) {
         Ok(graph) if problems.is_empty() => graph,
         Ok(_) => return Err(problems),
         Err(mut found) => {
@@ -300,10 +372,18 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
     Ok(Prepared {
         node: catalog.node.clone(),
         node_attributes: catalog.node_attributes.clone(),
-        resources,
-        schemas,
         types: catalog.types.clone(),
         graph,
+        written_paths: {
+            let mut written: Vec<String> = resources
+                .iter()
+                .filter_map(|resource| written_path(&schemas, resource).map(str::to_owned))
+                .collect();
+            written.sort();
+            written
+        },
+        resources,
+        schemas,
     })
 }
 

@@ -190,6 +190,11 @@ fn build_type(nodes: &[wit::TypeNode], idx: usize, depth: usize) -> Result<DataT
     })
 }
 
+/// A resource type's name as manifests write it: `user`, `mymod::thing`.
+fn is_type_name(name: &str) -> bool {
+    name.len() <= 128 && name.split("::").all(is_identifier)
+}
+
 fn is_identifier(name: &str) -> bool {
     let mut chars = name.chars();
     chars.next().is_some_and(|c| c.is_ascii_lowercase())
@@ -254,6 +259,15 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             containment: None,
             derived: None,
             transient: false,
+            refers_to: match &attribute.refers_to {
+                Some(referred) if !is_type_name(referred) => {
+                    return Err(context(format!(
+                        "`refers-to` must name a resource type in lowercase, like `user`, \
+                         not `{referred}`"
+                    )));
+                }
+                referred => referred.clone(),
+            },
         };
         if let Some(default) = &converted.default {
             converted
@@ -271,6 +285,28 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             "type `{type_name}` declares {namevars} namevars; a type has exactly one"
         ));
     }
+    let mut context: Vec<RunContext> = Vec::new();
+    for wanted in &schema.context {
+        let wanted = match wanted {
+            wit::RunContext::NodeAttributes => RunContext::NodeAttributes,
+            wit::RunContext::Facts => RunContext::Facts,
+            wit::RunContext::ManagedBeneath => RunContext::ManagedBeneath,
+        };
+        if wanted == RunContext::ManagedBeneath
+            && attributes.iter().all(|attribute| {
+                attribute.behaviour != Behaviour::Namevar
+                    || attribute.path_access != PathAccess::ReadWrite
+            })
+        {
+            return Err(format!(
+                "type `{type_name}` asks for the paths managed beneath its resources, \
+                     but its namevar is not a `read-write` path"
+            ));
+        }
+        if !context.contains(&wanted) {
+            context.push(wanted);
+        }
+    }
     Ok(TypeSchema {
         name: type_name.clone(),
         doc: schema.doc.clone(),
@@ -284,19 +320,7 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             })
             .collect(),
         refreshable: schema.refreshable,
-        context: {
-            let mut context: Vec<RunContext> = Vec::new();
-            for wanted in &schema.context {
-                let wanted = match wanted {
-                    wit::RunContext::NodeAttributes => RunContext::NodeAttributes,
-                    wit::RunContext::Facts => RunContext::Facts,
-                };
-                if !context.contains(&wanted) {
-                    context.push(wanted);
-                }
-            }
-            context
-        },
+        context,
         parent: None,
         is_abstract: false,
         origin: None,

@@ -343,6 +343,56 @@ impl View<'_> {
 
     /// Opens `path` beneath the directory `fd`, as wasmtime-wasi would, with the checks
     /// of this layer (see the module's documentation).
+    /// The directory a descriptor is.
+    fn directory(&self, fd: &Resource<Descriptor>) -> FsResult<Dir> {
+        match self.fs.table.get(fd)? {
+            Descriptor::Dir(dir) => Ok(dir.clone()),
+            Descriptor::File(_) => Err(AsyncErrorCode::NotDirectory.into()),
+        }
+    }
+
+    /// `path` resolved beneath the directory `dir` (the descriptor `fd`) by descriptor,
+    /// its last component not followed.
+    fn beneath(
+        &mut self,
+        operation: &'static str,
+        dir: &Dir,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        target: &Path,
+    ) -> FsResult<crate::walk::Beneath> {
+        let base = self.path_of(fd, "");
+        match crate::walk::beneath(&*dir.dir, path, false, &base) {
+            Ok(found) => Ok(found),
+            Err(crate::walk::BeneathError::Escape) => Err(AsyncErrorCode::NotPermitted.into()),
+            Err(crate::walk::BeneathError::Untrusted(why)) => {
+                self.refuse(operation, target, AsyncErrorCode::Access, why.to_string())
+            }
+            Err(crate::walk::BeneathError::Errno(errno)) => Err(std::io::Error::from(errno).into()),
+        }
+    }
+
+    /// A symbolic link to `contents` at `path` beneath the directory `fd`. Unlike
+    /// wasmtime-wasi's, an absolute target is allowed: a link is data here, and nothing
+    /// of wconverge follows it unless `walk::link_trust` and the policy allow (an
+    /// absolute link is an escape for every resolution beneath a grant).
+    fn symlink(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        contents: &str,
+        path: &str,
+        target: &Path,
+    ) -> FsResult<()> {
+        let dir = self.directory(fd)?;
+        if dir.perms.write_not_permitted() {
+            return Err(AsyncErrorCode::NotPermitted.into());
+        }
+        let found = self.beneath("symlink", &dir, fd, path, target)?;
+        rustix::fs::symlinkat(contents, found.parent(&*dir.dir), &found.name)
+            .map_err(std::io::Error::from)?;
+        Ok(())
+    }
+
     fn open(
         &mut self,
         fd: &Resource<Descriptor>,
@@ -673,7 +723,7 @@ impl fs::HostDescriptor for View<'_> {
         let link = self.path_of(&fd, &dest_path);
         let target = PathBuf::from(format!("{} -> {src_path}", link.display()));
         self.change("symlink", target, |view| {
-            fs::HostDescriptor::symlink_at(&mut view.fs, fd, src_path, dest_path)
+            view.symlink(&fd, &src_path, &dest_path, &link)
         })
     }
 
@@ -829,7 +879,14 @@ impl fs::HostDescriptor for View<'_> {
     }
 
     fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
-        fs::HostDescriptor::readlink_at(&mut self.fs, fd, path)
+        let target = self.path_of(&fd, &path);
+        let dir = self.directory(&fd)?;
+        let found = self.beneath("readlink", &dir, &fd, &path, &target)?;
+        let contents = rustix::fs::readlinkat(found.parent(&*dir.dir), &found.name, Vec::new())
+            .map_err(std::io::Error::from)?;
+        contents
+            .into_string()
+            .map_err(|_| AsyncErrorCode::IllegalByteSequence.into())
     }
 
     fn read_via_stream(

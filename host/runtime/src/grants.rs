@@ -26,10 +26,6 @@ pub(crate) struct Grant {
     /// Where it really is.
     pub(crate) canonical: PathBuf,
     pub(crate) access: Access,
-    /// Whether a user other than root and wconverge's own may create, remove or rename
-    /// entries in it (then a file in it may be another's hard link or swapped at any
-    /// moment, and nothing is changed in it by name).
-    pub(crate) shared: bool,
     /// The directory, opened when it was checked.
     pub(crate) fd: OwnedFd,
 }
@@ -204,7 +200,6 @@ fn open_grant(
         guest: dir.to_owned(),
         canonical,
         access,
-        shared: walked.shared(),
         fd,
     })
 }

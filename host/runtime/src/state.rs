@@ -292,8 +292,9 @@ impl PluginState {
         reason
     }
 
-    /// The grant and the single file name of a direct child of a writable grant.
-    fn locate_writable<'a>(&self, path: &'a str) -> Result<(&Arc<Grant>, &'a str), String> {
+    /// The grant and the path below it of an entry beneath a writable grant (never the
+    /// grant's directory itself).
+    fn locate_writable<'a>(&self, path: &'a str) -> Result<(Arc<Grant>, &'a str), String> {
         let (grant, rest) = self.locate(path)?;
         if self.phase != Phase::Change || grant.access != Access::ReadWrite {
             return Err(self.refused(
@@ -302,18 +303,56 @@ impl PluginState {
                 format!("`{path}` is read-only in this call"),
             ));
         }
-        if !crate::walk::plain_name(rest) {
+        if rest.is_empty() {
             return Err(format!(
-                "`{path}` is not a file directly inside a granted directory"
+                "`{path}` is a directory granted to this call; only what lies beneath it \
+                 may be changed"
             ));
         }
-        Ok((grant, rest))
+        Ok((Arc::clone(grant), rest))
     }
 
-    /// The open descriptor of the file the plugin created exclusively at `path` (the
-    /// direct child `name` of `grant`), if it still holds it.
-    fn created_file(&self, grant: &Grant, name: &str) -> Option<Arc<std::fs::File>> {
-        let rep = self.paths.created(&grant.canonical.join(name))?;
+    /// The entry at `rest` beneath `grant`, resolved by descriptor (links followed only
+    /// where `walk::link_trust` allows, the entry itself never), opened as an `O_PATH`
+    /// handle for a change of its metadata, with whether others can write its directory.
+    fn entry(
+        &self,
+        operation: &'static str,
+        grant: &Grant,
+        rest: &str,
+        path: &str,
+    ) -> Result<(OwnedFd, bool), String> {
+        let found = match crate::walk::beneath(&grant.fd, rest, false, &grant.canonical) {
+            Ok(found) => found,
+            Err(crate::walk::BeneathError::Escape) => {
+                return Err(self.refused(
+                    operation,
+                    path,
+                    format!("`{path}` leads out of the directories granted"),
+                ));
+            }
+            Err(crate::walk::BeneathError::Untrusted(why)) => {
+                return Err(self.refused(operation, path, why.to_string()));
+            }
+            Err(crate::walk::BeneathError::Errno(errno)) => {
+                return Err(format!("cannot open `{path}`: {errno}"));
+            }
+        };
+        let parent = found.parent(&grant.fd);
+        let parent_stat =
+            rustix::fs::fstat(parent).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
+        let fd = open_entry(parent, &parent_stat, &found.name, path)
+            .map_err(|why| self.refused(operation, path, why))?;
+        Ok((
+            fd,
+            crate::walk::shared(parent_stat.st_uid, parent_stat.st_mode),
+        ))
+    }
+
+    /// The open descriptor of the file the plugin created exclusively at `path` (`rest`
+    /// beneath `grant`), if it still holds it.
+    fn created_file(&self, grant: &Grant, rest: &str) -> Option<Arc<std::fs::File>> {
+        let rep = self.paths.created(&grant.canonical.join(rest))?;
         let resource =
             wasmtime::component::Resource::<wasmtime_wasi::filesystem::Descriptor>::new_borrow(rep);
         match self.table.get(&resource).ok()? {
@@ -456,27 +495,31 @@ fn kind_of(file_type: FileType) -> file_metadata::FileKind {
     }
 }
 
-/// Opens the entry `name` directly in the grant as an `O_PATH` handle on the entry
+/// Opens the entry `name` of the directory `parent` as an `O_PATH` handle on the entry
 /// itself, for a change of its metadata, and refuses anything but a regular file or a
-/// directory (never a symlink), and a file with other hard links in a directory other
-/// users can write (the other link could be any file of the machine).
-fn open_entry(grant: &Grant, name: &str, path: &str) -> Result<OwnedFd, String> {
+/// directory (never a symlink), a file another user could have moved in, and a file
+/// with other hard links in a directory other users can write (the other link could be
+/// any file of the machine).
+fn open_entry(
+    parent: rustix::fd::BorrowedFd<'_>,
+    parent_stat: &rustix::fs::Stat,
+    name: &std::ffi::OsStr,
+    path: &str,
+) -> Result<OwnedFd, String> {
     let fd = rustix::fs::openat(
-        &grant.fd,
+        parent,
         name,
         OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
         Mode::empty(),
     )
     .map_err(|error| format!("cannot open `{path}`: {error}"))?;
     let stat = rustix::fs::fstat(&fd).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
-    let parent =
-        rustix::fs::fstat(&grant.fd).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
     let shown = std::path::Path::new(path);
-    if let Some(reason) = crate::files::moved_in(&parent, &stat, shown) {
+    if let Some(reason) = crate::files::moved_in(parent_stat, &stat, shown) {
         return Err(reason);
     }
     match FileType::from_raw_mode(stat.st_mode) {
-        FileType::RegularFile => match crate::files::other_links(&parent, &stat, shown) {
+        FileType::RegularFile => match crate::files::other_links(parent_stat, &stat, shown) {
             Some(reason) => Err(reason),
             None => Ok(fd),
         },
@@ -532,16 +575,17 @@ impl file_metadata::Host for PluginState {
         if mode > 0o7777 {
             return Err(format!("mode {mode:o} has bits above 07777"));
         }
-        let (grant, name) = self.locate_writable(&path)?;
+        let (grant, rest) = self.locate_writable(&path)?;
         let mode = Mode::from_raw_mode(mode);
         let failed = |error| format!("cannot set the mode of `{path}`: {error}");
         // A file the plugin created: through its own descriptor, never by name (another
         // user who may write the directory could have put anything under that name).
-        if let Some(file) = self.created_file(grant, name) {
+        if let Some(file) = self.created_file(&grant, rest) {
             self.changed("set-mode", &path)?;
             return rustix::fs::fchmod(&*file, mode).map_err(failed);
         }
-        if grant.shared && mode.bits() & 0o6000 != 0 {
+        let (fd, shared) = self.entry("set-mode", &grant, rest, &path)?;
+        if shared && mode.bits() & 0o6000 != 0 {
             return Err(self.refused(
                 "set-mode",
                 &path,
@@ -552,8 +596,6 @@ impl file_metadata::Host for PluginState {
                 ),
             ));
         }
-        let fd =
-            open_entry(grant, name, &path).map_err(|why| self.refused("set-mode", &path, why))?;
         self.changed("set-mode", &path)?;
         // chmod through the O_PATH handle's /proc entry changes exactly the inode that
         // was opened without following links (fchmod does not take O_PATH handles).
@@ -567,7 +609,7 @@ impl file_metadata::Host for PluginState {
         owner: Option<String>,
         group: Option<String>,
     ) -> Result<(), String> {
-        let (grant, name) = self.locate_writable(&path)?;
+        let (grant, rest) = self.locate_writable(&path)?;
         // A numeric id need not be in the databases; u32::MAX is -1, which chown reads
         // as "leave unchanged".
         let id =
@@ -595,12 +637,11 @@ impl file_metadata::Host for PluginState {
         let uid = uid.map(rustix::fs::Uid::from_raw);
         let gid = gid.map(rustix::fs::Gid::from_raw);
         let failed = |error| format!("cannot change the owner of `{path}`: {error}");
-        if let Some(file) = self.created_file(grant, name) {
+        if let Some(file) = self.created_file(&grant, rest) {
             self.changed("set-owner", &path)?;
             return rustix::fs::fchown(&*file, uid, gid).map_err(failed);
         }
-        let fd =
-            open_entry(grant, name, &path).map_err(|why| self.refused("set-owner", &path, why))?;
+        let (fd, _) = self.entry("set-owner", &grant, rest, &path)?;
         self.changed("set-owner", &path)?;
         // Changing the owner clears set-user-ID and set-group-ID bits (for root too,
         // since Linux 2.2.13), so a provider that sets the mode first and the owner

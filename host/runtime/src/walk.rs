@@ -29,17 +29,6 @@ pub(crate) struct Walked {
     pub(crate) fd: OwnedFd,
     /// The path it was reached by, after the links the walk followed.
     pub(crate) canonical: PathBuf,
-    /// Its owner and permission bits, read from `fd`.
-    pub(crate) uid: u32,
-    pub(crate) mode: u32,
-}
-
-impl Walked {
-    /// Whether a user other than root and wconverge's own can create, remove or rename
-    /// entries in it: its owner is another user, or its group or others may write it.
-    pub(crate) fn shared(&self) -> bool {
-        shared(self.uid, self.mode)
-    }
 }
 
 /// Whether a directory with this owner and mode can be written by someone other than
@@ -194,13 +183,8 @@ pub(crate) fn walk(path: &Path, ancestors: Ancestors) -> Result<Walked, WalkErro
         }
     }
     let canonical = current(&stack);
-    let (fd, _, uid, mode) = stack.pop().expect("the root is never popped");
-    Ok(Walked {
-        fd,
-        canonical,
-        uid,
-        mode,
-    })
+    let (fd, _, _, _) = stack.pop().expect("the root is never popped");
+    Ok(Walked { fd, canonical })
 }
 
 /// Whether the symbolic link `link` (its `stat`) in a directory of this owner and mode

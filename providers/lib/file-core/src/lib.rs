@@ -11,8 +11,8 @@
 //! owns, before the plugin sees anything).
 
 mod diff;
+pub mod mode;
 
-use std::io::Write;
 use wconverge_sdk::metadata::{self, FileKind, FileStat};
 use wconverge_sdk::{
     Attribute, Change, DataType, Error, PathAccess, Resource, Result, State, TypeSchema, Value,
@@ -20,7 +20,22 @@ use wconverge_sdk::{
 };
 
 /// Mode of a new file whose resource does not set `mode`.
-const DEFAULT_MODE: u32 = 0o644;
+pub const DEFAULT_MODE: u32 = 0o644;
+
+/// Mode of a new directory whose resource does not set `mode`.
+pub const DEFAULT_DIRECTORY_MODE: u32 = 0o755;
+
+/// The mode the resource asks for on a file (or directory) whose mode is `current`
+/// (`None`: one about to be made), if it sets one that parses.
+pub fn desired_mode(resource: &Resource, current: Option<u32>, directory: bool) -> Option<u32> {
+    let mode = mode::Mode::parse(resource.get_str("mode")?).ok()?;
+    let base = current.unwrap_or(if directory {
+        DEFAULT_DIRECTORY_MODE
+    } else {
+        DEFAULT_MODE
+    });
+    Some(mode.apply(base, directory))
+}
 
 /// Puppet's `show_diff`, for `file` and `template`.
 fn show_diff() -> Attribute {
@@ -112,11 +127,9 @@ pub fn validate_file(resource: &Resource) -> Vec<String> {
         None => problems.push("`path` must be a string".to_owned()),
     }
     if let Some(mode) = resource.get_str("mode")
-        && parse_mode(mode).is_none()
+        && let Err(problem) = mode::Mode::parse(mode)
     {
-        problems.push(format!(
-            "mode `{mode}` is not an octal mode; write it like '0644' or '0755'"
-        ));
+        problems.push(problem);
     }
     if let Some(suffix) = resource.get_str("backup")
         && (suffix.is_empty() || suffix.contains('/'))
@@ -196,10 +209,7 @@ pub fn file_plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
                 )),
                 None => {}
             }
-            let mode = resource
-                .get_str("mode")
-                .and_then(parse_mode)
-                .unwrap_or(DEFAULT_MODE);
+            let mode = desired_mode(resource, None, false).unwrap_or(DEFAULT_MODE);
             message.push_str(&format!(", mode {}", format_mode(mode)));
             Ok(vec![Change::new(
                 "ensure",
@@ -256,12 +266,12 @@ pub fn file_apply(resource: &Resource, changes: &[Change]) -> Result<()> {
             // `present` without content, and a file appeared since the plan: any
             // content will do, so it keeps its own (it is not copied: whatever is at the
             // path now could be another file's link).
-            None if existing.is_some() => return set_metadata(resource, path),
+            None if existing.is_some() => return set_metadata(resource, path, existing.as_ref()),
             None => Vec::new(),
         };
         write_atomically(resource, path, &content, existing.as_ref())
     } else {
-        match set_metadata(resource, path) {
+        match set_metadata(resource, path, existing.as_ref()) {
             // The host changes no file in place that another user could have put there
             // (or that has other links there): with its content known, it is replaced.
             Err(error) if error.message().contains("in place") => {
@@ -282,7 +292,7 @@ pub fn file_apply(resource: &Resource, changes: &[Change]) -> Result<()> {
 }
 
 /// A path the file type can manage: absolute, normalized, not a directory name.
-fn check_path(path: &str) -> std::result::Result<(), String> {
+pub fn check_path(path: &str) -> std::result::Result<(), String> {
     if !path.starts_with('/') {
         return Err(format!(
             "path `{path}` is not absolute; file paths must start with `/`"
@@ -305,7 +315,7 @@ fn check_path(path: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-fn parse_mode(mode: &str) -> Option<u32> {
+pub fn parse_mode(mode: &str) -> Option<u32> {
     if mode.is_empty() || mode.len() > 5 || !mode.bytes().all(|b| (b'0'..=b'7').contains(&b)) {
         return None;
     }
@@ -314,11 +324,11 @@ fn parse_mode(mode: &str) -> Option<u32> {
         .filter(|mode| *mode <= 0o7777)
 }
 
-fn format_mode(mode: u32) -> String {
+pub fn format_mode(mode: u32) -> String {
     format!("{mode:04o}")
 }
 
-fn kind_name(kind: FileKind) -> &'static str {
+pub fn kind_name(kind: FileKind) -> &'static str {
     match kind {
         FileKind::File => "file",
         FileKind::Directory => "directory",
@@ -327,7 +337,7 @@ fn kind_name(kind: FileKind) -> &'static str {
     }
 }
 
-fn record_metadata(state: &mut State, stat: &FileStat) {
+pub fn record_metadata(state: &mut State, stat: &FileStat) {
     state.set("mode", format_mode(stat.mode));
     state.set(
         "owner",
@@ -342,7 +352,7 @@ fn record_metadata(state: &mut State, stat: &FileStat) {
 }
 
 /// Whether `desired` (a name or numeric id) names the observed owner or group.
-fn same_principal(desired: &str, current_name: Option<&str>, current_id: Option<i64>) -> bool {
+pub fn same_principal(desired: &str, current_name: Option<&str>, current_id: Option<i64>) -> bool {
     match desired.parse::<i64>() {
         Ok(id) => current_id == Some(id),
         Err(_) => current_name == Some(desired),
@@ -388,7 +398,8 @@ fn metadata_and_content_changes(resource: &Resource, current: &State) -> Vec<Cha
             ));
         }
     }
-    if let Some(mode) = resource.get_str("mode").and_then(parse_mode) {
+    let current_mode = current.get_str("mode").and_then(parse_mode);
+    if let Some(mode) = desired_mode(resource, current_mode, false) {
         let desired = format_mode(mode);
         let observed = current.get_str("mode").unwrap_or_default();
         if desired != observed {
@@ -418,13 +429,13 @@ fn metadata_and_content_changes(resource: &Resource, current: &State) -> Vec<Cha
     changes
 }
 
-fn split_path(path: &str) -> (&str, &str) {
+pub fn split_path(path: &str) -> (&str, &str) {
     let slash = path.rfind('/').expect("validated paths are absolute");
     let dir = if slash == 0 { "/" } else { &path[..slash] };
     (dir, &path[slash + 1..])
 }
 
-fn backup_path(path: &str, suffix: &str) -> String {
+pub fn backup_path(path: &str, suffix: &str) -> String {
     format!("{path}{suffix}")
 }
 
@@ -445,20 +456,21 @@ fn remove(path: &str, kind: FileKind, backup: Option<&str>) -> Result<()> {
 /// so the other order would never converge a set-ID file. (In a directory other users
 /// can write, the host refuses set-ID bits on a file it did not create, which they
 /// could have swapped in.)
-fn set_metadata(resource: &Resource, path: &str) -> Result<()> {
+pub fn set_metadata(resource: &Resource, path: &str, existing: Option<&FileStat>) -> Result<()> {
     let owner = resource.get_str("owner");
     let group = resource.get_str("group");
     if owner.is_some() || group.is_some() {
         metadata::set_owner(path, owner, group)?;
     }
-    if let Some(mode) = resource.get_str("mode").and_then(parse_mode) {
+    let directory = existing.is_some_and(|stat| stat.kind == FileKind::Directory);
+    if let Some(mode) = desired_mode(resource, existing.map(|stat| stat.mode), directory) {
         metadata::set_mode(path, mode)?;
     }
     Ok(())
 }
 
 /// A name no one else will pick: `.motd.wcv-<random>` next to `motd`.
-fn temporary_path(dir: &str, name: &str) -> String {
+pub fn temporary_path(dir: &str, name: &str) -> String {
     use std::hash::{BuildHasher, Hasher};
     let random = std::collections::hash_map::RandomState::new()
         .build_hasher()
@@ -471,6 +483,18 @@ fn write_atomically(
     resource: &Resource,
     path: &str,
     content: &[u8],
+    existing: Option<&FileStat>,
+) -> Result<()> {
+    write_atomically_from(resource, path, &mut &content[..], existing)
+}
+
+/// Replaces `path` with what `content` reads, atomically, with the resource's owner,
+/// group and mode (the existing file's where the resource sets none) set before the
+/// first byte is written.
+pub fn write_atomically_from(
+    resource: &Resource,
+    path: &str,
+    content: &mut dyn std::io::Read,
     existing: Option<&FileStat>,
 ) -> Result<()> {
     let (dir, name) = split_path(path);
@@ -515,7 +539,7 @@ fn fill_and_rename(
     path: &str,
     temporary: &str,
     file: &mut std::fs::File,
-    content: &[u8],
+    content: &mut dyn std::io::Read,
     existing: Option<&FileStat>,
 ) -> Result<()> {
     // Final owner and mode first, so the content is never readable by anyone the final
@@ -533,14 +557,12 @@ fn fill_and_rename(
     if owner.is_some() || group.is_some() {
         metadata::set_owner(temporary, owner.as_deref(), group.as_deref())?;
     }
-    let mode = resource
-        .get_str("mode")
-        .and_then(parse_mode)
+    let mode = desired_mode(resource, existing.map(|stat| stat.mode), false)
         .or(existing.map(|stat| stat.mode))
         .unwrap_or(DEFAULT_MODE);
     metadata::set_mode(temporary, mode)?;
-    file.write_all(content)
-        .and_then(|()| file.sync_all())
+    std::io::copy(content, file)
+        .and_then(|_| file.sync_all())
         .map_err(|error| Error::new(format!("cannot write `{temporary}`: {error}")))?;
     if let (Some(suffix), Some(_)) = (resource.get_str("backup"), existing) {
         let backup = backup_path(path, suffix);
@@ -562,7 +584,7 @@ fn fill_and_rename(
     sync_dir(split_path(path).0)
 }
 
-fn sync_dir(dir: &str) -> Result<()> {
+pub fn sync_dir(dir: &str) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|dir| dir.sync_all())
         .map_err(|error| Error::new(format!("cannot sync directory `{dir}`: {error}")))
