@@ -518,6 +518,89 @@ fn issue_16_file_metadata_never_resolves_dot_dot_beyond_the_grant() {
     }
 }
 
+/// `set-mode` (and `set-owner`) reach beneath a writable grant (a recursive `file`
+/// needs it), resolved by descriptor: never out through a link, absolute or relative,
+/// never the grant's directory itself, and set-ID bits only where no other user writes.
+#[test]
+fn issue_17_metadata_changes_beneath_a_grant_never_leave_it() {
+    let machine = Machine::new();
+    let policy = policy_for(&machine, &machine.root().join("files"), "");
+    let files = machine.files_dir();
+    let outside = tempfile::tempdir().expect("outside");
+    let victim = outside.path().join("victim");
+    std::fs::write(&victim, "v").expect("victim");
+    std::fs::set_permissions(&victim, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    std::os::unix::fs::symlink(outside.path(), format!("{files}/absolute")).expect("link");
+    let relative = format!(
+        "../../../{}",
+        outside.path().file_name().expect("name").to_string_lossy()
+    );
+    std::fs::create_dir(format!("{files}/deep")).expect("deep");
+    std::os::unix::fs::symlink(&relative, format!("{files}/deep/relative")).expect("link");
+    std::fs::create_dir_all(format!("{files}/ok/inner")).expect("ok");
+    std::fs::write(format!("{files}/ok/inner/file"), "f").expect("file");
+    std::fs::create_dir(format!("{files}/shared")).expect("shared");
+    std::fs::set_permissions(
+        format!("{files}/shared"),
+        std::fs::Permissions::from_mode(0o1777),
+    )
+    .expect("chmod");
+    std::fs::write(format!("{files}/shared/file"), "f").expect("file");
+    let chmod = |title: &str, target: String| {
+        json!({ "type": "hostile", "title": machine.file(title),
+                "attributes": { "action": "chmod", "target": target } })
+    };
+    let catalog = machine.catalog(json!([
+        chmod("absolute", format!("{files}/absolute/victim")),
+        chmod("relative", format!("{files}/deep/relative/victim")),
+        chmod("grant", files.clone()),
+        chmod("setid", format!("{files}/shared/file")),
+        chmod("ok", format!("{files}/ok/inner/file")),
+    ]));
+    let report = machine.apply_json(&catalog, &policy, &[], 6);
+    let error = |title: &str| {
+        entry(&report, &format!("Hostile[{}]", machine.file(title)))["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{title} was allowed:\n{report:#}"))
+            .to_owned()
+    };
+    for title in ["absolute", "relative"] {
+        assert!(
+            error(title).contains("leads out of the directories granted"),
+            "{}",
+            error(title)
+        );
+    }
+    assert!(
+        error("grant").contains("only what lies beneath it may be changed"),
+        "{}",
+        error("grant")
+    );
+    assert!(
+        error("setid").contains("set-user-ID and set-group-ID bits"),
+        "{}",
+        error("setid")
+    );
+    assert_eq!(
+        std::fs::metadata(&victim)
+            .expect("victim")
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o600,
+        "nothing outside the grant changed"
+    );
+    assert_eq!(
+        std::fs::metadata(format!("{files}/ok/inner/file"))
+            .expect("file")
+            .permissions()
+            .mode()
+            & 0o7777,
+        0o4777,
+        "beneath the grant, by descriptor, it is changed"
+    );
+}
+
 /// Processes a test started that must be gone when it ends, killed if they are not.
 struct Survivors(Vec<std::path::PathBuf>);
 

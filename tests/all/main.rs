@@ -9,6 +9,7 @@ mod attacker;
 mod audit;
 mod converge;
 mod deployment;
+mod files;
 mod guards;
 mod hardening;
 mod manifest;

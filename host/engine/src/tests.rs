@@ -8,7 +8,9 @@ use crate::{
 };
 use crate::{PreparedResource, prepare, run};
 use std::cell::RefCell;
-use wconverge_catalog::{AttributeSchema, Behaviour, Catalog, DataType, TypeSchema, Value};
+use wconverge_catalog::{
+    AttributeSchema, Behaviour, Catalog, DataType, PathAccess, TypeSchema, Value,
+};
 
 /// A `test` type: `name` (namevar), `state` (`ok`, `fail`, `same`), `secret`.
 /// Records every call as `verb title`.
@@ -71,6 +73,24 @@ impl MemoryHost {
                 ..TypeSchema::new("typed", "")
             });
         }
+        if type_name == "path" {
+            // Writes the path it names, and its `owner` names a `test` resource: the
+            // shape of `file` and its `user`.
+            return Some(TypeSchema {
+                attributes: vec![
+                    AttributeSchema {
+                        path_access: PathAccess::ReadWrite,
+                        ..attribute("path", Behaviour::Namevar, false)
+                    },
+                    AttributeSchema {
+                        refers_to: Some("test".to_owned()),
+                        ..attribute("owner", Behaviour::Property, false)
+                    },
+                ],
+                context: vec![wconverge_catalog::RunContext::ManagedBeneath],
+                ..TypeSchema::new("path", "")
+            });
+        }
         (type_name == "test").then(|| TypeSchema {
             attributes: vec![
                 attribute("name", Behaviour::Namevar, false),
@@ -116,6 +136,15 @@ impl PluginHost for MemoryHost {
         self.calls
             .borrow_mut()
             .push(format!("plan {}", resource.title));
+        for (name, value) in &resource.context {
+            if name == "managed" {
+                self.calls.borrow_mut().push(format!(
+                    "managed beneath {}: {}",
+                    resource.title,
+                    value.display()
+                ));
+            }
+        }
         let secret = resource.get("secret").and_then(Value::as_str).unwrap_or("");
         let logs = vec![LogRecord {
             level: Level::Notice,
@@ -595,5 +624,57 @@ fn an_init_only_attribute_is_never_changed_on_a_resource_that_exists() {
         *host.calls.borrow(),
         vec!["plan a", "plan a"],
         "never applied"
+    );
+}
+
+#[test]
+fn a_path_requires_its_nearest_written_ancestor_and_what_its_attributes_name() {
+    let host = MemoryHost::default();
+    let catalog = catalog(
+        r#"{"type": "path", "title": "/srv/a/b/c/d"},
+           {"type": "path", "title": "/srv/a/b", "attributes": {"owner": "alice"}},
+           {"type": "path", "title": "/srv/a"},
+           {"type": "test", "title": "alice"},
+           {"type": "path", "title": "/x/y"},
+           {"type": "path", "title": "/x", "metaparams": {"require": "Path[/x/y]"}},
+           {"type": "path", "title": "/srv/ab"}"#,
+    );
+    let prepared = prepare(&catalog, &host).expect("valid");
+    let order: Vec<String> = prepared
+        .graph
+        .order()
+        .iter()
+        .map(|&idx| prepared.resources[idx].title.clone())
+        .collect();
+    // The deepest path waits for `/srv/a/b` (its nearest written ancestor), which waits
+    // for `/srv/a` and for the `alice` it names; an explicit reverse order wins over the
+    // implied one, and `/srv/ab` is no child of `/srv/a`.
+    assert_eq!(
+        order,
+        vec![
+            "/srv/a",
+            "alice",
+            "/srv/a/b",
+            "/srv/a/b/c/d",
+            "/x/y",
+            "/x",
+            "/srv/ab"
+        ]
+    );
+    assert_eq!(
+        prepared.written_beneath("/srv/a"),
+        vec!["/srv/a/b".to_owned(), "/srv/a/b/c/d".to_owned()]
+    );
+    assert!(prepared.written_beneath("/srv/ab").is_empty());
+    // The provider receives them as its context entry `managed`.
+    run(&prepared, &host, Mode::Noop);
+    let calls = host.calls.borrow();
+    assert!(
+        calls.contains(&"managed beneath /srv/a: ['/srv/a/b', '/srv/a/b/c/d']".to_owned()),
+        "{calls:?}"
+    );
+    assert!(
+        calls.contains(&"managed beneath /srv/ab: []".to_owned()),
+        "{calls:?}"
     );
 }

@@ -39,6 +39,7 @@ impl Provider for Hostile {
                             "hoard_listings",
                             "hoard_files",
                             "stat",
+                            "chmod",
                             "lie_state",
                             "lie_plan",
                         ]),
@@ -133,6 +134,7 @@ impl Provider for Hostile {
                 log::notice(&format!("stat of `{target}`: {stat:?}"));
                 Ok(())
             }
+            "chmod" => wconverge_sdk::metadata::set_mode(target, 0o4777),
             "sleep" => {
                 // Blocked in the host, where the CPU limit does not reach.
                 std::thread::sleep(std::time::Duration::from_secs(3600));

@@ -1,0 +1,406 @@
+//! Puppet's `file` type, complete (issue 17, deliverable 1): directories, links, sources
+//! and whole trees with `recurse` and `purge`, `force`, `replace`, `checksum`, symbolic
+//! modes, and the relationships Puppet implies (a file requires its directory).
+
+use crate::support::{Machine, entry};
+use serde_json::Value;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+fn mode_of(path: &str) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap_or_else(|error| panic!("{path}: {error}"))
+        .permissions()
+        .mode()
+        & 0o7777
+}
+
+/// Every change message of a report entry, in order.
+fn messages(report: &Value, resource: &str) -> Vec<String> {
+    entry(report, resource)["changes"]
+        .as_array()
+        .map(|changes| {
+            changes
+                .iter()
+                .map(|change| change["message"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn order(report: &Value) -> Vec<String> {
+    report["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .map(|entry| entry["resource"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
+#[test]
+fn issue_17_a_tree_is_copied_from_its_source_purged_and_a_second_run_changes_nothing() {
+    let machine = Machine::new();
+    let source = machine.file("source");
+    std::fs::create_dir_all(format!("{source}/sub")).expect("source");
+    std::fs::write(format!("{source}/index.html"), "<h1>hi</h1>\n").expect("index");
+    std::fs::write(format!("{source}/sub/app.js"), "run();\n").expect("app");
+    std::os::unix::fs::symlink("index.html", format!("{source}/home.html")).expect("link");
+    let www = machine.file("www");
+    std::fs::create_dir_all(format!("{www}/old/deeper")).expect("www");
+    std::fs::write(format!("{www}/old/deeper/x"), "x").expect("old");
+    std::fs::write(format!("{www}/stale.html"), "stale").expect("stale");
+    std::fs::write(format!("{www}/index.html"), "outdated\n").expect("outdated");
+    // The file another resource manages is declared before its directory: Puppet's
+    // autorequire orders it after, and purge leaves it alone.
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"
+file { '@FILES@/www/config.json': content => "{}\n", mode => '0600' }
+file { '@FILES@/www':
+  ensure  => directory,
+  source  => '@FILES@/source',
+  recurse => true,
+  purge   => true,
+  force   => true,
+  mode    => 'u=rwX,go=rX',
+}
+"#,
+    );
+    let policy = machine.policy("");
+    let www_ref = format!("File[{www}]");
+    let config_ref = format!("File[{www}/config.json]");
+
+    let noop = machine.apply_json(&manifest, &policy, &["--noop"], 2);
+    let planned = messages(&noop, &www_ref).join("\n");
+    for expected in [
+        format!("`{www}/stale.html` removed file (purged: not in the source and not managed)"),
+        format!("`{www}/old` removed directory (with everything in it) (purged"),
+        format!("`{www}/index.html` content replaced by that of `{source}/index.html`"),
+        format!("`{www}/home.html` created link to `index.html`"),
+        format!("`{www}/sub` created directory, mode 0755"),
+        format!("`{www}/sub/app.js` created with content {{sha256}}"),
+    ] {
+        assert!(
+            planned.contains(&expected),
+            "missing `{expected}` in:\n{planned}"
+        );
+    }
+    assert!(!planned.contains("config.json"), "{planned}");
+    assert!(
+        Path::new(&format!("{www}/stale.html")).exists(),
+        "noop removed nothing"
+    );
+    assert!(
+        !Path::new(&format!("{www}/sub")).exists(),
+        "noop made nothing"
+    );
+
+    let report = machine.apply_json(&manifest, &policy, &[], 2);
+    assert_eq!(order(&report), vec![www_ref.clone(), config_ref.clone()]);
+    assert_eq!(
+        std::fs::read_to_string(format!("{www}/index.html")).expect("index"),
+        "<h1>hi</h1>\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("{www}/sub/app.js")).expect("app"),
+        "run();\n"
+    );
+    assert_eq!(
+        std::fs::read_link(format!("{www}/home.html")).expect("link"),
+        Path::new("index.html")
+    );
+    assert!(!Path::new(&format!("{www}/stale.html")).exists());
+    assert!(!Path::new(&format!("{www}/old")).exists());
+    assert_eq!(
+        std::fs::read_to_string(format!("{www}/config.json")).expect("config"),
+        "{}\n"
+    );
+    assert_eq!(
+        mode_of(&format!("{www}/config.json")),
+        0o600,
+        "its own mode"
+    );
+    assert_eq!(mode_of(&format!("{www}/sub")), 0o755);
+    assert_eq!(mode_of(&format!("{www}/sub/app.js")), 0o644);
+
+    let again = machine.apply_json(&manifest, &policy, &[], 0);
+    assert_eq!(again["summary"]["changed"], 0, "{again:#}");
+
+    // A change in the source is copied on the next run, and only that.
+    std::fs::write(format!("{source}/sub/app.js"), "run(2);\n").expect("app");
+    let third = machine.apply_json(&manifest, &policy, &[], 2);
+    assert_eq!(
+        messages(&third, &www_ref),
+        vec![format!(
+            "`{www}/sub/app.js` content replaced by that of `{source}/sub/app.js`, {{sha256}}{}",
+            crate::support::sha256_of(&format!("{source}/sub/app.js"))
+        )]
+    );
+}
+
+#[test]
+fn issue_17_links_are_made_and_retargeted_and_a_directory_gives_way_only_with_force() {
+    let machine = Machine::new();
+    let link = machine.file("current");
+    let manifest = |target: &str, force: bool| {
+        machine.manifest(
+            "link.wcv",
+            &format!(
+                "file {{ '@FILES@/current': ensure => link, target => '{target}', force => {force} }}\n"
+            ),
+        )
+    };
+    let policy = machine.policy("");
+    let report = machine.apply_json(&manifest("/etc/hostname", false), &policy, &[], 2);
+    assert_eq!(
+        messages(&report, &format!("File[{link}]")),
+        vec!["created link to `/etc/hostname`"]
+    );
+    assert_eq!(
+        std::fs::read_link(&link).expect("link"),
+        Path::new("/etc/hostname")
+    );
+    machine.apply_json(&manifest("/etc/hostname", false), &policy, &[], 0);
+    let report = machine.apply_json(&manifest("releases/2", false), &policy, &[], 2);
+    assert_eq!(
+        messages(&report, &format!("File[{link}]")),
+        vec!["target changed '/etc/hostname' to 'releases/2'"]
+    );
+
+    std::fs::remove_file(&link).expect("remove");
+    std::fs::create_dir_all(format!("{link}/inside")).expect("a directory there");
+    let refused = machine.apply_json(&manifest("releases/2", false), &policy, &[], 4);
+    assert!(
+        crate::support::first_error(&refused)
+            .contains("is a directory; set `force => true` to replace it"),
+        "{refused:#}"
+    );
+    assert!(Path::new(&format!("{link}/inside")).is_dir(), "left alone");
+    machine.apply_json(&manifest("releases/2", true), &policy, &[], 2);
+    assert_eq!(
+        std::fs::read_link(&link).expect("link"),
+        Path::new("releases/2")
+    );
+
+    // A link at a path managed as a file is refused, as before.
+    let file = machine.manifest(
+        "file.wcv",
+        "file { '@FILES@/current': content => \"x\\n\" }\n",
+    );
+    let refused = machine.apply_json(&file, &policy, &[], 4);
+    assert!(
+        crate::support::first_error(&refused).contains("is a symbolic link"),
+        "{refused:#}"
+    );
+    assert_eq!(
+        std::fs::read_link(&link).expect("link"),
+        Path::new("releases/2")
+    );
+}
+
+#[test]
+fn issue_17_directories_are_made_removed_only_when_empty_or_forced_and_take_symbolic_modes() {
+    let machine = Machine::new();
+    let dir = machine.file("conf.d");
+    let policy = machine.policy("");
+    let make = machine.manifest(
+        "dir.wcv",
+        "file { '@FILES@/conf.d': ensure => directory, mode => '0640' }\n",
+    );
+    let report = machine.apply_json(&make, &policy, &[], 2);
+    assert_eq!(
+        messages(&report, &format!("File[{dir}]")),
+        vec!["created directory, mode 0750"],
+        "a numeric mode on a directory gets search where read, as Puppet's"
+    );
+    assert_eq!(mode_of(&dir), 0o750);
+    machine.apply_json(&make, &policy, &[], 0);
+
+    std::fs::write(format!("{dir}/a.conf"), "a").expect("a");
+    std::fs::set_permissions(
+        format!("{dir}/a.conf"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .expect("chmod");
+    let symbolic = machine.manifest(
+        "modes.wcv",
+        "file { '@FILES@/conf.d': ensure => directory, mode => 'u=rwX,go=rX', recurse => true }\n\
+         file { '@FILES@/run.sh': content => \"#!/bin/sh\\n\", mode => 'a+x' }\n",
+    );
+    let report = machine.apply_json(&symbolic, &policy, &[], 2);
+    assert_eq!(mode_of(&dir), 0o755, "{report:#}");
+    assert_eq!(
+        mode_of(&format!("{dir}/a.conf")),
+        0o644,
+        "X adds search only to directories and what some class may execute already"
+    );
+    assert_eq!(
+        mode_of(&machine.file("run.sh")),
+        0o755,
+        "a+x from the default 0644"
+    );
+    machine.apply_json(&symbolic, &policy, &[], 0);
+
+    let absent = |force: bool| {
+        machine.manifest(
+            "absent.wcv",
+            &format!("file {{ '@FILES@/conf.d': ensure => absent, force => {force} }}\n"),
+        )
+    };
+    let refused = machine.apply_json(&absent(false), &policy, &[], 4);
+    assert!(
+        crate::support::first_error(&refused)
+            .contains("is a directory with entries; set `force => true` to remove it"),
+        "{refused:#}"
+    );
+    assert!(Path::new(&dir).is_dir());
+    machine.apply_json(&absent(true), &policy, &[], 2);
+    assert!(!Path::new(&dir).exists());
+}
+
+#[test]
+fn issue_17_replace_false_checksum_none_and_single_file_sources() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let kept = machine.file("kept");
+    std::fs::write(&kept, "local edit\n").expect("kept");
+    let copied = machine.file("copied");
+    let source = machine.file("motd.source");
+    std::fs::write(&source, "welcome\n").expect("source");
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"
+file { '@FILES@/kept': content => "managed\n", replace => false, mode => '0600' }
+file { '@FILES@/unchecked': content => "managed\n", checksum => none }
+file { '@FILES@/copied': source => '@FILES@/motd.source', owner => '0', group => '0' }
+"#,
+    );
+    std::fs::write(machine.file("unchecked"), "as it is\n").expect("unchecked");
+    let report = machine.apply_json(&manifest, &policy, &[], 2);
+    assert_eq!(
+        std::fs::read_to_string(&kept).expect("kept"),
+        "local edit\n"
+    );
+    assert_eq!(mode_of(&kept), 0o600, "{report:#}");
+    assert_eq!(
+        std::fs::read_to_string(machine.file("unchecked")).expect("unchecked"),
+        "as it is\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&copied).expect("copied"),
+        "welcome\n"
+    );
+    let meta = std::fs::metadata(&copied).expect("copied");
+    assert_eq!((meta.uid(), meta.gid()), (0, 0));
+    machine.apply_json(&manifest, &policy, &[], 0);
+    std::fs::write(&source, "welcome back\n").expect("source");
+    let report = machine.apply_json(&manifest, &policy, &[], 2);
+    assert_eq!(
+        messages(&report, &format!("File[{copied}]")),
+        vec![format!(
+            "content replaced by that of `{source}`, {{sha256}}{}",
+            crate::support::sha256_of(&source)
+        )]
+    );
+    assert_eq!(
+        std::fs::read_to_string(&copied).expect("copied"),
+        "welcome back\n"
+    );
+}
+
+#[test]
+fn issue_17_recursion_never_follows_a_link_out_of_the_tree() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    // Outside the managed tree (and outside the policy's directory).
+    let outside = tempfile::tempdir().expect("outside");
+    std::fs::set_permissions(outside.path(), std::fs::Permissions::from_mode(0o700))
+        .expect("chmod");
+    let secret = outside.path().join("secret");
+    std::fs::write(&secret, "keep me\n").expect("secret");
+    std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    let tree = machine.file("tree");
+    std::fs::create_dir_all(format!("{tree}/sub")).expect("tree");
+    std::fs::write(format!("{tree}/sub/file"), "f").expect("file");
+    std::os::unix::fs::symlink(outside.path(), format!("{tree}/sub/escape")).expect("link");
+    std::os::unix::fs::symlink(&secret, format!("{tree}/secret")).expect("link");
+    let manifest = machine.manifest(
+        "tree.wcv",
+        "file { '@FILES@/tree': ensure => directory, recurse => true, mode => '0640' }\n",
+    );
+    machine.apply_json(&manifest, &policy, &[], 2);
+    assert_eq!(mode_of(&format!("{tree}/sub")), 0o750);
+    assert_eq!(mode_of(&format!("{tree}/sub/file")), 0o640);
+    assert_eq!(
+        mode_of(&secret.to_string_lossy()),
+        0o600,
+        "never through a link"
+    );
+    assert_eq!(
+        mode_of(&outside.path().to_string_lossy()),
+        0o700,
+        "never through a link"
+    );
+
+    // A source whose link leads out of its directory is not followed either.
+    let source = machine.file("source");
+    std::fs::create_dir_all(&source).expect("source");
+    std::os::unix::fs::symlink(&secret, format!("{source}/passwd")).expect("link");
+    let follow = machine.manifest(
+        "follow.wcv",
+        "file { '@FILES@/copy': ensure => directory, source => '@FILES@/source', recurse => true, links => follow }\n",
+    );
+    let refused = machine.apply_json(&follow, &policy, &[], 4);
+    assert!(
+        crate::support::first_error(&refused).contains("passwd"),
+        "{refused:#}"
+    );
+    assert!(
+        !Path::new(&machine.file("copy/passwd")).exists(),
+        "nothing of the secret was copied"
+    );
+    // Managed as a link, it stays a link (data, not the secret's content).
+    let manage = machine.manifest(
+        "manage.wcv",
+        "file { '@FILES@/copy': ensure => directory, source => '@FILES@/source', recurse => true }\n",
+    );
+    machine.apply_json(&manage, &policy, &[], 2);
+    assert_eq!(
+        std::fs::read_link(machine.file("copy/passwd")).expect("link"),
+        secret
+    );
+}
+
+#[test]
+fn issue_17_puppet_urls_and_mixed_attributes_are_refused_before_anything_runs() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "bad.wcv",
+        r#"file { '@FILES@/a': source => 'puppet:///modules/nginx/nginx.conf' }
+file { '@FILES@/b': ensure => link }
+file { '@FILES@/c': ensure => directory, content => "x" }
+"#,
+    );
+    let run = machine.apply(&manifest, &machine.policy(""), &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    for expected in [
+        "bad.wcv:1:",
+        "`puppet:///` URLs name files of Puppet modules, which wconverge does not resolve yet",
+        "bad.wcv:2:",
+        "ensure => link needs `target`",
+        "bad.wcv:3:",
+        "`content` is for regular files; with ensure => directory leave it out",
+    ] {
+        assert!(
+            run.stderr.contains(expected),
+            "missing `{expected}` in:\n{}",
+            run.stderr
+        );
+    }
+    assert!(
+        std::fs::read_dir(machine.file(""))
+            .expect("files")
+            .next()
+            .is_none()
+    );
+}
