@@ -1,7 +1,8 @@
 //! Benchmark of `wconverge apply` through the release binary: start-up, no-op re-apply of
 //! 1,000 and 10,000 files (wall time and peak memory), and the same no-op done by a plain
 //! native Rust loop as the floor; then 2,000 files from a manifest with plain content
-//! against content that is a lazy value reading node attributes. Prints figures; asserts
+//! against content that is a lazy value reading node attributes; then a 2,000-entry tree
+//! copied by one `recurse` resource against a native copy. Prints figures; asserts
 //! nothing about time.
 //!
 //! Run it with `scripts/bench` (or `cargo bench -p wconverge-cli --bench apply`).
@@ -304,7 +305,134 @@ fn main() {
             rss / 1024
         );
     }
+    recursive_tree(&bench, policy_arg, &env);
     let _ = std::fs::remove_dir_all(&bench.root);
+}
+
+/// A source tree of 2,000 entries (20 directories of 99 files) copied by one `file`
+/// resource with `recurse => true`: the first apply and the no-op re-apply, against the
+/// same work done natively (the copy: temporary file, fchmod, write, fsync, rename,
+/// fsync of the directory; the no-op: lstat and read of both sides, compare).
+fn recursive_tree(bench: &Bench, policy_arg: &str, env: &[(&str, &Path)]) {
+    let source = bench.root.join("files/tree-source");
+    let mut files = Vec::new();
+    for dir in 0..20 {
+        let dir_path = source.join(format!("d{dir:02}"));
+        std::fs::create_dir_all(&dir_path).expect("source dir");
+        for file in 0..99 {
+            let path = dir_path.join(format!("f{file:02}.conf"));
+            std::fs::write(&path, format!("setting_{dir}_{file} = on\n")).expect("source file");
+            files.push((dir, path));
+        }
+    }
+    let dest = bench.root.join("files/tree");
+    let manifest = bench.root.join("tree.wcv");
+    std::fs::write(
+        &manifest,
+        format!(
+            "file {{ '{}': ensure => directory, source => '{}', recurse => true }}\n",
+            dest.display(),
+            source.display()
+        ),
+    )
+    .expect("manifest");
+    let manifest_arg = manifest.to_str().expect("utf-8");
+    let firsts: Vec<Duration> = (0..3)
+        .map(|_| {
+            let _ = std::fs::remove_dir_all(&dest);
+            let sample = measure(&["apply", manifest_arg, "--policy", policy_arg], env);
+            assert_eq!(sample.exit_code, 2, "the first apply copies the tree");
+            sample.wall
+        })
+        .collect();
+    let noops: Vec<Sample> = (0..5)
+        .map(|_| measure(&["apply", manifest_arg, "--policy", policy_arg], env))
+        .collect();
+    assert!(
+        noops.iter().all(|sample| sample.exit_code == 0),
+        "re-apply is a no-op"
+    );
+    let native_dest = bench.root.join("files/native-tree");
+    let native_firsts: Vec<Duration> = (0..3)
+        .map(|_| {
+            let _ = std::fs::remove_dir_all(&native_dest);
+            native_copy(&source, &native_dest, &files)
+        })
+        .collect();
+    let native_noops: Vec<Duration> = (0..5)
+        .map(|_| native_compare(&source, &native_dest, &files))
+        .collect();
+    let (first, native_first) = (median(firsts), median(native_firsts));
+    let (noop, native_noop) = (
+        median(noops.iter().map(|sample| sample.wall).collect()),
+        median(native_noops),
+    );
+    println!(
+        "\n| 2,000-entry tree, one `recurse` resource | wconverge (median) | native floor | ratio |"
+    );
+    println!("| --- | ---: | ---: | ---: |");
+    println!(
+        "| first apply (copy) | {} | {} | {:.1}x |",
+        ms(first),
+        ms(native_first),
+        first.as_secs_f64() / native_first.as_secs_f64()
+    );
+    println!(
+        "| no-op re-apply | {} (peak RSS {} MiB) | {} | {:.1}x |",
+        ms(noop),
+        noops
+            .iter()
+            .map(|sample| sample.peak_rss_kib)
+            .max()
+            .unwrap_or(0)
+            / 1024,
+        ms(native_noop),
+        noop.as_secs_f64() / native_noop.as_secs_f64()
+    );
+}
+
+fn native_copy(source: &Path, dest: &Path, files: &[(usize, PathBuf)]) -> Duration {
+    use std::io::Write;
+    use std::os::unix::fs::PermissionsExt;
+    let started = Instant::now();
+    for dir in 0..20 {
+        std::fs::create_dir_all(dest.join(format!("d{dir:02}"))).expect("dir");
+    }
+    for (_, path) in files {
+        let relative = path.strip_prefix(source).expect("beneath");
+        let target = dest.join(relative);
+        let temporary = target.with_extension("tmp");
+        let content = std::fs::read(path).expect("read");
+        let mut file = std::fs::File::create(&temporary).expect("create");
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))
+            .expect("fchmod");
+        file.write_all(&content).expect("write");
+        file.sync_all().expect("fsync");
+        std::fs::rename(&temporary, &target).expect("rename");
+        std::fs::File::open(target.parent().expect("parent"))
+            .and_then(|dir| dir.sync_all())
+            .expect("fsync dir");
+    }
+    started.elapsed()
+}
+
+fn native_compare(source: &Path, dest: &Path, files: &[(usize, PathBuf)]) -> Duration {
+    let started = Instant::now();
+    let mut same = 0;
+    for (_, path) in files {
+        let target = dest.join(path.strip_prefix(source).expect("beneath"));
+        let (a, b) = (
+            std::fs::symlink_metadata(path).expect("stat"),
+            std::fs::symlink_metadata(&target).expect("stat"),
+        );
+        if a.len() == b.len()
+            && std::fs::read(path).expect("read") == std::fs::read(&target).expect("read")
+        {
+            same += 1;
+        }
+    }
+    assert_eq!(same, files.len());
+    started.elapsed()
 }
 
 fn cores() -> usize {

@@ -86,7 +86,7 @@ pub(crate) fn current_state(resource: &Resource) -> Result<State> {
             record_metadata(&mut state, &stat);
             Ok(state)
         }
-        Some(stat) => file_current_state(&regular_view(resource, Some(&stat))),
+        Some(stat) => file_current_state(&regular_view(resource, Some(stat.kind))),
         None => Ok(State::new().with("ensure", "absent")),
     }
 }
@@ -111,8 +111,8 @@ pub(crate) fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
 /// The resource as `wconverge-file-core` should see it: without `content` where an
 /// existing file's content is not to be compared (`replace => false`, `checksum =>
 /// none`).
-fn regular_view(resource: &Resource, existing: Option<&FileStat>) -> Resource {
-    let keep_content = existing.is_none_or(|stat| stat.kind != FileKind::File)
+fn regular_view(resource: &Resource, existing: Option<FileKind>) -> Resource {
+    let keep_content = existing != Some(FileKind::File)
         || (replace(resource) && resource.get_str("checksum") != Some("none"));
     if keep_content {
         resource.clone()
@@ -154,8 +154,16 @@ fn effective_ensure(resource: &Resource) -> Result<&str> {
 fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
     let path = resource.require_str("path")?;
     let ensure = effective_ensure(resource)?;
-    let existing = metadata::stat(path)?;
-    let kind = existing.as_ref().map(|stat| stat.kind);
+    // What current-state saw; the full metadata is read again only where it is needed
+    // (a plain file is converged from what current-state saw, one host call the less
+    // per file of a no-op run).
+    let kind = match current.get_str("ensure") {
+        None | Some("absent") => None,
+        Some("file") => Some(FileKind::File),
+        Some("directory") => Some(FileKind::Directory),
+        Some("link") => Some(FileKind::Symlink),
+        Some(_) => Some(FileKind::Other),
+    };
     match ensure {
         "absent" => match kind {
             None => Ok(Vec::new()),
@@ -191,7 +199,7 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
                     replace_directory(resource, path, "a link", &mut actions)?;
                     None
                 }
-                Some(FileKind::Other) => return Err(special(path, existing.as_ref())),
+                Some(FileKind::Other) => return Err(special(path, kind)),
                 _ => None,
             };
             if current_target.as_deref() != Some(target)
@@ -224,6 +232,7 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
                 }
                 None => None,
             };
+            let existing = metadata::stat(path)?;
             let exists = match &existing {
                 None => false,
                 Some(stat) if stat.kind == FileKind::Directory => {
@@ -246,7 +255,7 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
                          only with ensure => link: remove it, or declare the link"
                     )));
                 }
-                Some(stat) => return Err(special(path, Some(stat))),
+                Some(stat) => return Err(special(path, Some(stat.kind))),
             };
             if !exists {
                 actions.push(Action::MakeDirectory {
@@ -264,17 +273,17 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
         // `file` and `present`.
         _ => {
             let mut actions = Vec::new();
-            let mut existing = existing;
+            let mut kind = kind;
             match kind {
                 Some(FileKind::Directory) if ensure == "present" => {
-                    if let Some(stat) = &existing {
-                        actions.extend(metadata_action(resource, path, stat, true));
+                    if let Some(stat) = metadata::stat(path)? {
+                        actions.extend(metadata_action(resource, path, &stat, true));
                     }
                     return Ok(actions);
                 }
                 Some(FileKind::Directory) => {
                     replace_directory(resource, path, "a file", &mut actions)?;
-                    existing = None;
+                    kind = None;
                 }
                 Some(FileKind::Symlink) if ensure == "present" => return Ok(actions),
                 Some(FileKind::Symlink) => {
@@ -296,12 +305,13 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
                          recurse => true to copy what it holds)"
                     )));
                 }
-                if let Some(stat) = existing
-                    .as_ref()
-                    .filter(|stat| stat.kind == FileKind::Other)
-                {
-                    return Err(special(path, Some(stat)));
+                if kind == Some(FileKind::Other) {
+                    return Err(special(path, kind));
                 }
+                let existing = match kind {
+                    Some(_) => metadata::stat(path)?,
+                    None => None,
+                };
                 actions.extend(copy_actions(
                     resource,
                     path,
@@ -311,8 +321,8 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
                 )?);
                 return Ok(actions);
             }
-            let view = regular_view(resource, existing.as_ref());
-            let current = if existing.is_none() {
+            let view = regular_view(resource, kind);
+            let current = if kind.is_none() {
                 State::new().with("ensure", "absent")
             } else {
                 current.clone()
@@ -351,10 +361,10 @@ fn replace_directory(
     Ok(())
 }
 
-pub(crate) fn special(path: &str, stat: Option<&FileStat>) -> Error {
+pub(crate) fn special(path: &str, kind: Option<FileKind>) -> Error {
     Error::new(format!(
         "`{path}` is a {}, not a file, directory or link; remove it first",
-        stat.map_or("special file", |stat| kind_name(stat.kind))
+        kind.map_or("special file", kind_name)
     ))
 }
 

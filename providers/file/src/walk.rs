@@ -186,7 +186,7 @@ impl<'r> Walk<'r> {
                             None
                         }
                         Some(stat) if stat.kind == FileKind::Other => {
-                            return Err(special(&path, Some(stat)));
+                            return Err(special(&path, Some(stat.kind)));
                         }
                         _ => None,
                     };
@@ -234,7 +234,7 @@ impl<'r> Walk<'r> {
                 "`{path}` is a directory where the source has none; set `force => true` to \
                  replace it"
             ))),
-            FileKind::Other => Err(special(path, Some(stat))),
+            FileKind::Other => Err(special(path, Some(stat.kind))),
             kind => {
                 self.actions.push(Action::Remove {
                     path: path.to_owned(),
