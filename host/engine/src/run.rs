@@ -188,22 +188,25 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                         .schema(resource)
                         .filter(|schema| !schema.context.is_empty())
                     {
-                        let mut with_context = target.clone().into_owned();
+                        let mut context = Vec::new();
                         let mut secrets = Vec::new();
                         for wanted in &schema.context {
                             let value = match wanted {
                                 RunContext::NodeAttributes => node.merged(),
-                                RunContext::ManagedBeneath => Value::Array(
-                                    schema
+                                RunContext::ManagedBeneath => {
+                                    let beneath = schema
                                         .namevar()
                                         .and_then(|namevar| target.get(&namevar.name))
                                         .and_then(Value::as_str)
                                         .map(|path| prepared.written_beneath(path))
-                                        .unwrap_or_default()
-                                        .into_iter()
-                                        .map(Value::String)
-                                        .collect(),
-                                ),
+                                        .unwrap_or_default();
+                                    // Most paths have nothing managed beneath them: no
+                                    // entry means none (and spares a copy of the resource).
+                                    if beneath.is_empty() {
+                                        continue;
+                                    }
+                                    Value::Array(beneath.into_iter().map(Value::String).collect())
+                                }
                                 RunContext::Facts => {
                                     match facts.get_or_insert_with(|| host.facts()) {
                                         Ok(facts) => crate::facts_value(&facts.groups),
@@ -217,12 +220,14 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                                 }
                             };
                             value.collect_secrets(false, &mut secrets);
-                            with_context
-                                .context
-                                .push((wanted.entry().to_owned(), value));
+                            context.push((wanted.entry().to_owned(), value));
                         }
-                        with_context.secrets.extend(secrets);
-                        target = std::borrow::Cow::Owned(with_context);
+                        if !context.is_empty() {
+                            let mut with_context = target.clone().into_owned();
+                            with_context.context.extend(context);
+                            with_context.secrets.extend(secrets);
+                            target = std::borrow::Cow::Owned(with_context);
+                        }
                     }
                     let Call { outcome, logs } = host.plan(&target);
                     record(logs);

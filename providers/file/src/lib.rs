@@ -97,9 +97,8 @@ fn schema() -> TypeSchema {
             ]),
             "For a directory: manage everything in it too: its owner, group and mode, the \
              source's tree when `source` is set (`remote`: only what the source has), and \
-             with `purge` the removal of the rest.",
+             with `purge` the removal of the rest. Default: false.",
         )
-        .default(false)
         .parameter(),
     )
     .attribute(
@@ -116,9 +115,8 @@ fn schema() -> TypeSchema {
             DataType::Boolean,
             "With `recurse`: remove what is in the directory but not in the source and not \
              managed by another resource (subdirectories only with `force`). A noop run \
-             lists what would go.",
+             lists what would go. Default: false.",
         )
-        .default(false)
         .parameter(),
     )
     .attribute(
@@ -126,9 +124,8 @@ fn schema() -> TypeSchema {
             "force",
             DataType::Boolean,
             "Replace a directory by a file or link, remove a directory that is not empty, \
-             and let `purge` remove subdirectories.",
+             and let `purge` remove subdirectories. Default: false.",
         )
-        .default(false)
         .parameter(),
     )
     .attribute(
@@ -136,9 +133,8 @@ fn schema() -> TypeSchema {
             "replace",
             DataType::Boolean,
             "`false`: a file (or link) that exists keeps its content (or target); only \
-             its owner, group and mode are managed.",
+             its owner, group and mode are managed. Default: true.",
         )
-        .default(true)
         .parameter(),
     )
     .attribute(
@@ -147,9 +143,8 @@ fn schema() -> TypeSchema {
             DataType::enumeration(["manage", "follow", "ignore"]),
             "Links met in a source tree: `manage` copies the link itself, `follow` what it \
              points to, `ignore` skips it. A link at the managed path itself is managed \
-             only with `ensure => link`; otherwise it is refused.",
+             only with `ensure => link`; otherwise it is refused. Default: `manage`.",
         )
-        .default("manage")
         .parameter(),
     )
     .attribute(
@@ -158,9 +153,8 @@ fn schema() -> TypeSchema {
             DataType::enumeration(["sha256", "md5", "mtime", "none"]),
             "How a file's content is compared with what it should be: `sha256` (`md5` is \
              taken as `sha256`), `mtime` (copied when the source is newer), `none` (a file \
-             that exists is never rewritten).",
+             that exists is never rewritten). Default: `sha256`.",
         )
-        .default("sha256")
         .parameter(),
     )
     .with_file_attributes()

@@ -7,9 +7,9 @@
 
 use crate::action::Action;
 use crate::walk::Walk;
+use std::borrow::Cow;
 use wconverge_file_core::{
-    check_path, desired_mode, file_current_state, file_plan, kind_name, record_metadata,
-    same_principal,
+    check_path, desired_mode, file_plan, file_state_of, kind_name, record_metadata, same_principal,
 };
 use wconverge_sdk::metadata::{self, FileKind, FileStat};
 use wconverge_sdk::{Change, Error, Resource, Result, State, Value, digest, log};
@@ -86,7 +86,7 @@ pub(crate) fn current_state(resource: &Resource) -> Result<State> {
             record_metadata(&mut state, &stat);
             Ok(state)
         }
-        Some(stat) => file_current_state(&regular_view(resource, Some(stat.kind))),
+        Some(stat) => file_state_of(&regular_view(resource, Some(stat.kind)), path, Some(stat)),
         None => Ok(State::new().with("ensure", "absent")),
     }
 }
@@ -111,13 +111,13 @@ pub(crate) fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
 /// The resource as `wconverge-file-core` should see it: without `content` where an
 /// existing file's content is not to be compared (`replace => false`, `checksum =>
 /// none`).
-fn regular_view(resource: &Resource, existing: Option<FileKind>) -> Resource {
+fn regular_view(resource: &Resource, existing: Option<FileKind>) -> Cow<'_, Resource> {
     let keep_content = existing != Some(FileKind::File)
         || (replace(resource) && resource.get_str("checksum") != Some("none"));
     if keep_content {
-        resource.clone()
+        Cow::Borrowed(resource)
     } else {
-        resource.clone().with("content", Value::Undef)
+        Cow::Owned(resource.clone().with("content", Value::Undef))
     }
 }
 
@@ -330,7 +330,7 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
             let changes = file_plan(&view, &current)?;
             if !changes.is_empty() {
                 actions.push(Action::Regular {
-                    resource: view,
+                    resource: view.into_owned(),
                     changes,
                 });
             }

@@ -146,7 +146,12 @@ pub fn validate_file(resource: &Resource) -> Vec<String> {
 
 pub fn file_current_state(resource: &Resource) -> Result<State> {
     let path = resource.require_str("path")?;
-    let Some(stat) = metadata::stat(path)? else {
+    file_state_of(resource, path, metadata::stat(path)?)
+}
+
+/// The state of the file at `path`, whose metadata (`stat`) the caller has read.
+pub fn file_state_of(resource: &Resource, path: &str, stat: Option<FileStat>) -> Result<State> {
+    let Some(stat) = stat else {
         return Ok(State::new().with("ensure", "absent"));
     };
     let mut state = State::new().with("ensure", kind_name(stat.kind));
