@@ -20,7 +20,7 @@ host checks and records.
 from typing import List, Optional
 
 import wit_world
-from componentize_py_types import Err
+from componentize_py_types import Err, Ok
 from wit_world.imports import log, process
 from wit_world.imports.types import (
     Attribute,
@@ -140,6 +140,7 @@ class WitWorld(wit_world.WitWorld):
                     invariants=[],
                     refreshable=False,
                     context=[],
+                    batch_state=False,
                 )
             ],
         )
@@ -155,6 +156,16 @@ class WitWorld(wit_world.WitWorld):
         if get(resource, "ensure") != "absent" and get(resource, "value") is None:
             problems.append("`value` is required with `ensure => present`")
         return problems
+
+    def current_states(self, resources: List[Resource]) -> list:
+        # Only called for types that set `batch_state`; git_config does not.
+        states: list = []
+        for resource in resources:
+            try:
+                states.append(Ok(self.current_state(resource)))
+            except Err as error:
+                states.append(error)
+        return states
 
     def current_state(self, resource: Resource) -> List[Attribute]:
         output = git(resource, "--get", require(resource, "key"))

@@ -163,6 +163,7 @@ fn type_schema_to_wit(schema: &TypeSchema) -> wit::TypeSchema {
             })
             .collect(),
         refreshable: schema.refreshable,
+        batch_state: schema.batch_state,
         context: schema
             .context
             .iter()
@@ -249,6 +250,38 @@ pub fn current_state<P: Provider>(resource: wit::Resource) -> Result<Vec<wit::At
     let resource = resource_from_wit(resource)?;
     let state = P::current_state(&resource).map_err(|error| error.0)?;
     Ok(attributes_to_wit(state.into_parts()))
+}
+
+/// Entry point of the `current-states` export.
+pub fn current_states<P: Provider>(
+    resources: Vec<wit::Resource>,
+) -> Vec<Result<Vec<wit::Attribute>, String>> {
+    let mut converted = Vec::with_capacity(resources.len());
+    let mut errors = Vec::new();
+    for (index, resource) in resources.into_iter().enumerate() {
+        match resource_from_wit(resource) {
+            Ok(resource) => converted.push(resource),
+            Err(message) => errors.push((index, message)),
+        }
+    }
+    if !errors.is_empty() {
+        let mut results: Vec<Result<Vec<wit::Attribute>, String>> = (0..converted.len()
+            + errors.len())
+            .map(|_| Err(String::new()))
+            .collect();
+        for (index, message) in errors {
+            results[index] = Err(message);
+        }
+        return results;
+    }
+    P::current_states(&converted)
+        .into_iter()
+        .map(|state| {
+            state
+                .map(|state| attributes_to_wit(state.into_parts()))
+                .map_err(|error| error.0)
+        })
+        .collect()
 }
 
 /// Entry point of the `plan` export.

@@ -182,6 +182,13 @@ pub trait Provider {
     /// What the resource looks like on the machine now.
     fn current_state(resource: &Resource) -> Result<State>;
 
+    /// What many resources of one type look like now, one result per resource in order.
+    /// Called only for types whose schema sets [`TypeSchema::batch_state`]; override it to
+    /// read a database once for all of them. The default asks `current_state` of each.
+    fn current_states(resources: &[Resource]) -> Vec<Result<State>> {
+        resources.iter().map(Self::current_state).collect()
+    }
+
     /// The changes that would bring `current` to what `resource` declares; empty when in
     /// sync.
     fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>>;
@@ -237,6 +244,16 @@ macro_rules! export_provider {
                 > {
                     $crate::__private::current_state::<$provider>(resource)
                 }
+                fn current_states(
+                    resources: ::std::vec::Vec<$crate::wit::wconverge::plugin::types::Resource>,
+                ) -> ::std::vec::Vec<
+                    ::std::result::Result<
+                        ::std::vec::Vec<$crate::wit::wconverge::plugin::types::Attribute>,
+                        ::std::string::String,
+                    >,
+                > {
+                    $crate::__private::current_states::<$provider>(resources)
+                }
                 fn plan(
                     resource: $crate::wit::wconverge::plugin::types::Resource,
                     current: ::std::vec::Vec<$crate::wit::wconverge::plugin::types::Attribute>,
@@ -268,6 +285,7 @@ macro_rules! export_provider {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::convert::{
-        apply, attributes_from_wit, current_state, describe, plan, refresh, validate,
+        apply, attributes_from_wit, current_state, current_states, describe, plan, refresh,
+        validate,
     };
 }

@@ -217,6 +217,7 @@ pub struct TypeSchema {
     pub(crate) invariants: Vec<(Option<String>, String)>,
     pub(crate) refreshable: bool,
     pub(crate) context: Vec<RunContext>,
+    pub(crate) batch_state: bool,
 }
 
 /// Data of the run a type's resources receive besides their attributes, read with
@@ -244,6 +245,7 @@ impl TypeSchema {
             invariants: Vec::new(),
             refreshable: false,
             context: Vec::new(),
+            batch_state: false,
         }
     }
 
@@ -254,6 +256,14 @@ impl TypeSchema {
     pub fn invariant(mut self, title: Option<&str>, code: &str) -> Self {
         self.invariants
             .push((title.map(str::to_owned), code.to_owned()));
+        self
+    }
+
+    /// The host reads the state of this type's resources many at once, through
+    /// [`crate::Provider::current_states`] (one read of a database for all of them). Only
+    /// for types without path attributes and without run context.
+    pub fn batch_state(mut self) -> Self {
+        self.batch_state = true;
         self
     }
 

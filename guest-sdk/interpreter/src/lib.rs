@@ -117,6 +117,18 @@ macro_rules! export_interpreter {
                 > {
                     ::wconverge_sdk::__private::current_state::<WconvergeScripts>(resource)
                 }
+                fn current_states(
+                    resources: ::std::vec::Vec<
+                        ::wconverge_sdk::wit::wconverge::plugin::types::Resource,
+                    >,
+                ) -> ::std::vec::Vec<
+                    ::std::result::Result<
+                        ::std::vec::Vec<::wconverge_sdk::wit::wconverge::plugin::types::Attribute>,
+                        ::std::string::String,
+                    >,
+                > {
+                    ::wconverge_sdk::__private::current_states::<WconvergeScripts>(resources)
+                }
                 fn plan(
                     resource: ::wconverge_sdk::wit::wconverge::plugin::types::Resource,
                     current: ::std::vec::Vec<

@@ -273,6 +273,9 @@ pub struct TypeSchema {
     pub refreshable: bool,
     /// What the host passes its resources besides their attributes.
     pub context: Vec<RunContext>,
+    /// The state of its resources is read many at once (Puppet's prefetch).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub batch_state: bool,
     /// The type it inherits from (declared types only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
@@ -318,6 +321,7 @@ impl TypeSchema {
             invariants: Vec::new(),
             refreshable: false,
             context: Vec::new(),
+            batch_state: false,
             parent: None,
             is_abstract: false,
             origin: None,

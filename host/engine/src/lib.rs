@@ -9,6 +9,7 @@
 
 mod graph;
 mod guard;
+mod prefetch;
 mod redact;
 pub mod report;
 mod run;
@@ -42,8 +43,24 @@ pub trait PluginHost {
     /// no processes.
     fn validate(&self, resource: &PreparedResource) -> Call<Vec<String>>;
 
-    /// Reads the resource's current state and plans the changes, with read-only access.
-    fn plan(&self, resource: &PreparedResource) -> Call<Vec<Change>>;
+    /// Reads the resource's current state (unless `current` is the state a batch read
+    /// for it) and plans the changes, with read-only access.
+    fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Vec<Change>>;
+
+    /// Reads the current states of many resources of one type and provider at once, for
+    /// a type whose schema sets `batch_state` (Puppet's prefetch): one result per
+    /// resource, in order. An error of the whole call makes each resource read its own.
+    fn current_states(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<State, String>>> {
+        let _ = resources;
+        Call::new(
+            Err(PluginError::new(
+                "",
+                PluginErrorKind::Load,
+                "this host reads states one at a time",
+            )),
+            Vec::new(),
+        )
+    }
 
     /// Makes the planned changes, with the access the resource needs.
     fn apply(&self, resource: &PreparedResource, changes: &[Change]) -> Call<()>;
@@ -194,6 +211,9 @@ impl<T> Call<T> {
         Call { outcome, logs }
     }
 }
+
+/// A resource's state as its provider observed it: attribute values.
+pub type State = Vec<(String, Value)>;
 
 /// One change a provider planned.
 #[derive(Debug, Clone, PartialEq)]

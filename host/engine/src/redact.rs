@@ -16,6 +16,17 @@ const MIN_LINE: usize = 4;
 pub struct Secrets(Vec<String>);
 
 impl Secrets {
+    /// The secrets of several resources together (a call about all of them).
+    pub fn union<'a>(all: impl IntoIterator<Item = &'a Secrets>) -> Secrets {
+        let mut secrets: Vec<String> = all.into_iter().flat_map(|one| one.0.clone()).collect();
+        secrets.sort();
+        secrets.dedup();
+        // Longest first, as `new` leaves them, so a secret inside another is not
+        // scrubbed first.
+        secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+        Secrets(secrets)
+    }
+
     pub(crate) fn new(mut secrets: Vec<String>) -> Self {
         // A secret of several lines (a private key) also travels line by line: output
         // is logged a line at a time. Each line long enough to mean something is a

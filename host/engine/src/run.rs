@@ -38,7 +38,8 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
         resources: n_resources,
         ..Summary::default()
     };
-    for &idx in graph.order() {
+    let mut prefetched = crate::prefetch::Prefetched::default();
+    for (position, &idx) in graph.order().iter().enumerate() {
         let resource = &prepared.resources[idx];
         let resource_started = Instant::now();
         let mut report = ResourceReport {
@@ -229,7 +230,17 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                             target = std::borrow::Cow::Owned(with_context);
                         }
                     }
-                    let Call { outcome, logs } = host.plan(&target);
+                    let mut batch_logs = Vec::new();
+                    let current = match prefetched.take(prepared, host, position, &mut batch_logs) {
+                        Some(Err(message)) => {
+                            record(batch_logs);
+                            return Err(message);
+                        }
+                        Some(Ok(state)) => Some(state),
+                        None => None,
+                    };
+                    record(batch_logs);
+                    let Call { outcome, logs } = host.plan(&target, current);
                     record(logs);
                     let changes = outcome.map_err(|error| error.to_string())?;
                     init_only_changes(prepared.schema(resource), &changes)?;
@@ -245,6 +256,8 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                 }
                 Ok(Planned::Changes(changes)) if noop => Ok((Status::WouldChange, changes)),
                 Ok(Planned::Changes(changes)) => {
+                    // What was read in batches may be stale once anything changes.
+                    prefetched.invalidate();
                     let Call { outcome, logs } = host.apply(&target, &changes);
                     record(logs);
                     outcome
@@ -281,6 +294,7 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                 let outcome = if noop {
                     "would_refresh"
                 } else {
+                    prefetched.invalidate();
                     let Call { outcome, logs } = host.refresh(&target);
                     record(logs);
                     match outcome {

@@ -132,7 +132,11 @@ impl PluginHost for MemoryHost {
         Call::new(Ok(problems), Vec::new())
     }
 
-    fn plan(&self, resource: &PreparedResource) -> Call<Vec<Change>> {
+    fn plan(
+        &self,
+        resource: &PreparedResource,
+        _current: Option<crate::State>,
+    ) -> Call<Vec<Change>> {
         self.calls
             .borrow_mut()
             .push(format!("plan {}", resource.title));
@@ -674,7 +678,9 @@ fn a_path_requires_its_nearest_written_ancestor_and_what_its_attributes_name() {
         "{calls:?}"
     );
     assert!(
-        !calls.iter().any(|call| call.starts_with("managed beneath /srv/ab")),
+        !calls
+            .iter()
+            .any(|call| call.starts_with("managed beneath /srv/ab")),
         "nothing managed beneath: no entry; {calls:?}"
     );
 }

@@ -307,6 +307,23 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             context.push(wanted);
         }
     }
+    if schema.batch_state
+        && let Some(attribute) = attributes
+            .iter()
+            .find(|attribute| attribute.path_access != PathAccess::None)
+    {
+        return Err(format!(
+            "type `{type_name}` asks for batched state reads, but its attribute `{}` is a \
+             path: a batch is granted no directory",
+            attribute.name
+        ));
+    }
+    if schema.batch_state && !context.is_empty() {
+        return Err(format!(
+            "type `{type_name}` asks for batched state reads and for run context; a batch \
+             gets no context"
+        ));
+    }
     Ok(TypeSchema {
         name: type_name.clone(),
         doc: schema.doc.clone(),
@@ -320,6 +337,7 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             })
             .collect(),
         refreshable: schema.refreshable,
+        batch_state: schema.batch_state,
         context,
         parent: None,
         is_abstract: false,
@@ -353,6 +371,31 @@ pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
 /// Checks the state `current-state` returned, which goes back to `plan` as it is: each
 /// value well formed, and of the data type the schema gives it when it names one of the
 /// type's attributes (observed values: an enumeration takes any string).
+/// A state the host holds (read in a batch) as the provider takes it back.
+pub(crate) fn attributes_to_wit(state: &[(String, Value)]) -> Vec<wit::Attribute> {
+    state
+        .iter()
+        .map(|(name, value)| wit::Attribute {
+            name: name.clone(),
+            value: value_to_wit(value),
+        })
+        .collect()
+}
+
+/// A state a provider returned, as values (checked with `check_state` first).
+pub(crate) fn attributes_from_wit(
+    state: &[wit::Attribute],
+) -> Result<Vec<(String, Value)>, String> {
+    state
+        .iter()
+        .map(|attribute| {
+            value_from_wit(&attribute.value)
+                .map(|value| (attribute.name.clone(), value))
+                .map_err(|message| format!("state attribute `{}`: {message}", attribute.name))
+        })
+        .collect()
+}
+
 pub(crate) fn check_state(state: &[wit::Attribute], schema: &TypeSchema) -> Result<(), String> {
     if state.len() > 4096 {
         return Err(format!("the state has {} attributes", state.len()));

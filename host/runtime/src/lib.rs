@@ -38,7 +38,7 @@ use wasmtime::{Config, Engine};
 use wconverge_catalog::TypeSchema;
 use wconverge_engine::{
     Call, Change, GuardScript, InterpreterInfo, LogRecord, PluginError, PluginErrorKind,
-    PluginHost, PreparedResource, ProviderChoice, ScriptOutput,
+    PluginHost, PreparedResource, ProviderChoice, ScriptOutput, State,
 };
 
 pub use cache::{open_private_dir, sha256_hex};
@@ -1018,21 +1018,28 @@ impl PluginHost for Runtime {
         })
     }
 
-    fn plan(&self, resource: &PreparedResource) -> Call<Vec<Change>> {
+    fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Vec<Change>> {
         self.session(
             resource,
             Phase::Inspect,
             |plugin, schema, instance, logs| {
                 let wit = convert::resource_to_wit(resource);
-                let called = plugin.call(instance, |exports, store| {
-                    exports.provider()?.call_current_state(store, &wit)
-                });
-                logs.extend(called.logs);
-                let state = called
-                    .outcome?
-                    .map_err(|message| provider_error(plugin, said(resource, &message)))?;
-                convert::check_state(&state, schema)
-                    .map_err(|message| contract_error(plugin, message))?;
+                let state = match current {
+                    // Read in a batch, and checked then.
+                    Some(state) => convert::attributes_to_wit(&state),
+                    None => {
+                        let called = plugin.call(instance, |exports, store| {
+                            exports.provider()?.call_current_state(store, &wit)
+                        });
+                        logs.extend(called.logs);
+                        let state = called
+                            .outcome?
+                            .map_err(|message| provider_error(plugin, said(resource, &message)))?;
+                        convert::check_state(&state, schema)
+                            .map_err(|message| contract_error(plugin, message))?;
+                        state
+                    }
+                };
                 let called = plugin.call(instance, |exports, store| {
                     exports.provider()?.call_plan(store, &wit, &state)
                 });
@@ -1044,6 +1051,61 @@ impl PluginHost for Runtime {
                     .map_err(|message| contract_error(plugin, message))
             },
         )
+    }
+
+    fn current_states(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<State, String>>> {
+        let Some(first) = resources.first() else {
+            return Call::new(Ok(Vec::new()), Vec::new());
+        };
+        // No directory: a type that reads in batches has no path attributes (checked
+        // when its schema was loaded).
+        self.session(first, Phase::Inspect, |plugin, schema, instance, logs| {
+            if !schema.batch_state {
+                return Err(contract_error(
+                    plugin,
+                    format!("type `{}` does not read its states in batches", schema.name),
+                ));
+            }
+            let wits: Vec<_> = resources
+                .iter()
+                .map(|resource| convert::resource_to_wit(resource))
+                .collect();
+            instance.store.data_mut().subject = Some((
+                format!("{} resources of type `{}`", resources.len(), schema.name),
+                wconverge_engine::Secrets::union(
+                    resources.iter().map(|resource| resource.secrets()),
+                ),
+            ));
+            let called = plugin.call(instance, |exports, store| {
+                exports.provider()?.call_current_states(store, &wits)
+            });
+            logs.extend(called.logs);
+            let states = called.outcome?;
+            if states.len() != resources.len() {
+                return Err(contract_error(
+                    plugin,
+                    format!(
+                        "`current-states` returned {} states for {} resources",
+                        states.len(),
+                        resources.len()
+                    ),
+                ));
+            }
+            states
+                .into_iter()
+                .zip(resources)
+                .map(|(state, resource)| match state {
+                    Ok(state) => {
+                        convert::check_state(&state, schema)
+                            .map_err(|message| contract_error(plugin, message))?;
+                        convert::attributes_from_wit(&state)
+                            .map(Ok)
+                            .map_err(|message| contract_error(plugin, message))
+                    }
+                    Err(message) => Ok(Err(said(resource, &message))),
+                })
+                .collect()
+        })
     }
 
     fn apply(&self, resource: &PreparedResource, changes: &[Change]) -> Call<()> {

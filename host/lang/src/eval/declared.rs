@@ -203,6 +203,7 @@ impl Evaluator<'_> {
             invariants,
             refreshable: false,
             context: Vec::new(),
+            batch_state: false,
             parent: def.parent.as_ref().map(|(parent, _)| {
                 by_name
                     .get(&parent.to_ascii_lowercase())
