@@ -14,6 +14,7 @@ mod guards;
 mod hardening;
 mod manifest;
 mod node;
+mod packages;
 mod providers;
 mod requirement;
 mod sandbox;

@@ -145,6 +145,9 @@ fn plugins_depend_on_the_sdk_and_never_on_the_host() {
         // What `file` and `template` share (a library of the guest workspace).
         ("wconverge-plugin-file", "wconverge-file-core"),
         ("wconverge-plugin-template", "wconverge-file-core"),
+        // What `apt` and `dpkg` share.
+        ("wconverge-plugin-apt", "wconverge-package-core"),
+        ("wconverge-plugin-dpkg", "wconverge-package-core"),
         // The Jinja engine.
         ("wconverge-plugin-template", "minijinja"),
     ]);
@@ -169,6 +172,7 @@ fn plugins_depend_on_the_sdk_and_never_on_the_host() {
                 dep.starts_with("wconverge-")
                     && !sdks.contains(*dep)
                     && dep.as_str() != "wconverge-file-core"
+                    && dep.as_str() != "wconverge-package-core"
             })
             .collect();
         assert!(host.is_empty(), "{name} depends on host crates: {host:?}");

@@ -172,6 +172,22 @@ pub fn quote(argument: &str) -> String {
             .all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%*".contains(c));
     if plain {
         argument.to_owned()
+    } else if argument.chars().any(char::is_control) {
+        // The shell's ANSI-C quoting, so a tab or a newline shows as itself, escaped.
+        let mut quoted = String::from("$'");
+        for c in argument.chars() {
+            match c {
+                '\\' => quoted.push_str(r"\\"),
+                '\'' => quoted.push_str(r"\'"),
+                '\t' => quoted.push_str(r"\t"),
+                '\n' => quoted.push_str(r"\n"),
+                '\r' => quoted.push_str(r"\r"),
+                c if c.is_control() => quoted.push_str(&format!("\\x{:02x}", u32::from(c))),
+                c => quoted.push(c),
+            }
+        }
+        quoted.push('\'');
+        quoted
     } else {
         format!("'{}'", argument.replace('\'', r"'\''"))
     }
@@ -193,6 +209,16 @@ pub fn display_args(args: &[String], limit: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn control_characters_are_shown_escaped() {
+        assert_eq!(
+            quote("${Package}\t${Version}\n"),
+            r"$'${Package}\t${Version}\n'"
+        );
+        assert_eq!(quote("a'b\x07"), r"$'a\'b\x07'");
+        assert_eq!(quote("it's"), r"'it'\''s'");
+    }
 
     fn pattern(elements: &[&str]) -> ArgsPattern {
         ArgsPattern::parse(&elements.iter().map(|e| (*e).to_owned()).collect::<Vec<_>>())

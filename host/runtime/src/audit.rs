@@ -104,6 +104,13 @@ const RUN_THEIR_ARGUMENTS: &[&str] = &[
     "less",
 ];
 
+/// Package installers: a package's maintainer scripts run as root, so installing one
+/// the manifest names is running code as root.
+const INSTALLERS: &[&str] = &[
+    "apt-get", "apt", "aptitude", "dpkg", "rpm", "yum", "dnf", "zypper", "apk", "pacman", "pip",
+    "pip3", "gem", "npm",
+];
+
 /// One flagged grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flag {
@@ -164,6 +171,20 @@ pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
                         "may launch {}, which runs whatever it is given",
                         path.display()
                     )));
+                } else if INSTALLERS.contains(&name) {
+                    let installs = grant.args.as_ref().is_none_or(|patterns| {
+                        patterns.iter().any(|pattern| {
+                            let text = format!(" {pattern} ");
+                            text.contains(" install ") || text.contains(" -i ")
+                        })
+                    });
+                    if installs {
+                        flags.push(root(format!(
+                            "may launch {} to install packages, and a package's maintainer \
+                             scripts run as root",
+                            path.display()
+                        )));
+                    }
                 } else if RUN_THEIR_ARGUMENTS.contains(&name) {
                     match &grant.args {
                         None => flags.push(root(format!(

@@ -85,6 +85,49 @@ source = "builtin"
 provides = []
 directories = [{ path = "/proc", access = "read" }]
 
+# Packages, Debian's way. apt (the default where os.family is debian): dpkg-query reads
+# the package database (once for every package of a run), apt-cache the version `latest`
+# would install, and apt-get installs, removes or purges one named package per launch.
+# No pattern lets the manifest choose an option: a `*` never matches an argument that
+# starts with `-`, and names come after `--`. Installing a package runs its maintainer
+# scripts as root: the audit says so. PATH is granted because dpkg and maintainer scripts
+# need one; the plugins set the system's (/usr/sbin:/usr/bin:/sbin:/bin).
+[plugins.apt]
+source = "builtin"
+provides = ["package"]
+environment = ["DEBIAN_FRONTEND", "PATH"]
+programs = [
+  { path = "/usr/bin/dpkg-query", query = true, args = [["-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"]] },
+  { path = "/usr/bin/apt-cache", query = true, args = [["policy", "--", "*", "..."]] },
+  { path = "/usr/bin/apt-get", args = [
+    ["install", "-y", "-q", "-o", "DPkg::Options::=--force-confold", "--", "*"],
+    ["install", "-y", "-q", "-o", "DPkg::Options::=--force-confold", "--allow-downgrades", "--", "*"],
+    ["install", "-y", "-q", "-o", "DPkg::Options::=--force-confold", "--no-install-recommends", "--", "*"],
+    ["install", "-y", "-q", "-o", "DPkg::Options::=--force-confold", "--no-install-recommends", "--allow-downgrades", "--", "*"],
+    ["install", "-y", "-q", "-o", "DPkg::Options::=--force-confold", "--reinstall", "--", "*"],
+    ["install", "-y", "-q", "-o", "DPkg::Options::=--force-confold", "--no-install-recommends", "--reinstall", "--", "*"],
+    ["remove", "-y", "-q", "--", "*"],
+    ["purge", "-y", "-q", "--", "*"],
+  ] },
+]
+
+# A local .deb file (`provider => dpkg`, `source => '/path/x.deb'`): dpkg installs the file
+# the manifest names, or removes or purges a named package; dpkg-deb reads a file's name
+# and version.
+[plugins.dpkg]
+source = "builtin"
+provides = ["package"]
+environment = ["DEBIAN_FRONTEND", "PATH"]
+programs = [
+  { path = "/usr/bin/dpkg-query", query = true, args = [["-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"]] },
+  { path = "/usr/bin/dpkg-deb", query = true, args = [["-f", "--", "*", "Package", "Version"]] },
+  { path = "/usr/bin/dpkg", args = [
+    ["--force-confold", "-i", "--", "*"],
+    ["-r", "--", "*"],
+    ["-P", "--", "*"],
+  ] },
+]
+
 # Messages only: no files, no programs.
 [plugins.notify]
 source = "builtin"
@@ -890,6 +933,61 @@ mod tests {
                 "{error}"
             );
         }
+    }
+
+    #[test]
+    fn the_builtin_package_grants_let_no_manifest_value_become_an_option() {
+        let policy = Policy::builtin();
+        let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+        let grant = |plugin: &str, program: &str| {
+            policy
+                .plugin(plugin)
+                .expect("plugin")
+                .programs
+                .iter()
+                .find(|grant| grant.pattern.matches(Path::new(program)))
+                .expect("granted")
+                .clone()
+        };
+        let apt_get = grant("apt", "/usr/bin/apt-get");
+        let install = [
+            "install",
+            "-y",
+            "-q",
+            "-o",
+            "DPkg::Options::=--force-confold",
+            "--",
+        ];
+        let with = |last: &str| {
+            let mut all = install.to_vec();
+            all.push(last);
+            args(&all)
+        };
+        assert!(apt_get.allows_args(&with("nginx")));
+        assert!(apt_get.allows_args(&with("nginx=1.22.1-9")));
+        assert!(!apt_get.allows_args(&with("-oAPT::Update::Pre-Invoke::=touch /tmp/x")));
+        assert!(!apt_get.allows_args(&args(&["update"])));
+        assert!(!apt_get.allows_args(&args(&[
+            "install",
+            "-y",
+            "-q",
+            "-o",
+            "APT::Update::Pre-Invoke::=sh",
+            "--",
+            "nginx"
+        ])));
+        assert!(apt_get.allows_args(&args(&["purge", "-y", "-q", "--", "nginx"])));
+        let dpkg = grant("dpkg", "/usr/bin/dpkg");
+        assert!(dpkg.allows_args(&args(&["--force-confold", "-i", "--", "/srv/x.deb"])));
+        assert!(!dpkg.allows_args(&args(&["-i", "--", "/srv/x.deb"])));
+        assert!(!dpkg.allows_args(&args(&["--force-confold", "-i", "--", "--admindir=/x"])));
+        let query = grant("apt", "/usr/bin/dpkg-query");
+        assert!(query.query);
+        assert!(query.allows_args(&args(&[
+            "-W",
+            "-f",
+            "${Package}\t${Version}\t${db:Status-Abbrev}\n"
+        ])));
     }
 
     #[test]

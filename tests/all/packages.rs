@@ -1,0 +1,353 @@
+//! Packages (issue 17, deliverable 2): `package` with the `dpkg` provider (a local
+//! `.deb`) and the `apt` provider (a repository), through the built-in policy, on this
+//! machine's real dpkg database. The tests build their packages with `dpkg-deb` and
+//! purge them when they end, failed or not.
+
+use crate::support::{Machine, entry};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+/// dpkg allows one writer at a time: the tests that install take turns.
+static DPKG: Mutex<()> = Mutex::new(());
+
+/// Packages a test built, purged (and its apt source removed) when it is dropped.
+struct Packages {
+    dir: tempfile::TempDir,
+    names: Vec<String>,
+    source_list: Option<PathBuf>,
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl Packages {
+    fn new() -> Packages {
+        let turn = DPKG
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        Packages {
+            dir: tempfile::Builder::new()
+                .prefix("wcvt-debs-")
+                .tempdir()
+                .expect("a temporary directory"),
+            names: Vec::new(),
+            source_list: None,
+            _turn: turn,
+        }
+    }
+
+    /// A package name no other test or run uses.
+    fn name(&mut self, stem: &str) -> String {
+        let name = format!("wcvt-{}-{stem}", std::process::id());
+        if !self.names.contains(&name) {
+            self.names.push(name.clone());
+        }
+        name
+    }
+
+    /// Builds `name` at `version`: `/usr/share/NAME/version` says the version, and
+    /// `/etc/NAME.conf` is a configuration file (kept by `absent`, gone with `purged`).
+    fn build(&self, name: &str, version: &str) -> String {
+        let root = self.dir.path().join(format!("{name}-{version}"));
+        std::fs::create_dir_all(root.join("DEBIAN")).expect("DEBIAN");
+        std::fs::create_dir_all(root.join(format!("usr/share/{name}"))).expect("share");
+        std::fs::create_dir_all(root.join("etc")).expect("etc");
+        std::fs::write(
+            root.join("DEBIAN/control"),
+            format!(
+                "Package: {name}\nVersion: {version}\nArchitecture: all\nMaintainer: wconverge \
+                 tests <tests@example.invalid>\nDescription: a package the wconverge tests \
+                 install and remove\n"
+            ),
+        )
+        .expect("control");
+        std::fs::write(root.join("DEBIAN/conffiles"), format!("/etc/{name}.conf\n"))
+            .expect("conffiles");
+        std::fs::write(root.join(format!("etc/{name}.conf")), "setting = 1\n").expect("conf");
+        std::fs::write(root.join(format!("usr/share/{name}/version")), version).expect("file");
+        let deb = self.dir.path().join(format!("{name}_{version}_all.deb"));
+        let built = Command::new("dpkg-deb")
+            .args(["--build", "--root-owner-group"])
+            .arg(&root)
+            .arg(&deb)
+            .output()
+            .expect("dpkg-deb runs");
+        assert!(built.status.success(), "{built:?}");
+        deb.to_str().expect("utf-8").to_owned()
+    }
+
+    /// A repository of every `.deb` built so far, known to apt (read by a restricted
+    /// `apt-get update` of that source alone).
+    fn repository(&mut self) {
+        let repo = self.dir.path();
+        let scanned = Command::new("sh")
+            .arg("-c")
+            .arg("dpkg-scanpackages --multiversion . /dev/null > Packages 2>/dev/null")
+            .current_dir(repo)
+            .status()
+            .expect("dpkg-scanpackages");
+        assert!(scanned.success());
+        let list = PathBuf::from(format!(
+            "/etc/apt/sources.list.d/wcvt-{}.list",
+            std::process::id()
+        ));
+        std::fs::write(
+            &list,
+            format!("deb [trusted=yes] file:{} ./\n", repo.display()),
+        )
+        .expect("source list");
+        self.source_list = Some(list.clone());
+        let updated = Command::new("apt-get")
+            .args(["update", "-q", "-o"])
+            .arg(format!("Dir::Etc::sourcelist={}", list.display()))
+            .args([
+                "-o",
+                "Dir::Etc::sourceparts=-",
+                "-o",
+                "APT::Get::List-Cleanup=0",
+            ])
+            .output()
+            .expect("apt-get update");
+        assert!(updated.status.success(), "{updated:?}");
+    }
+
+    /// What dpkg says of `name`: its version and status, or `None`.
+    fn installed(name: &str) -> Option<(String, String)> {
+        let output = Command::new("dpkg-query")
+            .args(["-W", "-f", "${Version}\t${db:Status-Abbrev}", name])
+            .output()
+            .expect("dpkg-query");
+        let text = String::from_utf8_lossy(&output.stdout).into_owned();
+        let (version, status) = text.split_once('\t')?;
+        Some((version.to_owned(), status.trim().to_owned()))
+    }
+}
+
+impl Drop for Packages {
+    fn drop(&mut self) {
+        for name in &self.names {
+            let _ = Command::new("dpkg").args(["-P", name]).output();
+        }
+        if let Some(list) = &self.source_list {
+            let _ = std::fs::remove_file(list);
+            let repo = self
+                .dir
+                .path()
+                .to_string_lossy()
+                .trim_start_matches('/')
+                .replace('/', "_");
+            if let Ok(entries) = std::fs::read_dir("/var/lib/apt/lists") {
+                for entry in entries.flatten() {
+                    if entry.file_name().to_string_lossy().contains(&repo) {
+                        let _ = std::fs::remove_file(entry.path());
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `wconverge apply` of `manifest` with the built-in policy (the grants that ship).
+fn apply(machine: &Machine, manifest: &Path, args: &[&str], code: i32) -> Value {
+    let mut all = vec![
+        "apply",
+        manifest.to_str().expect("utf-8"),
+        "--format",
+        "json",
+    ];
+    all.extend_from_slice(args);
+    let run = machine.run(&all);
+    assert_eq!(run.code, code, "unexpected exit code:\n{run:#?}");
+    run.json()
+}
+
+fn message(report: &Value, resource: &str) -> String {
+    entry(report, resource)["changes"][0]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+#[test]
+fn issue_17_dpkg_installs_upgrades_removes_and_purges_a_local_package() {
+    let mut packages = Packages::new();
+    let name = packages.name("local");
+    let v1 = packages.build(&name, "1.0-1");
+    let v2 = packages.build(&name, "2.0-1");
+    let machine = Machine::new();
+    let reference = format!("Package[{name}]");
+    let manifest = |ensure: &str, source: &str| {
+        machine.manifest(
+            "site.wcv",
+            &format!(
+                "package {{ '{name}': ensure => '{ensure}', provider => dpkg, source => '{source}' }}\n"
+            ),
+        )
+    };
+
+    let noop = apply(&machine, &manifest("1.0-1", &v1), &["--noop"], 2);
+    assert_eq!(
+        message(&noop, &reference),
+        "installed 1.0-1 (it was purged)"
+    );
+    assert_eq!(Packages::installed(&name), None, "noop installs nothing");
+
+    apply(&machine, &manifest("1.0-1", &v1), &[], 2);
+    assert_eq!(
+        Packages::installed(&name),
+        Some(("1.0-1".to_owned(), "ii".to_owned()))
+    );
+    apply(&machine, &manifest("1.0-1", &v1), &[], 0);
+
+    let upgrade = apply(&machine, &manifest("latest", &v2), &[], 2);
+    assert_eq!(
+        message(&upgrade, &reference),
+        "upgraded from 1.0-1 to 2.0-1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(format!("/usr/share/{name}/version")).expect("file"),
+        "2.0-1"
+    );
+    apply(&machine, &manifest("latest", &v2), &[], 0);
+
+    let wrong = apply(&machine, &manifest("3.0-1", &v2), &[], 4);
+    assert!(
+        crate::support::first_error(&wrong).contains("holds version 2.0-1, not 3.0-1"),
+        "{wrong:#}"
+    );
+
+    apply(&machine, &manifest("absent", &v2), &[], 2);
+    assert_eq!(
+        Packages::installed(&name).map(|(_, status)| status),
+        Some("rc".to_owned()),
+        "removed, its configuration kept"
+    );
+    assert!(Path::new(&format!("/etc/{name}.conf")).exists());
+    apply(&machine, &manifest("absent", &v2), &[], 0);
+
+    let purge = apply(&machine, &manifest("purged", &v2), &[], 2);
+    assert_eq!(message(&purge, &reference), "purged (it was absent)");
+    assert_eq!(Packages::installed(&name), None);
+    assert!(!Path::new(&format!("/etc/{name}.conf")).exists());
+    apply(&machine, &manifest("purged", &v2), &[], 0);
+}
+
+#[test]
+fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once() {
+    let mut packages = Packages::new();
+    let web = packages.name("web");
+    let tools = packages.name("tools");
+    let extra = packages.name("extra");
+    for name in [&web, &tools, &extra] {
+        packages.build(name, "1.0-1");
+        packages.build(name, "2.0-1");
+    }
+    packages.repository();
+    let machine = Machine::new();
+    let manifest = |web_ensure: &str| {
+        machine.manifest(
+            "site.wcv",
+            &format!(
+                "package {{ '{web}': ensure => '{web_ensure}' }}\n\
+                 package {{ '{tools}': ensure => installed, install_options => ['--no-install-recommends'] }}\n\
+                 package {{ '{extra}': ensure => '1.0-1' }}\n"
+            ),
+        )
+    };
+    let report = apply(&machine, &manifest("1.0-1"), &[], 2);
+    assert_eq!(report["summary"]["changed"], 3, "{report:#}");
+    assert_eq!(
+        Packages::installed(&web).map(|(v, _)| v),
+        Some("1.0-1".to_owned())
+    );
+    assert_eq!(
+        Packages::installed(&tools).map(|(v, _)| v),
+        Some("2.0-1".to_owned())
+    );
+
+    // A no-op run reads the package database once for the three packages.
+    let log = machine.root().join("audit.jsonl");
+    let log_arg = log.to_str().expect("utf-8");
+    apply(&machine, &manifest("1.0-1"), &["--audit-log", log_arg], 0);
+    let launches: Vec<String> = std::fs::read_to_string(&log)
+        .expect("audit log")
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("json"))
+        .filter(|event| event["operation"] == "launch")
+        .map(|event| event["target"].as_str().unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(launches.len(), 1, "{launches:#?}");
+    assert!(
+        launches[0].starts_with("/usr/bin/dpkg-query -W -f"),
+        "{launches:#?}"
+    );
+
+    let report = apply(&machine, &manifest("latest"), &[], 2);
+    assert_eq!(
+        message(&report, &format!("Package[{web}]")),
+        "upgraded from 1.0-1 to 2.0-1"
+    );
+    apply(&machine, &manifest("latest"), &[], 0);
+    let report = apply(&machine, &manifest("1.0-1"), &[], 2);
+    assert_eq!(
+        message(&report, &format!("Package[{web}]")),
+        "changed from 2.0-1 to 1.0-1"
+    );
+    assert_eq!(
+        Packages::installed(&web).map(|(v, _)| v),
+        Some("1.0-1".to_owned())
+    );
+
+    let purge = machine.manifest(
+        "purge.wcv",
+        &format!("package {{ ['{web}', '{tools}', '{extra}']: ensure => purged }}\n"),
+    );
+    apply(&machine, &purge, &[], 2);
+    for name in [&web, &tools, &extra] {
+        assert_eq!(Packages::installed(name), None, "{name}");
+    }
+    apply(&machine, &purge, &[], 0);
+}
+
+#[test]
+fn issue_17_a_package_name_that_would_be_an_option_never_reaches_a_command_line() {
+    let packages = Packages::new();
+    let machine = Machine::new();
+    let marker = machine.file("pwned");
+    let manifest = machine.manifest(
+        "hostile.wcv",
+        &format!(
+            r#"package {{ 'evil': name => '-oAPT::Update::Pre-Invoke::=touch {marker}' }}
+package {{ 'opts': name => 'nginx', install_options => ['-oDebug::pkgProblemResolver=1'] }}
+"#
+        ),
+    );
+    let log = machine.root().join("audit.jsonl");
+    let run = machine.run(&[
+        "apply",
+        manifest.to_str().expect("utf-8"),
+        "--audit-log",
+        log.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    for expected in [
+        "hostile.wcv:1:",
+        "is not a Debian package name",
+        "hostile.wcv:2:",
+        "install option `-oDebug::pkgProblemResolver=1` is not one wconverge passes",
+        "nothing was changed",
+    ] {
+        assert!(
+            run.stderr.contains(expected),
+            "missing `{expected}` in:\n{}",
+            run.stderr
+        );
+    }
+    assert!(!Path::new(&marker).exists());
+    let launched = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        !launched.contains("\"launch\""),
+        "nothing was launched: {launched}"
+    );
+    drop(packages);
+}
