@@ -2,8 +2,9 @@
 //! 1,000 and 10,000 files (wall time and peak memory), and the same no-op done by a plain
 //! native Rust loop as the floor; then 2,000 files from a manifest with plain content
 //! against content that is a lazy value reading node attributes; then a 2,000-entry tree
-//! copied by one `recurse` resource against a native copy. Prints figures; asserts
-//! nothing about time.
+//! copied by one `recurse` resource against a native copy; then a no-op of 500
+//! installed packages against the empty manifest. Prints figures; asserts nothing about
+//! time.
 //!
 //! Run it with `scripts/bench` (or `cargo bench -p wconverge-cli --bench apply`).
 //! Each measured run is a separate `wconverge` process started through a helper
@@ -306,7 +307,66 @@ fn main() {
         );
     }
     recursive_tree(&bench, policy_arg, &env);
+    packages(&bench, &env);
     let _ = std::fs::remove_dir_all(&bench.root);
+}
+
+/// A no-op of 500 `package` resources (packages this machine has installed) with the
+/// built-in policy, against the empty manifest: the state of all of them is read in one
+/// `dpkg-query`.
+fn packages(bench: &Bench, env: &[(&str, &Path)]) {
+    let listed = Command::new("dpkg-query")
+        .args(["-W", "-f", "${Package}\t${db:Status-Abbrev}\n"])
+        .output();
+    let Ok(listed) = listed else {
+        println!("\n(no dpkg-query on this machine: no package figures)");
+        return;
+    };
+    let names: Vec<String> = String::from_utf8_lossy(&listed.stdout)
+        .lines()
+        .filter_map(|line| line.split_once('\t'))
+        .filter(|(_, status)| status.trim() == "ii")
+        .map(|(name, _)| name.to_owned())
+        .take(500)
+        .collect();
+    let empty = bench.root.join("empty.wcv");
+    std::fs::write(&empty, "").expect("empty manifest");
+    let manifest = bench.root.join("packages.wcv");
+    let text: String = names
+        .iter()
+        .map(|name| format!("package {{ '{name}': ensure => installed }}\n"))
+        .collect();
+    std::fs::write(&manifest, text).expect("manifest");
+    let run = |path: &Path| {
+        let arg = path.to_str().expect("utf-8");
+        let samples: Vec<Sample> = (0..7).map(|_| measure(&["apply", arg], env)).collect();
+        assert!(
+            samples.iter().all(|sample| sample.exit_code == 0),
+            "a no-op"
+        );
+        (
+            median(samples.iter().map(|sample| sample.wall).collect()),
+            samples
+                .iter()
+                .map(|sample| sample.peak_rss_kib)
+                .max()
+                .unwrap_or(0),
+        )
+    };
+    let (empty_wall, _) = run(&empty);
+    let (wall, rss) = run(&manifest);
+    println!(
+        "\n| no-op, built-in policy (median of 7) | wall | peak RSS | above the empty manifest |"
+    );
+    println!("| --- | ---: | ---: | ---: |");
+    println!("| empty manifest | {} | | |", ms(empty_wall));
+    println!(
+        "| {} `package` resources (installed: one dpkg-query for all) | {} | {} MiB | {} |",
+        names.len(),
+        ms(wall),
+        rss / 1024,
+        ms(wall.saturating_sub(empty_wall))
+    );
 }
 
 /// A source tree of 2,000 entries (20 directories of 99 files) copied by one `file`
