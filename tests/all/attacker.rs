@@ -24,6 +24,10 @@ impl LocalUser {
             std::process::id() % 1_000_000,
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
+        // Not while a test changes accounts through wconverge (the files are locked).
+        let turn = crate::accounts::ACCOUNTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let status = Command::new("useradd")
             .args([
                 "--system",
@@ -37,6 +41,7 @@ impl LocalUser {
             ])
             .status()
             .expect("useradd runs");
+        drop(turn);
         assert!(status.success(), "useradd {name} failed: {status}");
         let entry = nix::unistd::User::from_name(&name)
             .expect("user lookup")
@@ -96,6 +101,9 @@ impl Drop for LocalUser {
         let _ = Command::new("pkill")
             .args(["-KILL", "-U", &self.uid.to_string()])
             .status();
+        let _turn = crate::accounts::ACCOUNTS
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for _ in 0..50 {
             match Command::new("userdel").arg(&self.name).status() {
                 Ok(status) if status.success() => return,

@@ -5,6 +5,7 @@
 //! `wconverge-cli` package so that cargo builds the binary for it; the test plugins come
 //! from the `wconverge-tests` artifacts crate.
 
+mod accounts;
 mod attacker;
 mod audit;
 mod converge;

@@ -111,6 +111,18 @@ const INSTALLERS: &[&str] = &[
     "pip3", "gem", "npm",
 ];
 
+/// Account tools: whoever sets a user's groups (`sudo`) or password decides who is root.
+const ACCOUNT_TOOLS: &[&str] = &[
+    "useradd",
+    "usermod",
+    "chpasswd",
+    "chgpasswd",
+    "gpasswd",
+    "passwd",
+    "adduser",
+    "deluser",
+];
+
 /// One flagged grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flag {
@@ -171,6 +183,26 @@ pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
                         "may launch {}, which runs whatever it is given",
                         path.display()
                     )));
+                } else if ACCOUNT_TOOLS.contains(&name) {
+                    flags.push(root(format!(
+                        "may launch {}, which sets users' groups or passwords: whoever it \
+                         manages may become root",
+                        path.display()
+                    )));
+                } else if name == "getent"
+                    && grant.args.as_ref().is_none_or(|patterns| {
+                        patterns
+                            .iter()
+                            .any(|pattern| format!(" {pattern} ").contains(" shadow "))
+                    })
+                {
+                    flags.push(Flag {
+                        severity: "reads-secrets",
+                        message: format!(
+                            "may launch {} for the shadow database, every password hash",
+                            path.display()
+                        ),
+                    });
                 } else if INSTALLERS.contains(&name) {
                     let installs = grant.args.as_ref().is_none_or(|patterns| {
                         patterns.iter().any(|pattern| {

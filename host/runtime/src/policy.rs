@@ -128,6 +128,50 @@ programs = [
   ] },
 ]
 
+# Users and groups, with the shadow utilities. getent reads the databases once for every
+# resource of a run (the shadow database only when a resource manages a password or an
+# expiry date: it holds every password hash). Each launch sets one thing, every value
+# the manifest gives an operand after its option (a `*` never matches an argument that
+# starts with `-`); a password hash goes to chpasswd on standard input, never on a
+# command line. Who may create users and set their groups and passwords is root: the
+# audit says so.
+[plugins.useradd]
+source = "builtin"
+provides = ["user", "group"]
+environment = ["PATH"]
+programs = [
+  { path = "/usr/bin/getent", query = true, args = [["passwd"], ["group"], ["shadow"]] },
+  { path = "/usr/sbin/useradd", args = [
+    ["-d", "*", "-m", "--", "*"],
+    ["-d", "*", "-M", "--", "*"],
+    ["-g", "*", "-d", "*", "-m", "--", "*"],
+    ["-g", "*", "-d", "*", "-M", "--", "*"],
+    ["-u", "*", "-d", "*", "-m", "--", "*"],
+    ["-u", "*", "-d", "*", "-M", "--", "*"],
+    ["-u", "*", "-g", "*", "-d", "*", "-m", "--", "*"],
+    ["-u", "*", "-g", "*", "-d", "*", "-M", "--", "*"],
+    ["-r", "-d", "*", "-m", "--", "*"],
+    ["-r", "-d", "*", "-M", "--", "*"],
+    ["-r", "-g", "*", "-d", "*", "-m", "--", "*"],
+    ["-r", "-g", "*", "-d", "*", "-M", "--", "*"],
+    ["-r", "-u", "*", "-d", "*", "-m", "--", "*"],
+    ["-r", "-u", "*", "-d", "*", "-M", "--", "*"],
+    ["-r", "-u", "*", "-g", "*", "-d", "*", "-m", "--", "*"],
+    ["-r", "-u", "*", "-g", "*", "-d", "*", "-M", "--", "*"],
+  ] },
+  { path = "/usr/sbin/usermod", args = [
+    ["-u", "*", "--", "*"], ["-g", "*", "--", "*"], ["-d", "*", "--", "*"], ["-d", "*", "-m", "--", "*"],
+    ["-s", "*", "--", "*"], ["-c", "*", "--", "*"], ["-e", "*", "--", "*"], ["-G", "*", "--", "*"],
+    ["-a", "-G", "*", "--", "*"],
+  ] },
+  { path = "/usr/sbin/userdel", args = [["--", "*"], ["-r", "--", "*"]] },
+  { path = "/usr/sbin/chpasswd", args = [["-e"]] },
+  { path = "/usr/sbin/groupadd", args = [["--", "*"], ["-r", "--", "*"], ["-g", "*", "--", "*"], ["-r", "-g", "*", "--", "*"]] },
+  { path = "/usr/sbin/groupmod", args = [["-g", "*", "--", "*"]] },
+  { path = "/usr/sbin/groupdel", args = [["--", "*"]] },
+  { path = "/usr/bin/gpasswd", args = [["-M", "*", "--", "*"], ["-a", "*", "--", "*"]] },
+]
+
 # Messages only: no files, no programs.
 [plugins.notify]
 source = "builtin"
