@@ -20,6 +20,7 @@ mod providers;
 mod requirement;
 mod sandbox;
 mod sensitive;
+mod services;
 mod support;
 mod tidy;
 mod types;

@@ -148,6 +148,10 @@ fn plugins_depend_on_the_sdk_and_never_on_the_host() {
         // What `apt` and `dpkg` share.
         ("wconverge-plugin-apt", "wconverge-package-core"),
         ("wconverge-plugin-dpkg", "wconverge-package-core"),
+        // What the service providers share.
+        ("wconverge-plugin-systemd", "wconverge-service-core"),
+        ("wconverge-plugin-debian", "wconverge-service-core"),
+        ("wconverge-plugin-base", "wconverge-service-core"),
         // The Jinja engine.
         ("wconverge-plugin-template", "minijinja"),
     ]);
@@ -173,6 +177,7 @@ fn plugins_depend_on_the_sdk_and_never_on_the_host() {
                     && !sdks.contains(*dep)
                     && dep.as_str() != "wconverge-file-core"
                     && dep.as_str() != "wconverge-package-core"
+                    && dep.as_str() != "wconverge-service-core"
             })
             .collect();
         assert!(host.is_empty(), "{name} depends on host crates: {host:?}");

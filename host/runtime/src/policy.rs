@@ -68,7 +68,7 @@ programs = ["/usr/bin/setarch"]
 [plugins.facts-os]
 source = "builtin"
 provides = []
-directories = [{ path = "/etc", access = "read" }, { path = "/usr/lib", access = "read" }]
+directories = [{ path = "/etc", access = "read" }, { path = "/usr/lib", access = "read" }, { path = "/run", access = "read" }]
 
 [plugins.facts-package]
 source = "builtin"
@@ -170,6 +170,49 @@ programs = [
   { path = "/usr/sbin/groupmod", args = [["-g", "*", "--", "*"]] },
   { path = "/usr/sbin/groupdel", args = [["--", "*"]] },
   { path = "/usr/bin/gpasswd", args = [["-M", "*", "--", "*"], ["-a", "*", "--", "*"]] },
+]
+
+# Services. systemd where PID 1 is systemd (os.init == 'systemd'): systemctl for one
+# unit a launch, after `--`. debian elsewhere on Debian: /etc/init.d scripts through
+# `service`, enabled with update-rc.d; whether one starts at boot is read from the
+# /etc/rc2.d listing. A service's name never starts with `-` (checked before the run,
+# and by the patterns' `*`). A status command runs while inspecting, in noop runs too.
+[plugins.systemd]
+source = "builtin"
+provides = ["service"]
+environment = ["PATH"]
+programs = [
+  { path = "/usr/bin/systemctl", query = true, args = [["is-active", "--quiet", "--", "*"], ["is-enabled", "--", "*"]] },
+  { path = "/usr/bin/systemctl", args = [
+    ["start", "--", "*"], ["stop", "--", "*"], ["restart", "--", "*"],
+    ["enable", "--", "*"], ["disable", "--", "*"], ["mask", "--", "*"], ["unmask", "--", "*"],
+  ] },
+]
+
+[plugins.debian]
+source = "builtin"
+provides = ["service"]
+environment = ["PATH"]
+programs = [
+  { path = "/usr/sbin/service", query = true, args = [["*", "status"]] },
+  { path = "/usr/bin/ls", query = true, args = [["-1", "--", "/etc/rc2.d"]] },
+  { path = "/usr/sbin/service", args = [["*", "start"], ["*", "stop"], ["*", "restart"]] },
+  { path = "/usr/sbin/update-rc.d", args = [["*", "defaults"], ["*", "enable"], ["*", "disable"]] },
+]
+
+# `provider => base`: the start, stop, status and restart commands a resource gives, each
+# an absolute program run without a shell, from the system's program directories and
+# /etc/init.d. Whoever writes the manifest chooses the commands: root-equivalent, as
+# Puppet's base provider is. The status command runs while inspecting (noop runs too).
+[plugins.base]
+source = "builtin"
+provides = ["service"]
+environment = ["PATH"]
+programs = [
+  { path = "/etc/init.d/*", query = true }, { path = "/usr/sbin/*", query = true },
+  { path = "/usr/bin/*", query = true }, { path = "/sbin/*", query = true },
+  { path = "/bin/*", query = true }, { path = "/usr/local/sbin/*", query = true },
+  { path = "/usr/local/bin/*", query = true },
 ]
 
 # Messages only: no files, no programs.

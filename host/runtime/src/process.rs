@@ -1293,7 +1293,11 @@ fn wait_until(
                     result.map_err(|error| format!("waiting for the program failed: {error}"))?;
                 return Ok((status, false));
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            // A daemon an earlier launch started came to wconverge, a subreaper, when that
+            // launch ended; once it dies (this launch stops it, say) it is reaped here, or
+            // whoever waits for it to be gone (`start-stop-daemon --retry`) would wait for
+            // a zombie.
+            Err(mpsc::RecvTimeoutError::Timeout) => reap_strays(child),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
                 return Err("the process waiter vanished".to_owned());
             }

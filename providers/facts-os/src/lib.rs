@@ -1,6 +1,6 @@
 //! The `os` facts: one record with the operating system's `family` (`debian`, `redhat`,
-//! `suse`...), `name` and `release` from os-release, and the `architecture`, `kernel`
-//! and `hostname` the host reports.
+//! `suse`...), `name` and `release` from os-release, the `architecture`, `kernel` and
+//! `hostname` the host reports, and `init`, the service manager (`systemd`, `sysv`).
 
 use wconverge_sdk_facts::{FactSource, Group, Machine, export_fact_source};
 
@@ -114,7 +114,18 @@ fn record(text: &str, machine: &Machine) -> Vec<(String, String)> {
         ("architecture".to_owned(), machine.architecture.clone()),
         ("kernel".to_owned(), machine.kernel.clone()),
         ("hostname".to_owned(), machine.hostname.clone()),
+        ("init".to_owned(), init().to_owned()),
     ]
+}
+
+/// The service manager: `systemd` where it runs as PID 1 (it makes
+/// `/run/systemd/system`, which is how sd_booted() tells), `sysv` otherwise.
+fn init() -> &'static str {
+    if std::fs::metadata("/run/systemd/system").is_ok_and(|stat| stat.is_dir()) {
+        "systemd"
+    } else {
+        "sysv"
+    }
 }
 
 export_fact_source!(Os);
