@@ -3,7 +3,7 @@
 //! native Rust loop as the floor; then 2,000 files from a manifest with plain content
 //! against content that is a lazy value reading node attributes; then a 2,000-entry tree
 //! copied by one `recurse` resource against a native copy; then a no-op of 500
-//! installed packages against the empty manifest. Prints figures; asserts nothing about
+//! installed packages and of 200 users against the empty manifest. Prints figures; asserts nothing about
 //! time.
 //!
 //! Run it with `scripts/bench` (or `cargo bench -p wconverge-cli --bench apply`).
@@ -308,7 +308,74 @@ fn main() {
     }
     recursive_tree(&bench, policy_arg, &env);
     packages(&bench, &env);
+    users(&bench, &env);
     let _ = std::fs::remove_dir_all(&bench.root);
+}
+
+/// A no-op of 200 `user` resources (system users this benchmark creates and removes),
+/// against the empty manifest: passwd and group are each read once for all of them.
+fn users(bench: &Bench, env: &[(&str, &Path)]) {
+    if !nix::unistd::geteuid().is_root() {
+        println!("\n(not root: no user figures)");
+        return;
+    }
+    struct Remove(Vec<String>);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            for name in &self.0 {
+                let _ = Command::new("userdel").arg(name).output();
+            }
+        }
+    }
+    let names: Vec<String> = (0..200)
+        .map(|n| format!("wcvb{}u{n}", std::process::id()))
+        .collect();
+    let created = Remove(names.clone());
+    for name in &names {
+        let status = Command::new("useradd")
+            .args([
+                "--system",
+                "--no-create-home",
+                "--shell",
+                "/usr/sbin/nologin",
+                name,
+            ])
+            .status()
+            .expect("useradd");
+        assert!(status.success(), "useradd {name}");
+    }
+    let manifest = bench.root.join("users.wcv");
+    let text: String = names
+        .iter()
+        .map(|name| format!("user {{ '{name}': shell => '/usr/sbin/nologin' }}\n"))
+        .collect();
+    std::fs::write(&manifest, text).expect("manifest");
+    let empty = bench.root.join("empty.wcv");
+    let measure_median = |path: &Path| {
+        let arg = path.to_str().expect("utf-8");
+        let samples: Vec<Sample> = (0..7).map(|_| measure(&["apply", arg], env)).collect();
+        assert!(
+            samples.iter().all(|sample| sample.exit_code == 0),
+            "a no-op"
+        );
+        (
+            median(samples.iter().map(|sample| sample.wall).collect()),
+            samples
+                .iter()
+                .map(|sample| sample.peak_rss_kib)
+                .max()
+                .unwrap_or(0),
+        )
+    };
+    let (empty_wall, _) = measure_median(&empty);
+    let (wall, rss) = measure_median(&manifest);
+    println!(
+        "| 200 `user` resources (one getent passwd and one getent group for all) | {} | {} MiB | {} |",
+        ms(wall),
+        rss / 1024,
+        ms(wall.saturating_sub(empty_wall))
+    );
+    drop(created);
 }
 
 /// A no-op of 500 `package` resources (packages this machine has installed) with the
