@@ -10,6 +10,7 @@ mod attacker;
 mod audit;
 mod converge;
 mod deployment;
+mod entries;
 mod files;
 mod guards;
 mod hardening;

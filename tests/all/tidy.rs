@@ -148,6 +148,9 @@ fn plugins_depend_on_the_sdk_and_never_on_the_host() {
         // What `apt` and `dpkg` share.
         ("wconverge-plugin-apt", "wconverge-package-core"),
         ("wconverge-plugin-dpkg", "wconverge-package-core"),
+        // The file type's atomic replace, for hosts files and authorized_keys.
+        ("wconverge-plugin-hosts", "wconverge-file-core"),
+        ("wconverge-plugin-sshkeys", "wconverge-file-core"),
         // What the service providers share.
         ("wconverge-plugin-systemd", "wconverge-service-core"),
         ("wconverge-plugin-debian", "wconverge-service-core"),

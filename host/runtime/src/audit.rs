@@ -123,6 +123,9 @@ const ACCOUNT_TOOLS: &[&str] = &[
     "deluser",
 ];
 
+/// Schedulers: the jobs they install run as their user, root included.
+const SCHEDULERS: &[&str] = &["crontab", "at", "batch"];
+
 /// One flagged grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flag {
@@ -181,6 +184,17 @@ pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
                 if SHELLS_AND_INTERPRETERS.contains(&name) {
                     flags.push(root(format!(
                         "may launch {}, which runs whatever it is given",
+                        path.display()
+                    )));
+                } else if SCHEDULERS.contains(&name)
+                    && grant.args.as_ref().is_none_or(|patterns| {
+                        patterns
+                            .iter()
+                            .any(|pattern| !pattern.to_string().ends_with(" -l"))
+                    })
+                {
+                    flags.push(root(format!(
+                        "may launch {} to install jobs, which run as their user, root included",
                         path.display()
                     )));
                 } else if ACCOUNT_TOOLS.contains(&name) {

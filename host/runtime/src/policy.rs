@@ -215,6 +215,31 @@ programs = [
   { path = "/usr/local/bin/*", query = true },
 ]
 
+# Cron jobs: a user's crontab, read with `crontab -u USER -l` and written whole, from
+# standard input, with `crontab -u USER -`. The jobs run as their user, root included:
+# the audit says so.
+[plugins.cron]
+source = "builtin"
+programs = [
+  { path = "/usr/bin/crontab", query = true, args = [["-u", "*", "-l"]] },
+  { path = "/usr/bin/crontab", args = [["-u", "*", "-"]] },
+]
+
+# Entries of /etc/hosts (or another file a resource names in `target`): the file is
+# replaced whole, through a temporary file beside it, so the plugin may write in /etc
+# (each resource sees only the directory of its file).
+[plugins.hosts]
+source = "builtin"
+provides = ["host"]
+directories = [{ path = "/etc", access = "read-write" }]
+
+# Users' authorized_keys, beneath /home and /root (each resource sees only the
+# directory of its file), with the file type's rules for directories users own.
+[plugins.sshkeys]
+source = "builtin"
+provides = ["ssh_authorized_key"]
+directories = [{ path = "/home", access = "read-write" }, { path = "/root", access = "read-write" }]
+
 # Messages only: no files, no programs.
 [plugins.notify]
 source = "builtin"

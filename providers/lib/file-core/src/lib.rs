@@ -484,7 +484,7 @@ pub fn temporary_path(dir: &str, name: &str) -> String {
     format!("{dir}/.{name}.wcv-{random:016x}")
 }
 
-fn write_atomically(
+pub fn write_atomically(
     resource: &Resource,
     path: &str,
     content: &[u8],

@@ -1,0 +1,314 @@
+//! The provider of Puppet's `ssh_authorized_key` type: one key of a user's
+//! `authorized_keys`, the file replaced atomically at each change, owned by the user,
+//! mode 0600, with `wconverge-file-core`'s rules: never written through a link, never
+//! changed in place when another user could have put it there (the user owns the
+//! directory), a temporary file that is the user's and private from its creation.
+
+use wconverge_file_core::write_atomically;
+use wconverge_sdk::metadata;
+use wconverge_sdk::{
+    Attribute, Change, DataType, Error, PathAccess, Provider, ProviderInfo, Resource, Result,
+    State, TypeSchema, Value, export_provider,
+};
+
+const KEY_TYPES: [&str; 8] = [
+    "ssh-rsa",
+    "ssh-dss",
+    "ssh-ed25519",
+    "ecdsa-sha2-nistp256",
+    "ecdsa-sha2-nistp384",
+    "ecdsa-sha2-nistp521",
+    "sk-ssh-ed25519@openssh.com",
+    "sk-ecdsa-sha2-nistp256@openssh.com",
+];
+
+struct SshKeys;
+
+fn schema() -> TypeSchema {
+    TypeSchema::new(
+        "ssh_authorized_key",
+        "A public key in a user's authorized_keys, found by its name (the key's comment).",
+    )
+    .attribute(Attribute::new("name", DataType::String, "The key's name: its comment.").namevar())
+    .attribute(
+        Attribute::new(
+            "ensure",
+            DataType::enumeration(["present", "absent"]),
+            "Whether the key is there.",
+        )
+        .default("present"),
+    )
+    .attribute(Attribute::new(
+        "key",
+        DataType::String,
+        "The public key, base64, without its type and comment.",
+    ))
+    .attribute(Attribute::new(
+        "type",
+        DataType::enumeration(KEY_TYPES),
+        "The key's type.",
+    ))
+    .attribute(
+        Attribute::new(
+            "user",
+            DataType::String,
+            "Whose key it is: the file's owner.",
+        )
+        .required()
+        .refers_to("user"),
+    )
+    .attribute(
+        Attribute::new(
+            "target",
+            DataType::String,
+            "The authorized_keys file (`/home/USER/.ssh/authorized_keys`); its directory \
+             must exist.",
+        )
+        .required()
+        .parameter()
+        .path_access(PathAccess::ReadWrite),
+    )
+    .attribute(
+        Attribute::new(
+            "options",
+            DataType::String,
+            "Options before the key (`from=\"10.0.0.0/8\"`, `no-pty`).",
+        )
+        .many(),
+    )
+}
+
+fn options(resource: &Resource) -> Vec<String> {
+    resource
+        .get("options")
+        .map(|value| {
+            value
+                .as_list()
+                .into_iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// A line's options, type, key and comment, if it holds a key.
+fn parse(line: &str) -> Option<(String, String, String, String)> {
+    let fields: Vec<&str> = line.split_whitespace().collect();
+    let at = fields.iter().position(|field| KEY_TYPES.contains(field))?;
+    let key = fields.get(at + 1)?;
+    Some((
+        fields[..at].join(" "),
+        fields[at].to_owned(),
+        (*key).to_owned(),
+        fields[at + 2..].join(" "),
+    ))
+}
+
+fn line(resource: &Resource) -> Result<String> {
+    let mut line = String::new();
+    let options = options(resource);
+    if !options.is_empty() {
+        line.push_str(&options.join(","));
+        line.push(' ');
+    }
+    line.push_str(&format!(
+        "{} {} {}",
+        resource.require_str("type")?,
+        resource.require_str("key")?,
+        resource.require_str("name")?
+    ));
+    Ok(line)
+}
+
+fn read(target: &str) -> Result<String> {
+    // Never through a link: the user owns the directory and could point it anywhere.
+    if let Some(stat) = metadata::stat(target)?
+        && stat.kind != metadata::FileKind::File
+    {
+        return Err(Error::new(format!(
+            "`{target}` is not a regular file (a link, say, which its directory's owner could \
+             have put there); wconverge does not read or write through it: remove it"
+        )));
+    }
+    match std::fs::read_to_string(target) {
+        Ok(text) => Ok(text),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(error) => Err(Error::new(format!("cannot read `{target}`: {error}"))),
+    }
+}
+
+impl Provider for SshKeys {
+    fn describe() -> ProviderInfo {
+        ProviderInfo::new("sshkeys", env!("CARGO_PKG_VERSION")).with_type(schema())
+    }
+
+    fn validate(resource: &Resource) -> Vec<String> {
+        let mut problems = Vec::new();
+        let name = resource.get_str("name").unwrap_or_default();
+        if name.is_empty() || name.contains(['\n', '\r']) {
+            problems.push("a key's name is one line of text".to_owned());
+        }
+        if resource.get_str("ensure") != Some("absent") {
+            match resource.get_str("key") {
+                Some(key)
+                    if !key.is_empty()
+                        && key
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b)) => {}
+                Some(key) => problems.push(format!("key `{key}` is not base64")),
+                None => problems.push("a key needs `key` and `type`".to_owned()),
+            }
+            if resource.get("type").is_none() {
+                problems.push("a key needs a `type` (ssh-ed25519, ssh-rsa...)".to_owned());
+            }
+        }
+        for option in options(resource) {
+            if option.contains(['\n', '\r']) {
+                problems.push("options must be on one line".to_owned());
+            }
+        }
+        let user = resource.get_str("user").unwrap_or_default();
+        if user.is_empty() || user.starts_with('-') || user.contains([':', '/', ' ']) {
+            problems.push(format!("`{user}` is not a user name"));
+        }
+        problems
+    }
+
+    fn current_state(resource: &Resource) -> Result<State> {
+        let name = resource.require_str("name")?;
+        let text = read(resource.require_str("target")?)?;
+        Ok(
+            match text
+                .lines()
+                .filter_map(parse)
+                .find(|(_, _, _, comment)| comment == name)
+            {
+                None => State::new().with("ensure", "absent"),
+                Some((options, key_type, key, _)) => {
+                    let mut state = State::new()
+                        .with("ensure", "present")
+                        .with("key", key)
+                        .with("type", key_type);
+                    if !options.is_empty() {
+                        state.set(
+                            "options",
+                            Value::Array(options.split(',').map(Value::from).collect()),
+                        );
+                    }
+                    state
+                }
+            },
+        )
+    }
+
+    fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
+        let exists = current.get_str("ensure") == Some("present");
+        let target = resource.require_str("target")?;
+        if resource.get_str("ensure") == Some("absent") {
+            return Ok(if exists {
+                vec![Change::new(
+                    "ensure",
+                    Some("present".into()),
+                    Some("absent".into()),
+                    format!("removed from {target}"),
+                )]
+            } else {
+                Vec::new()
+            });
+        }
+        if !exists {
+            return Ok(vec![Change::new(
+                "ensure",
+                Some("absent".into()),
+                Some("present".into()),
+                format!("added to {target}"),
+            )]);
+        }
+        let found = (
+            current.get_str("type").unwrap_or_default(),
+            current.get_str("key").unwrap_or_default(),
+        );
+        let wanted = (resource.require_str("type")?, resource.require_str("key")?);
+        let found_options: Vec<String> = current
+            .get("options")
+            .map(|value| {
+                value
+                    .as_list()
+                    .into_iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut changes = Vec::new();
+        if found != wanted {
+            changes.push(Change::new("key", None, None, "key replaced"));
+        }
+        if resource.get("options").is_some() && found_options != options(resource) {
+            changes.push(Change::new(
+                "options",
+                None,
+                None,
+                format!(
+                    "options changed '{}' to '{}'",
+                    found_options.join(","),
+                    options(resource).join(",")
+                ),
+            ));
+        }
+        Ok(changes)
+    }
+
+    fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
+        let name = resource.require_str("name")?;
+        let target = resource.require_str("target")?;
+        let text = read(target)?;
+        let present = resource.get_str("ensure") != Some("absent");
+        let mut lines: Vec<String> = Vec::new();
+        let mut placed = false;
+        for existing in text.lines() {
+            let ours = parse(existing).is_some_and(|(_, _, _, comment)| comment == name);
+            if !ours {
+                lines.push(existing.to_owned());
+            } else if present && !placed {
+                lines.push(line(resource)?);
+                placed = true;
+            }
+        }
+        if present && !placed {
+            lines.push(line(resource)?);
+        }
+        let mut content = lines.join("\n");
+        if !content.is_empty() {
+            content.push('\n');
+        }
+        let existing = metadata::stat(target)?;
+        let as_file = Resource::new("file", target)
+            .with("path", target)
+            .with("owner", resource.require_str("user")?)
+            .with("mode", "0600");
+        write_atomically(&as_file, target, content.as_bytes(), existing.as_ref())
+    }
+}
+
+export_provider!(SshKeys);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn key_lines_parse_with_options() {
+        assert_eq!(
+            parse("from=\"10.0.0.0/8\",no-pty ssh-ed25519 AAAAC3Nz deploy@ci"),
+            Some((
+                "from=\"10.0.0.0/8\",no-pty".to_owned(),
+                "ssh-ed25519".to_owned(),
+                "AAAAC3Nz".to_owned(),
+                "deploy@ci".to_owned()
+            ))
+        );
+        assert_eq!(parse("# a comment"), None);
+    }
+}

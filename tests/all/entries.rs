@@ -1,0 +1,246 @@
+//! Entries of shared files (issue 17, deliverable 5): `cron` (a user's crontab through
+//! `crontab`), `host` (a hosts file replaced atomically) and `ssh_authorized_key` (a
+//! user's authorized_keys, with the file type's rules in a directory the user owns).
+//! The users are real, created for a test and removed after it with their crontab.
+
+use crate::attacker::LocalUser;
+use crate::support::{Machine, entry};
+use serde_json::Value;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+
+fn apply(machine: &Machine, manifest: &Path, policy: Option<&Path>, code: i32) -> Value {
+    let mut args = vec![
+        "apply",
+        manifest.to_str().expect("utf-8"),
+        "--format",
+        "json",
+    ];
+    if let Some(policy) = policy {
+        args.extend(["--policy", policy.to_str().expect("utf-8")]);
+    }
+    let run = machine.run(&args);
+    assert_eq!(run.code, code, "unexpected exit code:\n{run:#?}");
+    run.json()
+}
+
+/// `crontab`, which the `cron` type drives: Debian's `cron` package, installed when this
+/// machine lacks it (the tests run as root).
+fn crontab_available() {
+    if Path::new("/usr/bin/crontab").exists() {
+        return;
+    }
+    let installed = Command::new("apt-get")
+        .args(["install", "-y", "-q", "cron"])
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .output()
+        .expect("apt-get runs");
+    assert!(
+        installed.status.success(),
+        "the cron tests need crontab (Debian's cron package), and installing it failed: \
+         {installed:?}"
+    );
+}
+
+fn crontab_of(user: &str) -> String {
+    let output = Command::new("crontab")
+        .args(["-u", user, "-l"])
+        .output()
+        .expect("crontab");
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+#[test]
+fn issue_17_cron_jobs_are_added_changed_and_removed_in_a_users_crontab() {
+    crontab_available();
+    let user = LocalUser::create();
+    struct Remove(String);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = Command::new("crontab").args(["-u", &self.0, "-r"]).output();
+        }
+    }
+    let _remove = Remove(user.name.clone());
+    let name = &user.name;
+    let machine = Machine::new();
+    let manifest = |hour: &str, cleanup: &str| {
+        machine.manifest(
+            "cron.wcv",
+            &format!(
+                r#"
+cron {{ 'backup':
+  user        => '{name}',
+  command     => '/usr/local/bin/backup --all',
+  minute      => 0,
+  hour        => {hour},
+  environment => 'MAILTO=ops@example.com',
+}}
+cron {{ 'cleanup': user => '{name}', command => '/usr/bin/true', special => daily, ensure => {cleanup} }}
+"#
+            ),
+        )
+    };
+    let report = apply(&machine, &manifest("[2, 14]", "present"), None, 2);
+    assert_eq!(
+        crontab_of(name),
+        "# Puppet Name: backup\nMAILTO=ops@example.com\n0 2,14 * * * /usr/local/bin/backup --all\n\
+         # Puppet Name: cleanup\n@daily /usr/bin/true\n",
+        "{report:#}"
+    );
+    apply(&machine, &manifest("[2, 14]", "present"), None, 0);
+
+    // A line the administrator adds by hand stays.
+    let mut edited = crontab_of(name);
+    edited.push_str("*/5 * * * * /usr/bin/hand-made\n");
+    let mut install = Command::new("crontab")
+        .args(["-u", name, "-"])
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("crontab");
+    use std::io::Write;
+    install
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(edited.as_bytes())
+        .expect("write");
+    assert!(install.wait().expect("crontab").success());
+
+    let report = apply(&machine, &manifest("3", "absent"), None, 2);
+    assert_eq!(
+        entry(&report, "Cron[backup]")["changes"][0]["message"],
+        "changed 'MAILTO=ops@example.com\n0 2,14 * * * /usr/local/bin/backup --all' to \
+         'MAILTO=ops@example.com\n0 3 * * * /usr/local/bin/backup --all'"
+    );
+    assert_eq!(
+        crontab_of(name),
+        "# Puppet Name: backup\nMAILTO=ops@example.com\n0 3 * * * /usr/local/bin/backup --all\n\
+         */5 * * * * /usr/bin/hand-made\n"
+    );
+    apply(&machine, &manifest("3", "absent"), None, 0);
+
+    let hostile = machine.manifest(
+        "hostile.wcv",
+        &format!(
+            "cron {{ 'x': user => '{name}', command => \"/bin/true\\n* * * * * /tmp/evil\" }}\n"
+        ),
+    );
+    let run = machine.run(&["apply", hostile.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(run.stderr.contains("command must be one line"), "{run:#?}");
+    assert!(!crontab_of(name).contains("evil"));
+}
+
+#[test]
+fn issue_17_a_host_entry_is_kept_in_place_and_the_file_replaced_whole() {
+    let machine = Machine::new();
+    let hosts = machine.file("hosts");
+    std::fs::write(
+        &hosts,
+        "127.0.0.1\tlocalhost\n# the database\n10.0.0.4\tdb.example.com db\n::1\tip6-localhost\n",
+    )
+    .expect("hosts");
+    std::fs::set_permissions(&hosts, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+    let policy = machine.policy(&format!(
+        "[plugins.hosts]\nsource = \"builtin\"\nprovides = [\"host\"]\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+        machine.files_dir()
+    ));
+    let manifest = |db: &str, cache: &str| {
+        machine.manifest(
+            "hosts.wcv",
+            &format!(
+                r#"
+host {{ 'db.example.com': ip => '{db}', host_aliases => ['db', 'postgres'], target => '@FILES@/hosts' }}
+host {{ 'cache.example.com': ip => '10.0.0.9', comment => 'redis', target => '@FILES@/hosts', ensure => {cache} }}
+"#
+            ),
+        )
+    };
+    apply(&machine, &manifest("10.0.0.5", "present"), Some(&policy), 2);
+    assert_eq!(
+        std::fs::read_to_string(&hosts).expect("hosts"),
+        "127.0.0.1\tlocalhost\n# the database\n10.0.0.5\tdb.example.com\tdb\tpostgres\n\
+         ::1\tip6-localhost\n10.0.0.9\tcache.example.com\t# redis\n"
+    );
+    assert_eq!(
+        std::fs::metadata(&hosts)
+            .expect("hosts")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o644,
+        "the file keeps its mode"
+    );
+    apply(&machine, &manifest("10.0.0.5", "present"), Some(&policy), 0);
+    apply(&machine, &manifest("10.0.0.5", "absent"), Some(&policy), 2);
+    assert!(
+        !std::fs::read_to_string(&hosts)
+            .expect("hosts")
+            .contains("cache")
+    );
+    let leftovers: Vec<String> = std::fs::read_dir(machine.file(""))
+        .expect("files")
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .filter(|name| name.contains(".wcv-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+#[test]
+fn issue_17_an_authorized_key_is_written_for_its_user_and_never_through_a_link() {
+    let user = LocalUser::create();
+    let machine = Machine::new();
+    let home = machine.file(&user.name);
+    let ssh = format!("{home}/.ssh");
+    std::fs::create_dir_all(&ssh).expect(".ssh");
+    for dir in [&home, &ssh] {
+        std::os::unix::fs::chown(dir, Some(user.uid), Some(user.gid)).expect("chown");
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    }
+    let target = format!("{ssh}/authorized_keys");
+    // What the user planted: authorized_keys as a link to a file of root's.
+    let victim = machine.file("victim");
+    std::fs::write(&victim, "root's\n").expect("victim");
+    std::os::unix::fs::symlink(&victim, &target).expect("link");
+    let policy = machine.policy(&format!(
+        "[plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\"]\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+        machine.files_dir()
+    ));
+    let name = &user.name;
+    let manifest = machine.manifest(
+        "keys.wcv",
+        &format!(
+            r#"
+ssh_authorized_key {{ 'deploy@ci':
+  user    => '{name}',
+  type    => 'ssh-ed25519',
+  key     => 'AAAAC3NzaC1lZDI1NTE5AAAAIKx1',
+  options => ['no-pty', 'from="10.0.0.0/8"'],
+  target  => '{target}',
+}}
+"#
+        ),
+    );
+    let refused = apply(&machine, &manifest, Some(&policy), 4);
+    assert!(
+        crate::support::first_error(&refused).contains("is not a regular file"),
+        "{refused:#}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("victim"),
+        "root's\n",
+        "never written through the link"
+    );
+    // The administrator removes the link; the key is written.
+    std::fs::remove_file(&target).expect("remove the link");
+    apply(&machine, &manifest, Some(&policy), 2);
+    let meta = std::fs::symlink_metadata(&target).expect("authorized_keys");
+    assert!(meta.file_type().is_file());
+    assert_eq!((meta.uid(), meta.mode() & 0o777), (user.uid, 0o600));
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("keys"),
+        "no-pty,from=\"10.0.0.0/8\" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx1 deploy@ci\n"
+    );
+    apply(&machine, &manifest, Some(&policy), 0);
+}
