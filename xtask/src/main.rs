@@ -1,4 +1,6 @@
-//! Project tasks that need code: `cargo xtask demo` runs the README's safe demo.
+//! Project tasks that need code: `cargo xtask demo` runs the README's safe demo, and
+//! `cargo xtask webserver [--remove]` the web server role (`examples/webserver`), which
+//! changes the machine it runs on.
 //!
 //! The demo writes only under `demo-out/` in the checkout: it builds `wconverge`,
 //! instantiates `examples/demo/` there (the manifest and its policy, with absolute paths
@@ -18,7 +20,8 @@ fn main() -> ExitCode {
     let task = std::env::args().nth(1);
     let result = match task.as_deref() {
         Some("demo") => demo(),
-        _ => Err("usage: cargo xtask demo".to_owned()),
+        Some("webserver") => webserver(std::env::args().nth(2).as_deref() == Some("--remove")),
+        _ => Err("usage: cargo xtask demo | cargo xtask webserver [--remove]".to_owned()),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -44,12 +47,12 @@ fn instantiate(template: &Path, files: &Path, into: &Path) -> Result<(), String>
         .map_err(|error| format!("cannot write {}: {error}", into.display()))
 }
 
-fn demo() -> Result<(), String> {
-    let root = repository();
+/// Builds `wconverge` and returns the binary's path.
+fn build(root: &Path) -> Result<PathBuf, String> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     println!("building wconverge (the first build compiles wasmtime: a few minutes)...");
     let status = Command::new(&cargo)
-        .current_dir(&root)
+        .current_dir(root)
         .args(["build", "--quiet", "--package", "wconverge-cli"])
         .status()
         .map_err(|error| format!("cannot run cargo: {error}"))?;
@@ -59,7 +62,12 @@ fn demo() -> Result<(), String> {
     let target_dir = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"));
-    let wconverge = target_dir.join("debug").join("wconverge");
+    Ok(target_dir.join("debug").join("wconverge"))
+}
+
+fn demo() -> Result<(), String> {
+    let root = repository();
+    let wconverge = build(&root)?;
     let out = root.join("demo-out");
     let files = out.join("files");
     std::fs::create_dir_all(&files)
@@ -103,6 +111,106 @@ fn demo() -> Result<(), String> {
         }
         _ => Err(format!("unexpected exit codes {codes:?}")),
     }
+}
+
+/// The web server role: builds its package, applies `examples/webserver/site.wcv` twice
+/// with the built-in policy, and asks the server for its page; with `remove`, applies
+/// `remove.wcv`. It installs a package, adds a user and starts a service: root only, and
+/// best in a throwaway VM or container.
+fn webserver(remove: bool) -> Result<(), String> {
+    if !is_root() {
+        return Err(
+            "the web server demo installs a package, adds a user and starts a service on this \
+             machine: run it as root, in a throwaway VM or container"
+                .to_owned(),
+        );
+    }
+    let root = repository();
+    let wconverge = build(&root)?;
+    let out = root.join("demo-out").join("webserver");
+    std::fs::create_dir_all(&out)
+        .map_err(|error| format!("cannot create {}: {error}", out.display()))?;
+    let apply = |manifest: &Path| -> Result<i32, String> {
+        println!("== wconverge apply {}", manifest.display());
+        let status = Command::new(&wconverge)
+            .arg("apply")
+            .arg(manifest)
+            .arg("--state-dir")
+            .arg(out.join("state"))
+            .arg("--cache-dir")
+            .arg(out.join("cache"))
+            .status()
+            .map_err(|error| format!("cannot run {}: {error}", wconverge.display()))?;
+        let code = status.code().unwrap_or(-1);
+        println!("(exit code {code}: {})\n", meaning(code));
+        Ok(code)
+    };
+    if remove {
+        let code = apply(&root.join("examples/webserver/remove.wcv"))?;
+        return if code == 0 || code == 2 {
+            Ok(())
+        } else {
+            Err(format!("removing failed (exit code {code})"))
+        };
+    }
+    let deb = out.join("wcv-demo-web_1.0-1_all.deb");
+    let built = Command::new("dpkg-deb")
+        .args(["--build", "--root-owner-group"])
+        .arg(root.join("examples/webserver/package"))
+        .arg(&deb)
+        .output()
+        .map_err(|error| format!("cannot run dpkg-deb: {error}"))?;
+    if !built.status.success() {
+        return Err(format!(
+            "dpkg-deb failed: {}",
+            String::from_utf8_lossy(&built.stderr)
+        ));
+    }
+    let manifest = out.join("site.wcv");
+    let text = std::fs::read_to_string(root.join("examples/webserver/site.wcv"))
+        .map_err(|error| format!("cannot read the manifest: {error}"))?
+        .replace("@DEB@", &deb.display().to_string());
+    std::fs::write(&manifest, text)
+        .map_err(|error| format!("cannot write {}: {error}", manifest.display()))?;
+    let codes = [apply(&manifest)?, apply(&manifest)?];
+    if codes[1] != 0 {
+        return Err(format!("unexpected exit codes {codes:?}"));
+    }
+    let page = fetch("127.0.0.1:8080")?;
+    println!("GET http://127.0.0.1:8080/ says: {}", page.trim());
+    println!("converged; `cargo xtask webserver --remove` undoes it");
+    Ok(())
+}
+
+fn is_root() -> bool {
+    std::fs::metadata("/proc/self")
+        .map(|stat| std::os::unix::fs::MetadataExt::uid(&stat) == 0)
+        .unwrap_or(false)
+}
+
+/// The body of `GET /` from `address`, retried for a second while the server starts.
+fn fetch(address: &str) -> Result<String, String> {
+    use std::io::{Read, Write};
+    let mut last = String::new();
+    for _ in 0..20 {
+        match std::net::TcpStream::connect(address) {
+            Ok(mut stream) => {
+                stream
+                    .write_all(b"GET / HTTP/1.0\r\nHost: localhost\r\n\r\n")
+                    .map_err(|error| format!("cannot ask {address}: {error}"))?;
+                let mut response = String::new();
+                stream
+                    .read_to_string(&mut response)
+                    .map_err(|error| format!("cannot read from {address}: {error}"))?;
+                return Ok(response
+                    .split_once("\r\n\r\n")
+                    .map_or(response.clone(), |(_, body)| body.to_owned()));
+            }
+            Err(error) => last = error.to_string(),
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    Err(format!("nothing answers on {address}: {last}"))
 }
 
 fn meaning(code: i32) -> &'static str {
