@@ -82,6 +82,13 @@ impl Resource {
         self.get(name).and_then(Value::as_bool)
     }
 
+    /// The strings of an attribute that takes one value or many (`groups => 'adm'` or
+    /// `groups => ['adm', 'web']`); `None` when it is not set. Values that are not
+    /// strings are left out.
+    pub fn get_strings(&self, name: &str) -> Option<Vec<String>> {
+        self.get(name).map(strings)
+    }
+
     /// The attribute's string value, or an error naming it.
     pub fn require_str(&self, name: &str) -> Result<&str> {
         self.get_str(name).ok_or_else(|| {
@@ -146,6 +153,11 @@ impl State {
         self.get(name).and_then(Value::as_str)
     }
 
+    /// The strings of an observed attribute that holds one value or many.
+    pub fn get_strings(&self, name: &str) -> Option<Vec<String>> {
+        self.get(name).map(strings)
+    }
+
     pub(crate) fn into_parts(self) -> Vec<(String, Value)> {
         self.attributes
     }
@@ -188,4 +200,14 @@ impl Change {
             message: message.into(),
         }
     }
+}
+
+/// The strings of a value that is one string or an array of them.
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_list()
+        .into_iter()
+        .filter_map(Value::as_str)
+        .map(str::to_owned)
+        .collect()
 }

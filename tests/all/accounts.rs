@@ -68,20 +68,6 @@ fn getent(database: &str, key: &str) -> Option<Vec<String>> {
     })
 }
 
-/// `wconverge apply` with the built-in policy (the grants that ship).
-fn apply(machine: &Machine, manifest: &Path, args: &[&str], code: i32) -> Value {
-    let mut all = vec![
-        "apply",
-        manifest.to_str().expect("utf-8"),
-        "--format",
-        "json",
-    ];
-    all.extend_from_slice(args);
-    let run = machine.run(&all);
-    assert_eq!(run.code, code, "unexpected exit code:\n{run:#?}");
-    run.json()
-}
-
 #[test]
 fn issue_17_a_user_and_its_group_are_created_changed_and_removed() {
     let mut accounts = Accounts::new();
@@ -113,7 +99,7 @@ user {{ '{web}':
         "shell => '/bin/sh', comment => 'Web server', expiry => '2031-01-01',",
         "present",
     );
-    let report = apply(&machine, &first, &[], 2);
+    let report = machine.apply_with(&first, None, &[], 2);
     // The user's group is created first: its `groups` name it (autorequire).
     let order: Vec<&str> = report["resources"]
         .as_array()
@@ -141,13 +127,13 @@ user {{ '{web}':
     assert_eq!(shadow[1], "$6$salt$notarealhash");
     assert_eq!(shadow[7], "22280", "2031-01-01 in days since 1970");
     assert!(Path::new(home).is_dir(), "managehome made it");
-    apply(&machine, &first, &[], 0);
+    machine.apply_with(&first, None, &[], 0);
 
     let second = manifest(
         "shell => '/bin/bash', comment => 'Web', expiry => 'absent',",
         "present",
     );
-    let report = apply(&machine, &second, &[], 2);
+    let report = machine.apply_with(&second, None, &[], 2);
     let messages: Vec<&str> = entry(&report, &format!("User[{web}]"))["changes"]
         .as_array()
         .expect("changes")
@@ -164,7 +150,7 @@ user {{ '{web}':
     );
     assert_eq!(getent("passwd", &web).expect("user")[6], "/bin/bash");
     assert_eq!(getent("shadow", &web).expect("shadow")[7], "");
-    apply(&machine, &second, &[], 0);
+    machine.apply_with(&second, None, &[], 0);
 
     let remove = machine.manifest(
         "remove.wcv",
@@ -173,11 +159,11 @@ user {{ '{web}':
              group {{ '{team}': ensure => absent }}\n"
         ),
     );
-    apply(&machine, &remove, &[], 2);
+    machine.apply_with(&remove, None, &[], 2);
     assert_eq!(getent("passwd", &web), None);
     assert_eq!(getent("group", &team), None);
     assert!(!Path::new(home).exists(), "managehome removed it");
-    apply(&machine, &remove, &[], 0);
+    machine.apply_with(&remove, None, &[], 0);
 }
 
 #[test]
@@ -191,7 +177,7 @@ fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
         text.push_str(&format!("user {{ '{user}': groups => ['{one}'] }}\n"));
     }
     let manifest = machine.manifest("site.wcv", &text);
-    apply(&machine, &manifest, &[], 2);
+    machine.apply_with(&manifest, None, &[], 2);
     // Someone adds the first user to `two` by hand: minimum membership leaves it.
     let added = Command::new("gpasswd")
         .args(["-a", &users[0], &two])
@@ -199,9 +185,9 @@ fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
         .expect("gpasswd");
     assert!(added.status.success(), "{added:?}");
     let log = machine.root().join("audit.jsonl");
-    apply(
-        &machine,
+    machine.apply_with(
         &manifest,
+        None,
         &["--audit-log", log.to_str().expect("utf-8")],
         0,
     );
@@ -231,7 +217,7 @@ fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
             users[0], users[1]
         ),
     );
-    apply(&machine, &inclusive, &[], 2);
+    machine.apply_with(&inclusive, None, &[], 2);
     assert_eq!(
         getent("group", &two).expect("two")[3],
         "",
@@ -243,7 +229,7 @@ fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
         5,
         "auth_membership => false adds and removes no one: {members}"
     );
-    apply(&machine, &inclusive, &[], 0);
+    machine.apply_with(&inclusive, None, &[], 0);
 }
 
 #[test]

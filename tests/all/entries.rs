@@ -5,25 +5,9 @@
 
 use crate::attacker::LocalUser;
 use crate::support::{Machine, entry};
-use serde_json::Value;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
-
-fn apply(machine: &Machine, manifest: &Path, policy: Option<&Path>, code: i32) -> Value {
-    let mut args = vec![
-        "apply",
-        manifest.to_str().expect("utf-8"),
-        "--format",
-        "json",
-    ];
-    if let Some(policy) = policy {
-        args.extend(["--policy", policy.to_str().expect("utf-8")]);
-    }
-    let run = machine.run(&args);
-    assert_eq!(run.code, code, "unexpected exit code:\n{run:#?}");
-    run.json()
-}
 
 /// `crontab`, which the `cron` type drives: Debian's `cron` package, installed when this
 /// machine lacks it (the tests run as root).
@@ -81,14 +65,14 @@ cron {{ 'cleanup': user => '{name}', command => '/usr/bin/true', special => dail
             ),
         )
     };
-    let report = apply(&machine, &manifest("[2, 14]", "present"), None, 2);
+    let report = machine.apply_with(&manifest("[2, 14]", "present"), None, &[], 2);
     assert_eq!(
         crontab_of(name),
         "# Puppet Name: backup\nMAILTO=ops@example.com\n0 2,14 * * * /usr/local/bin/backup --all\n\
          # Puppet Name: cleanup\n@daily /usr/bin/true\n",
         "{report:#}"
     );
-    apply(&machine, &manifest("[2, 14]", "present"), None, 0);
+    machine.apply_with(&manifest("[2, 14]", "present"), None, &[], 0);
 
     // A line the administrator adds by hand stays.
     let mut edited = crontab_of(name);
@@ -107,7 +91,7 @@ cron {{ 'cleanup': user => '{name}', command => '/usr/bin/true', special => dail
         .expect("write");
     assert!(install.wait().expect("crontab").success());
 
-    let report = apply(&machine, &manifest("3", "absent"), None, 2);
+    let report = machine.apply_with(&manifest("3", "absent"), None, &[], 2);
     assert_eq!(
         entry(&report, "Cron[backup]")["changes"][0]["message"],
         "changed 'MAILTO=ops@example.com\n0 2,14 * * * /usr/local/bin/backup --all' to \
@@ -118,7 +102,7 @@ cron {{ 'cleanup': user => '{name}', command => '/usr/bin/true', special => dail
         "# Puppet Name: backup\nMAILTO=ops@example.com\n0 3 * * * /usr/local/bin/backup --all\n\
          */5 * * * * /usr/bin/hand-made\n"
     );
-    apply(&machine, &manifest("3", "absent"), None, 0);
+    machine.apply_with(&manifest("3", "absent"), None, &[], 0);
 
     let hostile = machine.manifest(
         "hostile.wcv",
@@ -157,7 +141,7 @@ host {{ 'cache.example.com': ip => '10.0.0.9', comment => 'redis', target => '@F
             ),
         )
     };
-    apply(&machine, &manifest("10.0.0.5", "present"), Some(&policy), 2);
+    machine.apply_with(&manifest("10.0.0.5", "present"), Some(&policy), &[], 2);
     assert_eq!(
         std::fs::read_to_string(&hosts).expect("hosts"),
         "127.0.0.1\tlocalhost\n# the database\n10.0.0.5\tdb.example.com\tdb\tpostgres\n\
@@ -172,8 +156,8 @@ host {{ 'cache.example.com': ip => '10.0.0.9', comment => 'redis', target => '@F
         0o644,
         "the file keeps its mode"
     );
-    apply(&machine, &manifest("10.0.0.5", "present"), Some(&policy), 0);
-    apply(&machine, &manifest("10.0.0.5", "absent"), Some(&policy), 2);
+    machine.apply_with(&manifest("10.0.0.5", "present"), Some(&policy), &[], 0);
+    machine.apply_with(&manifest("10.0.0.5", "absent"), Some(&policy), &[], 2);
     assert!(
         !std::fs::read_to_string(&hosts)
             .expect("hosts")
@@ -222,7 +206,7 @@ ssh_authorized_key {{ 'deploy@ci':
 "#
         ),
     );
-    let refused = apply(&machine, &manifest, Some(&policy), 4);
+    let refused = machine.apply_with(&manifest, Some(&policy), &[], 4);
     assert!(
         crate::support::first_error(&refused).contains("is not a regular file"),
         "{refused:#}"
@@ -234,7 +218,7 @@ ssh_authorized_key {{ 'deploy@ci':
     );
     // The administrator removes the link; the key is written.
     std::fs::remove_file(&target).expect("remove the link");
-    apply(&machine, &manifest, Some(&policy), 2);
+    machine.apply_with(&manifest, Some(&policy), &[], 2);
     let meta = std::fs::symlink_metadata(&target).expect("authorized_keys");
     assert!(meta.file_type().is_file());
     assert_eq!((meta.uid(), meta.mode() & 0o777), (user.uid, 0o600));
@@ -242,5 +226,5 @@ ssh_authorized_key {{ 'deploy@ci':
         std::fs::read_to_string(&target).expect("keys"),
         "no-pty,from=\"10.0.0.0/8\" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx1 deploy@ci\n"
     );
-    apply(&machine, &manifest, Some(&policy), 0);
+    machine.apply_with(&manifest, Some(&policy), &[], 0);
 }

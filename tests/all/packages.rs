@@ -147,20 +147,6 @@ impl Drop for Packages {
     }
 }
 
-/// `wconverge apply` of `manifest` with the built-in policy (the grants that ship).
-fn apply(machine: &Machine, manifest: &Path, args: &[&str], code: i32) -> Value {
-    let mut all = vec![
-        "apply",
-        manifest.to_str().expect("utf-8"),
-        "--format",
-        "json",
-    ];
-    all.extend_from_slice(args);
-    let run = machine.run(&all);
-    assert_eq!(run.code, code, "unexpected exit code:\n{run:#?}");
-    run.json()
-}
-
 fn message(report: &Value, resource: &str) -> String {
     entry(report, resource)["changes"][0]["message"]
         .as_str()
@@ -185,21 +171,21 @@ fn issue_17_dpkg_installs_upgrades_removes_and_purges_a_local_package() {
         )
     };
 
-    let noop = apply(&machine, &manifest("1.0-1", &v1), &["--noop"], 2);
+    let noop = machine.apply_with(&manifest("1.0-1", &v1), None, &["--noop"], 2);
     assert_eq!(
         message(&noop, &reference),
         "installed 1.0-1 (it was purged)"
     );
     assert_eq!(Packages::installed(&name), None, "noop installs nothing");
 
-    apply(&machine, &manifest("1.0-1", &v1), &[], 2);
+    machine.apply_with(&manifest("1.0-1", &v1), None, &[], 2);
     assert_eq!(
         Packages::installed(&name),
         Some(("1.0-1".to_owned(), "ii".to_owned()))
     );
-    apply(&machine, &manifest("1.0-1", &v1), &[], 0);
+    machine.apply_with(&manifest("1.0-1", &v1), None, &[], 0);
 
-    let upgrade = apply(&machine, &manifest("latest", &v2), &[], 2);
+    let upgrade = machine.apply_with(&manifest("latest", &v2), None, &[], 2);
     assert_eq!(
         message(&upgrade, &reference),
         "upgraded from 1.0-1 to 2.0-1"
@@ -208,28 +194,28 @@ fn issue_17_dpkg_installs_upgrades_removes_and_purges_a_local_package() {
         std::fs::read_to_string(format!("/usr/share/{name}/version")).expect("file"),
         "2.0-1"
     );
-    apply(&machine, &manifest("latest", &v2), &[], 0);
+    machine.apply_with(&manifest("latest", &v2), None, &[], 0);
 
-    let wrong = apply(&machine, &manifest("3.0-1", &v2), &[], 4);
+    let wrong = machine.apply_with(&manifest("3.0-1", &v2), None, &[], 4);
     assert!(
         crate::support::first_error(&wrong).contains("holds version 2.0-1, not 3.0-1"),
         "{wrong:#}"
     );
 
-    apply(&machine, &manifest("absent", &v2), &[], 2);
+    machine.apply_with(&manifest("absent", &v2), None, &[], 2);
     assert_eq!(
         Packages::installed(&name).map(|(_, status)| status),
         Some("rc".to_owned()),
         "removed, its configuration kept"
     );
     assert!(Path::new(&format!("/etc/{name}.conf")).exists());
-    apply(&machine, &manifest("absent", &v2), &[], 0);
+    machine.apply_with(&manifest("absent", &v2), None, &[], 0);
 
-    let purge = apply(&machine, &manifest("purged", &v2), &[], 2);
+    let purge = machine.apply_with(&manifest("purged", &v2), None, &[], 2);
     assert_eq!(message(&purge, &reference), "purged (it was absent)");
     assert_eq!(Packages::installed(&name), None);
     assert!(!Path::new(&format!("/etc/{name}.conf")).exists());
-    apply(&machine, &manifest("purged", &v2), &[], 0);
+    machine.apply_with(&manifest("purged", &v2), None, &[], 0);
 }
 
 #[test]
@@ -254,7 +240,7 @@ fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once
             ),
         )
     };
-    let report = apply(&machine, &manifest("1.0-1"), &[], 2);
+    let report = machine.apply_with(&manifest("1.0-1"), None, &[], 2);
     assert_eq!(report["summary"]["changed"], 3, "{report:#}");
     assert_eq!(
         Packages::installed(&web).map(|(v, _)| v),
@@ -268,7 +254,7 @@ fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once
     // A no-op run reads the package database once for the three packages.
     let log = machine.root().join("audit.jsonl");
     let log_arg = log.to_str().expect("utf-8");
-    apply(&machine, &manifest("1.0-1"), &["--audit-log", log_arg], 0);
+    machine.apply_with(&manifest("1.0-1"), None, &["--audit-log", log_arg], 0);
     let launches: Vec<String> = std::fs::read_to_string(&log)
         .expect("audit log")
         .lines()
@@ -282,13 +268,13 @@ fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once
         "{launches:#?}"
     );
 
-    let report = apply(&machine, &manifest("latest"), &[], 2);
+    let report = machine.apply_with(&manifest("latest"), None, &[], 2);
     assert_eq!(
         message(&report, &format!("Package[{web}]")),
         "upgraded from 1.0-1 to 2.0-1"
     );
-    apply(&machine, &manifest("latest"), &[], 0);
-    let report = apply(&machine, &manifest("1.0-1"), &[], 2);
+    machine.apply_with(&manifest("latest"), None, &[], 0);
+    let report = machine.apply_with(&manifest("1.0-1"), None, &[], 2);
     assert_eq!(
         message(&report, &format!("Package[{web}]")),
         "changed from 2.0-1 to 1.0-1"
@@ -302,11 +288,11 @@ fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once
         "purge.wcv",
         &format!("package {{ ['{web}', '{tools}', '{extra}']: ensure => purged }}\n"),
     );
-    apply(&machine, &purge, &[], 2);
+    machine.apply_with(&purge, None, &[], 2);
     for name in [&web, &tools, &extra] {
         assert_eq!(Packages::installed(name), None, "{name}");
     }
-    apply(&machine, &purge, &[], 0);
+    machine.apply_with(&purge, None, &[], 0);
 }
 
 #[test]

@@ -5,7 +5,6 @@
 //! test ends, failed or not.
 
 use crate::support::{Machine, entry};
-use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -85,17 +84,6 @@ impl Drop for InitScript {
     }
 }
 
-fn apply(machine: &Machine, manifest: &Path, code: i32) -> Value {
-    let run = machine.run(&[
-        "apply",
-        manifest.to_str().expect("utf-8"),
-        "--format",
-        "json",
-    ]);
-    assert_eq!(run.code, code, "unexpected exit code:\n{run:#?}");
-    run.json()
-}
-
 #[test]
 fn issue_17_an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_stopped() {
     let script = InitScript::install();
@@ -112,7 +100,7 @@ fn issue_17_an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_st
     };
     let reference = format!("Service[{name}]");
 
-    let report = apply(&machine, &manifest("v1", "running", true), 2);
+    let report = machine.apply_with(&manifest("v1", "running", true), None, &[], 2);
     let first = daemon(&script.pidfile).expect("the daemon runs after the run");
     assert_eq!(script.links(), vec!["S"], "{report:#}");
     assert_eq!(
@@ -121,11 +109,11 @@ fn issue_17_an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_st
         "{report:#}"
     );
 
-    let again = apply(&machine, &manifest("v1", "running", true), 0);
+    let again = machine.apply_with(&manifest("v1", "running", true), None, &[], 0);
     assert_eq!(again["summary"]["changed"], 0);
     assert_eq!(daemon(&script.pidfile), Some(first), "left alone");
 
-    let refreshed = apply(&machine, &manifest("v2", "running", true), 2);
+    let refreshed = machine.apply_with(&manifest("v2", "running", true), None, &[], 2);
     assert_eq!(
         entry(&refreshed, &reference)["refresh"]["outcome"],
         "refreshed",
@@ -138,13 +126,13 @@ fn issue_17_an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_st
         "the old daemon is gone"
     );
 
-    apply(&machine, &manifest("v2", "stopped", false), 2);
+    machine.apply_with(&manifest("v2", "stopped", false), None, &[], 2);
     assert_eq!(daemon(&script.pidfile), None);
     assert_eq!(script.links(), vec!["K"]);
     // A stopped service is not started by a refresh.
-    apply(&machine, &manifest("v3", "stopped", false), 2);
+    machine.apply_with(&manifest("v3", "stopped", false), None, &[], 2);
     assert_eq!(daemon(&script.pidfile), None);
-    apply(&machine, &manifest("v3", "stopped", false), 0);
+    machine.apply_with(&manifest("v3", "stopped", false), None, &[], 0);
 }
 
 #[test]
@@ -177,16 +165,16 @@ fn issue_17_the_base_provider_runs_the_commands_given() {
         }
     }
     let _stop = Stop(pidfile.clone());
-    apply(&machine, &manifest("v1", "running"), 2);
+    machine.apply_with(&manifest("v1", "running"), None, &[], 2);
     let first = daemon(&pidfile).expect("started");
-    apply(&machine, &manifest("v1", "running"), 0);
-    let report = apply(&machine, &manifest("v2", "running"), 2);
+    machine.apply_with(&manifest("v1", "running"), None, &[], 0);
+    let report = machine.apply_with(&manifest("v2", "running"), None, &[], 2);
     let second = daemon(&pidfile).expect("restarted");
     assert_ne!(
         first, second,
         "no `restart`: a stop and a start; {report:#}"
     );
-    apply(&machine, &manifest("v2", "stopped"), 2);
+    machine.apply_with(&manifest("v2", "stopped"), None, &[], 2);
     assert_eq!(daemon(&pidfile), None);
 
     let enable = machine.manifest(
@@ -251,10 +239,10 @@ fn issue_17_a_systemd_unit_is_started_enabled_and_restarted_on_refresh() {
             ),
         )
     };
-    apply(&machine, &manifest("v1"), 2);
+    machine.apply_with(&manifest("v1"), None, &[], 2);
     let first = main_pid();
     assert_ne!(first, "0");
-    apply(&machine, &manifest("v1"), 0);
-    apply(&machine, &manifest("v2"), 2);
+    machine.apply_with(&manifest("v1"), None, &[], 0);
+    machine.apply_with(&manifest("v2"), None, &[], 2);
     assert_ne!(main_pid(), first, "restarted on refresh");
 }

@@ -235,6 +235,30 @@ source = "builtin"
         self.run(&all)
     }
 
+    /// `apply MANIFEST --format json` plus `args`, with the built-in policy (the grants
+    /// that ship) unless `policy` names one, checked to have exited with `code`.
+    pub(crate) fn apply_with(
+        &self,
+        manifest: &Path,
+        policy: Option<&Path>,
+        args: &[&str],
+        code: i32,
+    ) -> Value {
+        let mut all = vec![
+            "apply",
+            manifest.to_str().expect("utf-8"),
+            "--format",
+            "json",
+        ];
+        if let Some(policy) = policy {
+            all.extend(["--policy", policy.to_str().expect("utf-8")]);
+        }
+        all.extend_from_slice(args);
+        let run = self.run(&all);
+        assert_eq!(run.code, code, "unexpected exit code:\n{run:#?}");
+        run.json()
+    }
+
     /// `apply --format json`, checked to have exited with `code`.
     pub(crate) fn apply_json(
         &self,

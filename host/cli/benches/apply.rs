@@ -351,24 +351,8 @@ fn users(bench: &Bench, env: &[(&str, &Path)]) {
         .collect();
     std::fs::write(&manifest, text).expect("manifest");
     let empty = bench.root.join("empty.wcv");
-    let measure_median = |path: &Path| {
-        let arg = path.to_str().expect("utf-8");
-        let samples: Vec<Sample> = (0..7).map(|_| measure(&["apply", arg], env)).collect();
-        assert!(
-            samples.iter().all(|sample| sample.exit_code == 0),
-            "a no-op"
-        );
-        (
-            median(samples.iter().map(|sample| sample.wall).collect()),
-            samples
-                .iter()
-                .map(|sample| sample.peak_rss_kib)
-                .max()
-                .unwrap_or(0),
-        )
-    };
-    let (empty_wall, _) = measure_median(&empty);
-    let (wall, rss) = measure_median(&manifest);
+    let (empty_wall, _) = noop_median(&empty, env);
+    let (wall, rss) = noop_median(&manifest, env);
     println!(
         "| 200 `user` resources (one getent passwd and one getent group for all) | {} | {} MiB | {} |",
         ms(wall),
@@ -404,24 +388,8 @@ fn packages(bench: &Bench, env: &[(&str, &Path)]) {
         .map(|name| format!("package {{ '{name}': ensure => installed }}\n"))
         .collect();
     std::fs::write(&manifest, text).expect("manifest");
-    let run = |path: &Path| {
-        let arg = path.to_str().expect("utf-8");
-        let samples: Vec<Sample> = (0..7).map(|_| measure(&["apply", arg], env)).collect();
-        assert!(
-            samples.iter().all(|sample| sample.exit_code == 0),
-            "a no-op"
-        );
-        (
-            median(samples.iter().map(|sample| sample.wall).collect()),
-            samples
-                .iter()
-                .map(|sample| sample.peak_rss_kib)
-                .max()
-                .unwrap_or(0),
-        )
-    };
-    let (empty_wall, _) = run(&empty);
-    let (wall, rss) = run(&manifest);
+    let (empty_wall, _) = noop_median(&empty, env);
+    let (wall, rss) = noop_median(&manifest, env);
     println!(
         "\n| no-op, built-in policy (median of 7) | wall | peak RSS | above the empty manifest |"
     );
@@ -516,6 +484,25 @@ fn recursive_tree(bench: &Bench, policy_arg: &str, env: &[(&str, &Path)]) {
         ms(native_noop),
         noop.as_secs_f64() / native_noop.as_secs_f64()
     );
+}
+
+/// The median wall time of 7 no-op applies of `manifest` with the built-in policy, and
+/// their largest peak RSS in KiB.
+fn noop_median(manifest: &Path, env: &[(&str, &Path)]) -> (Duration, i64) {
+    let arg = manifest.to_str().expect("utf-8");
+    let samples: Vec<Sample> = (0..7).map(|_| measure(&["apply", arg], env)).collect();
+    assert!(
+        samples.iter().all(|sample| sample.exit_code == 0),
+        "a no-op"
+    );
+    (
+        median(samples.iter().map(|sample| sample.wall).collect()),
+        samples
+            .iter()
+            .map(|sample| sample.peak_rss_kib)
+            .max()
+            .unwrap_or(0),
+    )
 }
 
 fn native_copy(source: &Path, dest: &Path, files: &[(usize, PathBuf)]) -> Duration {

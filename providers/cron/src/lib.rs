@@ -112,17 +112,7 @@ fn entry(resource: &Resource) -> Result<Vec<String>> {
 }
 
 fn environment(resource: &Resource) -> Vec<String> {
-    resource
-        .get("environment")
-        .map(|value| {
-            value
-                .as_list()
-                .into_iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    resource.get_strings("environment").unwrap_or_default()
 }
 
 /// Where the job named `name` is in the crontab's lines: its marker, and the end of

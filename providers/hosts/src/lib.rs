@@ -3,11 +3,11 @@
 //! `wconverge-file-core` replaces a file (a temporary file with the file's owner and
 //! mode, renamed over it), so no reader ever sees half of it.
 
-use wconverge_file_core::write_atomically;
+use wconverge_file_core::{read_entries, replace_entry, write_atomically};
 use wconverge_sdk::metadata;
 use wconverge_sdk::{
-    Attribute, Change, DataType, Error, PathAccess, Provider, ProviderInfo, Resource, Result,
-    State, TypeSchema, Value, export_provider,
+    Attribute, Change, DataType, PathAccess, Provider, ProviderInfo, Resource, Result, State,
+    TypeSchema, Value, export_provider,
 };
 
 struct Hosts;
@@ -62,17 +62,7 @@ fn is_host_name(name: &str) -> bool {
 }
 
 fn aliases(resource: &Resource) -> Vec<String> {
-    resource
-        .get("host_aliases")
-        .map(|value| {
-            value
-                .as_list()
-                .into_iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    resource.get_strings("host_aliases").unwrap_or_default()
 }
 
 /// A line's address, canonical name, aliases and comment, if it is an entry.
@@ -103,14 +93,6 @@ fn line(resource: &Resource) -> Result<String> {
         line.push_str(comment);
     }
     Ok(line)
-}
-
-fn read(target: &str) -> Result<String> {
-    match std::fs::read_to_string(target) {
-        Ok(text) => Ok(text),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(error) => Err(Error::new(format!("cannot read `{target}`: {error}"))),
-    }
 }
 
 impl Provider for Hosts {
@@ -152,7 +134,7 @@ impl Provider for Hosts {
 
     fn current_state(resource: &Resource) -> Result<State> {
         let name = resource.require_str("name")?;
-        let text = read(resource.require_str("target")?)?;
+        let text = read_entries(resource.require_str("target")?)?;
         let found = text
             .lines()
             .filter_map(parse)
@@ -207,17 +189,7 @@ impl Provider for Hosts {
             ));
         }
         let wanted = aliases(resource);
-        let found: Vec<String> = current
-            .get("host_aliases")
-            .map(|value| {
-                value
-                    .as_list()
-                    .into_iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let found: Vec<String> = current.get_strings("host_aliases").unwrap_or_default();
         if resource.get("host_aliases").is_some() && wanted != found {
             changes.push(Change::new(
                 "host_aliases",
@@ -246,25 +218,14 @@ impl Provider for Hosts {
     fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
         let name = resource.require_str("name")?;
         let target = resource.require_str("target")?;
-        let text = read(target)?;
+        let text = read_entries(target)?;
         let present = resource.get_str("ensure") != Some("absent");
-        let mut lines: Vec<String> = Vec::new();
-        let mut placed = false;
-        for existing in text.lines() {
-            let is_ours = parse(existing).is_some_and(|(_, canonical, _, _)| canonical == name);
-            if !is_ours {
-                lines.push(existing.to_owned());
-            } else if present && !placed {
-                // The entry keeps its place in the file.
-                lines.push(line(resource)?);
-                placed = true;
-            }
-        }
-        if present && !placed {
-            lines.push(line(resource)?);
-        }
-        let mut content = lines.join("\n");
-        content.push('\n');
+        let line = if present { Some(line(resource)?) } else { None };
+        let content = replace_entry(
+            &text,
+            |existing| parse(existing).is_some_and(|(_, canonical, _, _)| canonical == name),
+            line,
+        );
         let existing = metadata::stat(target)?;
         // Only content: the file keeps its owner and mode.
         let as_file = Resource::new("file", target).with("path", target);

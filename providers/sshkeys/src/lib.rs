@@ -4,11 +4,11 @@
 //! changed in place when another user could have put it there (the user owns the
 //! directory), a temporary file that is the user's and private from its creation.
 
-use wconverge_file_core::write_atomically;
+use wconverge_file_core::{read_entries, replace_entry, write_atomically};
 use wconverge_sdk::metadata;
 use wconverge_sdk::{
-    Attribute, Change, DataType, Error, PathAccess, Provider, ProviderInfo, Resource, Result,
-    State, TypeSchema, Value, export_provider,
+    Attribute, Change, DataType, PathAccess, Provider, ProviderInfo, Resource, Result, State,
+    TypeSchema, Value, export_provider,
 };
 
 const KEY_TYPES: [&str; 8] = [
@@ -79,17 +79,7 @@ fn schema() -> TypeSchema {
 }
 
 fn options(resource: &Resource) -> Vec<String> {
-    resource
-        .get("options")
-        .map(|value| {
-            value
-                .as_list()
-                .into_iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    resource.get_strings("options").unwrap_or_default()
 }
 
 /// A line's options, type, key and comment, if it holds a key.
@@ -119,23 +109,6 @@ fn line(resource: &Resource) -> Result<String> {
         resource.require_str("name")?
     ));
     Ok(line)
-}
-
-fn read(target: &str) -> Result<String> {
-    // Never through a link: the user owns the directory and could point it anywhere.
-    if let Some(stat) = metadata::stat(target)?
-        && stat.kind != metadata::FileKind::File
-    {
-        return Err(Error::new(format!(
-            "`{target}` is not a regular file (a link, say, which its directory's owner could \
-             have put there); wconverge does not read or write through it: remove it"
-        )));
-    }
-    match std::fs::read_to_string(target) {
-        Ok(text) => Ok(text),
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
-        Err(error) => Err(Error::new(format!("cannot read `{target}`: {error}"))),
-    }
 }
 
 impl Provider for SshKeys {
@@ -177,7 +150,7 @@ impl Provider for SshKeys {
 
     fn current_state(resource: &Resource) -> Result<State> {
         let name = resource.require_str("name")?;
-        let text = read(resource.require_str("target")?)?;
+        let text = read_entries(resource.require_str("target")?)?;
         Ok(
             match text
                 .lines()
@@ -230,17 +203,7 @@ impl Provider for SshKeys {
             current.get_str("key").unwrap_or_default(),
         );
         let wanted = (resource.require_str("type")?, resource.require_str("key")?);
-        let found_options: Vec<String> = current
-            .get("options")
-            .map(|value| {
-                value
-                    .as_list()
-                    .into_iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let found_options: Vec<String> = current.get_strings("options").unwrap_or_default();
         let mut changes = Vec::new();
         if found != wanted {
             changes.push(Change::new("key", None, None, "key replaced"));
@@ -263,26 +226,14 @@ impl Provider for SshKeys {
     fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
         let name = resource.require_str("name")?;
         let target = resource.require_str("target")?;
-        let text = read(target)?;
+        let text = read_entries(target)?;
         let present = resource.get_str("ensure") != Some("absent");
-        let mut lines: Vec<String> = Vec::new();
-        let mut placed = false;
-        for existing in text.lines() {
-            let ours = parse(existing).is_some_and(|(_, _, _, comment)| comment == name);
-            if !ours {
-                lines.push(existing.to_owned());
-            } else if present && !placed {
-                lines.push(line(resource)?);
-                placed = true;
-            }
-        }
-        if present && !placed {
-            lines.push(line(resource)?);
-        }
-        let mut content = lines.join("\n");
-        if !content.is_empty() {
-            content.push('\n');
-        }
+        let line = if present { Some(line(resource)?) } else { None };
+        let content = replace_entry(
+            &text,
+            |existing| parse(existing).is_some_and(|(_, _, _, comment)| comment == name),
+            line,
+        );
         let existing = metadata::stat(target)?;
         let as_file = Resource::new("file", target)
             .with("path", target)

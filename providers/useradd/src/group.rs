@@ -143,17 +143,7 @@ pub(crate) fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> 
         ));
     }
     if let Some(wanted) = list(resource, "members") {
-        let found: Vec<String> = current
-            .get("members")
-            .map(|value| {
-                value
-                    .as_list()
-                    .into_iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default();
+        let found: Vec<String> = current.get_strings("members").unwrap_or_default();
         let missing: Vec<&String> = wanted
             .iter()
             .filter(|member| !found.contains(member))

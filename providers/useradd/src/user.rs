@@ -349,17 +349,7 @@ pub(crate) fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> 
             }
         }
     }
-    let found: Vec<String> = current
-        .get("groups")
-        .map(|value| {
-            value
-                .as_list()
-                .into_iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default();
+    let found: Vec<String> = current.get_strings("groups").unwrap_or_default();
     if let Some((missing, extra)) = group_difference(resource, &found) {
         let mut message = "groups".to_owned();
         if !missing.is_empty() {

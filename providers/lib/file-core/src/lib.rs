@@ -296,6 +296,49 @@ pub fn file_apply(resource: &Resource, changes: &[Change]) -> Result<()> {
     }
 }
 
+/// The text of a file of entries (a hosts file, an authorized_keys), empty when it does
+/// not exist. Anything but a regular file is refused, never read through: a link in a
+/// directory another user owns could point anywhere.
+pub fn read_entries(path: &str) -> Result<String> {
+    if let Some(stat) = metadata::stat(path)?
+        && stat.kind != FileKind::File
+    {
+        return Err(Error::new(format!(
+            "`{path}` is not a regular file (a link, say, which its directory's owner could \
+             have put there); wconverge does not read or write through it: remove it"
+        )));
+    }
+    match std::fs::read_to_string(path) {
+        Ok(text) => Ok(text),
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(String::new()),
+        Err(error) => Err(Error::new(format!("cannot read `{path}`: {error}"))),
+    }
+}
+
+/// `text` with the lines `ours` recognizes replaced by `line` (at the place of the first
+/// of them, or at the end), or removed when `line` is `None`; other lines stay as they
+/// are.
+pub fn replace_entry(text: &str, ours: impl Fn(&str) -> bool, line: Option<String>) -> String {
+    let mut lines: Vec<&str> = Vec::new();
+    let mut placed = false;
+    for existing in text.lines() {
+        if !ours(existing) {
+            lines.push(existing);
+        } else if let Some(line) = line.as_deref().filter(|_| !placed) {
+            lines.push(line);
+            placed = true;
+        }
+    }
+    if let Some(line) = line.as_deref().filter(|_| !placed) {
+        lines.push(line);
+    }
+    let mut content = lines.join("\n");
+    if !content.is_empty() {
+        content.push('\n');
+    }
+    content
+}
+
 /// A path the file type can manage: absolute, normalized, not a directory name.
 pub fn check_path(path: &str) -> std::result::Result<(), String> {
     if !path.starts_with('/') {

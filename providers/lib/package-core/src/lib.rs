@@ -9,9 +9,7 @@
 
 use std::collections::HashMap;
 use wconverge_sdk::process::Command;
-use wconverge_sdk::{
-    Attribute, Change, DataType, Error, Resource, Result, State, TypeSchema, Value,
-};
+use wconverge_sdk::{Attribute, Change, DataType, Error, Resource, Result, State, TypeSchema};
 
 /// dpkg-query, which reads the package database.
 pub const DPKG_QUERY: &str = "/usr/bin/dpkg-query";
@@ -188,17 +186,7 @@ pub fn validate(resource: &Resource) -> Vec<String> {
 
 /// The resource's `install_options`.
 pub fn options(resource: &Resource) -> Vec<String> {
-    resource
-        .get("install_options")
-        .map(|value| {
-            value
-                .as_list()
-                .into_iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect()
-        })
-        .unwrap_or_default()
+    resource.get_strings("install_options").unwrap_or_default()
 }
 
 /// One package as the dpkg database records it.
@@ -359,6 +347,7 @@ pub fn failed(what: &str, output: &wconverge_sdk::process::Output) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wconverge_sdk::Value;
 
     fn package(name: &str, ensure: &str) -> Resource {
         Resource::new("package", name)
