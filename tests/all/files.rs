@@ -385,7 +385,7 @@ file { '@FILES@/c': ensure => directory, content => "x" }
     assert_eq!(run.code, 1, "{run:#?}");
     for expected in [
         "bad.wcv:1:",
-        "`puppet:///` URLs name files of Puppet modules, which wconverge does not resolve yet",
+        "names a module file, and there is no module path",
         "bad.wcv:2:",
         "ensure => link needs `target`",
         "bad.wcv:3:",
@@ -402,5 +402,82 @@ file { '@FILES@/c': ensure => directory, content => "x" }
             .expect("files")
             .next()
             .is_none()
+    );
+}
+
+#[test]
+fn issue_17_puppet_module_sources_are_found_in_the_module_path_when_applied() {
+    let machine = Machine::new();
+    let modules = machine.root().join("modules");
+    let files = modules.join("site/files");
+    std::fs::create_dir_all(files.join("www/css")).expect("module");
+    std::fs::write(files.join("motd"), "welcome\n").expect("motd");
+    std::fs::write(files.join("www/index.html"), "<h1>hi</h1>\n").expect("index");
+    std::fs::write(files.join("www/css/site.css"), "body {}\n").expect("css");
+    let manifest = machine.manifest(
+        "site.wcv",
+        r#"
+file { '@FILES@/motd': source => 'puppet:///modules/site/motd' }
+file { '@FILES@/www': ensure => directory, source => 'puppet:///modules/site/www', recurse => true }
+"#,
+    );
+    // The module directories need the file plugin's read access (the test policy grants
+    // `files/` only).
+    let policy = machine.policy("");
+    let policy_text = std::fs::read_to_string(&policy)
+        .expect("policy")
+        .replacen(
+            "[plugins.file]\nsource = \"builtin\"\ndirectories = [",
+            &format!(
+                "[plugins.file]\nsource = \"builtin\"\ndirectories = [{{ path = \"{}\", access = \"read\" }}, ",
+                modules.display()
+            ),
+            1,
+        );
+    std::fs::write(&policy, policy_text).expect("policy");
+    let modulepath = format!(
+        "{}:{}",
+        machine.root().join("other").display(),
+        modules.display()
+    );
+
+    // Compiled, the catalog keeps the URL: it is resolved where it is applied.
+    let compiled = machine.compile(&manifest, &policy);
+    assert_eq!(compiled.code, 0, "{compiled:#?}");
+    assert!(
+        compiled.stdout.contains("puppet:///modules/site/motd"),
+        "{compiled:#?}"
+    );
+
+    machine.apply_with(&manifest, Some(&policy), &["--modulepath", &modulepath], 2);
+    assert_eq!(
+        std::fs::read_to_string(machine.file("motd")).expect("motd"),
+        "welcome\n"
+    );
+    assert_eq!(
+        std::fs::read_to_string(machine.file("www/css/site.css")).expect("css"),
+        "body {}\n"
+    );
+    machine.apply_with(&manifest, Some(&policy), &["--modulepath", &modulepath], 0);
+
+    let missing = machine.manifest(
+        "missing.wcv",
+        "file { '@FILES@/x': source => 'puppet:///modules/site/nothing' }\n",
+    );
+    let run = machine.run(&[
+        "apply",
+        missing.to_str().expect("utf-8"),
+        "--policy",
+        policy.to_str().expect("utf-8"),
+        "--modulepath",
+        &modulepath,
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains("missing.wcv:1:")
+            && run
+                .stderr
+                .contains("no directory of the module path holds `site/files/nothing`"),
+        "{run:#?}"
     );
 }

@@ -8,6 +8,7 @@
 mod dirs;
 mod input;
 mod lock;
+mod modules;
 mod output;
 mod signals;
 
@@ -68,6 +69,10 @@ struct InputArgs {
     /// changes it, say) as errors: nothing is compiled or applied while one remains.
     #[arg(long)]
     deny_warnings: bool,
+    /// Where `puppet:///modules/NAME/PATH` sources are found (NAME/files/PATH):
+    /// directories separated by `:`, searched in order. Resolved when applying.
+    #[arg(long, value_name = "DIRS")]
+    modulepath: Option<String>,
 }
 
 #[derive(Subcommand)]
@@ -246,12 +251,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => {
             signals::watch();
             let runtime = runtime_for(&runtime)?;
-            let Some(catalog) = load(&input, &runtime)? else {
+            let Some((catalog, problems)) = load_with_sources(&input, &runtime)? else {
                 return Ok(1);
             };
             let state_dir = dirs::state_dir(state_dir)?;
             let _lock = dirs::RunLock::acquire(&state_dir)?;
-            let Some(prepared) = prepare(&catalog, &runtime)? else {
+            let Some(prepared) = prepare(&catalog, &runtime, problems)? else {
                 return Ok(1);
             };
             let mode = if noop { Mode::Noop } else { Mode::Apply };
@@ -280,10 +285,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Validate { input, runtime } => {
             let runtime = runtime_for(&runtime)?;
-            let Some(catalog) = load(&input, &runtime)? else {
+            let Some((catalog, problems)) = load_with_sources(&input, &runtime)? else {
                 return Ok(1);
             };
-            Ok(match prepare(&catalog, &runtime)? {
+            Ok(match prepare(&catalog, &runtime, problems)? {
                 Some(prepared) => {
                     let names: Vec<String> = input
                         .files
@@ -306,10 +311,10 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             runtime,
         } => {
             let runtime = runtime_for(&runtime)?;
-            let Some(catalog) = load(&input, &runtime)? else {
+            let Some((catalog, problems)) = load_with_sources(&input, &runtime)? else {
                 return Ok(1);
             };
-            let Some(prepared) = prepare(&catalog, &runtime)? else {
+            let Some(prepared) = prepare(&catalog, &runtime, problems)? else {
                 return Ok(1);
             };
             match format {
@@ -333,6 +338,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     files: manifests,
                     node: None,
                     deny_warnings: false,
+                    modulepath: None,
                 };
                 match load(&input, &runtime)? {
                     Some(catalog) => catalog.types,
@@ -655,6 +661,21 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     Ok(compiled.catalog)
 }
 
+/// The catalog to apply or validate: loaded, then its `puppet:///modules/...` sources
+/// found in the module path, with the problems of those it could not find (reported
+/// with the catalog's other problems).
+fn load_with_sources(
+    input: &InputArgs,
+    runtime: &Runtime,
+) -> anyhow::Result<Option<(Catalog, Vec<wconverge_catalog::Problem>)>> {
+    let Some(mut catalog) = load(input, runtime)? else {
+        return Ok(None);
+    };
+    let modulepath = modules::parse(input.modulepath.as_deref());
+    let problems = modules::resolve_sources(&mut catalog, &modulepath);
+    Ok(Some((catalog, problems)))
+}
+
 /// Whether the catalog holds lazy values, which the host evaluates.
 fn has_lazy(catalog: &Catalog) -> bool {
     use wconverge_catalog::Lazy;
@@ -798,15 +819,25 @@ fn finish_trails() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Validates the catalog; prints every problem and returns `None` if there are any.
-fn prepare(catalog: &Catalog, runtime: &Runtime) -> anyhow::Result<Option<Prepared>> {
+/// Validates the catalog; prints every problem (the `earlier` ones first) and returns
+/// `None` if there are any.
+fn prepare(
+    catalog: &Catalog,
+    runtime: &Runtime,
+    mut earlier: Vec<wconverge_catalog::Problem>,
+) -> anyhow::Result<Option<Prepared>> {
     // Checking lazy values, and the checks and invariants of types, needs the
     // compiler's stack: take it once, rather than once per check.
     let prepared = wconverge_lang::run_on_big_stack(|| wconverge_engine::prepare(catalog, runtime));
     match prepared {
-        Ok(prepared) => Ok(Some(prepared)),
-        Err(problems) => {
-            output::problems(&problems);
+        Ok(prepared) if earlier.is_empty() => Ok(Some(prepared)),
+        Ok(_) => {
+            output::problems(&earlier);
+            Ok(None)
+        }
+        Err(mut problems) => {
+            earlier.append(&mut problems);
+            output::problems(&earlier);
             Ok(None)
         }
     }

@@ -22,8 +22,9 @@ pub(crate) fn validate(resource: &Resource) -> Vec<String> {
     if let Some(source) = resource.get_str("source") {
         if source.starts_with("puppet:") {
             problems.push(format!(
-                "source `{source}`: `puppet:///` URLs name files of Puppet modules, which \
-                 wconverge does not resolve yet; give the file's absolute path on this machine"
+                "source `{source}`: a `puppet:///modules/...` source is found in the module \
+                 path when the catalog is applied (`wconverge apply --modulepath DIRS`); give \
+                 it, or the file's absolute path on this machine"
             ));
         } else if let Some(path) = source.strip_prefix("file://") {
             problems.push(format!(
