@@ -196,6 +196,34 @@ fn issue_17_dpkg_installs_upgrades_removes_and_purges_a_local_package() {
     );
     machine.apply_with(&manifest("latest", &v2), None, &[], 0);
 
+    // A refresh reinstalls it only with reinstall_on_refresh (Puppet's default: nothing).
+    let refresh = |reinstall: bool, config: &str| {
+        machine.manifest(
+            "refresh.wcv",
+            &format!(
+                "file {{ '@FILES@/app.conf': content => \"{config}\\n\" }}\n\
+                 ~> package {{ '{name}': ensure => latest, provider => dpkg, source => '{v2}', reinstall_on_refresh => {reinstall} }}\n"
+            ),
+        )
+    };
+    let shipped = format!("/usr/share/{name}/version");
+    std::fs::write(&shipped, "changed by hand").expect("edit a packaged file");
+    let report = machine.apply_with(&refresh(false, "a"), None, &[], 2);
+    assert_eq!(
+        entry(&report, &reference)["refresh"]["outcome"],
+        "refreshed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&shipped).expect("file"),
+        "changed by hand"
+    );
+    machine.apply_with(&refresh(true, "b"), None, &[], 2);
+    assert_eq!(
+        std::fs::read_to_string(&shipped).expect("file"),
+        "2.0-1",
+        "reinstalled on refresh"
+    );
+
     let wrong = machine.apply_with(&manifest("3.0-1", &v2), None, &[], 4);
     assert!(
         crate::support::first_error(&wrong).contains("holds version 2.0-1, not 3.0-1"),

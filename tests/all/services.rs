@@ -177,6 +177,24 @@ fn issue_17_the_base_provider_runs_the_commands_given() {
     machine.apply_with(&manifest("v2", "stopped"), None, &[], 2);
     assert_eq!(daemon(&pidfile), None);
 
+    // A command the policy does not grant fails its resource with the rule, and nothing
+    // runs.
+    let marker = machine.file("ran");
+    let outside = machine.manifest(
+        "outside.wcv",
+        &format!(
+            "service {{ 'y': provider => base, ensure => running, start => '/opt/wcvt/bin/start {marker}', status => '/opt/wcvt/bin/status' }}\n"
+        ),
+    );
+    let refused = machine.apply_with(&outside, None, &[], 4);
+    let error = crate::support::first_error(&refused);
+    assert!(error.contains("/opt/wcvt/bin/status"), "{error}");
+    assert!(
+        error.contains("is not on the allowlist of plugin `base`"),
+        "{error}"
+    );
+    assert!(!Path::new(&marker).exists());
+
     let enable = machine.manifest(
         "enable.wcv",
         r#"
