@@ -102,6 +102,12 @@ fn issue_17_an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_st
 
     let report = machine.apply_with(&manifest("v1", "running", true), None, &[], 2);
     let first = daemon(&script.pidfile).expect("the daemon runs after the run");
+    // Started in this run, it is not restarted too (Puppet unschedules the refresh).
+    assert_eq!(
+        entry(&report, &reference)["refresh"]["outcome"],
+        "unscheduled",
+        "{report:#}"
+    );
     assert_eq!(script.links(), vec!["S"], "{report:#}");
     assert_eq!(
         entry(&report, &reference)["status"],

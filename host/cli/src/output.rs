@@ -231,6 +231,7 @@ fn describe_resource(resource: &ResourceReport) -> Vec<String> {
         let what = match refresh.outcome {
             "refreshed" => "refreshed",
             "would_refresh" => "would refresh",
+            "unscheduled" => "not refreshed: its `ensure` changed in this run",
             _ => "refresh failed",
         };
         lines.push(format!(

@@ -140,7 +140,8 @@ pub struct ChangeReport {
 pub struct RefreshReport {
     /// The resources whose changes notified this one.
     pub triggered_by: Vec<String>,
-    /// `refreshed`, `would_refresh` (noop) or `failed`.
+    /// `refreshed`, `would_refresh` (noop), `unscheduled` (its own `ensure` changed in
+    /// this run, as a service just started: Puppet's rule) or `failed`.
     pub outcome: &'static str,
 }
 

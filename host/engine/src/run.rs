@@ -291,7 +291,15 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                     .iter()
                     .map(|source| graph.reference(*source).to_string())
                     .collect();
-                let outcome = if noop {
+                // Puppet's: a resource whose `ensure` just changed (a service just started)
+                // is not refreshed as well; the refresh is unscheduled.
+                let ensure_changed = report
+                    .changes
+                    .iter()
+                    .any(|change| change.attribute == "ensure");
+                let outcome = if ensure_changed {
+                    "unscheduled"
+                } else if noop {
                     "would_refresh"
                 } else {
                     prefetched.invalidate();
