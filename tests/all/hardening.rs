@@ -601,6 +601,36 @@ fn issue_17_metadata_changes_beneath_a_grant_never_leave_it() {
     );
 }
 
+/// Every change a plugin makes by a path of several names (a recursive `file` makes
+/// them) resolves the names before the last by descriptor: a link another user made on
+/// the way is not followed, even one that stays inside the grant.
+#[test]
+fn issue_17_a_deep_change_never_follows_another_users_link_on_the_way() {
+    let user = LocalUser::create();
+    let machine = Machine::new();
+    let policy = policy_for(&machine, &machine.root().join("files"), "");
+    let files = machine.files_dir();
+    std::fs::create_dir(format!("{files}/victims")).expect("victims");
+    let victim = format!("{files}/victims/victim");
+    std::fs::write(&victim, "root's\n").expect("victim");
+    let theirs = format!("{files}/uploads");
+    std::fs::create_dir(&theirs).expect("uploads");
+    std::os::unix::fs::chown(&theirs, Some(user.uid), Some(user.gid)).expect("chown");
+    let link = format!("{theirs}/sub");
+    std::os::unix::fs::symlink("../victims", &link).expect("link");
+    std::os::unix::fs::lchown(&link, Some(user.uid), Some(user.gid)).expect("lchown");
+    let catalog = machine.catalog(json!([
+        { "type": "hostile", "title": machine.file("x"),
+          "attributes": { "action": "remove", "target": format!("{link}/victim") } },
+    ]));
+    let report = machine.apply_json(&catalog, &policy, &[], 4);
+    assert_eq!(
+        std::fs::read_to_string(&victim).expect("the victim is still there"),
+        "root's\n",
+        "{report:#}"
+    );
+}
+
 /// Processes a test started that must be gone when it ends, killed if they are not.
 struct Survivors(Vec<std::path::PathBuf>);
 

@@ -36,7 +36,7 @@ use crate::policy::PluginPolicy;
 use crate::state::PluginState;
 use crate::trail::{Decision, Event, Trail};
 use rustix::fd::{AsFd, OwnedFd};
-use rustix::fs::{FileType, Mode, OFlags, ResolveFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
@@ -372,6 +372,27 @@ impl View<'_> {
         }
     }
 
+    /// The directory that holds `path` beneath the directory `fd`, and its last name,
+    /// resolved by descriptor (`walk::beneath`: links followed only where `link_trust`
+    /// allows, never out of `fd`, the last name never), for a change there: the call
+    /// then acts on that one name through that directory's descriptor. wasmtime-wasi's
+    /// own calls would resolve the components before the last with cap-std, which
+    /// follows any link that stays inside the grant, whoever made it.
+    fn parent_for_change(
+        &mut self,
+        operation: &'static str,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        target: &Path,
+    ) -> FsResult<(Dir, crate::walk::Beneath)> {
+        let dir = self.directory(fd)?;
+        if dir.perms.write_not_permitted() {
+            return Err(AsyncErrorCode::NotPermitted.into());
+        }
+        let found = self.beneath(operation, &dir, fd, path, target)?;
+        Ok((dir, found))
+    }
+
     /// A symbolic link to `contents` at `path` beneath the directory `fd`. Unlike
     /// wasmtime-wasi's, an absolute target is allowed: a link is data here, and nothing
     /// of wconverge follows it unless `walk::link_trust` and the policy allow (an
@@ -635,23 +656,33 @@ impl fs::HostDescriptor for View<'_> {
 
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
-        self.change("create-directory", target, |view| {
-            fs::HostDescriptor::create_directory_at(&mut view.fs, fd, path)
+        self.change("create-directory", target.clone(), |view| {
+            let (dir, found) = view.parent_for_change("create-directory", &fd, &path, &target)?;
+            rustix::fs::mkdirat(
+                found.parent(&*dir.dir),
+                &found.name,
+                Mode::from_raw_mode(0o777),
+            )
+            .map_err(|errno| std::io::Error::from(errno).into())
         })
     }
 
     fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
-        self.change("remove-directory", target, |view| {
-            fs::HostDescriptor::remove_directory_at(&mut view.fs, fd, path)
+        self.change("remove-directory", target.clone(), |view| {
+            let (dir, found) = view.parent_for_change("remove-directory", &fd, &path, &target)?;
+            rustix::fs::unlinkat(found.parent(&*dir.dir), &found.name, AtFlags::REMOVEDIR)
+                .map_err(|errno| std::io::Error::from(errno).into())
         })
     }
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
         self.paths.created.remove(&target);
-        self.change("remove-file", target, |view| {
-            fs::HostDescriptor::unlink_file_at(&mut view.fs, fd, path)
+        self.change("remove-file", target.clone(), |view| {
+            let (dir, found) = view.parent_for_change("remove-file", &fd, &path, &target)?;
+            rustix::fs::unlinkat(found.parent(&*dir.dir), &found.name, AtFlags::empty())
+                .map_err(|errno| std::io::Error::from(errno).into())
         })
     }
 
@@ -677,7 +708,15 @@ impl fs::HostDescriptor for View<'_> {
         };
         let target = PathBuf::from(format!("{} -> {}", from.display(), to.display()));
         self.change("rename", target, |view| {
-            fs::HostDescriptor::rename_at(&mut view.fs, fd, old_path, new_fd, new_path.clone())
+            let (old_dir, old) = view.parent_for_change("rename", &fd, &old_path, &from)?;
+            let (new_dir, new) = view.parent_for_change("rename", &new_fd, &new_path, &to)?;
+            rustix::fs::renameat(
+                old.parent(&*old_dir.dir),
+                &old.name,
+                new.parent(&*new_dir.dir),
+                &new.name,
+            )
+            .map_err(|errno| std::io::Error::from(errno).into())
         })?;
         // A created file keeps its descriptor under its new name; nothing stays known
         // under the name that was replaced.
@@ -738,15 +777,19 @@ impl fs::HostDescriptor for View<'_> {
         let from = self.path_of(&fd, &old_path);
         let to = self.path_of(&new_descriptor, &new_path);
         let target = PathBuf::from(format!("{} -> {}", to.display(), from.display()));
+        // The old name is never followed: a hard link to a link is a link.
+        let _ = old_path_flags;
         self.change("link", target, |view| {
-            fs::HostDescriptor::link_at(
-                &mut view.fs,
-                fd,
-                old_path_flags,
-                old_path,
-                new_descriptor,
-                new_path,
+            let (old_dir, old) = view.parent_for_change("link", &fd, &old_path, &from)?;
+            let (new_dir, new) = view.parent_for_change("link", &new_descriptor, &new_path, &to)?;
+            rustix::fs::linkat(
+                old.parent(&*old_dir.dir),
+                &old.name,
+                new.parent(&*new_dir.dir),
+                &new.name,
+                AtFlags::empty(),
             )
+            .map_err(|errno| std::io::Error::from(errno).into())
         })
     }
 
@@ -759,8 +802,21 @@ impl fs::HostDescriptor for View<'_> {
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
-        self.change("set-times", target, |view| {
-            fs::HostDescriptor::set_times_at(&mut view.fs, fd, path_flags, path, atim, mtim)
+        // Links are not followed: the entry's own times change, whatever it points to.
+        let _ = path_flags;
+        self.change("set-times", target.clone(), |view| {
+            let (dir, found) = view.parent_for_change("set-times", &fd, &path, &target)?;
+            let times = rustix::fs::Timestamps {
+                last_access: timespec(atim),
+                last_modification: timespec(mtim),
+            };
+            rustix::fs::utimensat(
+                found.parent(&*dir.dir),
+                &found.name,
+                &times,
+                AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .map_err(|errno| std::io::Error::from(errno).into())
         })
     }
 
@@ -1074,6 +1130,24 @@ pub(crate) fn kind_name(kind: FileType) -> &'static str {
         FileType::CharacterDevice => "a character device",
         FileType::BlockDevice => "a block device",
         FileType::Unknown => "a file of unknown kind",
+    }
+}
+
+/// A WASI timestamp as `utimensat` takes it.
+fn timespec(time: fs::NewTimestamp) -> rustix::fs::Timespec {
+    match time {
+        fs::NewTimestamp::NoChange => rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_OMIT,
+        },
+        fs::NewTimestamp::Now => rustix::fs::Timespec {
+            tv_sec: 0,
+            tv_nsec: rustix::fs::UTIME_NOW,
+        },
+        fs::NewTimestamp::Timestamp(time) => rustix::fs::Timespec {
+            tv_sec: i64::try_from(time.seconds).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(time.nanoseconds),
+        },
     }
 }
 

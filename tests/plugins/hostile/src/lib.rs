@@ -40,6 +40,7 @@ impl Provider for Hostile {
                             "hoard_files",
                             "stat",
                             "chmod",
+                            "remove",
                             "lie_state",
                             "lie_plan",
                         ]),
@@ -135,6 +136,8 @@ impl Provider for Hostile {
                 Ok(())
             }
             "chmod" => wconverge_sdk::metadata::set_mode(target, 0o4777),
+            "remove" => std::fs::remove_file(target)
+                .map_err(|error| Error::new(format!("removing `{target}` failed: {error}"))),
             "sleep" => {
                 // Blocked in the host, where the CPU limit does not reach.
                 std::thread::sleep(std::time::Duration::from_secs(3600));
