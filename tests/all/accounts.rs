@@ -213,7 +213,7 @@ fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
         "inclusive.wcv",
         &format!(
             "user {{ '{}': groups => ['{one}'], membership => inclusive }}\n\
-             group {{ '{one}': members => ['{}'], auth_membership => false }}\n",
+             group {{ '{one}': members => ['{}'] }}\n",
             users[0], users[1]
         ),
     );
@@ -227,7 +227,8 @@ fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
     assert_eq!(
         members.split(',').count(),
         5,
-        "auth_membership => false adds and removes no one: {members}"
+        "by default (Puppet's auth_membership => false) members are added, no one removed: \
+         {members}"
     );
     machine.apply_with(&inclusive, None, &[], 0);
 }

@@ -321,6 +321,24 @@ fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once
         assert_eq!(Packages::installed(name), None, "{name}");
     }
     machine.apply_with(&purge, None, &[], 0);
+
+    // apt-get would take a name no package has as a pattern (`e.tra` matches `extra`):
+    // only a package known by that very name is installed.
+    let pattern = extra.replace("extra", "e.tra");
+    let pattern_manifest = machine.manifest(
+        "pattern.wcv",
+        &format!("package {{ '{pattern}': ensure => installed }}\n"),
+    );
+    let refused = machine.apply_with(&pattern_manifest, None, &[], 4);
+    assert!(
+        crate::support::first_error(&refused).contains("no package named"),
+        "{refused:#}"
+    );
+    assert_eq!(
+        Packages::installed(&extra),
+        None,
+        "nothing matching was installed"
+    );
 }
 
 #[test]

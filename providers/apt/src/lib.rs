@@ -86,7 +86,21 @@ impl Provider for Apt {
 
     fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
         let name = resource.require_str("name")?;
-        match Wanted::of(resource)? {
+        let wanted = Wanted::of(resource)?;
+        if !matches!(wanted, Wanted::Absent | Wanted::Purged) {
+            // apt-get takes a name no package has as a pattern (`ng.` installs every
+            // package it matches) or an action (`name+`): install only a package the
+            // repositories know by that very name.
+            let bare = name.split(':').next().unwrap_or(name);
+            if !candidates(&[name])?.contains_key(bare) && !candidates(&[name])?.contains_key(name)
+            {
+                return Err(Error::new(format!(
+                    "no package named `{name}` is available from the repositories (is the \
+                     name right, and the package lists up to date?)"
+                )));
+            }
+        }
+        match wanted {
             Wanted::Present | Wanted::Latest => install(resource, name, &[]),
             Wanted::Version(version) => install(
                 resource,

@@ -27,7 +27,7 @@ fn systemctl(verb: &'static str, unit: &str) -> Vec<String> {
 fn enable_verbs(enable: Enable) -> &'static [&'static str] {
     match enable {
         Enable::True => &["unmask", "enable"],
-        Enable::False => &["unmask", "disable"],
+        Enable::False => &["disable"],
         Enable::Mask => &["mask"],
     }
 }
@@ -35,9 +35,7 @@ fn enable_verbs(enable: Enable) -> &'static [&'static str] {
 /// `systemctl is-enabled`'s answer as `enable`.
 fn enabled_from(answer: &str) -> Enable {
     match answer.trim() {
-        "enabled" | "enabled-runtime" | "static" | "alias" | "indirect" | "generated" => {
-            Enable::True
-        }
+        "enabled" | "enabled-runtime" | "static" | "alias" | "generated" => Enable::True,
         "masked" | "masked-runtime" => Enable::Mask,
         _ => Enable::False,
     }
@@ -124,7 +122,7 @@ mod tests {
             ["is-active", "--quiet", "--", "getty@tty1.service"]
         );
         assert_eq!(enable_verbs(Enable::True), ["unmask", "enable"]);
-        assert_eq!(enable_verbs(Enable::False), ["unmask", "disable"]);
+        assert_eq!(enable_verbs(Enable::False), ["disable"]);
         assert_eq!(enable_verbs(Enable::Mask), ["mask"]);
     }
 
@@ -134,6 +132,7 @@ mod tests {
         assert_eq!(enabled_from("static"), Enable::True);
         assert_eq!(enabled_from("disabled\n"), Enable::False);
         assert_eq!(enabled_from("masked\n"), Enable::Mask);
+        assert_eq!(enabled_from("indirect\n"), Enable::False);
         assert_eq!(enabled_from(""), Enable::False);
     }
 }

@@ -101,8 +101,9 @@ pub(crate) fn states(resources: &[Resource]) -> Result<Vec<Result<State>>> {
         .collect())
 }
 
+/// Puppet's default: the members listed are added, others stay.
 fn inclusive(resource: &Resource) -> bool {
-    resource.get_bool("auth_membership") != Some(false)
+    resource.get_bool("auth_membership") == Some(true)
 }
 
 pub(crate) fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {

@@ -111,6 +111,8 @@ pub fn is_package_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"+-.".contains(&b))
+        // apt-get reads a trailing `-` as "remove" when no package has the name.
+        && !name.ends_with('-')
         && arch.is_none_or(|arch| {
             !arch.is_empty()
                 && arch.len() <= 32

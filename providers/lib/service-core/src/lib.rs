@@ -122,6 +122,8 @@ pub fn is_service_name(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
         && !name.starts_with('-')
+        && name != "."
+        && name != ".."
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"@_.:-".contains(&b))
@@ -277,7 +279,10 @@ impl<M: Manager> Provider for ServiceProvider<M> {
         if let Some(enable) = wants_enabled(resource) {
             let found = current.get_str("enable").unwrap_or("false");
             let wanted = enable_word(enable);
-            if found != wanted {
+            // A masked unit is disabled too: `enable => false` leaves an administrator's
+            // mask alone, as Puppet does.
+            let in_sync = found == wanted || (enable == Enable::False && found == "mask");
+            if !in_sync {
                 changes.push(Change::new(
                     "enable",
                     Some(found.into()),
@@ -334,6 +339,7 @@ mod tests {
         assert!(is_service_name("getty@tty1.service"));
         assert!(!is_service_name("-x"));
         assert!(!is_service_name("a b"));
+        assert!(!is_service_name(".."));
         assert!(validate_commands(&service("x").with("start", "/usr/bin/x --go")).is_empty());
         assert_eq!(
             validate_commands(&service("x").with("start", "x --go")).len(),
