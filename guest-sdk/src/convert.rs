@@ -138,6 +138,7 @@ fn attribute_schema_to_wit(attribute: &Attribute) -> wit::AttributeSchema {
         path_access: match attribute.path_access {
             PathAccess::None => wit::PathAccess::None,
             PathAccess::Read => wit::PathAccess::Read,
+            PathAccess::ReadPrivate => wit::PathAccess::ReadPrivate,
             PathAccess::ReadWrite => wit::PathAccess::ReadWrite,
         },
         checks: attribute.checks.clone(),

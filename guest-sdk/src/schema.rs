@@ -72,6 +72,9 @@ pub enum PathAccess {
     /// Read: the host grants the nearest existing directory containing the path,
     /// read-only.
     Read,
+    /// As `Read`, and every directory on the way is writable by root alone (or sticky):
+    /// for what a program running as root reads by name, which no one may swap.
+    ReadPrivate,
     /// Read and write: the host grants the directory containing the path.
     ReadWrite,
 }

@@ -5,6 +5,7 @@
 
 use crate::support::{Machine, entry};
 use serde_json::Value;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
@@ -382,4 +383,44 @@ package {{ 'opts': name => 'nginx', install_options => ['-oDebug::pkgProblemReso
         "nothing was launched: {launched}"
     );
     drop(packages);
+}
+
+#[test]
+fn issue_17_a_package_file_another_user_could_swap_is_never_installed() {
+    let mut packages = Packages::new();
+    let name = packages.name("swappable");
+    let deb = packages.build(&name, "1.0-1");
+    let user = crate::attacker::LocalUser::create();
+    let machine = Machine::new();
+    // In a directory the user owns: they could swap the file before dpkg reads it.
+    let theirs = machine.root().join("theirs");
+    std::fs::create_dir(&theirs).expect("dir");
+    std::os::unix::fs::chown(&theirs, Some(user.uid), Some(user.gid)).expect("chown");
+    let in_theirs = theirs.join("app.deb");
+    std::fs::copy(&deb, &in_theirs).expect("copy");
+    // Root's directory, but a file everyone may write.
+    let writable = machine.root().join("writable.deb");
+    std::fs::copy(&deb, &writable).expect("copy");
+    std::fs::set_permissions(&writable, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    for (source, why) in [
+        (&in_theirs, "can be written by other users"),
+        (
+            &writable,
+            "must be a regular file of root's that only root can write",
+        ),
+    ] {
+        let manifest = machine.manifest(
+            "site.wcv",
+            &format!(
+                "package {{ '{name}': provider => dpkg, source => '{}' }}\n",
+                source.display()
+            ),
+        );
+        let report = machine.apply_with(&manifest, None, &[], 4);
+        assert!(
+            crate::support::first_error(&report).contains(why),
+            "{report:#}"
+        );
+        assert_eq!(Packages::installed(&name), None);
+    }
 }

@@ -146,6 +146,9 @@ pub enum Behaviour {
 pub enum PathAccess {
     None,
     Read,
+    /// Read (by a program that runs as root, say) where no one else can swap it: every
+    /// directory on the way is writable by root alone.
+    ReadPrivate,
     ReadWrite,
 }
 

@@ -253,6 +253,7 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             path_access: match attribute.path_access {
                 wit::PathAccess::None => PathAccess::None,
                 wit::PathAccess::Read => PathAccess::Read,
+                wit::PathAccess::ReadPrivate => PathAccess::ReadPrivate,
                 wit::PathAccess::ReadWrite => PathAccess::ReadWrite,
             },
             checks: attribute.checks.clone(),

@@ -46,23 +46,30 @@ pub(crate) enum GrantError {
     Unusable(String),
 }
 
+/// A grant's plugin, directory, access and whether its ancestors must be private.
+type GrantKey = (String, String, Access, bool);
+
 /// Directories opened in this run, shared by every call of the same plugin that needs
 /// them. Keyed by plugin too: a grant is checked against one plugin's policy and is
 /// never handed to another.
 #[derive(Default)]
 pub(crate) struct GrantCache {
-    opened: Mutex<HashMap<(String, String, Access), Arc<Grant>>>,
+    opened: Mutex<HashMap<GrantKey, Arc<Grant>>>,
 }
 
 /// What the resource needs: each directory once, with the widest access asked for.
 /// Grants are checked with this access whatever the phase, so a write the policy
 /// refuses is reported when the resource is planned (and in a noop run), not only when
 /// it would be applied; calls that only inspect see the directories read-only.
+/// One directory a call needs: where, with what access, and whether every directory on
+/// the way must be writable by root alone.
+pub(crate) type Needed = (String, Access, bool);
+
 pub(crate) fn needed(
     resource: &PreparedResource,
     schema: &TypeSchema,
-) -> Result<Vec<(String, Access)>, GrantError> {
-    let mut needed: Vec<(String, Access)> = Vec::new();
+) -> Result<Vec<Needed>, GrantError> {
+    let mut needed: Vec<Needed> = Vec::new();
     for attribute in &schema.attributes {
         if attribute.path_access == PathAccess::None {
             continue;
@@ -81,19 +88,23 @@ pub(crate) fn needed(
                     attribute.name
                 )));
             }
-            let (dir, access) = match attribute.path_access {
+            let (dir, access, private) = match attribute.path_access {
                 PathAccess::ReadWrite => {
                     let dir = parent(path).ok_or_else(|| {
                         GrantError::Unusable(format!("`{path}` has no parent directory"))
                     })?;
-                    (dir, Access::ReadWrite)
+                    (dir, Access::ReadWrite, false)
                 }
-                PathAccess::Read => (nearest_existing(path), Access::Read),
+                PathAccess::Read => (nearest_existing(path), Access::Read, false),
+                PathAccess::ReadPrivate => (nearest_existing(path), Access::Read, true),
                 PathAccess::None => continue,
             };
-            match needed.iter_mut().find(|(existing, _)| *existing == dir) {
-                Some((_, existing)) => *existing = (*existing).max(access),
-                None => needed.push((dir, access)),
+            match needed.iter_mut().find(|(existing, _, _)| *existing == dir) {
+                Some((_, existing, was_private)) => {
+                    *existing = (*existing).max(access);
+                    *was_private |= private;
+                }
+                None => needed.push((dir, access, private)),
             }
         }
     }
@@ -143,12 +154,13 @@ impl GrantCache {
         policy_roots: &[(PathBuf, Access)],
         dir: &str,
         access: Access,
+        private: bool,
     ) -> Result<Arc<Grant>, GrantError> {
-        let key = (policy.name.clone(), dir.to_owned(), access);
+        let key = (policy.name.clone(), dir.to_owned(), access, private);
         if let Some(grant) = self.opened.lock().expect("grant cache lock").get(&key) {
             return Ok(Arc::clone(grant));
         }
-        let grant = Arc::new(open_grant(policy, policy_roots, dir, access)?);
+        let grant = Arc::new(open_grant(policy, policy_roots, dir, access, private)?);
         self.opened
             .lock()
             .expect("grant cache lock")
@@ -162,11 +174,17 @@ fn open_grant(
     policy_roots: &[(PathBuf, Access)],
     dir: &str,
     access: Access,
+    private: bool,
 ) -> Result<Grant, GrantError> {
     let plugin = &policy.name;
     // One walk, by descriptor: the directory it ends at is both what the policy is
     // checked against and what the plugin gets.
-    let walked = walk(Path::new(dir), Ancestors::Any).map_err(|error| match error {
+    let ancestors = if private {
+        Ancestors::Private
+    } else {
+        Ancestors::Any
+    };
+    let walked = walk(Path::new(dir), ancestors).map_err(|error| match error {
         WalkError::Missing(_) => GrantError::Unusable(format!(
             "directory `{dir}` does not exist; create it first (for example with a resource \
              ordered before this one)"
@@ -174,6 +192,10 @@ fn open_grant(
         WalkError::ForeignLink { .. } | WalkError::MovableLink { .. } => {
             GrantError::Denied(error.to_string())
         }
+        WalkError::SharedAncestor { .. } => GrantError::Denied(format!(
+            "{error}, so what is in `{dir}` could be swapped before a program running as root \
+             reads it; keep it in a directory only root can write"
+        )),
         error => GrantError::Unusable(format!("cannot use `{dir}`: {error}")),
     })?;
     let canonical = walked.canonical.clone();
@@ -259,9 +281,15 @@ mod tests {
         let cache = GrantCache::default();
         let trusted = policy.plugin("trusted").expect("trusted");
         let other = policy.plugin("other").expect("other");
-        let granted = cache.grant(trusted, &policy_roots(trusted), &path, Access::ReadWrite);
+        let granted = cache.grant(
+            trusted,
+            &policy_roots(trusted),
+            &path,
+            Access::ReadWrite,
+            false,
+        );
         assert!(granted.is_ok());
-        let refused = cache.grant(other, &policy_roots(other), &path, Access::ReadWrite);
+        let refused = cache.grant(other, &policy_roots(other), &path, Access::ReadWrite, false);
         assert!(matches!(refused, Err(GrantError::Denied(_))), "{refused:?}");
     }
 

@@ -494,11 +494,13 @@ impl Runtime {
         let roots = self.roots(plugin);
         needed
             .iter()
-            .map(|(dir, access)| {
+            .map(|(dir, access, private)| {
                 // Checked for the access the resource declares, even while it is only
                 // inspected: a resource that could not be applied fails before anything
                 // changes. The call itself gets write access only when it applies.
-                let granted = self.grants.grant(&plugin.policy, &roots, dir, *access);
+                let granted = self
+                    .grants
+                    .grant(&plugin.policy, &roots, dir, *access, *private);
                 let refused = match &granted {
                     Err(GrantError::Denied(message)) => Some(message.as_str()),
                     _ => None,
@@ -640,7 +642,7 @@ impl Runtime {
                 let path = directory.path.to_string_lossy();
                 let granted = self
                     .grants
-                    .grant(&plugin.policy, &roots, &path, Access::Read);
+                    .grant(&plugin.policy, &roots, &path, Access::Read, false);
                 let refused = match &granted {
                     Err(GrantError::Denied(message)) => Some(message.as_str()),
                     _ => None,

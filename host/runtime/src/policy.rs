@@ -113,10 +113,13 @@ programs = [
 
 # A local .deb file (`provider => dpkg`, `source => '/path/x.deb'`): dpkg installs the file
 # the manifest names, or removes or purges a named package; dpkg-deb reads a file's name
-# and version.
+# and version. The plugin reads only who owns the file (anywhere, read-only): it must be
+# root's in a directory only root can write, every directory on the way too, or another
+# user could swap the package whose scripts run as root.
 [plugins.dpkg]
 source = "builtin"
 provides = ["package"]
+directories = [{ path = "/", access = "read" }]
 environment = ["DEBIAN_FRONTEND", "PATH"]
 programs = [
   { path = "/usr/bin/dpkg-query", query = true, args = [["-W", "-f", "${Package}\t${Version}\t${db:Status-Abbrev}\n"]] },

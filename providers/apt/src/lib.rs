@@ -24,6 +24,7 @@ impl Provider for Apt {
             .requires("os.family == 'debian'")
             .with_type(schema(
                 "Provider `apt`: installs from the configured repositories with apt-get.",
+                false,
             ))
     }
 

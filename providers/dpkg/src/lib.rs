@@ -5,6 +5,7 @@
 use wconverge_package_core::{
     SYSTEM_PATH, Wanted, database, failed, plan, schema, state_of, validate,
 };
+use wconverge_sdk::metadata;
 use wconverge_sdk::process::Command;
 use wconverge_sdk::{
     Change, Error, Provider, ProviderInfo, Resource, Result, State, export_provider,
@@ -21,6 +22,7 @@ impl Provider for Dpkg {
             .requires("os.family == 'debian'")
             .with_type(schema(
                 "Provider `dpkg`: installs the `.deb` file `source` names with dpkg.",
+                true,
             ))
     }
 
@@ -64,6 +66,7 @@ impl Provider for Dpkg {
                 if let Some(source) = resource.get_str("source")
                     && !matches!(Wanted::of(resource), Ok(Wanted::Absent | Wanted::Purged))
                 {
+                    trusted_source(source)?;
                     let (package, version) = source_of(source)?;
                     if package != name.split(':').next().unwrap_or(name) {
                         return Err(Error::new(format!(
@@ -133,6 +136,32 @@ fn dpkg(args: &[&str]) -> Result<()> {
     } else {
         Err(failed(&format!("dpkg {}", args.join(" ")), &output))
     }
+}
+
+/// A package's maintainer scripts run as root, and dpkg reads the file by its name: it
+/// must be root's, writable by root alone, in a directory only root can write (the host
+/// checked the directories above when it granted this one).
+fn trusted_source(source: &str) -> Result<()> {
+    let stat = metadata::stat(source)?
+        .ok_or_else(|| Error::new(format!("source `{source}` does not exist")))?;
+    let dir = source
+        .rsplit_once('/')
+        .map_or("/", |(dir, _)| if dir.is_empty() { "/" } else { dir });
+    let dir_stat =
+        metadata::stat(dir)?.ok_or_else(|| Error::new(format!("`{dir}` does not exist")))?;
+    let private = |uid: u32, mode: u32| uid == 0 && mode & 0o022 == 0;
+    if stat.kind != metadata::FileKind::File
+        || !private(stat.uid, stat.mode)
+        || !(private(dir_stat.uid, dir_stat.mode)
+            || (dir_stat.uid == 0 && dir_stat.mode & 0o1000 != 0))
+    {
+        return Err(Error::new(format!(
+            "source `{source}` must be a regular file of root's that only root can write, \
+             in a directory only root can write: its maintainer scripts run as root, and \
+             whoever can change it before dpkg reads it chooses them"
+        )));
+    }
+    Ok(())
 }
 
 /// The package name and version a `.deb` file holds.

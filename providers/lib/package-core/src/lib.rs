@@ -9,7 +9,9 @@
 
 use std::collections::HashMap;
 use wconverge_sdk::process::Command;
-use wconverge_sdk::{Attribute, Change, DataType, Error, Resource, Result, State, TypeSchema};
+use wconverge_sdk::{
+    Attribute, Change, DataType, Error, PathAccess, Resource, Result, State, TypeSchema,
+};
 
 /// dpkg-query, which reads the package database.
 pub const DPKG_QUERY: &str = "/usr/bin/dpkg-query";
@@ -21,77 +23,90 @@ pub const SYSTEM_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 /// The format `dpkg-query -W` prints each package in: name, version, status.
 pub const QUERY_FORMAT: &str = "${Package}\t${Version}\t${db:Status-Abbrev}\n";
 
-/// The `package` type, with what `provider_doc` says of the provider.
-pub fn schema(provider_doc: &str) -> TypeSchema {
-    TypeSchema::new(
+/// The `package` type, with what `provider_doc` says of the provider. A provider that
+/// installs local files (`dpkg`) reads its `source` where no one else can swap it (the
+/// host requires every directory on the way to be root's), and reads one state at a
+/// time (a batch gets no directory); the others read their states in one batch.
+pub fn schema(provider_doc: &str, local_files: bool) -> TypeSchema {
+    let schema = TypeSchema::new(
         "package",
         &format!(
             "A Debian package: installed (at a version, or the latest), removed or purged. \
              {provider_doc}"
         ),
+    );
+    let schema = if local_files {
+        schema
+    } else {
+        schema.batch_state()
+    };
+    let source = Attribute::new(
+        "source",
+        DataType::String,
+        "A `.deb` file to install from (the `dpkg` provider): root's, in a directory only \
+         root can write.",
     )
-    .batch_state()
-    .refreshable()
-    .attribute(
-        Attribute::new(
-            "name",
-            DataType::String,
-            "The package's name, as Debian writes it (`nginx`, `libssl3`).",
+    .parameter();
+    let source = if local_files {
+        source.path_access(PathAccess::ReadPrivate)
+    } else {
+        source
+    };
+    schema
+        .refreshable()
+        .attribute(
+            Attribute::new(
+                "name",
+                DataType::String,
+                "The package's name, as Debian writes it (`nginx`, `libssl3`).",
+            )
+            .namevar(),
         )
-        .namevar(),
-    )
-    .attribute(
-        Attribute::new(
-            "ensure",
-            DataType::String,
-            "`present` (or `installed`): installed, any version; `latest`: the newest \
+        .attribute(
+            Attribute::new(
+                "ensure",
+                DataType::String,
+                "`present` (or `installed`): installed, any version; `latest`: the newest \
              version available; a version (`1.24.0-1`): that one; `absent`: removed, its \
              configuration kept; `purged`: removed with its configuration.",
+            )
+            .default("present"),
         )
-        .default("present"),
-    )
-    .attribute(
-        Attribute::new(
-            "source",
-            DataType::String,
-            "A `.deb` file to install from (the `dpkg` provider).",
-        )
-        .parameter(),
-    )
-    .attribute(
-        Attribute::new(
-            "install_options",
-            DataType::Array(Box::new(DataType::String)),
-            "Options for the installer; `--no-install-recommends` only (each option of a \
+        .attribute(source)
+        .attribute(
+            Attribute::new(
+                "install_options",
+                DataType::Array(Box::new(DataType::String)),
+                "Options for the installer; `--no-install-recommends` only (each option of a \
              root program is a capability the policy grants by name).",
+            )
+            .parameter(),
         )
-        .parameter(),
-    )
-    .attribute(
-        Attribute::new(
-            "reinstall_on_refresh",
-            DataType::Boolean,
-            "Reinstall the package when a resource it subscribes to changes. Default: \
+        .attribute(
+            Attribute::new(
+                "reinstall_on_refresh",
+                DataType::Boolean,
+                "Reinstall the package when a resource it subscribes to changes. Default: \
              false (a refresh does nothing).",
+            )
+            .parameter(),
         )
-        .parameter(),
-    )
-    .attribute(
-        Attribute::new(
-            "available",
-            DataType::String,
-            "The version that `latest` (or `source`) would install.",
+        .attribute(
+            Attribute::new(
+                "available",
+                DataType::String,
+                "The version that `latest` (or `source`) would install.",
+            )
+            .read_only(),
         )
-        .read_only(),
-    )
-    .attribute(
-        Attribute::new(
-            "status",
-            DataType::String,
-            "What dpkg says of it (`installed`, `config-files`, `half-installed`...).",
+        .attribute(
+            Attribute::new(
+                "status",
+                DataType::String,
+                "What dpkg says of it (`installed`, `config-files`, `half-installed`...).",
+            )
+            .read_only(),
         )
-        .read_only(),
-    )
 }
 
 /// Whether `name` is a Debian package name: lowercase letters, digits, `+`, `-` and `.`,
