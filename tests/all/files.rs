@@ -199,7 +199,7 @@ fn issue_17_links_are_made_and_retargeted_and_a_directory_gives_way_only_with_fo
 }
 
 #[test]
-fn issue_17_directories_are_made_removed_only_when_empty_or_forced_and_take_symbolic_modes() {
+fn issue_17_directories_are_made_removed_only_with_force_and_take_symbolic_modes() {
     let machine = Machine::new();
     let dir = machine.file("conf.d");
     let policy = machine.policy("");
@@ -250,7 +250,7 @@ fn issue_17_directories_are_made_removed_only_when_empty_or_forced_and_take_symb
     let refused = machine.apply_json(&absent(false), &policy, &[], 4);
     assert!(
         crate::support::first_error(&refused)
-            .contains("is a directory with entries; set `force => true` to remove it"),
+            .contains("is a directory; set `force => true` to remove it"),
         "{refused:#}"
     );
     assert!(Path::new(&dir).is_dir());

@@ -190,7 +190,7 @@ impl Provider for Cron {
     fn validate(resource: &Resource) -> Vec<String> {
         let mut problems = Vec::new();
         let name = resource.get_str("name").unwrap_or_default();
-        if name.contains('\n') || name.trim().is_empty() {
+        if name.contains(['\n', '\r']) || name.trim().is_empty() {
             problems.push("a job's name is one line of text".to_owned());
         }
         let user = resource.get_str("user").unwrap_or_default();
@@ -206,6 +206,20 @@ impl Provider for Cron {
             _ => {}
         }
         for name in TIME_FIELDS {
+            if let Some(given) = resource.get(name) {
+                let items = given.as_list();
+                let well_formed = !items.is_empty()
+                    && items.iter().all(|item| match item {
+                        Value::Integer(n) => *n >= 0,
+                        Value::String(text) => !text.is_empty(),
+                        _ => false,
+                    });
+                if !well_formed {
+                    problems.push(format!(
+                        "{name} must be a non-empty cron time field, or a non-empty list of them"
+                    ));
+                }
+            }
             let value = field(resource, name);
             if !value
                 .bytes()

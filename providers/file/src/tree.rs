@@ -169,14 +169,11 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
         "absent" => match kind {
             None => Ok(Vec::new()),
             Some(FileKind::Directory) => {
-                let empty = std::fs::read_dir(path)
-                    .map_err(|error| Error::new(format!("cannot list `{path}`: {error}")))?
-                    .next()
-                    .is_none();
-                if !empty && !force(resource) {
+                // As Puppet's: a directory goes only with `force`, empty or not.
+                if !force(resource) {
                     return Err(Error::new(format!(
-                        "`{path}` is a directory with entries; set `force => true` to remove it \
-                         with everything in it"
+                        "`{path}` is a directory; set `force => true` to remove it with \
+                         everything in it"
                     )));
                 }
                 Ok(vec![Action::Remove {

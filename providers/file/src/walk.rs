@@ -229,6 +229,12 @@ impl<'r> Walk<'r> {
     /// Something of another kind is where the source has a directory, file or link: a
     /// directory goes only with `force`.
     fn replace(&mut self, path: &str, stat: &FileStat) -> Result<()> {
+        if stat.kind == FileKind::Directory && self.protected(path) {
+            return Err(Error::new(format!(
+                "`{path}` is a directory where the source has none, and other resources \
+                 manage what is in it; it is not replaced"
+            )));
+        }
         match stat.kind {
             FileKind::Directory if !force(self.resource) => Err(Error::new(format!(
                 "`{path}` is a directory where the source has none; set `force => true` to \

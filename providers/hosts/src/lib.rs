@@ -122,12 +122,11 @@ impl Provider for Hosts {
         {
             problems.push("comment must be one line".to_owned());
         }
-        if !resource
-            .get_str("target")
-            .unwrap_or_default()
-            .starts_with('/')
-        {
-            problems.push("target must be an absolute path".to_owned());
+        let target = resource.get_str("target").unwrap_or_default();
+        if !target.starts_with('/') || !target.ends_with("/hosts") {
+            problems.push(format!(
+                "target `{target}` must be a hosts file: an absolute path ending in `/hosts`"
+            ));
         }
         problems
     }

@@ -78,6 +78,44 @@ fn schema() -> TypeSchema {
     )
 }
 
+/// An option of authorized_keys: `name`, or `name="value"` (sshd's grammar, without the
+/// escapes), so that no option can add a key or another option.
+fn is_option(option: &str) -> bool {
+    let (name, value) = match option.split_once('=') {
+        Some((name, value)) => (name, Some(value)),
+        None => (option, None),
+    };
+    !name.is_empty()
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && value.is_none_or(|value| {
+            value.len() >= 2
+                && value.starts_with('"')
+                && value.ends_with('"')
+                && !value[1..value.len() - 1].contains(['"', '\n', '\r'])
+        })
+}
+
+/// The options of a line, split at the commas outside quotes.
+fn split_options(options: &str) -> Vec<String> {
+    let mut split = Vec::new();
+    let mut current = String::new();
+    let mut quoted = false;
+    for c in options.chars() {
+        match c {
+            '"' => {
+                quoted = !quoted;
+                current.push(c);
+            }
+            ',' if !quoted => split.push(std::mem::take(&mut current)),
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        split.push(current);
+    }
+    split
+}
+
 fn options(resource: &Resource) -> Vec<String> {
     resource.get_strings("options").unwrap_or_default()
 }
@@ -137,9 +175,19 @@ impl Provider for SshKeys {
             }
         }
         for option in options(resource) {
-            if option.contains(['\n', '\r']) {
-                problems.push("options must be on one line".to_owned());
+            if !is_option(&option) {
+                problems.push(format!(
+                    "option `{option}` is neither `name` nor `name=\"value\"` (letters, digits \
+                     and `-` in the name; no `\"` or line break in the value)"
+                ));
             }
+        }
+        let target = resource.get_str("target").unwrap_or_default();
+        if !target.ends_with("/authorized_keys") && !target.ends_with("/authorized_keys2") {
+            problems.push(format!(
+                "target `{target}` must be an authorized_keys file (ending in \
+                 `/authorized_keys`)"
+            ));
         }
         let user = resource.get_str("user").unwrap_or_default();
         if user.is_empty() || user.starts_with('-') || user.contains([':', '/', ' ']) {
@@ -166,7 +214,12 @@ impl Provider for SshKeys {
                     if !options.is_empty() {
                         state.set(
                             "options",
-                            Value::Array(options.split(',').map(Value::from).collect()),
+                            Value::Array(
+                                split_options(&options)
+                                    .into_iter()
+                                    .map(Value::from)
+                                    .collect(),
+                            ),
                         );
                     }
                     state
@@ -261,5 +314,18 @@ mod tests {
             ))
         );
         assert_eq!(parse("# a comment"), None);
+    }
+
+    #[test]
+    fn options_follow_sshds_grammar_and_split_outside_quotes() {
+        assert!(is_option("no-pty"));
+        assert!(is_option("from=\"10.0.0.0/8,192.168.0.0/16\""));
+        assert!(!is_option("no-pty ssh-rsa AAAA evil"));
+        assert!(!is_option("command=\"x\" y"));
+        assert!(!is_option("from=10.0.0.1"));
+        assert_eq!(
+            split_options("from=\"a,b\",no-pty"),
+            vec!["from=\"a,b\"", "no-pty"]
+        );
     }
 }
