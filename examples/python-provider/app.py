@@ -69,6 +69,7 @@ def attribute(name, doc, behaviour=Behaviour.PROPERTY, required=False, default=N
         path_access=path_access,
         checks=[],
         refers_to=None,
+        home_default=None,
     )
 
 

@@ -143,6 +143,13 @@ fn attribute_schema_to_wit(attribute: &Attribute) -> wit::AttributeSchema {
         },
         checks: attribute.checks.clone(),
         refers_to: attribute.refers_to.clone(),
+        home_default: attribute
+            .home_default
+            .as_ref()
+            .map(|(user_attribute, suffix)| wit::HomeDefault {
+                user_attribute: user_attribute.clone(),
+                suffix: suffix.clone(),
+            }),
     }
 }
 

@@ -103,6 +103,7 @@ pub struct Attribute {
     pub(crate) path_access: PathAccess,
     pub(crate) checks: Vec<String>,
     pub(crate) refers_to: Option<String>,
+    pub(crate) home_default: Option<(String, String)>,
 }
 
 impl Attribute {
@@ -121,6 +122,7 @@ impl Attribute {
             path_access: PathAccess::None,
             checks: Vec::new(),
             refers_to: None,
+            home_default: None,
         }
     }
 
@@ -207,6 +209,15 @@ impl Attribute {
     /// autorequire does, so a manifest need not order them.
     pub fn refers_to(mut self, type_name: &str) -> Self {
         self.refers_to = Some(type_name.to_owned());
+        self
+    }
+
+    /// When a resource does not set it: the home directory of the user the attribute
+    /// `user_attribute` names, then `suffix` (`/.ssh/authorized_keys`), looked up by the
+    /// host when the resource runs. A path attribute with such a default is granted as
+    /// any other, from the value the host filled in.
+    pub fn default_in_home(mut self, user_attribute: &str, suffix: &str) -> Self {
+        self.home_default = Some((user_attribute.to_owned(), suffix.to_owned()));
         self
     }
 }

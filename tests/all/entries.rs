@@ -227,4 +227,27 @@ ssh_authorized_key {{ 'deploy@ci':
         "no-pty,from=\"10.0.0.0/8\" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx1 deploy@ci\n"
     );
     machine.apply_with(&manifest, Some(&policy), &[], 0);
+
+    // Without `target`: `~USER/.ssh/authorized_keys`, the home looked up when the
+    // resource runs, as Puppet does.
+    let moved = Command::new("usermod")
+        .args(["-d", &home, name])
+        .output()
+        .expect("usermod");
+    assert!(moved.status.success(), "{moved:?}");
+    let default_target = machine.manifest(
+        "default.wcv",
+        &format!(
+            r#"
+ssh_authorized_key {{ 'laptop@home': user => '{name}', type => 'ssh-ed25519', key => 'AAAAC3NzaC1lZDI1NTE5AAAAIKx2' }}
+"#
+        ),
+    );
+    machine.apply_with(&default_target, Some(&policy), &[], 2);
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("keys"),
+        "no-pty,from=\"10.0.0.0/8\" ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx1 deploy@ci\n\
+         ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx2 laptop@home\n"
+    );
+    machine.apply_with(&default_target, Some(&policy), &[], 0);
 }

@@ -186,6 +186,18 @@ pub struct AttributeSchema {
     /// which a resource requires when the catalog declares them (Puppet's autorequire).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refers_to: Option<String>,
+    /// When unset: the home of the user another attribute names, then a suffix.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub home_default: Option<HomeDefault>,
+}
+
+/// A default below a user's home directory (`~USER/.ssh/authorized_keys`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HomeDefault {
+    /// The attribute that names the user.
+    pub user_attribute: String,
+    /// What follows the home directory: `/.ssh/authorized_keys`.
+    pub suffix: String,
 }
 
 impl AttributeSchema {
@@ -208,6 +220,7 @@ impl AttributeSchema {
             derived: None,
             transient: false,
             refers_to: None,
+            home_default: None,
         }
     }
 

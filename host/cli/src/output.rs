@@ -555,6 +555,12 @@ fn attributes_text(schema: &TypeSchema) -> String {
         if attribute.transient {
             traits.push("transient".to_owned());
         }
+        if let Some(home) = &attribute.home_default {
+            traits.push(format!(
+                "default the home of `{}`, then {}",
+                home.user_attribute, home.suffix
+            ));
+        }
         if let Some(referred) = &attribute.refers_to {
             traits.push(format!("requires the `{referred}` it names"));
         }

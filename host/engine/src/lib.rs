@@ -91,6 +91,13 @@ pub trait PluginHost {
     /// plugins). An error says why they could not be gathered.
     fn facts(&self) -> Result<wconverge_program::Facts, String>;
 
+    /// The home directory of `user` (a name or a numeric id) on this machine, for the
+    /// attributes whose default lies below it; `None` when the user has none.
+    fn home_of(&self, user: &str) -> Option<String> {
+        let _ = user;
+        None
+    }
+
     /// Why the run must stop now (the operator interrupted it), if it must: the
     /// resources not yet applied fail with this reason.
     fn interrupted(&self) -> Option<String> {

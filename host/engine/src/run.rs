@@ -185,6 +185,14 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
                             ));
                         }
                     }
+                    if let Some(filled) = prepared
+                        .schema(resource)
+                        .map(|schema| home_defaults(schema, &target, host))
+                        .transpose()?
+                        .flatten()
+                    {
+                        target = std::borrow::Cow::Owned(filled);
+                    }
                     if let Some(schema) = prepared
                         .schema(resource)
                         .filter(|schema| !schema.context.is_empty())
@@ -426,6 +434,46 @@ fn init_only_changes(schema: Option<&TypeSchema>, changes: &[Change]) -> Result<
         }
     }
     Ok(())
+}
+
+/// The resource with the attributes whose default lies below a user's home filled in,
+/// if it leaves any unset; looked up now, so a user created earlier in the run counts.
+fn home_defaults(
+    schema: &TypeSchema,
+    resource: &PreparedResource,
+    host: &dyn PluginHost,
+) -> Result<Option<PreparedResource>, String> {
+    let mut filled: Option<PreparedResource> = None;
+    for attribute in &schema.attributes {
+        let Some(home) = &attribute.home_default else {
+            continue;
+        };
+        if resource.get(&attribute.name).is_some() {
+            continue;
+        }
+        let user = resource
+            .get(&home.user_attribute)
+            .and_then(Value::as_str)
+            .ok_or_else(|| {
+                format!(
+                    "`{}` is not set, and `{}` names no user whose home it would be in",
+                    attribute.name, home.user_attribute
+                )
+            })?;
+        let dir = host.home_of(user).ok_or_else(|| {
+            format!(
+                "`{}` is not set, and user `{user}` has no home directory on this machine; \
+                 set `{}`",
+                attribute.name, attribute.name
+            )
+        })?;
+        let value = format!("{}{}", dir.trim_end_matches('/'), home.suffix);
+        filled
+            .get_or_insert_with(|| resource.clone())
+            .attributes
+            .push((attribute.name.clone(), Value::String(value)));
+    }
+    Ok(filled)
 }
 
 fn resolve_lazy(

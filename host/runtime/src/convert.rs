@@ -269,6 +269,28 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
                 }
                 referred => referred.clone(),
             },
+            home_default: match &attribute.home_default {
+                Some(home) => {
+                    let normal = home.suffix.starts_with('/')
+                        && home
+                            .suffix
+                            .split('/')
+                            .skip(1)
+                            .all(|part| !part.is_empty() && part != "." && part != "..");
+                    if !normal || !is_identifier(&home.user_attribute) {
+                        return Err(context(format!(
+                            "`home-default` needs an attribute name and a suffix like \
+                             `/.ssh/authorized_keys`, not `{}` and `{}`",
+                            home.user_attribute, home.suffix
+                        )));
+                    }
+                    Some(wconverge_catalog::HomeDefault {
+                        user_attribute: home.user_attribute.clone(),
+                        suffix: home.suffix.clone(),
+                    })
+                }
+                None => None,
+            },
         };
         if let Some(default) = &converted.default {
             converted

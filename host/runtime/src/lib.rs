@@ -942,6 +942,13 @@ impl PluginHost for Runtime {
         Some(walked.canonical.join(name).to_string_lossy().into_owned())
     }
 
+    fn home_of(&self, user: &str) -> Option<String> {
+        process::lookup_user(user)
+            .ok()
+            .map(|entry| entry.dir.to_string_lossy().into_owned())
+            .filter(|dir| dir.starts_with('/') && dir != "/")
+    }
+
     fn facts(&self) -> Result<wconverge_program::Facts, String> {
         let (groups, errors) = self.gather_facts();
         if errors.is_empty() {

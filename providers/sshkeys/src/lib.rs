@@ -61,11 +61,11 @@ fn schema() -> TypeSchema {
         Attribute::new(
             "target",
             DataType::String,
-            "The authorized_keys file (`/home/USER/.ssh/authorized_keys`); its directory \
-             must exist.",
+            "The authorized_keys file; `~USER/.ssh/authorized_keys` when not set. Its \
+             directory must exist.",
         )
-        .required()
         .parameter()
+        .default_in_home("user", "/.ssh/authorized_keys")
         .path_access(PathAccess::ReadWrite),
     )
     .attribute(
@@ -182,8 +182,10 @@ impl Provider for SshKeys {
                 ));
             }
         }
-        let target = resource.get_str("target").unwrap_or_default();
-        if !target.ends_with("/authorized_keys") && !target.ends_with("/authorized_keys2") {
+        if let Some(target) = resource.get_str("target")
+            && !target.ends_with("/authorized_keys")
+            && !target.ends_with("/authorized_keys2")
+        {
             problems.push(format!(
                 "target `{target}` must be an authorized_keys file (ending in \
                  `/authorized_keys`)"
