@@ -188,7 +188,9 @@ fn issue_17_an_authorized_key_is_written_for_its_user_and_never_through_a_link()
     std::fs::write(&victim, "root's\n").expect("victim");
     std::os::unix::fs::symlink(&victim, &target).expect("link");
     let policy = machine.policy(&format!(
-        "[plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\"]\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+        "[plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\", \"purge_ssh_keys\"]\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n\n\
+         [plugins.useradd]\nsource = \"builtin\"\nprovides = [\"user\", \"group\"]\nenvironment = [\"PATH\"]\n\
+         programs = [{{ path = \"/usr/bin/getent\", query = true, args = [[\"passwd\"], [\"group\"]] }}]\n",
         machine.files_dir()
     ));
     let name = &user.name;
@@ -250,4 +252,37 @@ ssh_authorized_key {{ 'laptop@home': user => '{name}', type => 'ssh-ed25519', ke
          ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx2 laptop@home\n"
     );
     machine.apply_with(&default_target, Some(&policy), &[], 0);
+
+    // purge_ssh_keys: a key someone added by hand goes, the managed ones stay.
+    let mut keys = std::fs::read_to_string(&target).expect("keys");
+    keys.push_str("ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAB intruder@elsewhere\n");
+    std::fs::write(&target, keys).expect("add a key");
+    let purging = machine.manifest(
+        "purge.wcv",
+        &format!(
+            r#"
+user {{ '{name}': purge_ssh_keys => true }}
+ssh_authorized_key {{ 'laptop@home': user => '{name}', type => 'ssh-ed25519', key => 'AAAAC3NzaC1lZDI1NTE5AAAAIKx2' }}
+"#
+        ),
+    );
+    let report = machine.apply_with(&purging, Some(&policy), &[], 2);
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("keys"),
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKx2 laptop@home\n",
+        "{report:#}"
+    );
+    machine.apply_with(&purging, Some(&policy), &[], 0);
+
+    // What purge_ssh_keys becomes can be declared too: keeping nothing empties the file.
+    let declared = machine.manifest(
+        "declared.wcv",
+        &format!(
+            r#"
+purge_ssh_keys {{ '{name}': keep => [] }}
+"#
+        ),
+    );
+    machine.apply_with(&declared, Some(&policy), &[], 2);
+    assert_eq!(std::fs::read_to_string(&target).expect("keys"), "");
 }

@@ -6,6 +6,7 @@
 //! catalog, a bad policy, a held lock) exits 1.
 
 mod dirs;
+mod generate;
 mod input;
 mod lock;
 mod modules;
@@ -663,7 +664,7 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
 
 /// The catalog to apply or validate: loaded, then its `puppet:///modules/...` sources
 /// found in the module path, with the problems of those it could not find (reported
-/// with the catalog's other problems).
+/// with the catalog's other problems), and the resources it implies added.
 fn load_with_sources(
     input: &InputArgs,
     runtime: &Runtime,
@@ -673,6 +674,7 @@ fn load_with_sources(
     };
     let modulepath = modules::parse(input.modulepath.as_deref());
     let problems = modules::resolve_sources(&mut catalog, &modulepath);
+    generate::implied_resources(&mut catalog);
     Ok(Some((catalog, problems)))
 }
 

@@ -237,10 +237,11 @@ provides = ["host"]
 directories = [{ path = "/etc", access = "read-write" }]
 
 # Users' authorized_keys, beneath /home and /root (each resource sees only the
-# directory of its file), with the file type's rules for directories users own.
+# directory of its file), with the file type's rules for directories users own; and the
+# keys no resource manages, removed for `user { purge_ssh_keys => true }`.
 [plugins.sshkeys]
 source = "builtin"
-provides = ["ssh_authorized_key"]
+provides = ["ssh_authorized_key", "purge_ssh_keys"]
 directories = [{ path = "/home", access = "read-write" }, { path = "/root", access = "read-write" }]
 
 # Messages only: no files, no programs.

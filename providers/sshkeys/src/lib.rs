@@ -4,6 +4,8 @@
 //! changed in place when another user could have put it there (the user owns the
 //! directory), a temporary file that is the user's and private from its creation.
 
+mod purge;
+
 use wconverge_file_core::{read_entries, replace_entry, write_atomically};
 use wconverge_sdk::metadata;
 use wconverge_sdk::{
@@ -121,7 +123,7 @@ fn options(resource: &Resource) -> Vec<String> {
 }
 
 /// A line's options, type, key and comment, if it holds a key.
-fn parse(line: &str) -> Option<(String, String, String, String)> {
+pub(crate) fn parse(line: &str) -> Option<(String, String, String, String)> {
     let fields: Vec<&str> = line.split_whitespace().collect();
     let at = fields.iter().position(|field| KEY_TYPES.contains(field))?;
     let key = fields.get(at + 1)?;
@@ -151,10 +153,15 @@ fn line(resource: &Resource) -> Result<String> {
 
 impl Provider for SshKeys {
     fn describe() -> ProviderInfo {
-        ProviderInfo::new("sshkeys", env!("CARGO_PKG_VERSION")).with_type(schema())
+        ProviderInfo::new("sshkeys", env!("CARGO_PKG_VERSION"))
+            .with_type(schema())
+            .with_type(purge::schema())
     }
 
     fn validate(resource: &Resource) -> Vec<String> {
+        if resource.type_name == "purge_ssh_keys" {
+            return Vec::new();
+        }
         let mut problems = Vec::new();
         let name = resource.get_str("name").unwrap_or_default();
         if name.is_empty() || name.contains(['\n', '\r']) {
@@ -199,6 +206,9 @@ impl Provider for SshKeys {
     }
 
     fn current_state(resource: &Resource) -> Result<State> {
+        if resource.type_name == "purge_ssh_keys" {
+            return purge::current_state(resource);
+        }
         let name = resource.require_str("name")?;
         let text = read_entries(resource.require_str("target")?)?;
         Ok(
@@ -231,6 +241,9 @@ impl Provider for SshKeys {
     }
 
     fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
+        if resource.type_name == "purge_ssh_keys" {
+            return purge::plan(resource, current);
+        }
         let exists = current.get_str("ensure") == Some("present");
         let target = resource.require_str("target")?;
         if resource.get_str("ensure") == Some("absent") {
@@ -279,6 +292,9 @@ impl Provider for SshKeys {
     }
 
     fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
+        if resource.type_name == "purge_ssh_keys" {
+            return purge::apply(resource);
+        }
         let name = resource.require_str("name")?;
         let target = resource.require_str("target")?;
         let text = read_entries(target)?;

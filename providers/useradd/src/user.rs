@@ -111,8 +111,9 @@ pub(crate) fn schema() -> TypeSchema {
         Attribute::new(
             "purge_ssh_keys",
             DataType::Boolean,
-            "Remove the keys of ~/.ssh/authorized_keys that no `ssh_authorized_key` \
-             manages. Not supported yet: only `false`.",
+            "`true`: the keys of ~/.ssh/authorized_keys that no `ssh_authorized_key` of \
+             the catalog manages are removed (by a `purge_ssh_keys` resource wconverge \
+             adds when it applies the catalog).",
         )
         .parameter(),
     )
@@ -182,7 +183,11 @@ pub(crate) fn validate(resource: &Resource) -> Vec<String> {
         problems.push(format!("uid {uid} is out of range"));
     }
     if resource.get_bool("purge_ssh_keys") == Some(true) {
-        problems.push("purge_ssh_keys => true is not supported yet; leave it out".to_owned());
+        problems.push(
+            "purge_ssh_keys => true reached the provider: wconverge turns it into a \
+             `purge_ssh_keys` resource when it applies a catalog"
+                .to_owned(),
+        );
     }
     problems
 }
