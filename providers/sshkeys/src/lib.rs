@@ -305,13 +305,18 @@ impl Provider for SshKeys {
             |existing| parse(existing).is_some_and(|(_, _, _, comment)| comment == name),
             line,
         );
-        let existing = metadata::stat(target)?;
-        let as_file = Resource::new("file", target)
-            .with("path", target)
-            .with("owner", resource.require_str("user")?)
-            .with("mode", "0600");
-        write_atomically(&as_file, target, content.as_bytes(), existing.as_ref())
+        write_keys(target, resource.require_str("user")?, &content)
     }
+}
+
+/// Replaces `target` with `content`, atomically, as the user's file with mode 0600.
+pub(crate) fn write_keys(target: &str, user: &str, content: &str) -> Result<()> {
+    let existing = metadata::stat(target)?;
+    let as_file = Resource::new("file", target)
+        .with("path", target)
+        .with("owner", user)
+        .with("mode", "0600");
+    write_atomically(&as_file, target, content.as_bytes(), existing.as_ref())
 }
 
 export_provider!(SshKeys);

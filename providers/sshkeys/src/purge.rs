@@ -4,9 +4,8 @@
 //! catalog (`keep`: the names of the keys the catalog manages for the user), ordered
 //! after the user and its keys.
 
-use crate::parse;
-use wconverge_file_core::{read_entries, write_atomically};
-use wconverge_sdk::metadata;
+use crate::{parse, write_keys};
+use wconverge_file_core::read_entries;
 use wconverge_sdk::{
     Attribute, Change, DataType, PathAccess, Resource, Result, State, TypeSchema, Value,
 };
@@ -104,10 +103,5 @@ pub(crate) fn apply(resource: &Resource) -> Result<()> {
     if !content.is_empty() {
         content.push('\n');
     }
-    let existing = metadata::stat(target)?;
-    let as_file = Resource::new("file", target)
-        .with("path", target)
-        .with("owner", resource.require_str("user")?)
-        .with("mode", "0600");
-    write_atomically(&as_file, target, content.as_bytes(), existing.as_ref())
+    write_keys(target, resource.require_str("user")?, &content)
 }
