@@ -407,7 +407,7 @@ fn exec_applies_cwd_environment_returns_umask_and_user() {
                           "cwd": machine.files_dir(), "environment": ["GREETING=hi"],
                           "returns": [0, 7], "umask": "027" } },
         { "type": "exec", "title": "argv",
-          "attributes": { "command": ["/bin/echo", "argv works"], "logoutput": "true" } },
+          "attributes": { "command": ["/bin/echo", "argv works"], "logoutput": true } },
         { "type": "exec", "title": "whoami",
           "attributes": { "command": "id -u", "user": "nobody", "logoutput": "true" } },
     ]));
@@ -416,6 +416,7 @@ fn exec_applies_cwd_environment_returns_umask_and_user() {
         std::fs::read_to_string(&out).expect("out"),
         format!("hi {}\n0027\n", machine.files_dir())
     );
+    // `logoutput => true` as Puppet users write it, a boolean (or the string).
     let logs = &entry(&report, "Exec[argv]")["logs"];
     assert_eq!(logs[0]["message"], "stdout: argv works");
     assert_eq!(

@@ -255,8 +255,12 @@ impl ScriptType {
             .attribute(
                 Attribute::new(
                     "logoutput",
-                    DataType::enumeration(["true", "false", "on_failure"]),
-                    "When to log the script's output.",
+                    DataType::OneOf(vec![
+                        DataType::Boolean,
+                        DataType::enumeration(["true", "false", "on_failure"]),
+                    ]),
+                    "When to log the script's output: `true`, `false` or `on_failure` (as a \
+                     boolean or a string, as Puppet takes it).",
                 )
                 .default("on_failure")
                 .parameter(),
@@ -313,7 +317,15 @@ impl<I: Interpreter> ScriptProvider<I> {
         let output = run::<I>(&script)?;
         let expected = expected_returns(resource);
         let success = matches!(output.status, ExitStatus::Exited(code) if expected.contains(&i64::from(code)));
-        let logoutput = resource.get_str("logoutput").unwrap_or("on_failure");
+        let logoutput = match resource
+            .get("logoutput")
+            .map(|value| (value.as_bool(), value.as_str()))
+        {
+            Some((Some(true), _)) => "true",
+            Some((Some(false), _)) => "false",
+            Some((_, Some(word))) => word,
+            _ => "on_failure",
+        };
         let code = resource.get(script_type.code_attribute());
         if logoutput == "true" || (logoutput == "on_failure" && !success) {
             // The output of a sensitive script may echo any part of it; the host can only
