@@ -203,6 +203,15 @@ pub trait Provider {
     }
 }
 
+/// The state of one resource, read as a batch of one: for a provider whose
+/// [`Provider::current_states`] reads a database once for many resources, its
+/// `current_state` is `state_from_batch::<Self>(resource)`.
+pub fn state_from_batch<P: Provider>(resource: &Resource) -> Result<State> {
+    P::current_states(std::slice::from_ref(resource))
+        .pop()
+        .unwrap_or_else(|| Err(Error::new("no state was read")))
+}
+
 /// Exports a [`Provider`] implementation as the component's `provider` world.
 ///
 /// Use it once, at the crate root of a `cdylib` crate:

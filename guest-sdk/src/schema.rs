@@ -204,6 +204,13 @@ impl Attribute {
         self
     }
 
+    /// Puppet's `ensure` of things that exist or not: `present` (the default) or
+    /// `absent`, with what `present` means for this type.
+    pub fn ensure_present(doc: &str) -> Self {
+        Attribute::new("ensure", DataType::enumeration(["present", "absent"]), doc)
+            .default("present")
+    }
+
     /// Its values name resources of `type_name` (a file's `owner` names a `user`): a
     /// resource requires each one it names that the catalog declares, as Puppet's
     /// autorequire does, so a manifest need not order them.

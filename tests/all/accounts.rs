@@ -3,7 +3,6 @@
 //! tests remove every user and group they create when they end, failed or not.
 
 use crate::support::{Machine, entry};
-use serde_json::Value;
 use std::path::Path;
 use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
@@ -191,13 +190,7 @@ fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
         &["--audit-log", log.to_str().expect("utf-8")],
         0,
     );
-    let launches: Vec<String> = std::fs::read_to_string(&log)
-        .expect("audit log")
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).expect("json"))
-        .filter(|event| event["operation"] == "launch")
-        .map(|event| event["target"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let launches = crate::support::launched(&log);
     // Two groups and five users: each database read once, the shadow database never.
     assert_eq!(
         launches,

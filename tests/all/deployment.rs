@@ -2,7 +2,7 @@
 //! loaded only when pinned; argument patterns, run-as and environment grants; the audit
 //! trail of a run; the audit output as a snapshot.
 
-use crate::support::{Machine, Run, first_error, sha256_of};
+use crate::support::{Machine, Run, first_error, sha256_of, trail};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 
@@ -34,14 +34,6 @@ pub(crate) fn text(path: &Path) -> &str {
 }
 
 /// The audit trail's events, one JSON object per line.
-fn trail(path: &Path) -> Vec<Value> {
-    std::fs::read_to_string(path)
-        .expect("the audit log was written")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("each line is one JSON object"))
-        .collect()
-}
-
 const SSHD: &str = "Port 22\n#PermitRootLogin yes\nX11Forwarding no\n";
 
 fn sshd_manifest(machine: &Machine) -> PathBuf {

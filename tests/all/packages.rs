@@ -284,13 +284,7 @@ fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once
     let log = machine.root().join("audit.jsonl");
     let log_arg = log.to_str().expect("utf-8");
     machine.apply_with(&manifest("1.0-1"), None, &["--audit-log", log_arg], 0);
-    let launches: Vec<String> = std::fs::read_to_string(&log)
-        .expect("audit log")
-        .lines()
-        .map(|line| serde_json::from_str::<Value>(line).expect("json"))
-        .filter(|event| event["operation"] == "launch")
-        .map(|event| event["target"].as_str().unwrap_or_default().to_owned())
-        .collect();
+    let launches = crate::support::launched(&log);
     assert_eq!(launches.len(), 1, "{launches:#?}");
     assert!(
         launches[0].starts_with("/usr/bin/dpkg-query -W -f"),

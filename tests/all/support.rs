@@ -64,6 +64,24 @@ pub(crate) fn entry<'a>(report: &'a Value, resource: &str) -> &'a Value {
         .unwrap_or_else(|| panic!("{resource} is not in the report:\n{report:#}"))
 }
 
+/// The events of an audit log (`--audit-log`), one JSON object a line.
+pub(crate) fn trail(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .expect("the audit log was written")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is one JSON object"))
+        .collect()
+}
+
+/// The command lines an audit log records launches of, in order.
+pub(crate) fn launched(path: &Path) -> Vec<String> {
+    trail(path)
+        .into_iter()
+        .filter(|event| event["operation"] == "launch")
+        .map(|event| event["target"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}
+
 /// The error of the first resource of a report.
 pub(crate) fn first_error(report: &Value) -> String {
     report["resources"][0]["error"]

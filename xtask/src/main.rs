@@ -80,20 +80,7 @@ fn demo() -> Result<(), String> {
     let mut codes = Vec::new();
     for run in ["first", "second"] {
         println!("== {run} run: wconverge apply demo-out/site.wcv --policy demo-out/policy.toml");
-        let status = Command::new(&wconverge)
-            .arg("apply")
-            .arg(&manifest)
-            .arg("--policy")
-            .arg(&policy)
-            .arg("--state-dir")
-            .arg(out.join("state"))
-            .arg("--cache-dir")
-            .arg(out.join("cache"))
-            .status()
-            .map_err(|error| format!("cannot run {}: {error}", wconverge.display()))?;
-        let code = status.code().unwrap_or(-1);
-        println!("(exit code {code}: {})\n", meaning(code));
-        codes.push(code);
+        codes.push(apply(&wconverge, &manifest, Some(&policy), &out)?);
     }
     match codes.as_slice() {
         [2, 0] => {
@@ -132,18 +119,7 @@ fn webserver(remove: bool) -> Result<(), String> {
         .map_err(|error| format!("cannot create {}: {error}", out.display()))?;
     let apply = |manifest: &Path| -> Result<i32, String> {
         println!("== wconverge apply {}", manifest.display());
-        let status = Command::new(&wconverge)
-            .arg("apply")
-            .arg(manifest)
-            .arg("--state-dir")
-            .arg(out.join("state"))
-            .arg("--cache-dir")
-            .arg(out.join("cache"))
-            .status()
-            .map_err(|error| format!("cannot run {}: {error}", wconverge.display()))?;
-        let code = status.code().unwrap_or(-1);
-        println!("(exit code {code}: {})\n", meaning(code));
-        Ok(code)
+        apply(&wconverge, manifest, None, &out)
     };
     if remove {
         let code = apply(&root.join("examples/webserver/remove.wcv"))?;
@@ -211,6 +187,31 @@ fn fetch(address: &str) -> Result<String, String> {
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     Err(format!("nothing answers on {address}: {last}"))
+}
+
+/// `wconverge apply MANIFEST [--policy POLICY]` with its state and cache under `out`:
+/// its exit code, said in words.
+fn apply(
+    wconverge: &Path,
+    manifest: &Path,
+    policy: Option<&Path>,
+    out: &Path,
+) -> Result<i32, String> {
+    let mut command = Command::new(wconverge);
+    command.arg("apply").arg(manifest);
+    if let Some(policy) = policy {
+        command.arg("--policy").arg(policy);
+    }
+    let status = command
+        .arg("--state-dir")
+        .arg(out.join("state"))
+        .arg("--cache-dir")
+        .arg(out.join("cache"))
+        .status()
+        .map_err(|error| format!("cannot run {}: {error}", wconverge.display()))?;
+    let code = status.code().unwrap_or(-1);
+    println!("(exit code {code}: {})\n", meaning(code));
+    Ok(code)
 }
 
 fn meaning(code: i32) -> &'static str {

@@ -22,14 +22,9 @@ fn schema() -> TypeSchema {
         "A job of a user's crontab, marked by its name. Provider `crontab`.",
     )
     .attribute(Attribute::new("name", DataType::String, "The job's name.").namevar())
-    .attribute(
-        Attribute::new(
-            "ensure",
-            DataType::enumeration(["present", "absent"]),
-            "Whether the job is in the crontab.",
-        )
-        .default("present"),
-    )
+    .attribute(Attribute::ensure_present(
+        "Whether the job is in the crontab.",
+    ))
     .attribute(Attribute::new(
         "command",
         DataType::String,

@@ -48,9 +48,7 @@ impl Provider for Dpkg {
     }
 
     fn current_state(resource: &Resource) -> Result<State> {
-        Self::current_states(std::slice::from_ref(resource))
-            .pop()
-            .unwrap_or_else(|| Err(Error::new("no state was read")))
+        wconverge_sdk::state_from_batch::<Self>(resource)
     }
 
     fn current_states(resources: &[Resource]) -> Vec<Result<State>> {

@@ -262,7 +262,7 @@ fn actions(resource: &Resource, current: &State) -> Result<Vec<Action>> {
                 });
             }
             if recurse(resource) {
-                let mut walk = Walk::new(resource, path)?;
+                let mut walk = Walk::new(resource, path);
                 walk.directory(path, source.as_deref(), exists, 1)?;
                 actions.append(&mut walk.actions);
             }

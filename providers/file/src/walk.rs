@@ -32,7 +32,7 @@ pub(crate) struct Walk<'r> {
 }
 
 impl<'r> Walk<'r> {
-    pub(crate) fn new(resource: &'r Resource, path: &str) -> Result<Self> {
+    pub(crate) fn new(resource: &'r Resource, path: &str) -> Self {
         let managed = resource
             .context("managed")
             .and_then(Value::as_array)
@@ -46,14 +46,14 @@ impl<'r> Walk<'r> {
             .and_then(Value::as_integer)
             .unwrap_or(MAX_DEPTH)
             .min(MAX_DEPTH);
-        Ok(Walk {
+        Walk {
             resource,
             actions: Vec::new(),
             managed,
             entries: 0,
             limit,
             top: path.to_owned(),
-        })
+        }
     }
 
     /// Whether another resource manages `path` itself.

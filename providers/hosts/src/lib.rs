@@ -18,14 +18,7 @@ fn schema() -> TypeSchema {
         "An entry of /etc/hosts: a name, its address, its aliases. Provider `hosts`.",
     )
     .attribute(Attribute::new("name", DataType::String, "The canonical host name.").namevar())
-    .attribute(
-        Attribute::new(
-            "ensure",
-            DataType::enumeration(["present", "absent"]),
-            "Whether the entry is there.",
-        )
-        .default("present"),
-    )
+    .attribute(Attribute::ensure_present("Whether the entry is there."))
     .attribute(Attribute::new(
         "ip",
         DataType::String,

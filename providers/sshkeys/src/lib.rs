@@ -32,14 +32,7 @@ fn schema() -> TypeSchema {
         "A public key in a user's authorized_keys, found by its name (the key's comment).",
     )
     .attribute(Attribute::new("name", DataType::String, "The key's name: its comment.").namevar())
-    .attribute(
-        Attribute::new(
-            "ensure",
-            DataType::enumeration(["present", "absent"]),
-            "Whether the key is there.",
-        )
-        .default("present"),
-    )
+    .attribute(Attribute::ensure_present("Whether the key is there."))
     .attribute(Attribute::new(
         "key",
         DataType::String,

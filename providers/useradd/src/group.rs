@@ -19,14 +19,7 @@ pub(crate) fn schema() -> TypeSchema {
     )
     .batch_state()
     .attribute(Attribute::new("name", DataType::String, "The group's name.").namevar())
-    .attribute(
-        Attribute::new(
-            "ensure",
-            DataType::enumeration(["present", "absent"]),
-            "Whether the group exists.",
-        )
-        .default("present"),
-    )
+    .attribute(Attribute::ensure_present("Whether the group exists."))
     .attribute(Attribute::new(
         "gid",
         DataType::Integer,

@@ -22,14 +22,7 @@ pub(crate) fn schema() -> TypeSchema {
     )
     .batch_state()
     .attribute(Attribute::new("name", DataType::String, "The user's name.").namevar())
-    .attribute(
-        Attribute::new(
-            "ensure",
-            DataType::enumeration(["present", "absent"]),
-            "Whether the user exists.",
-        )
-        .default("present"),
-    )
+    .attribute(Attribute::ensure_present("Whether the user exists."))
     .attribute(Attribute::new(
         "uid",
         DataType::Integer,
