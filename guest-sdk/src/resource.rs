@@ -200,6 +200,26 @@ impl Change {
             message: message.into(),
         }
     }
+
+    /// `ensure` from `absent` to `present`: the thing is created.
+    pub fn created(message: impl Into<String>) -> Self {
+        Change::new(
+            "ensure",
+            Some("absent".into()),
+            Some("present".into()),
+            message,
+        )
+    }
+
+    /// `ensure` from `present` to `absent`: the thing is removed.
+    pub fn removed(message: impl Into<String>) -> Self {
+        Change::new(
+            "ensure",
+            Some("present".into()),
+            Some("absent".into()),
+            message,
+        )
+    }
 }
 
 /// The strings of a value that is one string or an array of them.

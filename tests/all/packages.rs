@@ -349,33 +349,17 @@ package {{ 'opts': name => 'nginx', install_options => ['-oDebug::pkgProblemReso
 "#
         ),
     );
-    let log = machine.root().join("audit.jsonl");
-    let run = machine.run(&[
-        "apply",
-        manifest.to_str().expect("utf-8"),
-        "--audit-log",
-        log.to_str().expect("utf-8"),
-    ]);
-    assert_eq!(run.code, 1, "{run:#?}");
-    for expected in [
-        "hostile.wcv:1:",
-        "is not a Debian package name",
-        "hostile.wcv:2:",
-        "install option `-oDebug::pkgProblemResolver=1` is not one wconverge passes",
-        "nothing was changed",
-    ] {
-        assert!(
-            run.stderr.contains(expected),
-            "missing `{expected}` in:\n{}",
-            run.stderr
-        );
-    }
-    assert!(!Path::new(&marker).exists());
-    let launched = std::fs::read_to_string(&log).unwrap_or_default();
-    assert!(
-        !launched.contains("\"launch\""),
-        "nothing was launched: {launched}"
+    machine.refused_before_any_launch(
+        &manifest,
+        &[
+            "hostile.wcv:1:",
+            "is not a Debian package name",
+            "hostile.wcv:2:",
+            "install option `-oDebug::pkgProblemResolver=1` is not one wconverge passes",
+            "nothing was changed",
+        ],
     );
+    assert!(!Path::new(&marker).exists());
     drop(packages);
 }
 

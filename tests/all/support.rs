@@ -277,6 +277,32 @@ source = "builtin"
         run.json()
     }
 
+    /// `apply MANIFEST` with the built-in policy and an audit log, checked to have been
+    /// refused before the run (exit code 1), saying each of `expected`, with no launch
+    /// in the audit log.
+    pub(crate) fn refused_before_any_launch(&self, manifest: &Path, expected: &[&str]) {
+        let log = self.root().join("refused.jsonl");
+        let run = self.run(&[
+            "apply",
+            manifest.to_str().expect("utf-8"),
+            "--audit-log",
+            log.to_str().expect("utf-8"),
+        ]);
+        assert_eq!(run.code, 1, "{run:#?}");
+        for expected in expected {
+            assert!(
+                run.stderr.contains(expected),
+                "missing `{expected}` in:\n{}",
+                run.stderr
+            );
+        }
+        let trail = std::fs::read_to_string(&log).unwrap_or_default();
+        assert!(
+            !trail.contains("\"launch\""),
+            "nothing was launched: {trail}"
+        );
+    }
+
     /// `apply --format json`, checked to have exited with `code`.
     pub(crate) fn apply_json(
         &self,

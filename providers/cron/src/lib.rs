@@ -252,12 +252,7 @@ impl Provider for Cron {
         let user = resource.require_str("user")?;
         if resource.get_str("ensure") == Some("absent") {
             return Ok(if exists {
-                vec![Change::new(
-                    "ensure",
-                    Some("present".into()),
-                    Some("absent".into()),
-                    format!("removed from {user}'s crontab"),
-                )]
+                vec![Change::removed(format!("removed from {user}'s crontab"))]
             } else {
                 Vec::new()
             });
@@ -265,12 +260,9 @@ impl Provider for Cron {
         let wanted = entry(resource)?[1..].join("\n");
         let found = current.get_str("line").unwrap_or_default();
         Ok(if !exists {
-            vec![Change::new(
-                "ensure",
-                Some("absent".into()),
-                Some("present".into()),
-                format!("added to {user}'s crontab: {wanted}"),
-            )]
+            vec![Change::created(format!(
+                "added to {user}'s crontab: {wanted}"
+            ))]
         } else if found != wanted {
             vec![Change::new(
                 "line",

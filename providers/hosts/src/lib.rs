@@ -151,23 +151,16 @@ impl Provider for Hosts {
         let target = resource.require_str("target")?;
         if resource.get_str("ensure") == Some("absent") {
             return Ok(if exists {
-                vec![Change::new(
-                    "ensure",
-                    Some("present".into()),
-                    Some("absent".into()),
-                    format!("removed from {target}"),
-                )]
+                vec![Change::removed(format!("removed from {target}"))]
             } else {
                 Vec::new()
             });
         }
         if !exists {
-            return Ok(vec![Change::new(
-                "ensure",
-                Some("absent".into()),
-                Some("present".into()),
-                format!("added to {target}: {}", line(resource)?.replace('\t', " ")),
-            )]);
+            return Ok(vec![Change::created(format!(
+                "added to {target}: {}",
+                line(resource)?.replace('\t', " ")
+            ))]);
         }
         let mut changes = Vec::new();
         let ip = resource.require_str("ip")?;

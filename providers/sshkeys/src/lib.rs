@@ -241,23 +241,13 @@ impl Provider for SshKeys {
         let target = resource.require_str("target")?;
         if resource.get_str("ensure") == Some("absent") {
             return Ok(if exists {
-                vec![Change::new(
-                    "ensure",
-                    Some("present".into()),
-                    Some("absent".into()),
-                    format!("removed from {target}"),
-                )]
+                vec![Change::removed(format!("removed from {target}"))]
             } else {
                 Vec::new()
             });
         }
         if !exists {
-            return Ok(vec![Change::new(
-                "ensure",
-                Some("absent".into()),
-                Some("present".into()),
-                format!("added to {target}"),
-            )]);
+            return Ok(vec![Change::created(format!("added to {target}"))]);
         }
         let found = (
             current.get_str("type").unwrap_or_default(),

@@ -105,12 +105,7 @@ pub(crate) fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> 
     let mut changes = Vec::new();
     if resource.get_str("ensure") == Some("absent") {
         if exists {
-            changes.push(Change::new(
-                "ensure",
-                Some("present".into()),
-                Some("absent".into()),
-                "removed",
-            ));
+            changes.push(Change::removed("removed"));
         }
         return Ok(changes);
     }
@@ -119,12 +114,7 @@ pub(crate) fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> 
             .get("gid")
             .and_then(Value::as_integer)
             .map_or_else(String::new, |gid| format!(" with gid {gid}"));
-        changes.push(Change::new(
-            "ensure",
-            Some("absent".into()),
-            Some("present".into()),
-            format!("created{gid}"),
-        ));
+        changes.push(Change::created(format!("created{gid}")));
     } else if let Some(gid) = resource.get("gid").and_then(Value::as_integer)
         && current.get("gid").and_then(Value::as_integer) != Some(gid)
     {

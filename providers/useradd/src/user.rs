@@ -296,24 +296,14 @@ pub(crate) fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> 
             } else {
                 ""
             };
-            vec![Change::new(
-                "ensure",
-                Some("present".into()),
-                Some("absent".into()),
-                format!("removed{home}"),
-            )]
+            vec![Change::removed(format!("removed{home}"))]
         } else {
             Vec::new()
         });
     }
     let mut changes = Vec::new();
     if !exists {
-        changes.push(Change::new(
-            "ensure",
-            Some("absent".into()),
-            Some("present".into()),
-            "created",
-        ));
+        changes.push(Change::created("created"));
     } else {
         for attribute in ["uid", "home", "shell", "comment", "expiry"] {
             let Some(wanted) = resource.get(attribute) else {
