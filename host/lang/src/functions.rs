@@ -13,6 +13,7 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "require",
     "realize",
     "tag",
+    "tagged",
     "defined",
     "notice",
     "info",
@@ -80,9 +81,20 @@ pub(crate) fn call(
             for arg in args {
                 flatten_into(arg, &mut flat);
             }
-            let tags = flat.into_iter().map(|tag| tag.to_display()).collect();
+            let tags = flat.into_iter().map(|tag| tag.to_interpolated()).collect();
             evaluator.add_tags(tags, span);
             Val::Undef
+        }
+        "tagged" => {
+            let mut flat = Vec::new();
+            for arg in args {
+                flatten_into(arg, &mut flat);
+            }
+            let wanted: Vec<String> = flat
+                .iter()
+                .map(|tag| tag.to_interpolated().to_ascii_lowercase())
+                .collect();
+            Val::Bool(evaluator.tagged(&wanted))
         }
         "defined" => {
             Val::Bool(!args.is_empty() && args.iter().all(|arg| evaluator.is_defined(arg)))
@@ -90,7 +102,7 @@ pub(crate) fn call(
         "notice" | "info" | "debug" | "warning" | "err" => {
             let message = args
                 .iter()
-                .map(Val::to_display)
+                .map(Val::to_interpolated)
                 .collect::<Vec<_>>()
                 .join(" ");
             let severity = if matches!(name, "warning" | "err") {
@@ -104,7 +116,7 @@ pub(crate) fn call(
         "fail" => {
             let message = args
                 .iter()
-                .map(Val::to_display)
+                .map(Val::to_interpolated)
                 .collect::<Vec<_>>()
                 .join(" ");
             evaluator.report(
@@ -199,7 +211,7 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
             }
         }
         ("join", Some(Val::Array(items)), separator) => {
-            let separator = separator.map(|s| s.to_display()).unwrap_or_default();
+            let separator = separator.map(|s| s.to_interpolated()).unwrap_or_default();
             // Built piece by piece, and stopped at the longest string a manifest may build
             // (a long separator between many items would otherwise take any memory).
             let mut joined = String::new();
@@ -220,7 +232,7 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
                     );
                     return Val::Undef;
                 }
-                joined.push_str(&item.to_display());
+                joined.push_str(&item.to_interpolated());
             }
             Val::Str(joined)
         }

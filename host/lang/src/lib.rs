@@ -47,6 +47,8 @@ impl Source {
 #[derive(Debug, Clone, Default)]
 pub struct KnownTypes {
     types: HashMap<String, Vec<String>>,
+    /// Each type's namevar, where it is not `name`.
+    namevars: HashMap<String, String>,
 }
 
 impl KnownTypes {
@@ -64,6 +66,9 @@ impl KnownTypes {
                     .iter()
                     .map(|attribute| attribute.name.as_str()),
             );
+            if let Some(namevar) = schema.namevar() {
+                types.set_namevar(&schema.name, &namevar.name);
+            }
         }
         types
     }
@@ -78,6 +83,24 @@ impl KnownTypes {
                 known.push(attribute.to_owned());
             }
         }
+    }
+
+    /// Names the attribute that identifies a type's resources besides the title
+    /// (`path` for `file`); without it, `name` if the type has one.
+    pub fn set_namevar(&mut self, type_name: &str, attribute: &str) {
+        self.namevars
+            .insert(type_name.to_owned(), attribute.to_owned());
+    }
+
+    /// The attribute that identifies a type's resources besides their title, if any.
+    pub fn namevar(&self, type_name: &str) -> Option<&str> {
+        if let Some(namevar) = self.namevars.get(type_name) {
+            return Some(namevar);
+        }
+        self.attributes(type_name)?
+            .iter()
+            .find(|attribute| *attribute == "name")
+            .map(String::as_str)
     }
 
     pub fn contains(&self, type_name: &str) -> bool {

@@ -1445,6 +1445,10 @@ impl Parser<'_> {
                     // `${name}` and `${name['k']}` name a variable, as in Puppet.
                     let is_call =
                         matches!(tokens.get(1).map(|t| &t.tok), Some(Tok::Punct(P::LParen)));
+                    let alone = matches!(
+                        tokens.get(1).map(|t| &t.tok),
+                        None | Some(Tok::Eof | Tok::Punct(P::LBrack) | Tok::Punct(P::Dot))
+                    );
                     if let Some(first) = tokens.first_mut()
                         && !is_call
                     {
@@ -1452,6 +1456,22 @@ impl Parser<'_> {
                             Tok::Name(name) => first.tok = Tok::Var(name.clone()),
                             // `${node['app']['port']}`: the node's attributes.
                             Tok::Keyword(Kw::Node) => first.tok = Tok::Var("node".to_owned()),
+                            // `${1}` is the regular expression's first group, not 1.
+                            Tok::Int(_) => {
+                                let digits = self
+                                    .text
+                                    .get(first.span.start as usize..first.span.end as usize)
+                                    .unwrap_or_default();
+                                // `${0755}` stays the number: match variables are
+                                // written without leading zeros.
+                                if alone
+                                    && !digits.is_empty()
+                                    && digits.bytes().all(|byte| byte.is_ascii_digit())
+                                    && (digits == "0" || !digits.starts_with('0'))
+                                {
+                                    first.tok = Tok::Var(digits.to_owned());
+                                }
+                            }
                             _ => {}
                         }
                     }

@@ -28,6 +28,8 @@ pub(crate) fn types() -> KnownTypes {
             "unless",
         ],
     );
+    types.set_namevar("file", "path");
+    types.set_namevar("exec", "command");
     types.insert("notify", ["message", "name"]);
     types
 }
@@ -130,6 +132,14 @@ macro_rules! conformance {
 mod ok {
     use super::check_fixture;
     conformance!("ok":
+        regex_captures_in_strings_case_selector_and_node,
+        interpolation_of_arrays_and_hashes,
+        arithmetic_as_puppet_rounds_and_numeric_strings,
+        defined_variables_and_resources,
+        node_scope_seen_by_classes,
+        class_variable_through_inheritance,
+        params_pattern,
+        tagged_asks_the_container,
         values_and_operators,
         strings_interpolation_and_escapes,
         variables_and_scopes,
@@ -223,6 +233,8 @@ mod ok {
 mod err {
     use super::check_fixture;
     conformance!("err":
+        title_and_namevar_identify_a_resource,
+        arithmetic_on_a_string_that_is_no_number,
         types_seed_check_messages,
         types_invariant_and_instantiation_errors,
         types_declaration_errors,

@@ -69,7 +69,6 @@ impl Val {
         }
     }
 
-    /// The value as interpolation prints it.
     /// About how long [`Val::to_display`] would be (never less), counted only up to
     /// `cap`: what a string built from the value would cost, known before it is built.
     pub(crate) fn display_len_capped(&self, cap: usize) -> usize {
@@ -103,13 +102,27 @@ impl Val {
         len
     }
 
+    /// The value as a message shows it: `undef` by name, strings inside collections
+    /// quoted (`[1, 'two']`), so that what was wrong is plain.
     pub(crate) fn to_display(&self) -> String {
+        if *self == Val::Undef {
+            return "undef".to_owned();
+        }
         let mut out = String::new();
-        self.write(&mut out, false);
+        self.write(&mut out, false, true);
         out
     }
 
-    fn write(&self, out: &mut String, nested: bool) {
+    /// The value as interpolation and `notice` print it, as Puppet does: `undef` is
+    /// empty, strings inside collections are not quoted (`[1, two, [3]]`,
+    /// `{a => 1}`).
+    pub(crate) fn to_interpolated(&self) -> String {
+        let mut out = String::new();
+        self.write(&mut out, false, false);
+        out
+    }
+
+    fn write(&self, out: &mut String, nested: bool, quote: bool) {
         match self {
             Val::Undef => {
                 if nested {
@@ -124,7 +137,7 @@ impl Val {
                 let _ = write!(out, "{i}");
             }
             Val::Float(f) => out.push_str(&float_text(*f)),
-            Val::Str(s) if nested => {
+            Val::Str(s) if nested && quote => {
                 out.push('\'');
                 out.push_str(&s.replace('\'', "\\'"));
                 out.push('\'');
@@ -139,7 +152,7 @@ impl Val {
                     if idx > 0 {
                         out.push_str(", ");
                     }
-                    item.write(out, true);
+                    item.write(out, true, quote);
                 }
                 out.push(']');
             }
@@ -149,9 +162,9 @@ impl Val {
                     if idx > 0 {
                         out.push_str(", ");
                     }
-                    key.write(out, true);
+                    key.write(out, true, quote);
                     out.push_str(" => ");
-                    value.write(out, true);
+                    value.write(out, true, quote);
                 }
                 out.push('}');
             }
@@ -357,6 +370,71 @@ pub(crate) fn float_text(f: f64) -> String {
     }
 }
 
+/// A string that is a number in the language's syntax (`42`, `-7`, `0x2A`, `052`,
+/// `4.2`, `1e3`) as that number, as Puppet converts strings in arithmetic.
+pub(crate) fn numeric_string(text: &str) -> Option<Val> {
+    let (negative, digits) = match text.as_bytes().first() {
+        Some(b'-') => (true, &text[1..]),
+        Some(b'+') => (false, &text[1..]),
+        _ => (false, text),
+    };
+    let sign = |value: i64| {
+        if negative {
+            value.checked_neg()
+        } else {
+            Some(value)
+        }
+    };
+    if let Some(hex) = digits
+        .strip_prefix("0x")
+        .or_else(|| digits.strip_prefix("0X"))
+    {
+        if hex.is_empty() || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        return i64::from_str_radix(hex, 16)
+            .ok()
+            .and_then(sign)
+            .map(Val::Int);
+    }
+    if digits.is_empty() || !digits.as_bytes()[0].is_ascii_digit() {
+        return None;
+    }
+    if digits.bytes().all(|b| b.is_ascii_digit()) {
+        return if digits.len() > 1 && digits.starts_with('0') {
+            i64::from_str_radix(&digits[1..], 8)
+                .ok()
+                .and_then(sign)
+                .map(Val::Int)
+        } else {
+            digits.parse::<i64>().ok().and_then(sign).map(Val::Int)
+        };
+    }
+    // A float: digits, then a fraction or an exponent (or both); nothing else.
+    let (mantissa, exponent) = match digits.find(['e', 'E']) {
+        Some(at) => (&digits[..at], Some(&digits[at + 1..])),
+        None => (digits, None),
+    };
+    let (whole, fraction) = match mantissa.split_once('.') {
+        Some((whole, fraction)) => (whole, Some(fraction)),
+        None => (mantissa, None),
+    };
+    let all_digits = |part: &str| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit());
+    let exponent_ok = exponent
+        .is_none_or(|exponent| all_digits(exponent.strip_prefix(['-', '+']).unwrap_or(exponent)));
+    if !all_digits(whole)
+        || !fraction.is_none_or(all_digits)
+        || !exponent_ok
+        || (fraction.is_none() && exponent.is_none())
+    {
+        return None;
+    }
+    let value: f64 = digits.parse().ok()?;
+    value
+        .is_finite()
+        .then_some(Val::Float(if negative { -value } else { value }))
+}
+
 /// Flattens nested arrays into one list.
 pub(crate) fn flatten_into(value: Val, out: &mut Vec<Val>) {
     match value {
@@ -385,5 +463,35 @@ mod tests {
         let value = Val::Array(vec![Val::Int(1), Val::Str("a".into()), Val::Undef]);
         assert_eq!(value.to_display(), "[1, 'a', undef]");
         assert_eq!(Val::Float(2.0).to_display(), "2.0");
+        assert_eq!(Val::Undef.to_display(), "undef");
+    }
+
+    #[test]
+    fn interpolation_prints_nested_strings_bare_as_puppet() {
+        let value = Val::Array(vec![
+            Val::Int(1),
+            Val::Str("two".into()),
+            Val::Array(vec![Val::Int(3)]),
+            Val::Undef,
+        ]);
+        assert_eq!(value.to_interpolated(), "[1, two, [3], undef]");
+        let hash = Val::Hash(vec![(Val::Str("a".into()), Val::Str("x".into()))]);
+        assert_eq!(hash.to_interpolated(), "{a => x}");
+        assert_eq!(Val::Undef.to_interpolated(), "");
+    }
+
+    #[test]
+    fn numeric_strings_are_the_language_s_numbers() {
+        assert_eq!(numeric_string("5"), Some(Val::Int(5)));
+        assert_eq!(numeric_string("-7"), Some(Val::Int(-7)));
+        assert_eq!(numeric_string("0x10"), Some(Val::Int(16)));
+        assert_eq!(numeric_string("0755"), Some(Val::Int(0o755)));
+        assert_eq!(numeric_string("1.5"), Some(Val::Float(1.5)));
+        assert_eq!(numeric_string("1e3"), Some(Val::Float(1000.0)));
+        for text in [
+            "", "-", "abc", "1.", ".5", "1x", "0x", "08", " 1", "1e", "1.5.2",
+        ] {
+            assert_eq!(numeric_string(text), None, "{text:?}");
+        }
     }
 }

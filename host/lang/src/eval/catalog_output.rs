@@ -54,20 +54,22 @@ impl Evaluator<'_> {
 
     pub(super) fn tags_of(&self, idx: usize) -> Vec<String> {
         let mut tags: Vec<String> = Vec::new();
-        let push = |tag: &str, tags: &mut Vec<String>| {
-            let tag = tag.to_ascii_lowercase();
-            if !tags.contains(&tag) {
-                tags.push(tag);
-            }
-        };
         let res = &self.resources[idx];
-        push(&res.type_name, &mut tags);
+        push_tag(&res.type_name, &mut tags);
         if let Some(attr) = res.attr("tag") {
             for tag in tag_values(&attr.value) {
-                push(&tag, &mut tags);
+                push_tag(&tag, &mut tags);
             }
         }
-        let mut current = res.container;
+        self.container_tags(res.container, &mut tags);
+        tags
+    }
+
+    /// The tags a class or defined type instance and those containing it give what they
+    /// contain (their names, their `tag` attributes, what `tag()` added), and the main
+    /// scope's, added to `tags`: what `tagged()` asks about.
+    pub(super) fn container_tags(&self, start: Option<usize>, tags: &mut Vec<String>) {
+        let mut current = start;
         let mut steps = 0;
         while let Some(container_idx) = current {
             steps += 1;
@@ -82,26 +84,25 @@ impl Evaluator<'_> {
             } else {
                 &container.type_name
             };
-            push(name, &mut tags);
+            push_tag(name, tags);
             if name.contains("::") {
                 for segment in name.split("::") {
-                    push(segment, &mut tags);
+                    push_tag(segment, tags);
                 }
             }
             if let Some(attr) = container.attr("tag") {
                 for tag in tag_values(&attr.value) {
-                    push(&tag, &mut tags);
+                    push_tag(&tag, tags);
                 }
             }
             for tag in &container.function_tags {
-                push(tag, &mut tags);
+                push_tag(tag, tags);
             }
             current = container.container;
         }
         for tag in &self.main_tags {
-            push(tag, &mut tags);
+            push_tag(tag, tags);
         }
-        tags
     }
 
     pub(super) fn location(&self, span: Span) -> catalog::SourceLocation {
@@ -698,4 +699,12 @@ pub(super) fn valid_tag(tag: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_alphanumeric() || c == '_')
         && chars.all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.' | ':'))
+}
+
+/// Adds a tag, lowercased, unless it is there.
+fn push_tag(tag: &str, tags: &mut Vec<String>) {
+    let tag = tag.to_ascii_lowercase();
+    if !tags.contains(&tag) {
+        tags.push(tag);
+    }
 }

@@ -5,7 +5,7 @@
 
 use crate::diagnostic::{Diagnostic, Severity, Span};
 use crate::syntax::*;
-use crate::value::{Val, flatten_into};
+use crate::value::{Val, flatten_into, numeric_string};
 use crate::{KnownTypes, Source};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
@@ -63,6 +63,8 @@ const TOP: ScopeId = 0;
 
 struct Scope {
     parent: Option<ScopeId>,
+    /// A class's scope (`$class::x` reads through these to inherited classes).
+    class: bool,
     vars: HashMap<String, (Val, Span)>,
     defaults: Vec<DefaultEntry>,
 }
@@ -226,8 +228,13 @@ pub(crate) struct Evaluator<'a> {
     defines: HashMap<String, usize>,
     scopes: Vec<Scope>,
     class_scopes: HashMap<String, ScopeId>,
+    /// The matching node definition's scope, once its body runs: classes declared from
+    /// then on see it.
+    node_scope: Option<ScopeId>,
     resources: Vec<Res>,
     index: HashMap<(String, String), usize>,
+    /// Resources by their namevar where it differs from their title.
+    aliases: HashMap<(String, String), usize>,
     by_type: HashMap<String, Vec<usize>>,
     pending_defines: VecDeque<usize>,
     collectors: Vec<CollectorState>,
@@ -274,12 +281,15 @@ impl<'a> Evaluator<'a> {
             defines: HashMap::new(),
             scopes: vec![Scope {
                 parent: None,
+                class: false,
                 vars: HashMap::new(),
                 defaults: Vec::new(),
             }],
             class_scopes: HashMap::new(),
+            node_scope: None,
             resources: Vec::new(),
             index: HashMap::new(),
+            aliases: HashMap::new(),
             by_type: HashMap::new(),
             pending_defines: VecDeque::new(),
             collectors: Vec::new(),
@@ -462,9 +472,9 @@ impl<'a> Evaluator<'a> {
         if chosen.is_none() {
             'regex: for definition in &program.nodes {
                 for (host, span) in &definition.matches {
+                    // The match's groups are `$0`, `$1`... in the node's body.
                     if let HostMatch::Regex(pattern) = host
-                        && let Some(regex) = self.regex(pattern, *span)
-                        && regex.is_match(self.node)
+                        && self.regex_match(pattern, self.node, *span)
                     {
                         chosen = Some(definition);
                         break 'regex;
@@ -494,6 +504,7 @@ impl<'a> Evaluator<'a> {
             return;
         };
         let scope = self.new_scope(Some(TOP));
+        self.node_scope = Some(scope);
         let ctx = Ctx {
             scope,
             ..self.ctx.clone()
@@ -506,6 +517,7 @@ impl<'a> Evaluator<'a> {
     fn new_scope(&mut self, parent: Option<ScopeId>) -> ScopeId {
         self.scopes.push(Scope {
             parent,
+            class: false,
             vars: HashMap::new(),
             defaults: Vec::new(),
         });
@@ -654,7 +666,7 @@ impl<'a> Evaluator<'a> {
                             let most = 2 * room + 64;
                             let estimate = value.display_len_capped(most);
                             if estimate > room
-                                && (estimate >= most || value.to_display().len() > room)
+                                && (estimate >= most || value.to_interpolated().len() > room)
                             {
                                 self.value_limit(
                                     span,
@@ -665,7 +677,7 @@ impl<'a> Evaluator<'a> {
                                 );
                                 return Val::Undef;
                             }
-                            out.push_str(&value.to_display());
+                            out.push_str(&value.to_interpolated());
                         }
                     }
                 }
@@ -1081,9 +1093,55 @@ impl<'a> Evaluator<'a> {
         None
     }
 
+    /// Whether a variable is visible from here, without reporting anything.
+    fn variable_exists(&self, name: &str) -> bool {
+        if let Ok(group) = name.parse::<usize>() {
+            return group < self.captures.len();
+        }
+        if name == "facts" || name == "node" {
+            return true;
+        }
+        let (start, name) = match name.strip_prefix("::") {
+            Some(top) => (TOP, top),
+            None => (self.ctx.scope, name),
+        };
+        match name.rsplit_once("::") {
+            Some((class, variable)) => self.class_variable(class, variable).is_some(),
+            None => {
+                let mut current = Some(start);
+                while let Some(id) = current {
+                    if self.scopes[id].vars.contains_key(name) {
+                        return true;
+                    }
+                    current = self.scopes[id].parent;
+                }
+                false
+            }
+        }
+    }
+
+    /// A variable of class `class` (included), or of a class it inherits from, as
+    /// `$class::variable` reads it.
+    fn class_variable(&self, class: &str, variable: &str) -> Option<&Val> {
+        let mut current = self.class_scopes.get(class).copied();
+        while let Some(id) = current {
+            if let Some((value, _)) = self.scopes[id].vars.get(variable) {
+                return Some(value);
+            }
+            // Up through inherited classes only: not the node or top scope.
+            current = self.scopes[id]
+                .parent
+                .filter(|parent| self.scopes[*parent].class);
+        }
+        None
+    }
+
     fn qualified(&mut self, name: &str, span: Span) -> Val {
         let (class, variable) = name.rsplit_once("::").unwrap_or(("", name));
-        let Some(&scope) = self.class_scopes.get(class) else {
+        if let Some(value) = self.class_variable(class, variable) {
+            return value.clone();
+        }
+        if !self.class_scopes.contains_key(class) {
             self.error(
                 "unknown-variable",
                 span,
@@ -1091,18 +1149,13 @@ impl<'a> Evaluator<'a> {
             )
             .help = Some(format!("include `{class}` before this line"));
             return Val::Undef;
-        };
-        match self.scopes[scope].vars.get(variable) {
-            Some((value, _)) => value.clone(),
-            None => {
-                self.error(
-                    "unknown-variable",
-                    span,
-                    format!("class `{class}` has no variable `${variable}`"),
-                );
-                Val::Undef
-            }
         }
+        self.error(
+            "unknown-variable",
+            span,
+            format!("class `{class}` has no variable `${variable}`"),
+        );
+        Val::Undef
     }
 
     fn assign(&mut self, name: &str, value: Val, span: Span) {
@@ -1394,6 +1447,21 @@ impl<'a> Evaluator<'a> {
         {
             return Val::Undef;
         }
+        // Strings that are numbers are numbers here, as in Puppet (`'5' + 2` is 7);
+        // not where `+`, `-` and `<<` work on an array or a hash.
+        let collection = matches!(left, Val::Array(_) | Val::Hash(_));
+        let (left, right) = if collection {
+            (left, right)
+        } else {
+            let symbol = op_symbol(op);
+            let Some(left) = self.numeric_operand(left, symbol, span) else {
+                return Val::Undef;
+            };
+            let Some(right) = self.numeric_operand(right, symbol, span) else {
+                return Val::Undef;
+            };
+            (left, right)
+        };
         let result: Result<Val, String> = match (op, left, right) {
             (op, Val::Int(a), Val::Int(b)) => {
                 let value = match op {
@@ -1404,12 +1472,26 @@ impl<'a> Evaluator<'a> {
                         self.error("arithmetic", span, "division by zero");
                         return Val::Undef;
                     }
-                    Div => a.checked_div(b),
+                    // Rounded down, and the remainder takes the divisor's sign, as
+                    // Puppet's (Ruby's) integers do: -7 / 2 is -4, -7 % 3 is 2.
+                    Div => a.checked_div(b).map(|quotient| {
+                        if a % b != 0 && ((a < 0) != (b < 0)) {
+                            quotient - 1
+                        } else {
+                            quotient
+                        }
+                    }),
                     Rem if b == 0 => {
                         self.error("arithmetic", span, "division by zero");
                         return Val::Undef;
                     }
-                    Rem => a.checked_rem(b),
+                    Rem => a.checked_rem(b).map(|remainder| {
+                        if remainder != 0 && ((remainder < 0) != (b < 0)) {
+                            remainder + b
+                        } else {
+                            remainder
+                        }
+                    }),
                     LShift => u32::try_from(b).ok().and_then(|b| a.checked_shl(b)),
                     _ => u32::try_from(b).ok().and_then(|b| a.checked_shr(b)),
                 };
@@ -1428,7 +1510,8 @@ impl<'a> Evaluator<'a> {
                     Sub => a - b,
                     Mul => a * b,
                     Div => a / b,
-                    _ => a % b,
+                    // Floored, as Ruby's: the sign of the divisor.
+                    _ => a - b * (a / b).floor(),
                 };
                 if value.is_finite() {
                     Ok(Val::Float(value))
@@ -1478,15 +1561,7 @@ impl<'a> Evaluator<'a> {
             )),
             (op, left, right) => Err(format!(
                 "cannot apply `{}` to {} `{}` and {} `{}`{}",
-                match op {
-                    Add => "+",
-                    Sub => "-",
-                    Mul => "*",
-                    Div => "/",
-                    Rem => "%",
-                    LShift => "<<",
-                    _ => ">>",
-                },
+                op_symbol(op),
                 left.type_name(),
                 left.to_display(),
                 right.type_name(),
@@ -1503,6 +1578,30 @@ impl<'a> Evaluator<'a> {
             Err(message) => {
                 self.error("arithmetic", span, message);
                 Val::Undef
+            }
+        }
+    }
+
+    /// An operand of arithmetic: a string that is a number becomes that number; a
+    /// string that is not one is an error naming it.
+    fn numeric_operand(&mut self, value: Val, symbol: &str, span: Span) -> Option<Val> {
+        let Val::Str(text) = &value else {
+            return Some(value);
+        };
+        match numeric_string(text) {
+            Some(number) => Some(number),
+            None => {
+                self.error(
+                    "arithmetic",
+                    span,
+                    format!("`{symbol}` needs numbers, and the string `{text}` is not one"),
+                )
+                .help = Some(
+                    "join strings with interpolation (\"${a}${b}\"); a number in a string is \
+                     written as in the language (`42`, `0x2A`, `4.2`)"
+                        .into(),
+                );
+                None
             }
         }
     }
@@ -1849,6 +1948,10 @@ impl<'a> Evaluator<'a> {
         span: Span,
     ) -> Option<usize> {
         let key = (type_name.to_owned(), title.to_owned());
+        if let Some(&first) = self.aliases.get(&key) {
+            self.alias_conflict(first, span, title);
+            return None;
+        }
         if let Some(&first) = self.index.get(&key) {
             let first_span = self.resources[first].span;
             let reference = self.resources[first].reference();
@@ -1903,9 +2006,37 @@ impl<'a> Evaluator<'a> {
             }
             return None;
         }
+        // The namevar identifies a resource as its title does (Puppet's alias): two
+        // resources may not share either. Not `exec`'s command, which may repeat.
+        let namevar = match kind {
+            Kind::Define(_) => Some("name"),
+            Kind::Plugin => self
+                .types
+                .namevar(type_name)
+                .filter(|namevar| *namevar != "command"),
+            Kind::Class(_) => None,
+        };
+        let alias = namevar.and_then(|namevar| match attrs.iter().find(|a| a.name == namevar) {
+            Some(Attr {
+                value: Val::Str(value),
+                span,
+                ..
+            }) if value != title => Some((value.clone(), *span)),
+            _ => None,
+        });
+        if let Some((value, value_span)) = &alias {
+            let alias_key = (type_name.to_owned(), value.clone());
+            if let Some(&first) = self.index.get(&alias_key).or(self.aliases.get(&alias_key)) {
+                self.alias_conflict(first, *value_span, value);
+                return None;
+            }
+        }
         let order = self.next_order();
         let horizon = self.ctx.horizon.min(order.last().copied().unwrap_or(0));
         let idx = self.resources.len();
+        if let Some((value, _)) = alias {
+            self.aliases.insert((type_name.to_owned(), value), idx);
+        }
         self.resources.push(Res {
             type_name: type_name.to_owned(),
             title: title.to_owned(),
@@ -1934,6 +2065,34 @@ impl<'a> Evaluator<'a> {
             self.pending_defines.push_back(idx);
         }
         Some(idx)
+    }
+
+    /// A resource identified by `identity` (its title or its namevar) like the earlier
+    /// resource `first`.
+    fn alias_conflict(&mut self, first: usize, span: Span, identity: &str) {
+        let first_span = self.resources[first].span;
+        let reference = self.resources[first].reference();
+        let namevar = match self.resources[first].kind {
+            Kind::Plugin => self
+                .types
+                .namevar(&self.resources[first].type_name)
+                .unwrap_or("name")
+                .to_owned(),
+            _ => "name".to_owned(),
+        };
+        self.error(
+            "duplicate-title",
+            span,
+            format!(
+                "`{identity}` already identifies `{reference}`, by its title or its `{namevar}`"
+            ),
+        )
+        .with_label_mut("identified again here")
+        .with_related_mut(first_span, "first declared here")
+        .help = Some(format!(
+            "a resource's title and its `{namevar}` both identify it (Puppet's \"Cannot alias\"): \
+             declare the thing once"
+        ));
     }
 
     /// The defaults for `type_name` visible from `scope`, the nearest first.
@@ -2323,15 +2482,28 @@ impl<'a> Evaluator<'a> {
                 .help = Some("remove one `inherits` from the loop".into());
                 return None;
             }
-            self.class_stack.push(name.clone());
-            let parent_idx = self.declare_class(parent, None, *parent_span);
-            self.class_stack.pop();
-            parent_idx?;
+            // A parent already declared is not declared again, even while its body
+            // runs: `class m { include m::config }` with `class m::config inherits m`
+            // is Puppet's params pattern.
+            let parent_key = (
+                "class".to_owned(),
+                parent.trim_start_matches("::").to_ascii_lowercase(),
+            );
+            if !self.index.contains_key(&parent_key) {
+                self.class_stack.push(name.clone());
+                let parent_idx = self.declare_class(parent, None, *parent_span);
+                self.class_stack.pop();
+                parent_idx?;
+            }
             parent_scope = self
                 .class_scopes
-                .get(parent.as_str())
+                .get(parent_key.1.as_str())
                 .copied()
                 .unwrap_or(TOP);
+        } else if let Some(node_scope) = self.node_scope {
+            // Declared from the node's body (top-level code ran before it): the node's
+            // variables are visible, as in Puppet.
+            parent_scope = node_scope;
         }
         let ops = given.unwrap_or_default();
         let kind = Kind::Class(def_idx);
@@ -2366,6 +2538,7 @@ impl<'a> Evaluator<'a> {
         });
         self.index.insert(("class".to_owned(), name.clone()), idx);
         let scope = self.new_scope(Some(parent_scope));
+        self.scopes[scope].class = true;
         self.class_scopes.insert(name.clone(), scope);
         let ctx = Ctx {
             scope,
@@ -2747,8 +2920,18 @@ impl<'a> Evaluator<'a> {
         }
     }
 
+    /// Whether the current class or defined type (and what contains it) carries every
+    /// one of `wanted`: Puppet's `tagged()`.
+    pub(crate) fn tagged(&self, wanted: &[String]) -> bool {
+        let mut tags = Vec::new();
+        self.container_tags(self.ctx.container, &mut tags);
+        wanted.iter().all(|tag| tags.contains(tag))
+    }
+
     pub(crate) fn is_defined(&self, value: &Val) -> bool {
         match value {
+            // `defined('$x')`: is the variable assigned, here or in a scope seen from here?
+            Val::Str(name) if name.starts_with('$') => self.variable_exists(&name[1..]),
             Val::Str(name) => {
                 let name = name.trim_start_matches("::").to_ascii_lowercase();
                 self.classes.contains_key(&name)
@@ -2932,6 +3115,19 @@ pub(super) fn children(expr: &Expr) -> Vec<&Expr> {
             .collect(),
         ExprKind::Call { args, .. } => args.iter().collect(),
         _ => Vec::new(),
+    }
+}
+
+fn op_symbol(op: BinOp) -> &'static str {
+    match op {
+        BinOp::Add => "+",
+        BinOp::Sub => "-",
+        BinOp::Mul => "*",
+        BinOp::Div => "/",
+        BinOp::Rem => "%",
+        BinOp::LShift => "<<",
+        BinOp::RShift => ">>",
+        _ => "?",
     }
 }
 
