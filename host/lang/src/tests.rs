@@ -233,6 +233,8 @@ mod ok {
 mod err {
     use super::check_fixture;
     conformance!("err":
+        errors_are_not_reported_again_as_consequences,
+        type_where_a_value_was_expected,
         title_and_namevar_identify_a_resource,
         arithmetic_on_a_string_that_is_no_number,
         types_seed_check_messages,

@@ -352,7 +352,18 @@ impl Val {
                 location: lazy.location.clone(),
             }
             .to_value(),
-            Val::Default | Val::Regex(_) | Val::Ref { title: None, .. } => {
+            Val::Ref {
+                type_name,
+                title: None,
+            } => {
+                let written = display_type_name(type_name);
+                return Err(format!(
+                    "`{written}` is a type (a capitalized name), where a value was expected; \
+                     write a value: `{}` in lower case or quoted is a string",
+                    type_name.to_ascii_lowercase()
+                ));
+            }
+            Val::Default | Val::Regex(_) => {
                 return Err(format!(
                     "a value of type {} cannot be an attribute value",
                     self.type_name()

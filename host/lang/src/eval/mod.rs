@@ -224,6 +224,9 @@ pub(crate) struct Evaluator<'a> {
     types: &'a KnownTypes,
     node: &'a str,
     pub(crate) diagnostics: Vec<Diagnostic>,
+    /// How many of `diagnostics` are errors: an expression whose operand reported one
+    /// does not report its consequences too.
+    errors: usize,
     classes: HashMap<String, usize>,
     defines: HashMap<String, usize>,
     scopes: Vec<Scope>,
@@ -277,6 +280,7 @@ impl<'a> Evaluator<'a> {
             types,
             node,
             diagnostics: Vec::new(),
+            errors: 0,
             classes: HashMap::new(),
             defines: HashMap::new(),
             scopes: vec![Scope {
@@ -323,6 +327,7 @@ impl<'a> Evaluator<'a> {
     }
 
     fn error(&mut self, code: &str, span: Span, message: impl Into<String>) -> &mut Diagnostic {
+        self.errors += 1;
         self.diagnostics
             .push(Diagnostic::error(code, span, message));
         self.diagnostics.last_mut().expect("just pushed")
@@ -741,27 +746,9 @@ impl<'a> Evaluator<'a> {
                 }
             }
             ExprKind::Not(operand) => Val::Bool(!self.eval(operand).truthy()),
-            ExprKind::Neg(operand) => match self.eval(operand) {
-                Val::Int(value) => value.checked_neg().map_or_else(
-                    || {
-                        self.error("arithmetic", span, "integer overflow in negation");
-                        Val::Undef
-                    },
-                    Val::Int,
-                ),
-                Val::Float(value) => Val::Float(-value),
-                other => {
-                    self.error(
-                        "type-mismatch",
-                        span,
-                        format!(
-                            "cannot negate {} `{}`",
-                            other.type_name(),
-                            other.to_display()
-                        ),
-                    );
-                    Val::Undef
-                }
+            ExprKind::Neg(operand) => match (self.errors, self.eval(operand)) {
+                (before, Val::Undef) if self.errors > before => Val::Undef,
+                (_, operand) => self.negate(operand, span),
             },
             ExprKind::Binary(BinOp::And, lhs, rhs) => {
                 Val::Bool(self.eval(lhs).truthy() && self.eval(rhs).truthy())
@@ -770,8 +757,13 @@ impl<'a> Evaluator<'a> {
                 Val::Bool(self.eval(lhs).truthy() || self.eval(rhs).truthy())
             }
             ExprKind::Binary(op, lhs, rhs) => {
+                let before = self.errors;
                 let left = self.eval(lhs);
                 let right = self.eval(rhs);
+                if self.errors > before {
+                    // Reported: not again as `undef + 1`.
+                    return Val::Undef;
+                }
                 self.binary(*op, left, right, span)
             }
             ExprKind::Assign(name, value) => {
@@ -1582,6 +1574,34 @@ impl<'a> Evaluator<'a> {
         }
     }
 
+    fn negate(&mut self, operand: Val, span: Span) -> Val {
+        let Some(operand) = self.numeric_operand(operand, "-", span) else {
+            return Val::Undef;
+        };
+        match operand {
+            Val::Int(value) => value.checked_neg().map_or_else(
+                || {
+                    self.error("arithmetic", span, "integer overflow in negation");
+                    Val::Undef
+                },
+                Val::Int,
+            ),
+            Val::Float(value) => Val::Float(-value),
+            other => {
+                self.error(
+                    "type-mismatch",
+                    span,
+                    format!(
+                        "cannot negate {} `{}`",
+                        other.type_name(),
+                        other.to_display()
+                    ),
+                );
+                Val::Undef
+            }
+        }
+    }
+
     /// An operand of arithmetic: a string that is a number becomes that number; a
     /// string that is not one is an error naming it.
     fn numeric_operand(&mut self, value: Val, symbol: &str, span: Span) -> Option<Val> {
@@ -1842,7 +1862,12 @@ impl<'a> Evaluator<'a> {
         }
         let mut bodies = Vec::with_capacity(resource.bodies.len());
         for body in &resource.bodies {
+            let before = self.errors;
             let title = self.eval(&body.title);
+            if self.errors > before {
+                // The title's error is reported; the resource would only add its own.
+                continue;
+            }
             let mut titles = Vec::new();
             flatten_into(title, &mut titles);
             let ops = self.eval_ops(&body.ops, false, "a resource body");
@@ -2734,7 +2759,14 @@ impl<'a> Evaluator<'a> {
     // ---- functions ----
 
     fn call(&mut self, name: &str, args: &[Expr], lambda: Option<&Lambda>, span: Span) -> Val {
+        let before = self.errors;
         let values: Vec<Val> = args.iter().map(|arg| self.eval(arg)).collect();
+        // An argument that failed (an unknown variable) was reported: the call would
+        // only report its consequences, as if the user had written them (`fail()` with
+        // empty holes in its message).
+        if self.errors > before {
+            return Val::Undef;
+        }
         crate::functions::call(self, name, values, lambda, span)
     }
 
@@ -2745,6 +2777,9 @@ impl<'a> Evaluator<'a> {
         span: Span,
         message: String,
     ) -> &mut Diagnostic {
+        if severity == Severity::Error {
+            self.errors += 1;
+        }
         self.diagnostics
             .push(Diagnostic::error(code, span, message).with_severity(severity));
         self.diagnostics.last_mut().expect("just pushed")
