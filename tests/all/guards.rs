@@ -542,7 +542,7 @@ file { '@FILES@/broken':
             "not_if guard `lazy { $port + 'x' }` (interpreter `host`) could not be evaluated: \
              the lazy block at "
         ) && error.contains("site.wcv:13:14 failed")
-            && error.contains("cannot apply `+` to Integer `8080` and String `x`"),
+            && error.contains("`+` needs numbers, and the string `x` is not one"),
         "{error}"
     );
     assert!(!exists(&machine.file("broken")));

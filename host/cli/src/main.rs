@@ -59,8 +59,8 @@ struct RuntimeArgs {
 /// What to converge: manifests, or a catalog compiled earlier.
 #[derive(clap::Args)]
 struct InputArgs {
-    /// Manifests (`.wcv`, evaluated together in the order given), or one catalog in
-    /// JSON (docs/catalog-format.md).
+    /// Manifests (`.wcv` or Puppet's `.pp`, evaluated together in the order given), or
+    /// one catalog in JSON (docs/catalog-format.md).
     #[arg(required = true, value_name = "FILE")]
     files: Vec<PathBuf>,
     /// The node's name, matched against `node` definitions (default: this host's name).
@@ -70,8 +70,11 @@ struct InputArgs {
     /// changes it, say) as errors: nothing is compiled or applied while one remains.
     #[arg(long)]
     deny_warnings: bool,
-    /// Where `puppet:///modules/NAME/PATH` sources are found (NAME/files/PATH):
-    /// directories separated by `:`, searched in order. Resolved when applying.
+    /// The modules: directories separated by `:`, searched in order, for classes and
+    /// defined types (NAME/manifests/...) and `puppet:///modules/NAME/PATH` sources
+    /// (NAME/files/PATH, resolved when applying). Default: the environment.conf's
+    /// `modulepath`, else `modules/` next to the main manifest (and at the
+    /// environment's root when that is `manifests/`).
     #[arg(long, value_name = "DIRS")]
     modulepath: Option<String>,
 }
@@ -588,8 +591,10 @@ fn read_facts(path: &Path) -> Result<wconverge_program::Facts, String> {
     Ok(facts)
 }
 
+/// A manifest: `.wcv`, or Puppet's `.pp`.
 fn is_manifest(path: &Path) -> bool {
-    path.extension().is_some_and(|extension| extension == "wcv")
+    path.extension()
+        .is_some_and(|extension| extension == "wcv" || extension == "pp")
 }
 
 /// The catalog to work on: compiled from the manifests, or read from a JSON file.
@@ -599,7 +604,7 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     if n_manifests == 0 {
         let [path] = input.files.as_slice() else {
             bail!(
-                "give one catalog (JSON) or any number of manifests (`.wcv`), not {} catalogs",
+                "give one catalog (JSON) or any number of manifests (`.wcv`, `.pp`), not {} catalogs",
                 input.files.len()
             );
         };
@@ -609,7 +614,7 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
         return read_catalog(path).map(Some);
     }
     if n_manifests != input.files.len() {
-        bail!("give either manifests (`.wcv`) or one catalog (JSON), not both");
+        bail!("give either manifests (`.wcv`, `.pp`) or one catalog (JSON), not both");
     }
     let mut sources = Vec::with_capacity(input.files.len());
     for path in &input.files {
@@ -645,8 +650,15 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     } else {
         wconverge_catalog::Value::Hash(Vec::new())
     };
-    let compiled = wconverge_lang::compile_with_facts(&sources, &node, &types, &facts);
-    output::diagnostics(&compiled.diagnostics, &sources);
+    let modulepath = modules::module_path(
+        input.modulepath.as_deref(),
+        input.files.first().map(PathBuf::as_path),
+    );
+    let loader = modules::ModuleLoader::new(&modulepath);
+    let compiled = wconverge_lang::compile_with_modules(&sources, &node, &types, &facts, &loader);
+    let mut shown = sources;
+    shown.extend(compiled.loaded.iter().cloned());
+    output::diagnostics(&compiled.diagnostics, &shown);
     let warnings = compiled
         .diagnostics
         .iter()
@@ -672,7 +684,14 @@ fn load_with_sources(
     let Some(mut catalog) = load(input, runtime)? else {
         return Ok(None);
     };
-    let modulepath = modules::parse(input.modulepath.as_deref());
+    let modulepath = modules::module_path(
+        input.modulepath.as_deref(),
+        input
+            .files
+            .first()
+            .filter(|path| is_manifest(path))
+            .map(PathBuf::as_path),
+    );
     let problems = modules::resolve_sources(&mut catalog, &modulepath);
     generate::implied_resources(&mut catalog);
     Ok(Some((catalog, problems)))

@@ -19,6 +19,126 @@ pub(crate) fn parse(modulepath: Option<&str>) -> Vec<PathBuf> {
         .collect()
 }
 
+/// The module path: `--modulepath` when given; else, as Puppet's environments have it,
+/// the `modulepath` of the environment's `environment.conf` (relative to the
+/// environment, `$basemodulepath` left out), or `modules/` next to the main manifest
+/// and at the environment's root. The environment is the main manifest's directory, or
+/// its parent when that directory is `manifests/` (a control repository's
+/// `manifests/site.pp`).
+pub(crate) fn module_path(given: Option<&str>, main_manifest: Option<&Path>) -> Vec<PathBuf> {
+    if given.is_some() {
+        return parse(given);
+    }
+    let Some(main) = main_manifest else {
+        return Vec::new();
+    };
+    let dir = match main.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let root = if dir.file_name().is_some_and(|name| name == "manifests") {
+        dir.parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    } else {
+        dir.clone()
+    };
+    if let Ok(text) = std::fs::read_to_string(root.join("environment.conf")) {
+        for line in text.lines() {
+            let Some((key, value)) = line.split_once('=') else {
+                continue;
+            };
+            if key.trim() == "modulepath" {
+                return value
+                    .trim()
+                    .split(':')
+                    .filter(|dir| !dir.is_empty() && !dir.starts_with('$'))
+                    .map(|dir| root.join(dir))
+                    .collect();
+            }
+        }
+    }
+    let mut dirs = vec![dir.join("modules")];
+    if root != dir {
+        dirs.push(root.join("modules"));
+    }
+    dirs.retain(|dir| dir.is_dir());
+    dirs
+}
+
+/// Puppet's autoloader over a module path, for the compiler: a module is a directory
+/// of the module path (the first that has it wins), its classes and defined types are
+/// in its `manifests/` (`NAME/manifests/init.pp` is class `NAME`,
+/// `NAME/manifests/a/b.pp` is `NAME::a::b`).
+pub(crate) struct ModuleLoader {
+    modules: std::collections::BTreeMap<String, PathBuf>,
+}
+
+impl ModuleLoader {
+    pub(crate) fn new(modulepath: &[PathBuf]) -> ModuleLoader {
+        let mut modules = std::collections::BTreeMap::new();
+        for dir in modulepath {
+            let Ok(entries) = std::fs::read_dir(dir) else {
+                continue;
+            };
+            for entry in entries.flatten().take(MAX_MODULES) {
+                let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                    continue;
+                };
+                if is_module_name(&name) && entry.path().is_dir() {
+                    modules.entry(name).or_insert_with(|| entry.path());
+                }
+            }
+        }
+        ModuleLoader { modules }
+    }
+}
+
+/// A directory of the module path is read for at most this many modules.
+const MAX_MODULES: usize = 100_000;
+
+fn is_module_name(name: &str) -> bool {
+    name.bytes().next().is_some_and(|b| b.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
+impl wconverge_lang::Loader for ModuleLoader {
+    fn is_empty(&self) -> bool {
+        self.modules.is_empty()
+    }
+
+    fn has_module(&self, module: &str) -> bool {
+        self.modules.contains_key(module)
+    }
+
+    fn manifest(&self, name: &str) -> Option<Result<wconverge_lang::Source, String>> {
+        let mut segments = name.split("::");
+        let dir = self.modules.get(segments.next()?)?;
+        let rest: Vec<&str> = segments.collect();
+        if !rest.iter().all(|segment| is_module_name(segment)) {
+            return None;
+        }
+        let path = if rest.is_empty() {
+            dir.join("manifests").join("init.pp")
+        } else {
+            let mut path = dir.join("manifests");
+            for segment in &rest {
+                path.push(segment);
+            }
+            path.set_extension("pp");
+            path
+        };
+        if std::fs::symlink_metadata(&path).is_err() {
+            return None;
+        }
+        Some(
+            crate::input::read_text(&path, "manifest", crate::input::MANIFEST_BYTES)
+                .map(|text| wconverge_lang::Source::new(path.display().to_string(), text)),
+        )
+    }
+}
+
 /// Replaces every `puppet:///modules/...` source of a `file` resource by the path it
 /// names in the module path; every one that names nothing there is a problem.
 pub(crate) fn resolve_sources(catalog: &mut Catalog, modulepath: &[PathBuf]) -> Vec<Problem> {

@@ -11,6 +11,7 @@ mod diagnostic;
 mod eval;
 mod functions;
 mod lexer;
+mod modules;
 mod parser;
 mod syntax;
 pub mod types;
@@ -123,7 +124,44 @@ pub struct Compiled {
     pub catalog: Option<Catalog>,
     /// Errors, warnings and notices, in the order they were found.
     pub diagnostics: Vec<Diagnostic>,
+    /// The modules' manifests the compile loaded, after the sources it was given: the
+    /// files its diagnostics' spans point into are those sources, then these.
+    pub loaded: Vec<Source>,
 }
+
+/// Files a compile reads on demand, from a module path: Puppet's autoloader. The
+/// language itself reads nothing; the caller implements this.
+pub trait Loader: Sync {
+    /// Whether the module path has no module at all.
+    fn is_empty(&self) -> bool;
+    /// Whether a module of this name is in the module path.
+    fn has_module(&self, module: &str) -> bool;
+    /// The manifest where Puppet's autoloader looks for class or defined type `name`
+    /// (`ntp` in `ntp/manifests/init.pp`, `ntp::server::config` in
+    /// `ntp/manifests/server/config.pp`): `None` if there is none, `Err` (why) if it
+    /// exists and cannot be read.
+    fn manifest(&self, name: &str) -> Option<Result<Source, String>>;
+}
+
+/// No module path: nothing is loaded.
+pub struct NoModules;
+
+impl Loader for NoModules {
+    fn is_empty(&self) -> bool {
+        true
+    }
+
+    fn has_module(&self, _module: &str) -> bool {
+        false
+    }
+
+    fn manifest(&self, _name: &str) -> Option<Result<Source, String>> {
+        None
+    }
+}
+
+/// A compile loads at most this many modules' manifests.
+pub const MAX_LOADED_FILES: usize = 10_000;
 
 /// A source larger than this is refused (spans are 32-bit).
 const MAX_SOURCE_BYTES: usize = 512 << 20;
@@ -156,7 +194,19 @@ pub fn compile_with_facts(
     types: &KnownTypes,
     facts: &wconverge_catalog::Value,
 ) -> Compiled {
-    run_on_big_stack(|| compile_here(sources, node, types, facts))
+    compile_with_modules(sources, node, types, facts, &NoModules)
+}
+
+/// As [`compile_with_facts`], loading the classes and defined types the manifests use
+/// and do not define from the modules `loader` finds.
+pub fn compile_with_modules(
+    sources: &[Source],
+    node: &str,
+    types: &KnownTypes,
+    facts: &wconverge_catalog::Value,
+    loader: &dyn Loader,
+) -> Compiled {
+    run_on_big_stack(|| compile_here(sources, node, types, facts, loader))
 }
 
 /// Parses only: the syntax diagnostics of every source.
@@ -192,6 +242,18 @@ fn parse_all(sources: &[Source]) -> (syntax::Program, Vec<Diagnostic>) {
     let mut program = syntax::Program::default();
     let mut diagnostics = Vec::new();
     for (file_idx, source) in sources.iter().enumerate() {
+        parse_one(file_idx, source, &mut program, &mut diagnostics);
+    }
+    (program, diagnostics)
+}
+
+fn parse_one(
+    file_idx: usize,
+    source: &Source,
+    program: &mut syntax::Program,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    {
         let file = u32::try_from(file_idx).unwrap_or(u32::MAX);
         if source.text.len() > MAX_SOURCE_BYTES {
             diagnostics.push(
@@ -207,13 +269,12 @@ fn parse_all(sources: &[Source]) -> (syntax::Program, Vec<Diagnostic>) {
                 .with_help("split the manifest into several files"),
             );
             program.files.push(Vec::new());
-            continue;
+            return;
         }
-        let tokens = lexer::lex(file, &source.text, &mut diagnostics);
-        let block = parser::parse_file(&source.text, tokens, &mut program, &mut diagnostics);
+        let tokens = lexer::lex(file, &source.text, diagnostics);
+        let block = parser::parse_file(&source.text, tokens, program, diagnostics);
         program.files.push(block);
     }
-    (program, diagnostics)
 }
 
 fn compile_here(
@@ -221,22 +282,27 @@ fn compile_here(
     node: &str,
     types: &KnownTypes,
     facts: &wconverge_catalog::Value,
+    loader: &dyn Loader,
 ) -> Compiled {
-    let (program, diagnostics) = parse_all(sources);
-    if diagnostics.iter().any(Diagnostic::is_error) {
-        return Compiled {
-            catalog: None,
-            diagnostics,
-        };
-    }
-    let mut evaluator = eval::Evaluator::new(program, sources, types, node);
-    evaluator.set_facts(facts);
-    let (catalog, mut evaluated) = evaluator.run();
-    let mut all = diagnostics;
-    all.append(&mut evaluated);
-    Compiled {
-        catalog,
-        diagnostics: all,
+    let mut modules = modules::Modules::new(sources, loader);
+    // A class named only at run time (`include $role`) is loaded when the evaluation
+    // asks for it, and the compile starts again with it: rarely more than once.
+    loop {
+        let (mut program, mut diagnostics) = parse_all(&modules.sources);
+        modules.load_mentioned(&mut program, &mut diagnostics);
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            return modules.compiled(None, diagnostics);
+        }
+        let mut evaluator = eval::Evaluator::new(program, &modules.sources, types, node);
+        evaluator.set_facts(facts);
+        evaluator.unreadable = modules.unreadable.clone();
+        evaluator.module_files = modules.module_of_file();
+        let (catalog, mut evaluated, missing) = evaluator.run();
+        if modules.load_missing(&missing) {
+            continue;
+        }
+        diagnostics.append(&mut evaluated);
+        return modules.compiled(catalog, diagnostics);
     }
 }
 

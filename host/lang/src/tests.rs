@@ -679,3 +679,130 @@ fn facts_are_a_top_scope_hash_of_record_lists() {
         Some(&Value::String("debian".to_owned()))
     );
 }
+
+/// Modules in memory, as the CLI's loader finds them in a module path.
+struct MapLoader(Vec<(&'static str, &'static str)>);
+
+impl Loader for MapLoader {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn has_module(&self, module: &str) -> bool {
+        self.0
+            .iter()
+            .any(|(path, _)| path.split('/').next() == Some(module))
+    }
+
+    fn manifest(&self, name: &str) -> Option<Result<Source, String>> {
+        let (module, rest) = name.split_once("::").unwrap_or((name, "init"));
+        let path = format!("{module}/manifests/{}.pp", rest.replace("::", "/"));
+        if path == "secret/manifests/init.pp" {
+            return Some(Err("cannot read it: permission denied".into()));
+        }
+        self.0
+            .iter()
+            .find(|(candidate, _)| *candidate == path)
+            .map(|(_, text)| Ok(Source::new(path, *text)))
+    }
+}
+
+#[test]
+fn classes_and_defined_types_load_from_modules_as_puppet_s_autoloader() {
+    let loader = MapLoader(vec![
+        (
+            "ntp/manifests/init.pp",
+            "class ntp($servers = $ntp::params::servers) inherits ntp::params {\n  contain ntp::config\n}\n",
+        ),
+        (
+            "ntp/manifests/params.pp",
+            "class ntp::params { $servers = ['a'] }\n",
+        ),
+        (
+            "ntp/manifests/config.pp",
+            "class ntp::config inherits ntp {\n  ntp::server { $servers: }\n}\nnotify { 'stray': }\n",
+        ),
+        (
+            "ntp/manifests/server.pp",
+            "define ntp::server { notify { \"${module_name} ${title}\": } }\n",
+        ),
+        ("role/manifests/web.pp", "class role::web { include ntp }\n"),
+        (
+            "unused/manifests/init.pp",
+            "class unused { this does not parse ((( }\n",
+        ),
+        ("secret/manifests/other.pp", ""),
+    ]);
+    // `role::web` is named only when the node's body runs: loaded then.
+    let main = "$kind = 'web'\nnode default { include \"role::${kind}\" }\nnotify { \"top [${module_name}]\": }\n";
+    let compiled = compile_with_modules(
+        &[Source::new("site.pp", main)],
+        "node1",
+        &types(),
+        &wconverge_catalog::Value::Hash(Vec::new()),
+        &loader,
+    );
+    let mut all = vec![Source::new("site.pp", main)];
+    all.extend(compiled.loaded.iter().cloned());
+    let rendered: Vec<String> = compiled
+        .diagnostics
+        .iter()
+        .map(|diagnostic| render(diagnostic, &all))
+        .collect();
+    let catalog = compiled
+        .catalog
+        .unwrap_or_else(|| panic!("compiles: {rendered:?}"));
+    let titles: Vec<&str> = catalog
+        .resources
+        .iter()
+        .filter(|resource| resource.type_name == "notify")
+        .map(|resource| resource.title.as_str())
+        .collect();
+    assert_eq!(titles, ["top []", "ntp a"]);
+    // The stray statement of a module's file is a warning, not evaluated; the file that
+    // does not parse was never loaded, as nothing names `unused`.
+    assert_eq!(rendered.len(), 1, "{rendered:?}");
+    assert!(
+        rendered[0].contains("ntp/manifests/config.pp:4:1")
+            && rendered[0].contains("not evaluated"),
+        "{}",
+        rendered[0]
+    );
+    let loaded: Vec<&str> = compiled
+        .loaded
+        .iter()
+        .map(|source| source.name.as_str())
+        .collect();
+    assert!(!loaded.contains(&"unused/manifests/init.pp"), "{loaded:?}");
+
+    let compiled = compile_with_modules(
+        &[Source::new(
+            "site.pp",
+            "include secret\ninclude ntp::nothing\n",
+        )],
+        "node1",
+        &types(),
+        &wconverge_catalog::Value::Hash(Vec::new()),
+        &loader,
+    );
+    assert!(compiled.catalog.is_none());
+    let messages: Vec<String> = compiled
+        .diagnostics
+        .iter()
+        .map(|diagnostic| {
+            format!(
+                "{} | {}",
+                diagnostic.message,
+                diagnostic.help.clone().unwrap_or_default()
+            )
+        })
+        .collect();
+    assert!(
+        messages[1].contains("class `secret`: cannot read it: permission denied"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[2].contains("`manifests/nothing.pp` of module `ntp`"),
+        "{messages:?}"
+    );
+}

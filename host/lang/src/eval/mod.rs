@@ -224,6 +224,12 @@ pub(crate) struct Evaluator<'a> {
     types: &'a KnownTypes,
     node: &'a str,
     pub(crate) diagnostics: Vec<Diagnostic>,
+    /// Classes and defined types used and not defined (the module path may have them).
+    missing: Vec<String>,
+    /// Names whose module manifest exists and could not be read, with why.
+    pub(crate) unreadable: HashMap<String, String>,
+    /// The module of each file loaded from the module path (`$module_name`).
+    pub(crate) module_files: HashMap<u32, String>,
     /// How many of `diagnostics` are errors: an expression whose operand reported one
     /// does not report its consequences too.
     errors: usize,
@@ -280,6 +286,9 @@ impl<'a> Evaluator<'a> {
             types,
             node,
             diagnostics: Vec::new(),
+            missing: Vec::new(),
+            unreadable: HashMap::new(),
+            module_files: HashMap::new(),
             errors: 0,
             classes: HashMap::new(),
             defines: HashMap::new(),
@@ -339,10 +348,15 @@ impl<'a> Evaluator<'a> {
             "facts".to_owned(),
             (Val::from_catalog(facts), Span::new(0, 0, 0)),
         );
+        // Puppet's built-in variable: `undef` outside a module's classes.
+        self.scopes[TOP]
+            .vars
+            .insert("module_name".to_owned(), (Val::Undef, Span::new(0, 0, 0)));
     }
 
-    /// Evaluates everything and returns the catalog when there were no errors.
-    pub(crate) fn run(mut self) -> (Option<catalog::Catalog>, Vec<Diagnostic>) {
+    /// Evaluates everything: the catalog (none if there is an error), the diagnostics,
+    /// and the classes and defined types that were used and not defined.
+    pub(crate) fn run(mut self) -> (Option<catalog::Catalog>, Vec<Diagnostic>, Vec<String>) {
         self.load_definitions();
         let program = Rc::clone(&self.program);
         for file in &program.files {
@@ -357,7 +371,11 @@ impl<'a> Evaluator<'a> {
         self.program = Rc::new(Program::default());
         let catalog = self.finish();
         let failed = self.diagnostics.iter().any(Diagnostic::is_error);
-        (if failed { None } else { Some(catalog) }, self.diagnostics)
+        (
+            if failed { None } else { Some(catalog) },
+            self.diagnostics,
+            self.missing,
+        )
     }
 
     fn load_definitions(&mut self) {
@@ -1639,6 +1657,7 @@ impl<'a> Evaluator<'a> {
     }
 
     fn unknown_type(&mut self, type_name: &str, span: Span) {
+        self.missing.push(type_name.to_owned());
         let mut known: Vec<&str> = self.types.names().collect();
         known.extend(self.defines.keys().map(String::as_str));
         known.sort_unstable();
@@ -2484,13 +2503,25 @@ impl<'a> Evaluator<'a> {
             return None;
         }
         let Some(&def_idx) = self.classes.get(&name) else {
+            self.missing.push(name.clone());
+            if let Some(why) = self.unreadable.get(&name).cloned() {
+                self.error("unknown-class", span, format!("class `{name}`: {why}"))
+                    .help = Some("make the module's manifest readable".into());
+                return None;
+            }
             let mut known: Vec<&str> = self.classes.keys().map(String::as_str).collect();
             known.sort_unstable();
+            let (module, file) = autoload_path(&name);
             self.error("unknown-class", span, format!("unknown class `{name}`"))
                 .help = Some(if known.is_empty() {
-                "define it with `class name { ... }`".to_owned()
+                format!(
+                    "define it with `class {name} {{ ... }}`, or in `{file}` of module `{module}` in the module path (`--modulepath`)"
+                )
             } else {
-                format!("defined classes: {}", known.join(", "))
+                format!(
+                    "define it, or in `{file}` of module `{module}` in the module path (`--modulepath`); defined classes: {}",
+                    known.join(", ")
+                )
             });
             return None;
         };
@@ -2579,6 +2610,7 @@ impl<'a> Evaluator<'a> {
         // A class's `$title` and `$name` are its name, as in Puppet.
         self.set_var(scope, "title", Val::Str(name.clone()), span);
         self.set_var(scope, "name", Val::Str(name.clone()), span);
+        self.set_module_name(scope, definition.span);
         self.class_stack.push(name);
         // A body whose parameters are not what their types say is not evaluated: it
         // would only report the consequences.
@@ -2588,6 +2620,18 @@ impl<'a> Evaluator<'a> {
         self.class_stack.pop();
         self.ctx = saved;
         Some(idx)
+    }
+
+    /// `$module_name` in a class or defined type's scope: the module whose manifest
+    /// defines it, or `undef` (as at top scope) for one the main manifests define.
+    fn set_module_name(&mut self, scope: ScopeId, definition: Span) {
+        let module = self
+            .module_files
+            .get(&definition.file)
+            .map_or(Val::Undef, |module| Val::Str(module.clone()));
+        self.scopes[scope]
+            .vars
+            .insert("module_name".to_owned(), (module, definition));
     }
 
     /// Binds the parameters of a class or defined type; false when a value does not
@@ -2669,6 +2713,7 @@ impl<'a> Evaluator<'a> {
         };
         self.set_var(scope, "title", Val::Str(title), span);
         self.set_var(scope, "name", Val::Str(name), span);
+        self.set_module_name(scope, definition.span);
         let order = self.resources[idx].order.clone();
         let horizon = self.resources[idx].horizon;
         let saved = std::mem::replace(
@@ -3150,6 +3195,15 @@ pub(super) fn children(expr: &Expr) -> Vec<&Expr> {
             .collect(),
         ExprKind::Call { args, .. } => args.iter().collect(),
         _ => Vec::new(),
+    }
+}
+
+/// The module and the file in it where Puppet's autoloader finds a class or defined
+/// type: `ntp::server::config` is `manifests/server/config.pp` of module `ntp`.
+fn autoload_path(name: &str) -> (&str, String) {
+    match name.split_once("::") {
+        Some((module, rest)) => (module, format!("manifests/{}.pp", rest.replace("::", "/"))),
+        None => (name, "manifests/init.pp".to_owned()),
     }
 }
 
