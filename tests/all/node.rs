@@ -415,7 +415,7 @@ node_block { 'site':
   not_if  => 'false',
 }
 template { '@FILES@/motd': source => lazy { $node['src'] } }
-file { '@FILES@/family': content => lazy { "${facts['os'][0]['family']}\n" } }
+file { '@FILES@/family': content => lazy { "${facts['os']['family']}\n" } }
 "#,
     );
     let compiled = machine.compile(&manifest, &policy);
@@ -445,8 +445,13 @@ file { '@FILES@/family': content => lazy { "${facts['os'][0]['family']}\n" } }
         policy.to_str().unwrap(),
     ]);
     let facts: serde_json::Value = serde_json::from_str(&facts.stdout).expect("facts");
+    // Facter's spelling of the family the `os` record names (`debian` is `Debian`).
     let family = facts["os"][0]["family"].as_str().expect("family");
-    assert_eq!(read(&machine.file("family")), format!("{family}\n"));
+    let written = read(&machine.file("family"));
+    assert!(
+        written.trim().eq_ignore_ascii_case(family) && written.starts_with(char::is_uppercase),
+        "{written:?} for {family}"
+    );
 
     // A file and a template at one path would undo each other.
     let twice = machine.manifest(

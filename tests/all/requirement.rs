@@ -183,22 +183,48 @@ file {{ '@FILES@/after':
 }
 
 #[test]
-fn manifests_read_the_facts_as_a_hash_of_record_lists() {
+fn manifests_read_facter_s_facts_and_the_other_groups_as_record_lists() {
     let machine = Machine::new();
     let manifest = machine.manifest(
-        "site.wcv",
+        "site.pp",
         r#"
-$os = $facts['os'][0]
+$system = $facts['os']
+$bash = $facts['package'].filter |$p| { $p['name'] == 'bash' }
 file { '@FILES@/arch':
-  content => "${os['architecture']}\n",
+  content => "${system['hardware']} ${::hardwaremodel} ${facts['kernel']} ${bash[0]['name']}\n",
+}
+file { '@FILES@/host':
+  content => "${networking['hostname']} ${trusted['certname']} ${identity['uid']} ${processors['count'] > 0}\n",
 }
 "#,
     );
-    let run = machine.apply(&manifest, &machine.policy(""), &[]);
+    // The built-in policy, as on a stock machine: no fact plugin warns of a refused read.
+    let run = machine.run(&[
+        "apply",
+        manifest.to_str().expect("utf-8"),
+        "--node",
+        "web1.example.com",
+    ]);
     assert_eq!(run.code, 2, "{run:#?}");
+    assert!(
+        !run.stderr.contains("refus") && !run.stderr.contains("warning"),
+        "no refused read: {run:#?}"
+    );
+    let arch = rustix_free_uname_m();
     assert_eq!(
         std::fs::read_to_string(machine.file("arch")).expect("written"),
-        format!("{}\n", rustix_free_uname_m())
+        format!("{arch} {arch} Linux bash\n")
+    );
+    let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").expect("hostname");
+    let short = hostname
+        .trim()
+        .split('.')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    assert_eq!(
+        std::fs::read_to_string(machine.file("host")).expect("written"),
+        format!("{short} web1.example.com 0 true\n")
     );
 }
 

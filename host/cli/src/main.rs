@@ -639,7 +639,26 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     };
     // `$facts`: this machine's, as the fact plugins of the policy gather them; only for
     // manifests that can read them, and a plugin that fails leaves out its groups.
-    let facts = if sources.iter().any(|source| source.text.contains("facts")) {
+    let modulepath = modules::module_path(
+        input.modulepath.as_deref(),
+        input.files.first().map(PathBuf::as_path),
+    );
+    let loader = modules::ModuleLoader::new(&modulepath);
+    // Puppet code (a `.pp` manifest, a module) may read facts anywhere, under their
+    // own names too (`$::osfamily`); a `.wcv` manifest reads them only where it says so.
+    let reads_facts = !wconverge_lang::Loader::is_empty(&loader)
+        || input
+            .files
+            .iter()
+            .any(|path| path.extension().is_some_and(|e| e == "pp"))
+        || sources.iter().any(|source| {
+            source.text.contains("facts")
+                || source.text.contains("$::")
+                || wconverge_engine::FACTER_NAMES
+                    .iter()
+                    .any(|name| source.text.contains(&format!("${name}")))
+        });
+    let facts = if reads_facts {
         let (groups, errors) = runtime.gather_facts();
         for error in &errors {
             output::warning(&format!(
@@ -650,11 +669,6 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     } else {
         wconverge_catalog::Value::Hash(Vec::new())
     };
-    let modulepath = modules::module_path(
-        input.modulepath.as_deref(),
-        input.files.first().map(PathBuf::as_path),
-    );
-    let loader = modules::ModuleLoader::new(&modulepath);
     let compiled = wconverge_lang::compile_with_modules(&sources, &node, &types, &facts, &loader);
     let mut shown = sources;
     shown.extend(compiled.loaded.iter().cloned());

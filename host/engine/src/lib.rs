@@ -7,11 +7,13 @@
 //! an in-memory host).
 #![warn(clippy::disallowed_methods)]
 
+mod facter;
 mod graph;
 mod guard;
 mod prefetch;
 mod redact;
 pub mod report;
+pub use facter::{FACTER_NAMES, facts_value};
 mod run;
 mod validate;
 
@@ -112,32 +114,6 @@ pub trait PluginHost {
         let _ = path;
         None
     }
-}
-
-/// Facts as manifests, lazy values and templates read them: each group to its list of
-/// records, each record a hash of strings (`$facts['package'][0]['name']`).
-pub fn facts_value(
-    groups: &std::collections::BTreeMap<String, Vec<wconverge_program::Record>>,
-) -> Value {
-    Value::Hash(
-        groups
-            .iter()
-            .map(|(group, records)| {
-                let records = records
-                    .iter()
-                    .map(|record| {
-                        Value::Hash(
-                            record
-                                .iter()
-                                .map(|(key, value)| (key.clone(), Value::String(value.clone())))
-                                .collect(),
-                        )
-                    })
-                    .collect();
-                (group.clone(), Value::Array(records))
-            })
-            .collect(),
-    )
 }
 
 /// The plugin that implements a resource, and its schema of the resource's type (two

@@ -132,6 +132,7 @@ macro_rules! conformance {
 mod ok {
     use super::check_fixture;
     conformance!("ok":
+        trusted_and_variables_set_for_every_node,
         regex_captures_in_strings_case_selector_and_node,
         interpolation_of_arrays_and_hashes,
         arithmetic_as_puppet_rounds_and_numeric_strings,
@@ -233,6 +234,7 @@ mod ok {
 mod err {
     use super::check_fixture;
     conformance!("err":
+        top_scope_facts_cannot_be_assigned,
         errors_are_not_reported_again_as_consequences,
         type_where_a_value_was_expected,
         title_and_namevar_identify_a_resource,
@@ -804,5 +806,40 @@ fn classes_and_defined_types_load_from_modules_as_puppet_s_autoloader() {
     assert!(
         messages[2].contains("`manifests/nothing.pp` of module `ntp`"),
         "{messages:?}"
+    );
+}
+
+#[test]
+fn facts_are_top_scope_variables_except_lists_of_records() {
+    let facts = wconverge_catalog::Value::Hash(vec![
+        (
+            "osfamily".to_owned(),
+            wconverge_catalog::Value::String("Debian".to_owned()),
+        ),
+        (
+            "os".to_owned(),
+            wconverge_catalog::Value::Hash(vec![(
+                "family".to_owned(),
+                wconverge_catalog::Value::String("Debian".to_owned()),
+            )]),
+        ),
+        (
+            "package".to_owned(),
+            wconverge_catalog::Value::Array(Vec::new()),
+        ),
+    ]);
+    let text = "notify { \"${::osfamily} ${osfamily} ${os['family']} ${facts['os']['family']} ${defined('$package')}\": }\n";
+    let compiled = compile_with_facts(
+        &[Source::new("site.pp", text)],
+        "web1.example.com",
+        &types(),
+        &facts,
+    );
+    let catalog = compiled
+        .catalog
+        .unwrap_or_else(|| panic!("{:?}", compiled.diagnostics));
+    assert_eq!(
+        catalog.resources[0].title,
+        "Debian Debian Debian Debian false"
     );
 }

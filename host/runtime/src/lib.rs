@@ -622,6 +622,13 @@ impl Runtime {
                 Err(error) => errors.push(error),
             }
         }
+        // What only this process knows: who runs it and its PATH (Facter's
+        // `identity` and `path`), unless a plugin publishes them.
+        for (name, record) in host_facts() {
+            groups
+                .entry(name.to_owned())
+                .or_insert_with(|| vec![record]);
+        }
         (groups, errors)
     }
 
@@ -1143,4 +1150,38 @@ impl PluginHost for Runtime {
                 .map_err(|message| provider_error(plugin, said(resource, &message)))
         })
     }
+}
+
+/// The `identity` (user, uid, group, gid, privileged) and `path` of this process.
+fn host_facts() -> [(&'static str, Vec<(String, String)>); 2] {
+    let uid = rustix::process::getuid().as_raw();
+    let gid = rustix::process::getgid().as_raw();
+    let name_of = |database: &str, id: u32| {
+        std::fs::read_to_string(database)
+            .ok()
+            .and_then(|text| {
+                text.lines().find_map(|line| {
+                    let fields: Vec<&str> = line.split(':').collect();
+                    (fields.get(2) == Some(&id.to_string().as_str())).then(|| fields[0].to_owned())
+                })
+            })
+            .unwrap_or_else(|| id.to_string())
+    };
+    let pair = |key: &str, value: String| (key.to_owned(), value);
+    [
+        (
+            "identity",
+            vec![
+                pair("user", name_of("/etc/passwd", uid)),
+                pair("uid", uid.to_string()),
+                pair("group", name_of("/etc/group", gid)),
+                pair("gid", gid.to_string()),
+                pair("privileged", (uid == 0).to_string()),
+            ],
+        ),
+        (
+            "path",
+            vec![pair("path", std::env::var("PATH").unwrap_or_default())],
+        ),
+    ]
 }

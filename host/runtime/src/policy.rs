@@ -85,6 +85,14 @@ source = "builtin"
 provides = []
 directories = [{ path = "/proc", access = "read" }]
 
+# Facter's networking, processors, memory, virtual and timezone facts: interfaces and
+# addresses from /proc/net and /sys/class/net, the domain from /etc/hosts and
+# /etc/resolv.conf, the hypervisor from /sys/class/dmi, the zone from /etc/timezone.
+[plugins.facts-system]
+source = "builtin"
+provides = []
+directories = [{ path = "/proc", access = "read" }, { path = "/sys", access = "read" }, { path = "/etc", access = "read" }, { path = "/run", access = "read" }, { path = "/usr/share/zoneinfo", access = "read" }]
+
 # Packages, Debian's way. apt (the default where os.family is debian): dpkg-query reads
 # the package database (once for every package of a run), apt-cache the version `latest`
 # would install, and apt-get installs, removes or purges one named package per launch.

@@ -1,5 +1,6 @@
 //! The `os` facts: one record with the operating system's `family` (`debian`, `redhat`,
-//! `suse`...), `name` and `release` from os-release, the `architecture`, `kernel` and
+//! `suse`...), `name` and `release` from os-release (and Debian's point release,
+//! `version`, from /etc/debian_version), the `architecture`, `kernel` and
 //! `hostname` the host reports, and `init`, the service manager (`systemd`, `sysv`).
 
 use wconverge_sdk_facts::{FactSource, Group, Machine, export_fact_source};
@@ -110,6 +111,13 @@ fn record(text: &str, machine: &Machine) -> Vec<(String, String)> {
         ),
         ("name".to_owned(), id),
         ("release".to_owned(), get("VERSION_ID")),
+        // Debian's point release (`12.5`), which os-release leaves out.
+        (
+            "version".to_owned(),
+            std::fs::read_to_string("/etc/debian_version")
+                .map(|text| text.trim().to_owned())
+                .unwrap_or_default(),
+        ),
         ("codename".to_owned(), get("VERSION_CODENAME")),
         ("architecture".to_owned(), machine.architecture.clone()),
         ("kernel".to_owned(), machine.kernel.clone()),
@@ -163,6 +171,7 @@ mod tests {
         assert_eq!(record[0], ("family".to_owned(), "debian".to_owned()));
         assert_eq!(record[1], ("name".to_owned(), "ubuntu".to_owned()));
         assert_eq!(record[2], ("release".to_owned(), "24.04".to_owned()));
+        assert_eq!(record[3].0, "version");
         assert_eq!(family("centos", "rhel fedora"), "redhat");
         assert_eq!(family("nixos", ""), "nixos");
     }

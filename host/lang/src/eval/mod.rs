@@ -343,15 +343,57 @@ impl<'a> Evaluator<'a> {
     }
 
     /// Sets `$facts` in the top scope; assigning it again is an error like any variable.
+    /// Sets the top scope's variables that are not the manifests': `$facts`, each fact
+    /// (but the lists of records) as a variable of its own (`$::osfamily`, `$::os`),
+    /// `$trusted`, `$server_facts`, `$environment`, `$clientcert` and `$module_name`, as
+    /// `puppet apply` does.
     pub(crate) fn set_facts(&mut self, facts: &catalog::Value) {
-        self.scopes[TOP].vars.insert(
-            "facts".to_owned(),
-            (Val::from_catalog(facts), Span::new(0, 0, 0)),
-        );
+        let nowhere = Span::new(0, 0, 0);
+        let facts = Val::from_catalog(facts);
+        let get = |name: &str| match &facts {
+            Val::Hash(entries) => Val::hash_get(entries, &Val::Str(name.to_owned())).cloned(),
+            _ => None,
+        };
+        let mut top: Vec<(String, Val)> = Vec::new();
+        if let Val::Hash(entries) = &facts {
+            for (name, value) in entries {
+                if let (Val::Str(name), false) = (name, matches!(value, Val::Array(_))) {
+                    top.push((name.clone(), value.clone()));
+                }
+            }
+        }
+        let node = self.node.to_owned();
+        let (hostname, domain) = node.split_once('.').unwrap_or((&node, ""));
+        let text = |text: &str| Val::Str(text.to_owned());
+        let trusted = Val::Hash(vec![
+            (text("authenticated"), text("local")),
+            (text("certname"), text(&node)),
+            (text("domain"), text(domain)),
+            (text("extensions"), Val::Hash(Vec::new())),
+            (text("hostname"), text(hostname)),
+        ]);
+        let server_facts = Val::Hash(vec![
+            (text("environment"), text("production")),
+            (
+                text("serverip"),
+                get("ipaddress").unwrap_or_else(|| text("127.0.0.1")),
+            ),
+            (
+                text("servername"),
+                get("fqdn").unwrap_or_else(|| text(&node)),
+            ),
+            (text("serverversion"), text(env!("CARGO_PKG_VERSION"))),
+        ]);
+        top.push(("facts".to_owned(), facts.clone()));
+        top.push(("trusted".to_owned(), trusted));
+        top.push(("server_facts".to_owned(), server_facts));
+        top.push(("environment".to_owned(), text("production")));
+        top.push(("clientcert".to_owned(), text(&node)));
         // Puppet's built-in variable: `undef` outside a module's classes.
-        self.scopes[TOP]
-            .vars
-            .insert("module_name".to_owned(), (Val::Undef, Span::new(0, 0, 0)));
+        top.push(("module_name".to_owned(), Val::Undef));
+        for (name, value) in top {
+            self.scopes[TOP].vars.insert(name, (value, nowhere));
+        }
     }
 
     /// Evaluates everything: the catalog (none if there is an error), the diagnostics,
@@ -1195,17 +1237,27 @@ impl<'a> Evaluator<'a> {
             return;
         }
         // Not in any scope, as a parameter neither: it would hide the machine's facts.
-        if name == "facts" {
+        if matches!(name, "facts" | "trusted" | "server_facts") {
             self.error(
                 "assign-facts",
                 span,
-                "`$facts` holds this machine's facts and cannot be assigned or shadowed",
+                format!("`${name}` holds facts about this node and cannot be assigned or shadowed"),
             )
             .help = Some("use another name".into());
             return;
         }
         if let Some((_, previous)) = self.scopes[scope].vars.get(name) {
             let previous = *previous;
+            if previous == Span::new(0, 0, 0) {
+                // Set before any manifest: a fact, or a variable `puppet apply` sets.
+                self.error(
+                    "reassigned-variable",
+                    span,
+                    format!("`${name}` is a fact (or a variable set for every node) at top scope, and cannot be assigned there"),
+                )
+                .help = Some("use another name, or assign it inside a class".into());
+                return;
+            }
             self.error(
                 "reassigned-variable",
                 span,
@@ -1234,8 +1286,13 @@ impl<'a> Evaluator<'a> {
     }
 
     fn access(&mut self, target: &Expr, keys: &[Expr], span: Span) -> Val {
+        let before = self.errors;
         let target = self.eval(target);
         let keys: Vec<Val> = keys.iter().map(|key| self.eval(key)).collect();
+        if self.errors > before {
+            // Reported: not again as "cannot index undef".
+            return Val::Undef;
+        }
         match target {
             Val::Ref {
                 type_name,
