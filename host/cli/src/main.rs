@@ -5,6 +5,7 @@
 //! 2 changes, 4 failures, 6 both. Anything that stops a command before it runs (a bad
 //! catalog, a bad policy, a held lock) exits 1.
 
+mod data;
 mod dirs;
 mod generate;
 mod input;
@@ -643,10 +644,17 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
         input.modulepath.as_deref(),
         input.files.first().map(PathBuf::as_path),
     );
-    let loader = modules::ModuleLoader::new(&modulepath);
+    let loader = modules::ModuleLoader::new(
+        &modulepath,
+        input
+            .files
+            .first()
+            .map(|main| modules::environment_root(main)),
+    );
     // Puppet code (a `.pp` manifest, a module) may read facts anywhere, under their
     // own names too (`$::osfamily`); a `.wcv` manifest reads them only where it says so.
     let reads_facts = !wconverge_lang::Loader::is_empty(&loader)
+        || wconverge_lang::Loader::hiera_config(&loader, None).is_some()
         || input
             .files
             .iter()

@@ -32,16 +32,8 @@ pub(crate) fn module_path(given: Option<&str>, main_manifest: Option<&Path>) -> 
     let Some(main) = main_manifest else {
         return Vec::new();
     };
-    let dir = match main.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    let root = if dir.file_name().is_some_and(|name| name == "manifests") {
-        dir.parent()
-            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
-    } else {
-        dir.clone()
-    };
+    let dir = manifest_dir(main);
+    let root = environment_root(main);
     if let Ok(text) = std::fs::read_to_string(root.join("environment.conf")) {
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
@@ -65,16 +57,38 @@ pub(crate) fn module_path(given: Option<&str>, main_manifest: Option<&Path>) -> 
     dirs
 }
 
+fn manifest_dir(main: &Path) -> PathBuf {
+    match main.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The environment of a main manifest: its directory, or that directory's parent when
+/// it is `manifests/`. Its `hiera.yaml` is the environment's Hiera layer.
+pub(crate) fn environment_root(main: &Path) -> PathBuf {
+    let dir = manifest_dir(main);
+    if dir.file_name().is_some_and(|name| name == "manifests") {
+        dir.parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+    } else {
+        dir
+    }
+}
+
 /// Puppet's autoloader over a module path, for the compiler: a module is a directory
 /// of the module path (the first that has it wins), its classes and defined types are
 /// in its `manifests/` (`NAME/manifests/init.pp` is class `NAME`,
 /// `NAME/manifests/a/b.pp` is `NAME::a::b`).
 pub(crate) struct ModuleLoader {
     modules: std::collections::BTreeMap<String, PathBuf>,
+    /// The environment's directory, where its `hiera.yaml` is.
+    environment: Option<PathBuf>,
 }
 
 impl ModuleLoader {
-    pub(crate) fn new(modulepath: &[PathBuf]) -> ModuleLoader {
+    pub(crate) fn new(modulepath: &[PathBuf], environment: Option<PathBuf>) -> ModuleLoader {
         let mut modules = std::collections::BTreeMap::new();
         for dir in modulepath {
             let Ok(entries) = std::fs::read_dir(dir) else {
@@ -89,8 +103,41 @@ impl ModuleLoader {
                 }
             }
         }
-        ModuleLoader { modules }
+        ModuleLoader {
+            modules,
+            environment,
+        }
     }
+
+    /// The directory of a Hiera layer: the environment's, or a module's.
+    fn layer_dir(&self, module: Option<&str>) -> Option<&PathBuf> {
+        match module {
+            None => self.environment.as_ref(),
+            Some(module) => self.modules.get(module),
+        }
+    }
+}
+
+/// Reads and parses one of Hiera's files: `None` when it does not exist.
+fn hiera_file(
+    path: &Path,
+    format: wconverge_lang::DataFormat,
+) -> Option<Result<wconverge_lang::HieraFile, String>> {
+    if std::fs::symlink_metadata(path).is_err() {
+        return None;
+    }
+    let shown = path.display().to_string();
+    Some(
+        crate::input::read_text(path, "data file", crate::data::MAX_DATA_BYTES)
+            .and_then(|text| {
+                match format {
+                    wconverge_lang::DataFormat::Yaml => crate::data::parse_yaml(&text),
+                    wconverge_lang::DataFormat::Json => crate::data::parse_json(&text),
+                }
+                .map_err(|error| format!("`{shown}` is not valid: {error}"))
+            })
+            .map(|value| wconverge_lang::HieraFile { name: shown, value }),
+    )
 }
 
 /// A directory of the module path is read for at most this many modules.
@@ -106,6 +153,34 @@ fn is_module_name(name: &str) -> bool {
 impl wconverge_lang::Loader for ModuleLoader {
     fn is_empty(&self) -> bool {
         self.modules.is_empty()
+    }
+
+    fn hiera_config(
+        &self,
+        module: Option<&str>,
+    ) -> Option<Result<wconverge_lang::HieraFile, String>> {
+        let path = self.layer_dir(module)?.join("hiera.yaml");
+        hiera_file(&path, wconverge_lang::DataFormat::Yaml)
+    }
+
+    fn hiera_data(
+        &self,
+        module: Option<&str>,
+        path: &str,
+        format: wconverge_lang::DataFormat,
+    ) -> Option<Result<wconverge_lang::HieraFile, String>> {
+        // A path made from facts stays inside the layer: no `..`, nothing absolute.
+        let relative = Path::new(path);
+        if !relative
+            .components()
+            .all(|component| matches!(component, Component::Normal(_) | Component::CurDir))
+        {
+            return Some(Err(format!(
+                "the Hiera path `{path}` leaves its data directory (`..` or absolute); \
+                 check the hierarchy and the facts it interpolates"
+            )));
+        }
+        hiera_file(&self.layer_dir(module)?.join(relative), format)
     }
 
     fn has_module(&self, module: &str) -> bool {

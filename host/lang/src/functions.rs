@@ -45,6 +45,11 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "sort",
     "empty",
     "sensitive",
+    "lookup",
+    "hiera",
+    "hiera_array",
+    "hiera_hash",
+    "hiera_include",
 ];
 
 pub(crate) fn call(
@@ -56,7 +61,16 @@ pub(crate) fn call(
 ) -> Val {
     let iteration = matches!(
         name,
-        "each" | "map" | "filter" | "reduce" | "select" | "reject" | "collect" | "with" | "new"
+        "each"
+            | "map"
+            | "filter"
+            | "reduce"
+            | "select"
+            | "reject"
+            | "collect"
+            | "with"
+            | "new"
+            | "lookup"
     );
     if lambda.is_some() && !iteration && FUNCTIONS.contains(&name) {
         evaluator.report(
@@ -139,12 +153,128 @@ pub(crate) fn call(
             None => arity(evaluator, name, "a lambda: `with($x) |$y| { ... }`", span),
         },
         "new" => evaluator.instantiate(args, lambda, span),
+        "lookup" => lookup(evaluator, args, lambda, span),
+        "hiera" | "hiera_array" | "hiera_hash" | "hiera_include" => {
+            let (merge, instead) = match name {
+                "hiera" => ("first", "lookup('key')"),
+                "hiera_array" => ("unique", "lookup('key', Array, 'unique')"),
+                "hiera_hash" => ("hash", "lookup('key', Hash, 'hash')"),
+                _ => ("unique", "lookup('key', Array, 'unique').include"),
+            };
+            evaluator
+                .report(
+                    Severity::Warning,
+                    "deprecated",
+                    span,
+                    format!("`{name}()` is deprecated"),
+                )
+                .help = Some(format!("write `{instead}`"));
+            let mut args = args.into_iter();
+            let key = args.next().unwrap_or(Val::Undef);
+            let default = args.next();
+            let found = lookup(
+                evaluator,
+                vec![key, Val::Undef, Val::Str(merge.to_owned())]
+                    .into_iter()
+                    .chain(default)
+                    .collect(),
+                None,
+                span,
+            );
+            if name == "hiera_include" {
+                let names = evaluator.class_names(vec![found], span);
+                evaluator.include(names, "include", span);
+                Val::Undef
+            } else {
+                found
+            }
+        }
         "sensitive" => match args.into_iter().next() {
             Some(value) => Val::Sensitive(Box::new(value)),
             None => arity(evaluator, name, "one argument", span),
         },
         _ => pure(evaluator, name, args, span),
     }
+}
+
+/// `lookup(name)`, `lookup(name, type, merge, default)`, `lookup(name, options)`
+/// (`default_value`, `merge`, `value_type`), `lookup(name) |$key| { default }`; a name
+/// may be a list of names, tried in order.
+fn lookup(
+    evaluator: &mut Evaluator<'_>,
+    args: Vec<Val>,
+    lambda: Option<&Lambda>,
+    span: Span,
+) -> Val {
+    let mut args = args.into_iter();
+    let names = match args.next() {
+        Some(Val::Str(name)) => vec![name],
+        Some(Val::Array(names)) if names.iter().all(|name| matches!(name, Val::Str(_))) => names
+            .into_iter()
+            .map(|name| name.to_interpolated())
+            .collect(),
+        _ => {
+            return arity(
+                evaluator,
+                "lookup",
+                "a key (a string, or a list of them) first",
+                span,
+            );
+        }
+    };
+    let rest: Vec<Val> = args.collect();
+    let (merge, default) = match rest.as_slice() {
+        [Val::Hash(options)] => (
+            Val::hash_get(options, &Val::Str("merge".into()))
+                .cloned()
+                .unwrap_or(Val::Undef),
+            Val::hash_get(options, &Val::Str("default_value".into())).cloned(),
+        ),
+        [_type, merge, default] => (merge.clone(), Some(default.clone())),
+        [_type, merge] => (merge.clone(), None),
+        [_] | [] => (Val::Undef, None),
+        _ => return arity(evaluator, "lookup", "at most four arguments", span),
+    };
+    let merge = match crate::hiera::Merge::parse(&merge) {
+        Ok(merge) => merge,
+        Err(why) => {
+            evaluator.report(
+                Severity::Error,
+                "bad-argument",
+                span,
+                format!("`lookup`: {why}"),
+            );
+            return Val::Undef;
+        }
+    };
+    for name in &names {
+        match evaluator.hiera_lookup(name, merge, span) {
+            Ok(Some(value)) => return value,
+            Ok(None) => {}
+            Err(()) => return Val::Undef,
+        }
+    }
+    if let Some(lambda) = lambda {
+        return evaluator.run_lambda(lambda, vec![Val::Str(names[0].clone())]);
+    }
+    if let Some(default) = default {
+        return default;
+    }
+    evaluator
+        .report(
+            Severity::Error,
+            "lookup",
+            span,
+            format!(
+                "`lookup` found no value for `{}` in Hiera's data",
+                names.join("`, `")
+            ),
+        )
+        .help = Some(
+        "add the key to a data file of the hierarchy (hiera.yaml), or give `lookup` a default"
+            .into(),
+    );
+    Val::Undef
 }
 
 /// Counting iterations (`5.each |$i| { }`) stop at this many steps.

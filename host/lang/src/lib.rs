@@ -10,6 +10,7 @@
 mod diagnostic;
 mod eval;
 mod functions;
+mod hiera;
 mod lexer;
 mod modules;
 mod parser;
@@ -141,6 +142,37 @@ pub trait Loader: Sync {
     /// `ntp/manifests/server/config.pp`): `None` if there is none, `Err` (why) if it
     /// exists and cannot be read.
     fn manifest(&self, name: &str) -> Option<Result<Source, String>>;
+    /// Hiera: the `hiera.yaml` of the environment (`module` is `None`) or of a module,
+    /// parsed; `None` when there is none.
+    fn hiera_config(&self, module: Option<&str>) -> Option<Result<HieraFile, String>> {
+        let _ = module;
+        None
+    }
+    /// A Hiera data file of that layer, `path` relative to its `hiera.yaml`'s
+    /// directory, parsed as `format` says; `None` when there is none.
+    fn hiera_data(
+        &self,
+        module: Option<&str>,
+        path: &str,
+        format: DataFormat,
+    ) -> Option<Result<HieraFile, String>> {
+        let _ = (module, path, format);
+        None
+    }
+}
+
+/// A file of Hiera's, parsed: its name as messages show it, and its value.
+#[derive(Debug, Clone)]
+pub struct HieraFile {
+    pub name: String,
+    pub value: wconverge_catalog::Value,
+}
+
+/// The back end of a Hiera level: `yaml_data` or `json_data`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DataFormat {
+    Yaml,
+    Json,
 }
 
 /// No module path: nothing is loaded.
@@ -296,6 +328,7 @@ fn compile_here(
         let mut evaluator = eval::Evaluator::new(program, &modules.sources, types, node);
         evaluator.set_facts(facts);
         evaluator.unreadable = modules.unreadable.clone();
+        evaluator.loader = loader;
         evaluator.module_files = modules.module_of_file();
         let (catalog, mut evaluated, missing) = evaluator.run();
         if modules.load_missing(&missing) {

@@ -843,3 +843,163 @@ fn facts_are_top_scope_variables_except_lists_of_records() {
         "Debian Debian Debian Debian false"
     );
 }
+
+/// Hiera's files in memory: each `(layer, path, JSON)`, the layer `""` the environment's.
+struct HieraLoader(Vec<(&'static str, &'static str, &'static str)>);
+
+impl HieraLoader {
+    fn file(&self, layer: &str, path: &str) -> Option<Result<HieraFile, String>> {
+        let (_, _, json) = self.0.iter().find(|(l, p, _)| *l == layer && *p == path)?;
+        Some(
+            serde_json::from_str::<wconverge_catalog::Value>(json)
+                .map(|value| HieraFile {
+                    name: format!("{layer}/{path}"),
+                    value,
+                })
+                .map_err(|error| error.to_string()),
+        )
+    }
+}
+
+impl Loader for HieraLoader {
+    fn is_empty(&self) -> bool {
+        true
+    }
+
+    fn has_module(&self, _module: &str) -> bool {
+        false
+    }
+
+    fn manifest(&self, _name: &str) -> Option<Result<Source, String>> {
+        None
+    }
+
+    fn hiera_config(&self, module: Option<&str>) -> Option<Result<HieraFile, String>> {
+        self.file(module.unwrap_or_default(), "hiera.yaml")
+    }
+
+    fn hiera_data(
+        &self,
+        module: Option<&str>,
+        path: &str,
+        _format: DataFormat,
+    ) -> Option<Result<HieraFile, String>> {
+        self.file(module.unwrap_or_default(), path)
+    }
+}
+
+fn compile_with_hiera(loader: &HieraLoader, text: &str) -> (Option<Catalog>, Vec<String>) {
+    let facts: wconverge_catalog::Value =
+        serde_json::from_str(r#"{"os": {"family": "Debian"}, "osfamily": "Debian"}"#)
+            .expect("facts");
+    let compiled = compile_with_modules(
+        &[Source::new("site.pp", text)],
+        "web1.example.com",
+        &types(),
+        &facts,
+        loader,
+    );
+    let messages = compiled
+        .diagnostics
+        .iter()
+        .map(|diagnostic| diagnostic.message.clone())
+        .collect();
+    (compiled.catalog, messages)
+}
+
+fn notify_titles(catalog: &Catalog) -> Vec<&str> {
+    catalog
+        .resources
+        .iter()
+        .filter(|resource| resource.type_name == "notify")
+        .map(|resource| resource.title.as_str())
+        .collect()
+}
+
+#[test]
+fn hiera_looks_up_through_the_hierarchy_with_merges_options_and_class_parameters() {
+    let loader = HieraLoader(vec![
+        (
+            "",
+            "hiera.yaml",
+            r#"{"version": 5, "defaults": {"datadir": "data"}, "hierarchy": [
+                {"name": "node", "path": "nodes/%{trusted.certname}.yaml"},
+                {"name": "os", "path": "os/%{facts.os.family}.yaml"},
+                {"name": "common", "paths": ["common.yaml"]}]}"#,
+        ),
+        (
+            "",
+            "data/nodes/web1.example.com.yaml",
+            r#"{"ntp::servers": ["node"], "list": ["n"], "h": {"a": {"x": 1}}}"#,
+        ),
+        (
+            "",
+            "data/os/Debian.yaml",
+            r#"{"list": ["d", "n"], "h": {"a": {"y": 2}, "b": 3}, "ntp::service": "chrony"}"#,
+        ),
+        (
+            "",
+            "data/common.yaml",
+            r#"{"lookup_options": {"list": {"merge": "unique"}, "^secret::.*": {"convert_to": "Sensitive"}},
+                "list": ["c"], "h": {"a": {"x": 9, "z": 3}, "c": 4},
+                "secret::token": "hunter2", "owner": "ops",
+                "motd": "on %{::osfamily} by %{lookup('owner')}", "whole": "%{alias('list')}",
+                "loop": "%{lookup('loop')}"}"#,
+        ),
+        ("ntp", "hiera.yaml", r#"{"version": 5}"#),
+        (
+            "ntp",
+            "data/common.yaml",
+            r#"{"ntp::service": "from-module", "ntp::package": "ntp", "owner": "not the module's key"}"#,
+        ),
+    ]);
+    let manifest = r#"
+class ntp($servers = ['default'], $service = 'ntpd', $package = 'none', $other = 'default') {
+  notify { "ntp ${servers} ${service} ${package} ${other}": }
+}
+include ntp
+notify { "first ${lookup('list', undef, 'first')} unique ${lookup('list')}": }
+notify { "hash ${lookup('h', Hash, 'hash')} deep ${lookup('h', Hash, 'deep')}": }
+notify { "secret ${lookup('secret::token')} motd ${lookup('motd')} whole ${lookup('whole')}": }
+notify { "dig ${lookup('h.a.x')} default ${lookup('missing', { 'default_value' => 'dv' })} lambda ${lookup('missing') |$k| { "no ${k}" }}": }
+"#;
+    let (catalog, messages) = compile_with_hiera(&loader, manifest);
+    let catalog = catalog.unwrap_or_else(|| panic!("{messages:?}"));
+    assert_eq!(
+        notify_titles(&catalog),
+        [
+            "ntp [node] chrony ntp default",
+            "first [n] unique [n, d, c]",
+            "hash {a => {x => 1}, b => 3, c => 4} deep {a => {x => 1, y => 2, z => 3}, b => 3, c => 4}",
+            "secret Sensitive [value redacted] motd on Debian by ops whole [n, d, c]",
+            "dig 1 default dv lambda no missing",
+        ]
+    );
+
+    let (catalog, messages) = compile_with_hiera(
+        &loader,
+        "notify { lookup('nothing'): }\nnotify { lookup('loop'): }\n$x = hiera('owner')\n",
+    );
+    assert!(catalog.is_none());
+    assert!(
+        messages[0].contains("`lookup` found no value for `nothing`"),
+        "{messages:?}"
+    );
+    assert!(
+        messages[1].contains("the data of `loop` looks itself up: loop → loop"),
+        "{messages:?}"
+    );
+    assert_eq!(messages[2], "`hiera()` is deprecated");
+
+    let bad = HieraLoader(vec![(
+        "",
+        "hiera.yaml",
+        r#"{"version": 3, "hierarchy": []}"#,
+    )]);
+    let (catalog, messages) = compile_with_hiera(&bad, "notify { lookup('x'): }\n");
+    assert!(catalog.is_none());
+    assert!(
+        messages[0].contains("version 3 is not supported"),
+        "{messages:?}"
+    );
+}

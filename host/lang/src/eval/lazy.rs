@@ -15,8 +15,19 @@ use wconverge_catalog::{Lazy, NodeAttributes, Value};
 
 /// Functions that change or read the catalog, refused in a lazy expression (during the
 /// run there is no catalog to change or read).
-const CATALOG_FUNCTIONS: [&str; 7] = [
-    "include", "contain", "require", "realize", "tag", "defined", "tagged",
+const CATALOG_FUNCTIONS: &[&str] = &[
+    "include",
+    "contain",
+    "require",
+    "realize",
+    "tag",
+    "defined",
+    "tagged",
+    "lookup",
+    "hiera",
+    "hiera_array",
+    "hiera_hash",
+    "hiera_include",
 ];
 
 const UNKNOWN_FUNCTION: &str = "an unknown function";

@@ -230,6 +230,9 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) unreadable: HashMap<String, String>,
     /// The module of each file loaded from the module path (`$module_name`).
     pub(crate) module_files: HashMap<u32, String>,
+    /// Where modules' manifests and Hiera's files come from.
+    pub(crate) loader: &'a dyn crate::Loader,
+    pub(crate) hiera: crate::hiera::Hiera,
     /// How many of `diagnostics` are errors: an expression whose operand reported one
     /// does not report its consequences too.
     errors: usize,
@@ -289,6 +292,8 @@ impl<'a> Evaluator<'a> {
             missing: Vec::new(),
             unreadable: HashMap::new(),
             module_files: HashMap::new(),
+            loader: &crate::NoModules,
+            hiera: crate::hiera::Hiera::default(),
             errors: 0,
             classes: HashMap::new(),
             defines: HashMap::new(),
@@ -1143,6 +1148,14 @@ impl<'a> Evaluator<'a> {
             current = self.scopes[id].parent;
         }
         None
+    }
+
+    /// A top-scope variable (a fact, `$trusted`...), without reporting anything.
+    pub(crate) fn top_variable(&self, name: &str) -> Option<Val> {
+        self.scopes[TOP]
+            .vars
+            .get(name)
+            .map(|(value, _)| value.clone())
     }
 
     /// Whether a variable is visible from here, without reporting anything.
@@ -2699,6 +2712,19 @@ impl<'a> Evaluator<'a> {
             let given = self.resources[idx]
                 .attr(&param.name)
                 .map(|attr| (attr.value.clone(), attr.span));
+            // A class parameter not given is looked up in Hiera (`ntp::servers`)
+            // before its default, as Puppet's automatic parameter lookup does.
+            let given = match given {
+                None if matches!(self.resources[idx].kind, Kind::Class(_)) => {
+                    let key = format!("{}::{}", self.resources[idx].title, param.name);
+                    let span = self.resources[idx].span;
+                    match self.hiera_lookup(&key, None, span) {
+                        Ok(found) => found.map(|value| (value, span)),
+                        Err(()) => Some((Val::Undef, span)),
+                    }
+                }
+                given => given,
+            };
             let value = match (given, &param.default) {
                 (Some((value, _)), _) if value != Val::Undef => value,
                 (_, Some(default)) => self.eval(default),
