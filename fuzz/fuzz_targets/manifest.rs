@@ -18,6 +18,9 @@ fuzz_target!(|data: &[u8]| {
     types.insert("exec", ["command", "cwd", "environment", "user", "timeout", "returns"]);
     types.insert("notify", ["message"]);
     let compiled = compile(&sources, "node1.example.com", &types);
+    // Templates (`inline_epp`) are files of the compile too, after the sources.
+    let mut sources = sources;
+    sources.extend(compiled.loaded.iter().cloned());
     for diagnostic in &compiled.diagnostics {
         let source = &sources[diagnostic.span.file as usize];
         assert!(diagnostic.span.start <= diagnostic.span.end);

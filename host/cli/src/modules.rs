@@ -155,6 +155,26 @@ impl wconverge_lang::Loader for ModuleLoader {
         self.modules.is_empty()
     }
 
+    fn template(&self, module: &str, path: &str) -> Option<Result<wconverge_lang::Source, String>> {
+        let dir = self.modules.get(module)?;
+        if !Path::new(path)
+            .components()
+            .all(|component| matches!(component, Component::Normal(_)))
+        {
+            return Some(Err(format!(
+                "the template path `{path}` leaves the module's templates (`.`, `..` or absolute)"
+            )));
+        }
+        let file = dir.join("templates").join(path);
+        if std::fs::symlink_metadata(&file).is_err() {
+            return None;
+        }
+        Some(
+            crate::input::read_text(&file, "template", crate::input::MANIFEST_BYTES)
+                .map(|text| wconverge_lang::Source::new(file.display().to_string(), text)),
+        )
+    }
+
     fn hiera_config(
         &self,
         module: Option<&str>,

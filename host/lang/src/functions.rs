@@ -50,6 +50,8 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "hiera_array",
     "hiera_hash",
     "hiera_include",
+    "epp",
+    "inline_epp",
 ];
 
 pub(crate) fn call(
@@ -154,6 +156,79 @@ pub(crate) fn call(
         },
         "new" => evaluator.instantiate(args, lambda, span),
         "lookup" => lookup(evaluator, args, lambda, span),
+        "epp" | "inline_epp" => {
+            let mut args = args.into_iter();
+            let (Some(Val::Str(first)), params) = (args.next(), args.next()) else {
+                return arity(
+                    evaluator,
+                    name,
+                    if name == "epp" {
+                        "a template's path (`'NAME/file.epp'`, the module NAME's templates/file.epp) and a hash of parameters"
+                    } else {
+                        "the template's text and a hash of parameters"
+                    },
+                    span,
+                );
+            };
+            let params = match params {
+                None | Some(Val::Undef) => Vec::new(),
+                Some(Val::Hash(params)) => params,
+                Some(other) => {
+                    evaluator.report(
+                        Severity::Error,
+                        "bad-argument",
+                        span,
+                        format!(
+                            "`{name}` takes its parameters as a hash, not {} `{}`",
+                            other.type_name(),
+                            other.to_display()
+                        ),
+                    );
+                    return Val::Undef;
+                }
+            };
+            if name == "inline_epp" {
+                let key = format!("inline_epp\u{0}{first}");
+                return evaluator.render_epp(
+                    &key,
+                    "inline_epp",
+                    |_| Some(crate::Source::new("inline_epp", first.clone())),
+                    params,
+                    span,
+                );
+            }
+            let path = first.clone();
+            evaluator.render_epp(
+                &path,
+                &path,
+                |evaluator| template_source(evaluator, &path, span),
+                params,
+                span,
+            )
+        }
+        "wconverge_epp_text" | "wconverge_epp_print" => {
+            for arg in &args {
+                evaluator.epp_print(arg, span);
+            }
+            Val::Undef
+        }
+        "template" | "inline_template" => {
+            evaluator
+                .report(
+                    Severity::Error,
+                    "erb",
+                    span,
+                    format!(
+                        "`{name}()` renders ERB, which is Ruby, and wconverge does not run Ruby"
+                    ),
+                )
+                .help = Some(
+                "convert the template to EPP and call `epp('NAME/file.epp', { ... })` (or \
+                 `inline_epp`), or render it during the run with the `template` type"
+                    .into(),
+            );
+            Val::Undef
+        }
         "hiera" | "hiera_array" | "hiera_hash" | "hiera_include" => {
             let (merge, instead) = match name {
                 "hiera" => ("first", "lookup('key')"),
@@ -194,6 +269,46 @@ pub(crate) fn call(
             None => arity(evaluator, name, "one argument", span),
         },
         _ => pure(evaluator, name, args, span),
+    }
+}
+
+/// The source of `epp('NAME/path')`: `path` in module NAME's templates, through the
+/// loader; `None` when it cannot be had (reported).
+fn template_source(evaluator: &mut Evaluator<'_>, path: &str, span: Span) -> Option<crate::Source> {
+    let Some((module, file)) = path.split_once('/') else {
+        evaluator
+            .report(
+                Severity::Error,
+                "epp",
+                span,
+                format!("`epp('{path}')`: the path names no module"),
+            )
+            .help =
+            Some("write `epp('NAME/file.epp')` for templates/file.epp of module NAME".into());
+        return None;
+    };
+    match evaluator.loader.template(module, file) {
+        Some(Ok(source)) => Some(source),
+        Some(Err(why)) => {
+            evaluator.report(
+                Severity::Error,
+                "epp",
+                span,
+                format!("`epp('{path}')`: {why}"),
+            );
+            None
+        }
+        None => {
+            evaluator
+                .report(
+                    Severity::Error,
+                    "epp",
+                    span,
+                    format!("`epp('{path}')`: no module `{module}` in the module path has `templates/{file}`"),
+                )
+                .help = Some("check the module's name, the file's path in its templates directory, and `--modulepath`".into());
+            None
+        }
     }
 }
 

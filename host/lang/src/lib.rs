@@ -8,6 +8,7 @@
 #![warn(clippy::disallowed_methods)]
 
 mod diagnostic;
+mod epp;
 mod eval;
 mod functions;
 mod hiera;
@@ -125,8 +126,9 @@ pub struct Compiled {
     pub catalog: Option<Catalog>,
     /// Errors, warnings and notices, in the order they were found.
     pub diagnostics: Vec<Diagnostic>,
-    /// The modules' manifests the compile loaded, after the sources it was given: the
-    /// files its diagnostics' spans point into are those sources, then these.
+    /// The modules' manifests and the templates the compile loaded, after the sources it
+    /// was given: the files its diagnostics' spans point into are those sources, then
+    /// these.
     pub loaded: Vec<Source>,
 }
 
@@ -142,6 +144,12 @@ pub trait Loader: Sync {
     /// `ntp/manifests/server/config.pp`): `None` if there is none, `Err` (why) if it
     /// exists and cannot be read.
     fn manifest(&self, name: &str) -> Option<Result<Source, String>>;
+    /// An EPP template of a module: `path` in its `templates/` directory; `None` when
+    /// there is none.
+    fn template(&self, module: &str, path: &str) -> Option<Result<Source, String>> {
+        let _ = (module, path);
+        None
+    }
     /// Hiera: the `hiera.yaml` of the environment (`module` is `None`) or of a module,
     /// parsed; `None` when there is none.
     fn hiera_config(&self, module: Option<&str>) -> Option<Result<HieraFile, String>> {
@@ -330,12 +338,14 @@ fn compile_here(
         evaluator.unreadable = modules.unreadable.clone();
         evaluator.loader = loader;
         evaluator.module_files = modules.module_of_file();
-        let (catalog, mut evaluated, missing) = evaluator.run();
+        let (catalog, mut evaluated, missing, templates) = evaluator.run();
         if modules.load_missing(&missing) {
             continue;
         }
         diagnostics.append(&mut evaluated);
-        return modules.compiled(catalog, diagnostics);
+        let mut compiled = modules.compiled(catalog, diagnostics);
+        compiled.loaded.extend(templates);
+        return compiled;
     }
 }
 

@@ -74,10 +74,12 @@ fn check_fixture(kind: &str, name: &str) {
     let text = std::fs::read_to_string(&manifest).expect("fixture exists");
     let sources = [Source::new(format!("{kind}/{name}.wcv"), text)];
     let compiled = compile(&sources, "node1.example.com", &types());
+    let mut all = sources.to_vec();
+    all.extend(compiled.loaded.iter().cloned());
     let rendered: String = compiled
         .diagnostics
         .iter()
-        .map(|diagnostic| render(diagnostic, &sources))
+        .map(|diagnostic| render(diagnostic, &all))
         .collect::<Vec<_>>()
         .join("\n");
     let (actual, extension) = if kind == "ok" {
@@ -132,6 +134,7 @@ macro_rules! conformance {
 mod ok {
     use super::check_fixture;
     conformance!("ok":
+        epp_templates_inline,
         trusted_and_variables_set_for_every_node,
         regex_captures_in_strings_case_selector_and_node,
         interpolation_of_arrays_and_hashes,
@@ -234,6 +237,7 @@ mod ok {
 mod err {
     use super::check_fixture;
     conformance!("err":
+        epp_template_errors,
         top_scope_facts_cannot_be_assigned,
         errors_are_not_reported_again_as_consequences,
         type_where_a_value_was_expected,
@@ -1002,4 +1006,49 @@ notify { "dig ${lookup('h.a.x')} default ${lookup('missing', { 'default_value' =
         messages[0].contains("version 3 is not supported"),
         "{messages:?}"
     );
+}
+
+#[test]
+fn odd_templates_never_panic_and_every_span_is_inside_its_file() {
+    let templates = [
+        "",
+        "<%",
+        "%>",
+        "<%-",
+        "-%>",
+        "<%=",
+        "<%#",
+        "<%%",
+        "%%>",
+        "<%= %>",
+        "<% } %>",
+        "<% { %>",
+        "<%- | | -%>",
+        "<% | $a | %><% | $b | %>",
+        "é<%= 'ü' %>ß",
+        "<%= $x",
+        "a\n<%- -%>\n\nb",
+        "<% |$x = | %>",
+        "<%= [1,2][0] %><%= {a=>1} %>",
+        "<%- |$a| -%>é",
+        "<%= inline_epp('<%= 1 %>') %>",
+    ];
+    for template in templates {
+        let text = format!(
+            "notify {{ 'x': message => inline_epp('{}', {{ 'a' => 1 }}) }}\n",
+            template.replace('\'', "\\'")
+        );
+        let sources = [Source::new("site.pp", text)];
+        let compiled = compile(&sources, "n", &types());
+        let mut all = sources.to_vec();
+        all.extend(compiled.loaded.iter().cloned());
+        for diagnostic in &compiled.diagnostics {
+            let file = &all[diagnostic.span.file as usize];
+            assert!(
+                diagnostic.span.end as usize <= file.text.len(),
+                "{template:?}: {diagnostic:?}"
+            );
+            render(diagnostic, &all);
+        }
+    }
 }

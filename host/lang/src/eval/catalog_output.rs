@@ -106,7 +106,7 @@ impl Evaluator<'_> {
     }
 
     pub(super) fn location(&self, span: Span) -> catalog::SourceLocation {
-        let source = &self.sources[span.file as usize];
+        let source = self.source_of(span.file);
         let (line, column) =
             self.line_starts[span.file as usize].line_column(&source.text, span.start);
         catalog::SourceLocation {

@@ -177,7 +177,7 @@ impl Evaluator<'_> {
             }
             variables.push((name, value));
         }
-        let source = &self.sources[inner.span.file as usize].text;
+        let source = &self.source_of(inner.span.file).text;
         let expression = source
             .get(inner.span.start as usize..inner.span.end as usize)
             .unwrap_or_default()

@@ -233,6 +233,12 @@ pub(crate) struct Evaluator<'a> {
     /// Where modules' manifests and Hiera's files come from.
     pub(crate) loader: &'a dyn crate::Loader,
     pub(crate) hiera: crate::hiera::Hiera,
+    /// Files read while evaluating (EPP templates), numbered after `sources`.
+    pub(crate) extra_sources: Vec<Source>,
+    /// Each template parsed, by the name it was asked for (`None`: it failed, reported).
+    templates: HashMap<String, Option<(u32, Rc<crate::syntax::DefineDef>)>>,
+    /// What the templates being rendered have printed so far, innermost last.
+    epp_output: Vec<String>,
     /// How many of `diagnostics` are errors: an expression whose operand reported one
     /// does not report its consequences too.
     errors: usize,
@@ -294,6 +300,9 @@ impl<'a> Evaluator<'a> {
             module_files: HashMap::new(),
             loader: &crate::NoModules,
             hiera: crate::hiera::Hiera::default(),
+            extra_sources: Vec::new(),
+            templates: HashMap::new(),
+            epp_output: Vec::new(),
             errors: 0,
             classes: HashMap::new(),
             defines: HashMap::new(),
@@ -403,7 +412,14 @@ impl<'a> Evaluator<'a> {
 
     /// Evaluates everything: the catalog (none if there is an error), the diagnostics,
     /// and the classes and defined types that were used and not defined.
-    pub(crate) fn run(mut self) -> (Option<catalog::Catalog>, Vec<Diagnostic>, Vec<String>) {
+    pub(crate) fn run(
+        mut self,
+    ) -> (
+        Option<catalog::Catalog>,
+        Vec<Diagnostic>,
+        Vec<String>,
+        Vec<Source>,
+    ) {
         self.load_definitions();
         let program = Rc::clone(&self.program);
         for file in &program.files {
@@ -422,6 +438,7 @@ impl<'a> Evaluator<'a> {
             if failed { None } else { Some(catalog) },
             self.diagnostics,
             self.missing,
+            self.extra_sources,
         )
     }
 
@@ -1148,6 +1165,185 @@ impl<'a> Evaluator<'a> {
             current = self.scopes[id].parent;
         }
         None
+    }
+
+    /// A file of the compile: a source given, or one read while evaluating.
+    pub(crate) fn source_of(&self, file: u32) -> &Source {
+        let file = file as usize;
+        match self.sources.get(file) {
+            Some(source) => source,
+            None => &self.extra_sources[file - self.sources.len()],
+        }
+    }
+
+    /// Renders an EPP template: `key` identifies it (its path, or the text of an inline
+    /// one), `name` is how messages call it, `source` reads it the first time, `given`
+    /// are the parameters.
+    pub(crate) fn render_epp(
+        &mut self,
+        key: &str,
+        name: &str,
+        source: impl FnOnce(&mut Self) -> Option<Source>,
+        given: Vec<(Val, Val)>,
+        span: Span,
+    ) -> Val {
+        let parsed = match self.templates.get(key) {
+            Some(parsed) => parsed.clone(),
+            None => {
+                let parsed = source(self).and_then(|source| {
+                    let file = u32::try_from(self.sources.len() + self.extra_sources.len())
+                        .unwrap_or(u32::MAX);
+                    self.line_starts
+                        .push(crate::diagnostic::LineStarts::new(&source.text));
+                    let mut diagnostics = Vec::new();
+                    let parsed = crate::epp::parse(file, &source, &mut diagnostics);
+                    self.extra_sources.push(source);
+                    for diagnostic in diagnostics {
+                        if diagnostic.is_error() {
+                            self.errors += 1;
+                        }
+                        self.diagnostics.push(diagnostic);
+                    }
+                    parsed.map(|definition| (file, Rc::new(definition)))
+                });
+                self.templates.insert(key.to_owned(), parsed.clone());
+                parsed
+            }
+        };
+        let Some((_, template)) = parsed else {
+            return Val::Undef;
+        };
+        if self.epp_output.len() >= crate::MAX_NESTING {
+            self.error(
+                "epp-depth",
+                span,
+                format!(
+                    "templates render templates more than {} deep (the limit)",
+                    crate::MAX_NESTING
+                ),
+            );
+            return Val::Undef;
+        }
+        // The template sees its parameters and top scope, as in Puppet.
+        let scope = self.new_scope(Some(TOP));
+        let mut fits = true;
+        if template.params.is_empty() {
+            for (key, value) in given {
+                match key {
+                    Val::Str(key) => self.set_var(scope, &key, value, span),
+                    other => {
+                        self.error(
+                            "epp-parameters",
+                            span,
+                            format!(
+                                "template parameters are named by strings, not {} `{}`",
+                                other.type_name(),
+                                other.to_display()
+                            ),
+                        );
+                        fits = false;
+                    }
+                }
+            }
+        } else {
+            for (key, _) in &given {
+                if !template
+                    .params
+                    .iter()
+                    .any(|param| Val::Str(param.name.clone()) == *key)
+                {
+                    let names: Vec<String> = template
+                        .params
+                        .iter()
+                        .map(|param| format!("${}", param.name))
+                        .collect();
+                    self.error(
+                        "epp-parameters",
+                        span,
+                        format!(
+                            "template `{name}` has no parameter `{}`",
+                            key.to_interpolated()
+                        ),
+                    )
+                    .help = Some(format!("its parameters: {}", names.join(", ")));
+                    fits = false;
+                }
+            }
+            let saved = std::mem::replace(&mut self.ctx.scope, scope);
+            for param in &template.params {
+                let value = match (
+                    Val::hash_get(&given, &Val::Str(param.name.clone())),
+                    &param.default,
+                ) {
+                    (Some(value), _) => value.clone(),
+                    (None, Some(default)) => self.eval(default),
+                    (None, None) => {
+                        self.error(
+                            "epp-parameters",
+                            span,
+                            format!(
+                                "template `{name}` needs a value for parameter `${}`",
+                                param.name
+                            ),
+                        )
+                        .with_related_mut(param.span, "parameter declared here")
+                        .help = Some(format!(
+                            "pass `{{ '{}' => ... }}`, or give the parameter a default",
+                            param.name
+                        ));
+                        fits = false;
+                        Val::Undef
+                    }
+                };
+                let value = match &param.data_type {
+                    Some((type_name, type_span)) if value != Val::Undef => {
+                        match self.typed_parameter(value, &param.name, type_name, *type_span, span)
+                        {
+                            Some(value) => value,
+                            None => {
+                                fits = false;
+                                Val::Undef
+                            }
+                        }
+                    }
+                    _ => value,
+                };
+                self.set_var(scope, &param.name, value, param.span);
+            }
+            self.ctx.scope = saved;
+        }
+        if !fits {
+            return Val::Undef;
+        }
+        let saved = std::mem::replace(&mut self.ctx.scope, scope);
+        self.epp_output.push(String::new());
+        self.block(&template.body);
+        let output = self.epp_output.pop().unwrap_or_default();
+        self.ctx.scope = saved;
+        Val::Str(output)
+    }
+
+    /// Prints into the template being rendered.
+    pub(crate) fn epp_print(&mut self, value: &Val, span: Span) {
+        let text = value.to_interpolated();
+        let Some(output) = self.epp_output.last_mut() else {
+            self.error(
+                "epp-outside",
+                span,
+                "this prints into an EPP template, and none is being rendered",
+            );
+            return;
+        };
+        if output.len() + text.len() > MAX_STRING_BYTES {
+            self.value_limit(
+                span,
+                format!(
+                    "a template renders more than {MAX_STRING_BYTES} bytes (16 MiB), the limit"
+                ),
+            );
+            return;
+        }
+        output.push_str(&text);
     }
 
     /// A top-scope variable (a fact, `$trusted`...), without reporting anything.
