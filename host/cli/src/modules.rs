@@ -80,7 +80,9 @@ pub(crate) fn environment_root(main: &Path) -> PathBuf {
 /// Puppet's autoloader over a module path, for the compiler: a module is a directory
 /// of the module path (the first that has it wins), its classes and defined types are
 /// in its `manifests/` (`NAME/manifests/init.pp` is class `NAME`,
-/// `NAME/manifests/a/b.pp` is `NAME::a::b`).
+/// `NAME/manifests/a/b.pp` is `NAME::a::b`), its type aliases in `types/`
+/// (`NAME/types/a.pp` is `Name::A`), its templates in `templates/`, and its Hiera data
+/// beside its `hiera.yaml`.
 pub(crate) struct ModuleLoader {
     modules: std::collections::BTreeMap<String, PathBuf>,
     /// The environment's directory, where its `hiera.yaml` is.
@@ -222,6 +224,17 @@ impl wconverge_lang::Loader for ModuleLoader {
                 path.push(segment);
             }
             path.set_extension("pp");
+            path
+        };
+        // A type alias (`type Ntp::Servers = ...`) is in the module's `types/`.
+        let path = if std::fs::symlink_metadata(&path).is_err() && !rest.is_empty() {
+            let mut types = dir.join("types");
+            for segment in &rest {
+                types.push(segment);
+            }
+            types.set_extension("pp");
+            types
+        } else {
             path
         };
         if std::fs::symlink_metadata(&path).is_err() {

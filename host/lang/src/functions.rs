@@ -74,7 +74,11 @@ pub(crate) fn call(
             | "new"
             | "lookup"
     );
-    if lambda.is_some() && !iteration && FUNCTIONS.contains(&name) {
+    let iteration = iteration || crate::stdlib::WITH_LAMBDA.contains(&name);
+    if lambda.is_some()
+        && !iteration
+        && (FUNCTIONS.contains(&name) || crate::stdlib::NAMES.contains(&name))
+    {
         evaluator.report(
             Severity::Error,
             "unexpected-lambda",
@@ -82,6 +86,9 @@ pub(crate) fn call(
             format!("`{name}` does not take a lambda"),
         );
         return Val::Undef;
+    }
+    if crate::stdlib::NAMES.contains(&name) {
+        return crate::stdlib::call(evaluator, name, args, lambda, span).unwrap_or(Val::Undef);
     }
     match name {
         "include" | "contain" | "require" => {
@@ -154,6 +161,21 @@ pub(crate) fn call(
             Some(lambda) => evaluator.run_lambda(lambda, args),
             None => arity(evaluator, name, "a lambda: `with($x) |$y| { ... }`", span),
         },
+        // `Integer.new('12')`, `new(String, 5)`: the core types' conversions.
+        "new"
+            if matches!(
+                args.first(),
+                Some(Val::Ref { type_name, title: None })
+                    if matches!(type_name.as_str(), "integer" | "float" | "numeric" | "string" | "boolean" | "array" | "hash")
+            ) =>
+        {
+            let mut args = args;
+            let Val::Ref { type_name, .. } = args.remove(0) else {
+                return Val::Undef;
+            };
+            crate::stdlib::call(evaluator, &format!("new_{type_name}"), args, lambda, span)
+                .unwrap_or(Val::Undef)
+        }
         "new" => evaluator.instantiate(args, lambda, span),
         "lookup" => lookup(evaluator, args, lambda, span),
         "epp" | "inline_epp" => {
@@ -561,7 +583,7 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
                     span,
                     format!("unknown function `{name}`"),
                 )
-                .help = Some(format!("available functions: {}", FUNCTIONS.join(", ")));
+                .help = Some(suggest(name));
             Val::Undef
         }
     }
@@ -699,5 +721,48 @@ fn iterate(
             }
             memo
         }
+    }
+}
+
+/// What to say of an unknown function: the known ones whose names are close.
+fn suggest(name: &str) -> String {
+    fn distance(a: &str, b: &str) -> usize {
+        let b: Vec<char> = b.chars().collect();
+        let mut row: Vec<usize> = (0..=b.len()).collect();
+        for (i, ca) in a.chars().enumerate() {
+            let mut previous = row[0];
+            row[0] = i + 1;
+            for (j, cb) in b.iter().enumerate() {
+                let current = row[j + 1];
+                row[j + 1] = (previous + usize::from(ca != *cb))
+                    .min(row[j] + 1)
+                    .min(current + 1);
+                previous = current;
+            }
+        }
+        row[b.len()]
+    }
+    let mut close: Vec<&str> = FUNCTIONS
+        .iter()
+        .chain(crate::stdlib::NAMES)
+        .filter(|known| !known.starts_with("new_") && !known.starts_with("wconverge_"))
+        .filter(|known| distance(name, known) <= 2 || (name.len() > 3 && known.contains(name)))
+        .copied()
+        .collect();
+    close.sort_unstable();
+    close.dedup();
+    if close.is_empty() {
+        "functions are in docs/language.md, Functions; wconverge runs no Ruby, so a module's \
+         Ruby functions (lib/puppet/functions) are not available"
+            .to_owned()
+    } else {
+        format!(
+            "did you mean {}?",
+            close
+                .iter()
+                .map(|n| format!("`{n}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
     }
 }

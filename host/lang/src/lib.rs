@@ -15,6 +15,8 @@ mod hiera;
 mod lexer;
 mod modules;
 mod parser;
+mod ptype;
+mod stdlib;
 mod syntax;
 pub mod types;
 mod value;

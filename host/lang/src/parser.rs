@@ -613,14 +613,15 @@ impl Parser<'_> {
             // A data type before the name: a single name is enforced (a basic data type,
             // or a declared type the value is instantiated as); a parameterized one
             // (`Array[String]`) is accepted and not enforced yet.
-            let data_type = if matches!(self.peek(), Tok::TypeRef(_)) {
+            let (data_type, type_expr) = if matches!(self.peek(), Tok::TypeRef(_)) {
                 let written = self.expr(BP_ASSIGN + 1)?;
-                match written.kind {
-                    ExprKind::TypeRef(name) => Some((name, written.span)),
+                let name = match &written.kind {
+                    ExprKind::TypeRef(name) => Some((name.clone(), written.span)),
                     _ => None,
-                }
+                };
+                (name, Some(written))
             } else {
-                None
+                (None, None)
             };
             let span = self.span();
             let Tok::Var(name) = self.peek().clone() else {
@@ -643,6 +644,7 @@ impl Parser<'_> {
                 name,
                 span,
                 data_type,
+                type_expr,
                 default,
             });
             if !self.eat(P::Comma) {
@@ -758,6 +760,16 @@ impl Parser<'_> {
         };
         self.bump();
         let name = name.trim_start_matches("::").to_owned();
+        // `type Port = Integer[0, 65535]`: Puppet's type alias.
+        if self.eat(P::Assign) {
+            let value = self.expr(BP_ASSIGN + 1)?;
+            let end = value.span;
+            self.program.aliases.push(AliasDef { name, span, value });
+            return Ok(Expr {
+                kind: ExprKind::Definition,
+                span: start.to(end),
+            });
+        }
         let parent = if self.at_kw(Kw::Inherits) {
             self.bump();
             let parent_span = self.span();
@@ -1356,14 +1368,25 @@ impl Parser<'_> {
                 if self.at(P::LCollect) || self.at(P::LLCollect) {
                     return self.collector(name, span);
                 }
-                // `Sensitive('secret')`, Puppet's way to mark a value sensitive.
-                if name == "Sensitive" && self.at(P::LParen) && self.adjacent() {
+                // `Sensitive('secret')`, Puppet's way to mark a value sensitive, and the
+                // conversions `Integer('0x10')`, `String(5)`, `Array($x)`...: `new` of
+                // the type.
+                let conversion = matches!(
+                    name.as_str(),
+                    "Integer" | "Float" | "Numeric" | "String" | "Boolean" | "Array" | "Hash"
+                );
+                if (name == "Sensitive" || conversion) && self.at(P::LParen) && self.adjacent() {
                     let args = self.call_args()?;
+                    let lambda = if conversion { self.lambda()? } else { None };
                     return Ok(Expr {
                         kind: ExprKind::Call {
-                            name: "sensitive".to_owned(),
+                            name: if conversion {
+                                format!("new_{}", name.to_ascii_lowercase())
+                            } else {
+                                "sensitive".to_owned()
+                            },
                             args,
-                            lambda: None,
+                            lambda,
                         },
                         span: span.to(self.previous_span()),
                     });

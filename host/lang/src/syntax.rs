@@ -222,6 +222,8 @@ pub(crate) struct Param {
     /// Its data type when written as one name (`String`, `MyApp::Config`); a
     /// parameterized one (`Array[String]`) is accepted and not enforced.
     pub(crate) data_type: Option<(String, Span)>,
+    /// The data type as written, whatever it is (`Array[String]`, `Stdlib::Port`).
+    pub(crate) type_expr: Option<Expr>,
     pub(crate) default: Option<Expr>,
 }
 
@@ -322,4 +324,13 @@ pub(crate) struct Program {
     pub(crate) defines: Vec<DefineDef>,
     pub(crate) nodes: Vec<NodeDef>,
     pub(crate) types: Vec<TypeDef>,
+    /// `type Name = <data type>`: Puppet's type aliases.
+    pub(crate) aliases: Vec<AliasDef>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct AliasDef {
+    pub(crate) name: String,
+    pub(crate) span: Span,
+    pub(crate) value: Expr,
 }

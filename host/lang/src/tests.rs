@@ -134,6 +134,8 @@ macro_rules! conformance {
 mod ok {
     use super::check_fixture;
     conformance!("ok":
+        data_types_and_core_functions,
+        typed_parameters_with_puppet_data_types,
         epp_templates_inline,
         trusted_and_variables_set_for_every_node,
         regex_captures_in_strings_case_selector_and_node,
@@ -237,6 +239,7 @@ mod ok {
 mod err {
     use super::check_fixture;
     conformance!("err":
+        parameters_of_the_wrong_data_type,
         epp_template_errors,
         top_scope_facts_cannot_be_assigned,
         errors_are_not_reported_again_as_consequences,

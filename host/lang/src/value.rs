@@ -24,6 +24,9 @@ pub(crate) enum Val {
         title: Option<String>,
     },
     Sensitive(Box<Val>),
+    /// A parameterized data type (`Array[String]`, `Integer[1, 10]`); a bare one is a
+    /// `Ref` without a title.
+    Type(Box<crate::ptype::PType>),
     /// `lazy { expr }`: evaluated during the run, not now.
     Lazy(Box<LazyVal>),
 }
@@ -59,6 +62,7 @@ impl Val {
             Val::Ref { .. } => "Resource reference",
             Val::Sensitive(_) => "Sensitive",
             Val::Lazy(_) => "Lazy",
+            Val::Type(_) => "Type",
         }
     }
 
@@ -93,6 +97,7 @@ impl Val {
                     type_name.len() + title.as_ref().map_or(0, |title| title.len() + 4)
                 }
                 Val::Lazy(lazy) => lazy.expression.len() + 8,
+                Val::Type(ptype) => ptype.written().len(),
                 _ => 32,
             });
             if len >= cap {
@@ -178,6 +183,7 @@ impl Val {
             Val::Lazy(lazy) => {
                 let _ = write!(out, "lazy {{ {} }}", lazy.expression.trim());
             }
+            Val::Type(ptype) => out.push_str(&ptype.written()),
         }
     }
 
@@ -361,6 +367,12 @@ impl Val {
                     "`{written}` is a type (a capitalized name), where a value was expected; \
                      write a value: `{}` in lower case or quoted is a string",
                     type_name.to_ascii_lowercase()
+                ));
+            }
+            Val::Type(ptype) => {
+                return Err(format!(
+                    "`{}` is a data type, where a value was expected",
+                    ptype.written()
                 ));
             }
             Val::Default | Val::Regex(_) => {

@@ -253,6 +253,8 @@ pub(crate) struct Evaluator<'a> {
     index: HashMap<(String, String), usize>,
     /// Resources by their namevar where it differs from their title.
     aliases: HashMap<(String, String), usize>,
+    /// Data type aliases resolved so far, by lowercased name.
+    pub(crate) type_aliases: HashMap<String, Result<crate::ptype::PType, String>>,
     by_type: HashMap<String, Vec<usize>>,
     pending_defines: VecDeque<usize>,
     collectors: Vec<CollectorState>,
@@ -317,6 +319,7 @@ impl<'a> Evaluator<'a> {
             resources: Vec::new(),
             index: HashMap::new(),
             aliases: HashMap::new(),
+            type_aliases: HashMap::new(),
             by_type: HashMap::new(),
             pending_defines: VecDeque::new(),
             collectors: Vec::new(),
@@ -968,6 +971,10 @@ impl<'a> Evaluator<'a> {
 
     fn matches_option(&mut self, subject: &Val, option: &Val, span: Span) -> bool {
         match option {
+            // `case $x { String: ... }`: a data type matches the values of that type.
+            Val::Type(_) | Val::Ref { title: None, .. } => {
+                self.value_matches_type(subject, option, span) == Some(true)
+            }
             Val::Regex(pattern) => match subject {
                 Val::Str(text) => self.regex_match(pattern, text, span),
                 _ => false,
@@ -1167,6 +1174,103 @@ impl<'a> Evaluator<'a> {
         None
     }
 
+    /// Evaluates `expr` in top scope (a type alias's definition).
+    pub(crate) fn eval_at_top(&mut self, expr: &Expr) -> Val {
+        let saved = std::mem::replace(&mut self.ctx.scope, TOP);
+        let value = self.eval(expr);
+        self.ctx.scope = saved;
+        value
+    }
+
+    /// stdlib's `ensure_resource`: declares `type_name[title]` with `attributes` unless
+    /// it is declared already (with other attributes, that is a duplicate, as in
+    /// stdlib).
+    pub(crate) fn ensure_resource(
+        &mut self,
+        type_name: &str,
+        title: &str,
+        attributes: Vec<(Val, Val)>,
+        span: Span,
+    ) {
+        let key = (type_name.to_owned(), title.to_owned());
+        if let Some(&existing) = self.index.get(&key).or(self.aliases.get(&key)) {
+            let differs = attributes.iter().find(|(name, value)| {
+                self.resources[existing]
+                    .attr(&name.to_interpolated())
+                    .is_none_or(|attr| !attr.value.equals(value))
+            });
+            if let Some((name, _)) = differs {
+                let reference = self.resources[existing].reference();
+                let first = self.resources[existing].span;
+                self.error(
+                    "duplicate-title",
+                    span,
+                    format!(
+                        "`{reference}` is declared already, without `{}` as given here",
+                        name.to_interpolated()
+                    ),
+                )
+                .with_related_mut(first, "declared here")
+                .help = Some("declare it once, with the attributes both need".into());
+            }
+            return;
+        }
+        let Some(kind) = self.kind_of(type_name) else {
+            self.unknown_type(type_name, span);
+            return;
+        };
+        let ops = attributes
+            .into_iter()
+            .map(|(name, value)| Op {
+                name: name.to_interpolated(),
+                value,
+                span,
+                append: false,
+            })
+            .collect();
+        self.create(type_name, title, kind, ops, Status::Realized, span);
+    }
+
+    /// The program being evaluated (its definitions).
+    pub(crate) fn program_rc(&self) -> Rc<Program> {
+        Rc::clone(&self.program)
+    }
+
+    /// A data type written in the language by wconverge itself (Stdlib's aliases),
+    /// evaluated; it is a file of the compile of its own, so its errors have a place.
+    pub(crate) fn builtin_type(
+        &mut self,
+        name: &str,
+        text: &str,
+        span: Span,
+    ) -> Result<crate::ptype::PType, String> {
+        let file = u32::try_from(self.sources.len() + self.extra_sources.len()).unwrap_or(u32::MAX);
+        let source = Source::new(format!("<built-in {}>", display_type_name(name)), text);
+        self.line_starts
+            .push(crate::diagnostic::LineStarts::new(&source.text));
+        let mut diagnostics = Vec::new();
+        let tokens = crate::lexer::lex(file, text, &mut diagnostics);
+        let mut program = Program::default();
+        let block = crate::parser::parse_file(text, tokens, &mut program, &mut diagnostics);
+        self.extra_sources.push(source);
+        if diagnostics.iter().any(Diagnostic::is_error) {
+            return Err(format!(
+                "the built-in type `{}` does not parse",
+                display_type_name(name)
+            ));
+        }
+        let saved = std::mem::replace(&mut self.ctx.scope, TOP);
+        let value = block.first().map_or(Val::Undef, |expr| self.eval(expr));
+        self.ctx.scope = saved;
+        let _ = span;
+        crate::ptype::PType::of(&value).ok_or_else(|| {
+            format!(
+                "the built-in type `{}` is not a type",
+                display_type_name(name)
+            )
+        })
+    }
+
     /// A file of the compile: a source given, or one read while evaluating.
     pub(crate) fn source_of(&self, file: u32) -> &Source {
         let file = file as usize;
@@ -1295,18 +1399,12 @@ impl<'a> Evaluator<'a> {
                         Val::Undef
                     }
                 };
-                let value = match &param.data_type {
-                    Some((type_name, type_span)) if value != Val::Undef => {
-                        match self.typed_parameter(value, &param.name, type_name, *type_span, span)
-                        {
-                            Some(value) => value,
-                            None => {
-                                fits = false;
-                                Val::Undef
-                            }
-                        }
+                let value = match self.check_parameter_type(param, value, span) {
+                    Some(value) => value,
+                    None => {
+                        fits = false;
+                        Val::Undef
                     }
-                    _ => value,
                 };
                 self.set_var(scope, &param.name, value, param.span);
             }
@@ -1587,6 +1685,26 @@ impl<'a> Evaluator<'a> {
 
     /// `File['a', 'b']`, `Class['foo']`, `Resource['file', 'a']`.
     fn type_access(&mut self, type_name: &str, keys: Vec<Val>, span: Span) -> Val {
+        // A data type with parameters (`Array[String]`, `Integer[1, 10]`) is a value.
+        if crate::ptype::CORE.contains(&type_name)
+            || crate::ptype::STDLIB_ALIASES
+                .iter()
+                .any(|(name, _)| *name == type_name)
+            || self
+                .program
+                .aliases
+                .iter()
+                .any(|alias| alias.name.eq_ignore_ascii_case(type_name))
+        {
+            return match crate::ptype::PType::named(type_name, &keys) {
+                Ok(ptype) => Val::Type(Box::new(ptype)),
+                Err(message) => {
+                    self.error("bad-type", span, message).help =
+                        Some("see Puppet's data types in docs/language.md, Types".into());
+                    Val::Undef
+                }
+            };
+        }
         let (type_name, keys) = if type_name == "resource" {
             let mut keys = keys.into_iter();
             match keys.next() {
@@ -1682,6 +1800,12 @@ impl<'a> Evaluator<'a> {
                     Val::Undef
                 }
             },
+            Match | NoMatch if matches!(right, Val::Type(_) | Val::Ref { title: None, .. }) => {
+                match self.value_matches_type(&left, &right, span) {
+                    Some(matched) => Val::Bool(matched == (op == Match)),
+                    None => Val::Undef,
+                }
+            }
             Match | NoMatch => {
                 let Val::Str(text) = &left else {
                     return mismatch(self, "match");
@@ -2888,6 +3012,58 @@ impl<'a> Evaluator<'a> {
         Some(idx)
     }
 
+    /// A parameter's value checked against its data type: a basic type or a declared
+    /// type (the types seed) as `typed_parameter` does, any other Puppet data type
+    /// (`Array[String]`, `Stdlib::Port`, an alias) by matching. `None` when it does not
+    /// fit (reported).
+    fn check_parameter_type(&mut self, param: &Param, value: Val, span: Span) -> Option<Val> {
+        if value == Val::Undef {
+            return Some(value);
+        }
+        if let Some((type_name, type_span)) = &param.data_type {
+            let lower = type_name.to_ascii_lowercase();
+            let data_type = crate::ptype::CORE.contains(&lower.as_str())
+                || crate::ptype::STDLIB_ALIASES
+                    .iter()
+                    .any(|(name, _)| *name == lower)
+                || self
+                    .program
+                    .aliases
+                    .iter()
+                    .any(|alias| alias.name.eq_ignore_ascii_case(type_name));
+            let basic = matches!(
+                type_name.as_str(),
+                "String" | "Integer" | "Float" | "Boolean"
+            );
+            if basic || !data_type {
+                return self.typed_parameter(value, &param.name, type_name, *type_span, span);
+            }
+        }
+        let Some(written) = &param.type_expr else {
+            return Some(value);
+        };
+        let expected = self.eval_at_top(written);
+        match self.value_matches_type(&value, &expected, written.span) {
+            Some(true) => Some(value),
+            Some(false) => {
+                self.error(
+                    "parameter-type",
+                    span,
+                    format!(
+                        "parameter `${}` expects {}, got {} `{}`",
+                        param.name,
+                        expected.to_display(),
+                        value.type_name(),
+                        value.to_display()
+                    ),
+                )
+                .with_related_mut(written.span, "the data type");
+                None
+            }
+            None => None,
+        }
+    }
+
     /// `$module_name` in a class or defined type's scope: the module whose manifest
     /// defines it, or `undef` (as at top scope) for one the main manifests define.
     fn set_module_name(&mut self, scope: ScopeId, definition: Span) {
@@ -2944,18 +3120,13 @@ impl<'a> Evaluator<'a> {
                     Val::Undef
                 }
             };
-            let value = match &param.data_type {
-                Some((type_name, type_span)) if value != Val::Undef => {
-                    let span = self.resources[idx].span;
-                    match self.typed_parameter(value, &param.name, type_name, *type_span, span) {
-                        Some(value) => value,
-                        None => {
-                            fits = false;
-                            Val::Undef
-                        }
-                    }
+            let span = self.resources[idx].span;
+            let value = match self.check_parameter_type(param, value, span) {
+                Some(value) => value,
+                None => {
+                    fits = false;
+                    Val::Undef
                 }
-                _ => value,
             };
             self.set_var(scope, &param.name, value, param.span);
         }
