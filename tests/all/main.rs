@@ -18,6 +18,7 @@ mod manifest;
 mod node;
 mod packages;
 mod providers;
+mod puppet;
 mod requirement;
 mod sandbox;
 mod sensitive;
