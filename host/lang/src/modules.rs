@@ -12,6 +12,7 @@
 use crate::diagnostic::{Diagnostic, Severity, Span};
 use crate::syntax::{ExprKind, Program};
 use crate::{Compiled, Loader, MAX_LOADED_FILES, Source};
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 use wconverge_catalog::Catalog;
 
@@ -19,8 +20,8 @@ use wconverge_catalog::Catalog;
 const MAX_SEGMENTS: usize = 16;
 
 pub(crate) struct Modules<'l> {
-    /// The sources given, then the modules' files loaded.
-    pub(crate) sources: Vec<Source>,
+    /// The sources given, then the modules' files loaded (copied only when a file is).
+    pub(crate) sources: Cow<'l, [Source]>,
     given: usize,
     loader: &'l dyn Loader,
     /// Names asked of the loader already, found or not.
@@ -33,9 +34,9 @@ pub(crate) struct Modules<'l> {
 }
 
 impl<'l> Modules<'l> {
-    pub(crate) fn new(sources: &[Source], loader: &'l dyn Loader) -> Modules<'l> {
+    pub(crate) fn new(sources: &'l [Source], loader: &'l dyn Loader) -> Modules<'l> {
         Modules {
-            sources: sources.to_vec(),
+            sources: Cow::Borrowed(sources),
             given: sources.len(),
             loader,
             tried: HashSet::new(),
@@ -136,7 +137,7 @@ impl<'l> Modules<'l> {
                 let file = u32::try_from(self.sources.len()).unwrap_or(u32::MAX);
                 let module = name.split("::").next().unwrap_or_default().to_owned();
                 self.module_of.insert(file, module);
-                self.sources.push(source);
+                self.sources.to_mut().push(source);
                 true
             }
             Some(Err(why)) => {
@@ -153,11 +154,14 @@ impl<'l> Modules<'l> {
     }
 
     pub(crate) fn compiled(
-        mut self,
+        self,
         catalog: Option<Catalog>,
         diagnostics: Vec<Diagnostic>,
     ) -> Compiled {
-        let loaded = self.sources.split_off(self.given);
+        let loaded = match self.sources {
+            Cow::Owned(mut sources) => sources.split_off(self.given),
+            Cow::Borrowed(_) => Vec::new(),
+        };
         Compiled {
             catalog,
             diagnostics,
