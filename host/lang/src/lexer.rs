@@ -242,6 +242,8 @@ pub(crate) fn lex(file: u32, text: &str, diagnostics: &mut Vec<Diagnostic>) -> V
         pos: 0,
         diagnostics,
         depth: 0,
+        after_heredocs: None,
+        escapes: None,
     };
     lexer.run(None)
 }
@@ -252,6 +254,11 @@ struct Lexer<'a, 'd> {
     pos: usize,
     diagnostics: &'d mut Vec<Diagnostic>,
     depth: usize,
+    /// Where the next line starts when heredocs opened on this one: after their bodies.
+    after_heredocs: Option<usize>,
+    /// The escapes the double-quoted text being lexed honours (a heredoc's `/tn$`);
+    /// `None` is a double-quoted string's: all of them.
+    escapes: Option<String>,
 }
 
 impl Lexer<'_, '_> {
@@ -291,6 +298,10 @@ impl Lexer<'_, '_> {
                 if c == '\n' {
                     line_start = true;
                     self.pos += 1;
+                    // The bodies of the heredocs this line opened are not code.
+                    if let Some(resume) = self.after_heredocs.take() {
+                        self.pos = resume.max(self.pos);
+                    }
                 } else if c.is_whitespace() {
                     self.pos += c.len_utf8();
                 } else if c == '#' {
@@ -406,14 +417,7 @@ impl Lexer<'_, '_> {
             return self.regex(start);
         }
         if c == '@' && self.rest().starts_with("@(") {
-            self.pos += 2;
-            self.error(
-                start,
-                start + 2,
-                "heredocs (`@(TAG)`) are not supported".to_owned(),
-                "use a double-quoted string with `\\n` escapes",
-            );
-            return None;
+            return self.heredoc(start);
         }
         let first = self.rest().as_bytes().first().copied();
         for (text, punct) in PUNCTUATION {
@@ -520,9 +524,22 @@ impl Lexer<'_, '_> {
 
     fn double_quoted(&mut self, start: usize) -> Option<Tok> {
         self.pos += 1;
+        // A string inside a heredoc's `${...}` has a string's escapes.
+        let saved = self.escapes.take();
+        let tok = self.interpolated(start, None);
+        self.escapes = saved;
+        tok
+    }
+
+    /// The parts of interpolated text: a double-quoted string's, up to its `"`, or a
+    /// heredoc body's, up to `end`.
+    fn interpolated(&mut self, start: usize, end: Option<usize>) -> Option<Tok> {
         let mut parts: Vec<Part> = Vec::new();
         let mut literal = String::new();
         loop {
+            if end.is_some_and(|end| self.pos >= end) {
+                break;
+            }
             let Some(c) = self.peek_char() else {
                 self.unterminated(start, start + 1, "string", "close the string with `\"`");
                 break;
@@ -530,8 +547,24 @@ impl Lexer<'_, '_> {
             let at = self.pos;
             self.pos += c.len_utf8();
             match c {
-                '"' => break,
-                '\\' => self.escape(at, &mut literal),
+                '"' if end.is_none() => break,
+                '\\' => match &self.escapes {
+                    None => self.escape(at, &mut literal),
+                    Some(allowed) => {
+                        let next = self.peek_char().unwrap_or(' ');
+                        let wanted = match next {
+                            '\\' => !allowed.is_empty(),
+                            '\n' => allowed.contains('L'),
+                            '$' => allowed.contains('$'),
+                            other => allowed.contains(other),
+                        };
+                        if wanted {
+                            self.escape(at, &mut literal);
+                        } else {
+                            literal.push('\\');
+                        }
+                    }
+                },
                 '$' if self.rest().starts_with('{') => {
                     self.pos += 1;
                     if self.depth >= MAX_INTERPOLATION_DEPTH {
@@ -585,6 +618,138 @@ impl Lexer<'_, '_> {
             parts.push(Part::Lit(literal));
         }
         Some(Tok::Interp(parts))
+    }
+
+    /// `@(TAG)`, `@("TAG")` (interpolated), with `:syntax` and `/escapes` (`t`, `s`,
+    /// `r`, `n`, `u`, `$`, `L`; `/` alone for all): the text of the lines after this
+    /// one, up to the line holding the tag, whose `|` marks the margin removed from
+    /// every line and whose `-` removes the last line break.
+    fn heredoc(&mut self, start: usize) -> Option<Tok> {
+        let Some(close) = self.rest().find(')') else {
+            self.pos = self.text.len();
+            self.unterminated(start, start + 2, "heredoc `@(`", "close it: `@(END)`");
+            return None;
+        };
+        let spec = self.text[self.pos + 2..self.pos + close].to_owned();
+        self.pos += close + 1;
+        if spec.contains('\n') {
+            self.error(
+                start,
+                self.pos,
+                "a heredoc's `@(...)` is on one line".to_owned(),
+                "write `@(END)` or `@(\"END\"/tn)`",
+            );
+            return None;
+        }
+        let (tag_part, escapes) = match spec.split_once('/') {
+            Some((tag, escapes)) => (
+                tag,
+                Some(if escapes.is_empty() {
+                    "tsrnu$L".to_owned()
+                } else {
+                    escapes.to_owned()
+                }),
+            ),
+            None => (spec.as_str(), None),
+        };
+        let tag_part = tag_part.split(':').next().unwrap_or_default().trim();
+        let (tag, interpolate) = match tag_part.strip_prefix('"').and_then(|t| t.strip_suffix('"'))
+        {
+            Some(tag) => (tag.to_owned(), true),
+            None => (tag_part.to_owned(), false),
+        };
+        if tag.is_empty() {
+            self.error(
+                start,
+                self.pos,
+                "a heredoc needs a tag: `@(END)`".to_owned(),
+                "name the line that ends it",
+            );
+            // Reported: the statement goes on with an empty text.
+            return Some(Tok::Str(String::new()));
+        }
+        // The body starts on the next line, or after the bodies of heredocs this line
+        // opened before.
+        let body_start = match self.after_heredocs {
+            Some(resume) => resume,
+            None => match self.rest().find('\n') {
+                Some(newline) => self.pos + newline + 1,
+                None => self.text.len(),
+            },
+        };
+        // The end: a line of the tag, after spaces, an optional `|` and an optional `-`.
+        let mut line_start = body_start;
+        let mut found = None;
+        while line_start < self.text.len() {
+            let line_end = self.text[line_start..]
+                .find('\n')
+                .map_or(self.text.len(), |at| line_start + at);
+            let line = &self.text[line_start..line_end];
+            let trimmed = line.trim_start();
+            let mut margin = None;
+            let mut rest = trimmed;
+            if let Some(after) = rest.strip_prefix('|') {
+                margin = Some(line.len() - trimmed.len());
+                rest = after.trim_start();
+            }
+            let (trim, rest) = match rest.strip_prefix('-') {
+                Some(after) => (true, after.trim_start()),
+                None => (false, rest),
+            };
+            if rest.trim_end() == tag {
+                found = Some((line_end, margin.unwrap_or(0), trim));
+                break;
+            }
+            line_start = line_end + 1;
+        }
+        let Some((marker_end, margin, trim)) = found else {
+            self.error(
+                start,
+                self.pos,
+                format!("unterminated heredoc: no line `{tag}` ends it"),
+                "end the text with a line holding the tag (`| END` keeps the margin of the `|`)",
+            );
+            self.after_heredocs = Some(self.text.len());
+            return Some(Tok::Str(String::new()));
+        };
+        let body_end = line_start;
+        self.after_heredocs = Some((marker_end + 1).min(self.text.len()));
+        let resume = self.pos;
+        let tok = if interpolate || escapes.is_some() {
+            let saved_escapes = self.escapes.replace(escapes.clone().unwrap_or_default());
+            let saved_after = self.after_heredocs;
+            self.pos = body_start;
+            let tok = if interpolate {
+                self.interpolated(start, Some(body_end))
+            } else {
+                // Escapes without interpolation: the text, escaped, with `$` as it is.
+                let mut text = String::new();
+                while self.pos < body_end {
+                    let at = self.pos;
+                    let c = self.peek_char().unwrap_or(' ');
+                    self.pos += c.len_utf8();
+                    let allowed = self.escapes.clone().unwrap_or_default();
+                    let next = self.peek_char().unwrap_or(' ');
+                    if c == '\\'
+                        && (allowed.contains(next)
+                            || (next == '\\' && !allowed.is_empty())
+                            || (next == '\n' && allowed.contains('L')))
+                    {
+                        self.escape(at, &mut text);
+                    } else {
+                        text.push(c);
+                    }
+                }
+                Some(Tok::Str(text))
+            };
+            self.escapes = saved_escapes;
+            self.after_heredocs = saved_after;
+            tok
+        } else {
+            Some(Tok::Str(self.text[body_start..body_end].to_owned()))
+        };
+        self.pos = resume;
+        tok.map(|tok| heredoc_shape(tok, margin, trim))
     }
 
     fn escape(&mut self, at: usize, out: &mut String) {
@@ -675,6 +840,57 @@ impl Lexer<'_, '_> {
 /// A `/` starts a regular expression unless it follows something that ends a value,
 /// where it divides. After `}` it starts one: a `case` option follows a block far more
 /// often than a hash is divided.
+/// A heredoc's text with its margin removed from every line and, with `-`, its last
+/// line break.
+fn heredoc_shape(tok: Tok, margin: usize, trim: bool) -> Tok {
+    let strip = |text: &str, at_line_start: &mut bool| {
+        let mut out = String::with_capacity(text.len());
+        let mut skipped = 0;
+        for c in text.chars() {
+            if *at_line_start && skipped < margin && (c == ' ' || c == '\t') {
+                skipped += 1;
+                continue;
+            }
+            *at_line_start = c == '\n';
+            if *at_line_start {
+                skipped = 0;
+            }
+            out.push(c);
+        }
+        out
+    };
+    let mut at_line_start = true;
+    match tok {
+        Tok::Str(text) => {
+            let mut text = strip(&text, &mut at_line_start);
+            if trim && text.ends_with('\n') {
+                text.pop();
+            }
+            Tok::Str(text)
+        }
+        Tok::Interp(parts) => {
+            let mut shaped: Vec<Part> = parts
+                .into_iter()
+                .map(|part| match part {
+                    Part::Lit(text) => Part::Lit(strip(&text, &mut at_line_start)),
+                    expr => {
+                        at_line_start = false;
+                        expr
+                    }
+                })
+                .collect();
+            if trim
+                && let Some(Part::Lit(text)) = shaped.last_mut()
+                && text.ends_with('\n')
+            {
+                text.pop();
+            }
+            Tok::Interp(shaped)
+        }
+        other => other,
+    }
+}
+
 fn regex_allowed(previous: Option<&Tok>) -> bool {
     !matches!(
         previous,

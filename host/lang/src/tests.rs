@@ -134,6 +134,7 @@ macro_rules! conformance {
 mod ok {
     use super::check_fixture;
     conformance!("ok":
+        heredocs,
         data_types_and_core_functions,
         typed_parameters_with_puppet_data_types,
         epp_templates_inline,
@@ -239,6 +240,7 @@ mod ok {
 mod err {
     use super::check_fixture;
     conformance!("err":
+        heredoc_errors,
         parameters_of_the_wrong_data_type,
         epp_template_errors,
         top_scope_facts_cannot_be_assigned,
