@@ -306,16 +306,17 @@ mod tests {
             "app".to_owned(),
             Value::Hash(vec![("port".to_owned(), Value::Integer(8080))]),
         )]);
+        // Facter's structure, as the host passes it.
         let facts = Value::Hash(vec![(
             "os".to_owned(),
-            Value::Array(vec![Value::Hash(vec![(
+            Value::Hash(vec![(
                 "family".to_owned(),
-                Value::String("debian".to_owned()),
-            )])]),
+                Value::String("Debian".to_owned()),
+            )]),
         )]);
         let resource = template(
             &dir,
-            "# {{ site }}\nport = {{ node.app.port }}\nos = {{ facts.os[0].family }}\n{% for u in users %}{{ u }} {% endfor %}\n",
+            "# {{ site }}\nport = {{ node.app.port }}\nos = {{ facts.os.family }}\n{% for u in users %}{{ u }} {% endfor %}\n",
         )
         .with(
             "variables",
@@ -332,7 +333,7 @@ mod tests {
         let file = as_file(&resource).expect("renders");
         assert_eq!(
             file.get_str("content"),
-            Some("# paris\nport = 8080\nos = debian\na b \n")
+            Some("# paris\nport = 8080\nos = Debian\na b \n")
         );
     }
 

@@ -1375,37 +1375,11 @@ impl<'a> Evaluator<'a> {
             }
             let saved = std::mem::replace(&mut self.ctx.scope, scope);
             for param in &template.params {
-                let value = match (
-                    Val::hash_get(&given, &Val::Str(param.name.clone())),
-                    &param.default,
-                ) {
-                    (Some(value), _) => value.clone(),
-                    (None, Some(default)) => self.eval(default),
-                    (None, None) => {
-                        self.error(
-                            "epp-parameters",
-                            span,
-                            format!(
-                                "template `{name}` needs a value for parameter `${}`",
-                                param.name
-                            ),
-                        )
-                        .with_related_mut(param.span, "parameter declared here")
-                        .help = Some(format!(
-                            "pass `{{ '{}' => ... }}`, or give the parameter a default",
-                            param.name
-                        ));
-                        fits = false;
-                        Val::Undef
-                    }
-                };
-                let value = match self.check_parameter_type(param, value, span) {
-                    Some(value) => value,
-                    None => {
-                        fits = false;
-                        Val::Undef
-                    }
-                };
+                let value = Val::hash_get(&given, &Val::Str(param.name.clone())).cloned();
+                let owner = format!("template `{name}`");
+                let passed = format!("{{ '{}' => ... }}", param.name);
+                let (value, fit) = self.parameter_value(param, value, &owner, &passed, span);
+                fits &= fit;
                 self.set_var(scope, &param.name, value, param.span);
             }
             self.ctx.scope = saved;
@@ -3012,6 +2986,38 @@ impl<'a> Evaluator<'a> {
         Some(idx)
     }
 
+    /// The value a parameter of a class, defined type or template gets: the one given
+    /// (unless `undef`), else its default, else an error naming `owner` and how a value
+    /// is `passed`; then checked against its data type. False when it does not fit.
+    fn parameter_value(
+        &mut self,
+        param: &Param,
+        given: Option<Val>,
+        owner: &str,
+        passed: &str,
+        span: Span,
+    ) -> (Val, bool) {
+        let value = match (given, &param.default) {
+            (Some(value), _) if value != Val::Undef => value,
+            (_, Some(default)) => self.eval(default),
+            (Some(value), None) => value,
+            (None, None) => {
+                self.error(
+                    "missing-parameter",
+                    span,
+                    format!("{owner} needs a value for parameter `${}`", param.name),
+                )
+                .with_related_mut(param.span, "parameter declared here")
+                .help = Some(format!("pass `{passed}`, or give the parameter a default"));
+                return (Val::Undef, false);
+            }
+        };
+        match self.check_parameter_type(param, value, span) {
+            Some(value) => (value, true),
+            None => (Val::Undef, false),
+        }
+    }
+
     /// A parameter's value checked against its data type: a basic type or a declared
     /// type (the types seed) as `typed_parameter` does, any other Puppet data type
     /// (`Array[String]`, `Stdlib::Port`, an alias) by matching. `None` when it does not
@@ -3097,37 +3103,17 @@ impl<'a> Evaluator<'a> {
                 }
                 given => given,
             };
-            let value = match (given, &param.default) {
-                (Some((value, _)), _) if value != Val::Undef => value,
-                (_, Some(default)) => self.eval(default),
-                (Some((value, _)), None) => value,
-                (None, None) => {
-                    let reference = self.resources[idx].reference();
-                    let span = self.resources[idx].span;
-                    self.error(
-                        "missing-parameter",
-                        span,
-                        format!(
-                            "`{reference}` needs a value for parameter `${}`",
-                            param.name
-                        ),
-                    )
-                    .with_related_mut(param.span, "parameter declared here")
-                    .help = Some(format!(
-                        "pass `{} => ...`, or give the parameter a default",
-                        param.name
-                    ));
-                    Val::Undef
-                }
-            };
+            let reference = format!("`{}`", self.resources[idx].reference());
             let span = self.resources[idx].span;
-            let value = match self.check_parameter_type(param, value, span) {
-                Some(value) => value,
-                None => {
-                    fits = false;
-                    Val::Undef
-                }
-            };
+            let passed = format!("{} => ...", param.name);
+            let (value, fit) = self.parameter_value(
+                param,
+                given.map(|(value, _)| value),
+                &reference,
+                &passed,
+                span,
+            );
+            fits &= fit;
             self.set_var(scope, &param.name, value, param.span);
         }
         fits
