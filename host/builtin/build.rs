@@ -22,5 +22,20 @@ fn main() {
         ));
     }
     table.push_str("];\n");
+    // Each component's sha256, computed here once rather than at every start: the host
+    // keys its caches and checks pins with it.
+    table.push_str(
+        "/// The sha256 of each built-in plugin's component, by plugin name.\npub static BUILTIN_DIGESTS: &[(&str, &str)] = &[\n",
+    );
+    for artifact in &artifacts {
+        use sha2::Digest;
+        let bytes = std::fs::read(&artifact.path).expect("the component was just built");
+        let digest: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        table.push_str(&format!("    ({:?}, {digest:?}),\n", artifact.name));
+    }
+    table.push_str("];\n");
     wconverge_guest_build::write_out("builtins.rs", &table);
 }

@@ -257,3 +257,67 @@ fn a_corrupted_cache_entry_is_rebuilt_not_trusted() {
     );
     let _ = cache_dir();
 }
+
+#[test]
+fn a_manifest_loads_only_the_plugins_it_uses_and_a_tampered_summary_is_rebuilt() {
+    let machine = Machine::new();
+    let private_cache = machine.root().join("cache");
+    let manifest = machine.manifest(
+        "site.wcv",
+        "file { '@FILES@/one': content => \"1\\n\" }\nnotify { 'hi': }\n",
+    );
+    let run = || {
+        let output = std::process::Command::new(crate::support::WCONVERGE)
+            .args(["apply", manifest.to_str().expect("utf-8")])
+            .arg("--cache-dir")
+            .arg(&private_cache)
+            .env("WCONVERGE_STATE_DIR", machine.root().join("state"))
+            .env("WCONVERGE_LOG", "debug")
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(matches!(output.status.code(), Some(0 | 2)), "{stderr}");
+        let loaded: Vec<String> = stderr
+            .lines()
+            .filter(|line| line.contains(" loaded"))
+            .filter_map(|line| line.split("plugin=").nth(1))
+            .map(|rest| {
+                rest.split_whitespace()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned()
+            })
+            .collect();
+        (loaded, stderr)
+    };
+    // The first run loads every plugin of the built-in policy once, to learn their
+    // types, and keeps what it learnt.
+    let (first, _) = run();
+    assert!(first.len() > 10, "{first:?}");
+    // Then a manifest of two types loads two plugins.
+    let (second, stderr) = run();
+    assert_eq!(second, ["file", "notify"], "{stderr}");
+    // A summary someone changed is not believed: it is rebuilt by loading the plugin.
+    let summary = std::fs::read_dir(private_cache.join("components"))
+        .expect("cache written")
+        .map(|entry| entry.expect("entry").path())
+        .find(|path| {
+            path.extension().is_some_and(|e| e == "summary")
+                && std::fs::read_to_string(path).is_ok_and(|text| text.contains("\"cron\""))
+        })
+        .expect("the cron plugin's summary");
+    let text = std::fs::read_to_string(&summary).expect("summary");
+    std::fs::write(&summary, text.replace("\"cron\"", "\"crom\"")).expect("tampered");
+    let (third, stderr) = run();
+    assert!(
+        stderr.contains("its digest does not match its content")
+            && third.contains(&"cron".to_owned()),
+        "{stderr}"
+    );
+    let (fourth, stderr) = run();
+    assert_eq!(
+        fourth,
+        ["file", "notify"],
+        "the rebuilt entry is trusted again: {stderr}"
+    );
+}

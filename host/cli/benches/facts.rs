@@ -16,6 +16,7 @@ fn gather(cache: &std::path::Path) -> (Duration, usize) {
         policy: Policy::builtin(),
         cache_dir: Some(cache.to_path_buf()),
         builtins: wconverge_builtin::BUILTINS,
+        builtin_digests: wconverge_builtin::BUILTIN_DIGESTS,
     })
     .expect("runtime");
     let (groups, errors) = runtime.gather_facts();

@@ -76,6 +76,7 @@ fn main() {
         policy: Policy::builtin(),
         cache_dir: Some(cache.clone()),
         builtins: wconverge_builtin::BUILTINS,
+        builtin_digests: wconverge_builtin::BUILTIN_DIGESTS,
     })
     .expect("runtime");
     let script = guard();

@@ -785,6 +785,7 @@ fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
         policy,
         cache_dir: cache_dir.map(|dir| dir.join("components")),
         builtins: wconverge_builtin::BUILTINS,
+        builtin_digests: wconverge_builtin::BUILTIN_DIGESTS,
     })?;
     let file = match &args.audit_log {
         Some(path) => Some(open_audit_log(path)?),

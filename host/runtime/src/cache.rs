@@ -120,6 +120,50 @@ impl Cache {
     }
 }
 
+impl Cache {
+    /// What a plugin told about itself when it was last loaded for this component,
+    /// engine and `variant` (what of the policy shaped it), if a trustworthy entry has
+    /// it: the same rules as compiled code (a private directory, this user's regular
+    /// file, the component and engine named inside, the digest of the content).
+    pub(crate) fn summary(&self, digest: &str, variant: &str) -> Option<Vec<u8>> {
+        let dir = self.dir.as_ref()?;
+        let (name, key) = self.summary_name(digest, variant);
+        match read_trusted(&dir.fd, &name, digest, &key) {
+            Ok(found) => found,
+            Err(message) => {
+                tracing::warn!(
+                    "rebuilding cache entry {}: {message}",
+                    dir.path.join(&name).display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Keeps a plugin's summary for the next runs (see [`Cache::summary`]).
+    pub(crate) fn store_summary(&self, digest: &str, variant: &str, bytes: &[u8]) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let (name, key) = self.summary_name(digest, variant);
+        if let Err(error) = write_entry(&dir.fd, &name, digest, &key, bytes) {
+            tracing::warn!(
+                "cannot write cache entry {}: {error}",
+                dir.path.join(&name).display()
+            );
+        }
+    }
+
+    /// The entry's file name, and the engine line it records (which also says it is a
+    /// summary, so that it is never taken for compiled code).
+    fn summary_name(&self, digest: &str, variant: &str) -> (String, String) {
+        (
+            format!("{digest}-{}-{variant}.summary", self.engine_key),
+            format!("{}/summary/{variant}", self.engine_key),
+        )
+    }
+}
+
 #[expect(
     unsafe_code,
     reason = "loading precompiled code is unsafe by wasmtime's contract"
@@ -375,5 +419,31 @@ mod tests {
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         let error = open_dir(&open.join("cache")).expect_err("shared ancestor");
         assert!(error.contains("can be written by other users"), "{error}");
+    }
+
+    #[test]
+    fn a_summary_serves_only_its_component_engine_and_variant() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let engine = Engine::default();
+        let cache = Cache::new(Some(dir.path()), &engine);
+        assert_eq!(cache.summary("aaaa", "v1"), None);
+        cache.store_summary("aaaa", "v1", b"{\"types\": []}");
+        assert_eq!(
+            cache.summary("aaaa", "v1").as_deref(),
+            Some(&b"{\"types\": []}"[..])
+        );
+        assert_eq!(
+            cache.summary("aaaa", "v2"),
+            None,
+            "another list of provided types"
+        );
+        assert_eq!(cache.summary("bbbb", "v1"), None, "another component");
+        // Renamed to pass for compiled code, it is not: the entry names what it is.
+        let (summary, key) = cache.summary_name("aaaa", "v1");
+        let compiled = format!("aaaa-{}.cwasm", cache.engine_key);
+        let fd = open_dir(dir.path()).expect("private");
+        rustix::fs::renameat(&fd, summary.as_str(), &fd, compiled.as_str()).expect("renamed");
+        assert!(read_trusted(&fd, &compiled, "aaaa", &cache.engine_key).is_err());
+        assert!(key.contains("/summary/"));
     }
 }

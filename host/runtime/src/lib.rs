@@ -92,6 +92,8 @@ pub struct RuntimeOptions {
     pub cache_dir: Option<PathBuf>,
     /// The components embedded in the binary, by plugin name.
     pub builtins: &'static [(&'static str, &'static [u8])],
+    /// The sha256 of each of `builtins`, computed when the binary was built.
+    pub builtin_digests: &'static [(&'static str, &'static str)],
 }
 
 /// Fact records by group name: each record string keys and string values.
@@ -128,6 +130,7 @@ pub struct Runtime {
     cache: cache::Cache,
     policy: Policy,
     builtins: &'static [(&'static str, &'static [u8])],
+    builtin_digests: &'static [(&'static str, &'static str)],
     shared: Arc<Shared>,
     plugins: Mutex<HashMap<String, Result<Arc<Plugin>, PluginError>>>,
     grants: GrantCache,
@@ -208,6 +211,7 @@ impl Runtime {
             &linker,
             options.cache_dir.as_deref(),
             options.builtins,
+            options.builtin_digests,
             &shared,
             &options.policy,
         ));
@@ -217,6 +221,7 @@ impl Runtime {
             cache,
             policy: options.policy,
             builtins: options.builtins,
+            builtin_digests: options.builtin_digests,
             shared,
             plugins: Mutex::new(HashMap::new()),
             grants: GrantCache::default(),
@@ -315,6 +320,7 @@ impl Runtime {
             linker: &self.linker,
             cache: &self.cache,
             builtins: self.builtins,
+            digests: self.builtin_digests,
             shared: &self.shared,
         };
         let mut seen = None;
@@ -719,43 +725,56 @@ impl Runtime {
         self.policy
             .plugins
             .iter()
-            .map(|policy| {
-                let plugin = self.plugin(&policy.name)?;
-                let mut types: Vec<TypeSchema> = plugin.schemas.values().cloned().collect();
-                types.sort_by(|a, b| a.name.cmp(&b.name));
-                Ok(PluginSummary {
-                    name: policy.name.clone(),
-                    source: policy.source.describe(),
-                    sha256: plugin.digest.clone(),
-                    version: plugin.version.clone(),
-                    imports: plugin.imports.clone(),
-                    types,
-                    kind: if plugin.is_launcher() {
-                        "launcher"
-                    } else if plugin.fact_groups.is_some() {
-                        "facts"
-                    } else if plugin.interpreter.is_some() {
-                        "interpreter"
-                    } else {
-                        "provider"
-                    },
-                    inherits: plugin
-                        .interpreter
-                        .as_ref()
-                        .map(|info| info.inherits.clone())
-                        .unwrap_or_default(),
-                    default_on: plugin
-                        .interpreter
-                        .as_ref()
-                        .map(|info| info.default_on.clone())
-                        .unwrap_or_default(),
-                    requires: plugin
-                        .requirement
-                        .as_ref()
-                        .map(|requirement| requirement.text.clone()),
-                })
-            })
+            .map(|policy| self.summary(policy))
             .collect()
+    }
+
+    /// What a plugin is and provides: from the plugin if this run loaded it, else from
+    /// the cache entry its last load left for this very component, engine and list of
+    /// provided types, else by loading it (and leaving such an entry). A plugin is
+    /// thus instantiated only when a resource needs it.
+    fn summary(&self, policy: &policy::PluginPolicy) -> Result<PluginSummary, PluginError> {
+        if let Some(loaded) = self.plugins.lock().expect("plugins lock").get(&policy.name) {
+            return loaded.clone().map(|plugin| summary_of(policy, &plugin));
+        }
+        let digest = match &policy.source {
+            policy::Source::Builtin => self
+                .builtin_digests
+                .iter()
+                .find(|(name, _)| *name == policy.name)
+                .map(|(_, digest)| (*digest).to_owned()),
+            policy::Source::File(path) | policy::Source::PluginDir(Some(path)) => {
+                plugin::read_component(path)
+                    .ok()
+                    .map(|bytes| cache::sha256_hex(&bytes))
+            }
+            policy::Source::PluginDir(None) => None,
+        };
+        // A pin that does not match, or a component that cannot be read: the load
+        // reports it as it always does.
+        let Some(digest) =
+            digest.filter(|digest| policy.sha256.as_ref().is_none_or(|pinned| pinned == digest))
+        else {
+            return self
+                .plugin(&policy.name)
+                .map(|plugin| summary_of(policy, &plugin));
+        };
+        let variant = {
+            let mut provides = policy.provides.clone();
+            provides.sort();
+            cache::sha256_hex(provides.join("\n").as_bytes())[..16].to_owned()
+        };
+        if let Some(bytes) = self.cache.summary(&digest, &variant)
+            && let Ok(cached) = serde_json::from_slice::<CachedSummary>(&bytes)
+        {
+            return Ok(cached.into_summary(policy, digest));
+        }
+        let plugin = self.plugin(&policy.name)?;
+        let summary = summary_of(policy, &plugin);
+        if let Ok(bytes) = serde_json::to_vec(&CachedSummary::of(&summary)) {
+            self.cache.store_summary(&digest, &variant, &bytes);
+        }
+        Ok(summary)
     }
 }
 
@@ -767,6 +786,7 @@ fn launcher_loader(
     linker: &Linker<PluginState>,
     cache_dir: Option<&std::path::Path>,
     builtins: &'static [(&'static str, &'static [u8])],
+    digests: &'static [(&'static str, &'static str)],
     shared: &Arc<Shared>,
     policy: &Policy,
 ) -> Box<dyn FnOnce() -> LauncherSlot + Send> {
@@ -790,6 +810,7 @@ fn launcher_loader(
             linker: &linker,
             cache: &cache,
             builtins,
+            digests,
             shared: &shared,
         };
         let mut found: Option<Arc<Plugin>> = None;
@@ -1184,4 +1205,88 @@ fn host_facts() -> [(&'static str, Vec<(String, String)>); 2] {
             vec![pair("path", std::env::var("PATH").unwrap_or_default())],
         ),
     ]
+}
+
+/// A loaded plugin's summary under its policy.
+fn summary_of(policy: &policy::PluginPolicy, plugin: &Plugin) -> PluginSummary {
+    let mut types: Vec<TypeSchema> = plugin.schemas.values().cloned().collect();
+    types.sort_by(|a, b| a.name.cmp(&b.name));
+    PluginSummary {
+        name: policy.name.clone(),
+        source: policy.source.describe(),
+        sha256: plugin.digest.clone(),
+        version: plugin.version.clone(),
+        imports: plugin.imports.clone(),
+        types,
+        kind: if plugin.is_launcher() {
+            "launcher"
+        } else if plugin.fact_groups.is_some() {
+            "facts"
+        } else if plugin.interpreter.is_some() {
+            "interpreter"
+        } else {
+            "provider"
+        },
+        inherits: plugin
+            .interpreter
+            .as_ref()
+            .map(|info| info.inherits.clone())
+            .unwrap_or_default(),
+        default_on: plugin
+            .interpreter
+            .as_ref()
+            .map(|info| info.default_on.clone())
+            .unwrap_or_default(),
+        requires: plugin
+            .requirement
+            .as_ref()
+            .map(|requirement| requirement.text.clone()),
+    }
+}
+
+/// A summary as the cache keeps it: what depends only on the component and the types
+/// the policy says it provides (which are part of the entry's key).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct CachedSummary {
+    version: String,
+    imports: Vec<String>,
+    types: Vec<TypeSchema>,
+    kind: String,
+    inherits: Vec<String>,
+    default_on: Vec<String>,
+    requires: Option<String>,
+}
+
+impl CachedSummary {
+    fn of(summary: &PluginSummary) -> CachedSummary {
+        CachedSummary {
+            version: summary.version.clone(),
+            imports: summary.imports.clone(),
+            types: summary.types.clone(),
+            kind: summary.kind.to_owned(),
+            inherits: summary.inherits.clone(),
+            default_on: summary.default_on.clone(),
+            requires: summary.requires.clone(),
+        }
+    }
+
+    fn into_summary(self, policy: &policy::PluginPolicy, sha256: String) -> PluginSummary {
+        PluginSummary {
+            name: policy.name.clone(),
+            source: policy.source.describe(),
+            sha256,
+            version: self.version,
+            imports: self.imports,
+            types: self.types,
+            kind: match self.kind.as_str() {
+                "launcher" => "launcher",
+                "facts" => "facts",
+                "interpreter" => "interpreter",
+                _ => "provider",
+            },
+            inherits: self.inherits,
+            default_on: self.default_on,
+            requires: self.requires,
+        }
+    }
 }

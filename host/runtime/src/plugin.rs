@@ -170,6 +170,8 @@ pub(crate) struct Loader<'a> {
     pub(crate) linker: &'a Linker<PluginState>,
     pub(crate) cache: &'a Cache,
     pub(crate) builtins: &'a [(&'static str, &'static [u8])],
+    /// The sha256 of each built-in component, computed when the binary was built.
+    pub(crate) digests: &'a [(&'static str, &'static str)],
     pub(crate) shared: &'a Arc<Shared>,
 }
 
@@ -273,7 +275,14 @@ impl Plugin {
                 &owned
             }
         };
-        let digest = sha256_hex(wasm);
+        let digest = match policy.source {
+            Source::Builtin => loader
+                .digests
+                .iter()
+                .find(|(name, _)| *name == policy.name)
+                .map_or_else(|| sha256_hex(wasm), |(_, digest)| (*digest).to_owned()),
+            _ => sha256_hex(wasm),
+        };
         *seen = Some(digest.clone());
         if let Some(pinned) = &policy.sha256
             && *pinned != digest
