@@ -147,6 +147,14 @@ impl MarkedEventReceiver for Builder {
         }
         match event {
             Event::Scalar(text, style, anchor, _) => self.push(scalar(text, style), 1, anchor),
+            Event::SequenceStart(..) | Event::MappingStart(..)
+                if self.stack.len() >= wconverge_catalog::MAX_DEPTH =>
+            {
+                self.error = Some(format!(
+                    "it nests more than {} deep, the limit of a value",
+                    wconverge_catalog::MAX_DEPTH
+                ));
+            }
             Event::SequenceStart(anchor, _) => {
                 self.stack.push(Frame::Sequence(anchor, Vec::new()));
                 self.sizes.push(1);
@@ -212,6 +220,17 @@ mod tests {
         );
         assert_eq!(parse_yaml("").expect("empty"), Value::Undef);
         assert!(parse_yaml("a: [").is_err());
+    }
+
+    #[test]
+    fn deep_nesting_is_refused() {
+        // Deeper than a value may be, within the parser's own limit.
+        let text = format!("{}{}", "[".repeat(200), "]".repeat(200));
+        let error = parse_yaml(&text).expect_err("too deep");
+        assert!(error.contains("nests more than 128 deep"), "{error}");
+        // Far deeper: the parser refuses it itself, without recursing that deep.
+        let text = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(parse_yaml(&text).is_err());
     }
 
     #[test]
