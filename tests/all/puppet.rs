@@ -155,7 +155,13 @@ hierarchy:
     write(
         &repo,
         "modules/ntp/templates/ntp.conf.epp",
-        "<%- | Array[String] $servers, String $driftfile | -%>\n# ${module_name} on <%= $facts['os']['family'] %>\ndriftfile <%= $driftfile %>\n<% $servers.each |$server| { -%>\nserver <%= $server %> iburst\n<% } -%>\n",
+        "<%- | Array[String] $servers, String $driftfile | -%>\n# ${module_name} on <%= $facts['os']['family'] %>\ndriftfile <%= $driftfile %>\n<% $servers.each |$server| { -%>\n<%= ntp::server_line($server) %>\n<% } -%>\n",
+    );
+    // A function of the module, in the language, named only inside the template.
+    write(
+        &repo,
+        "modules/ntp/functions/server_line.pp",
+        "function ntp::server_line(Stdlib::Host $server) >> String {\n  \"server ${server} iburst\"\n}\n",
     );
     write(&repo, "modules/ntp/files/keys", "1 M secret\n");
     write(

@@ -80,7 +80,8 @@ pub(crate) fn environment_root(main: &Path) -> PathBuf {
 /// Puppet's autoloader over a module path, for the compiler: a module is a directory
 /// of the module path (the first that has it wins), its classes and defined types are
 /// in its `manifests/` (`NAME/manifests/init.pp` is class `NAME`,
-/// `NAME/manifests/a/b.pp` is `NAME::a::b`), its type aliases in `types/`
+/// `NAME/manifests/a/b.pp` is `NAME::a::b`), its functions in `functions/`, its type
+/// aliases in `types/`
 /// (`NAME/types/a.pp` is `Name::A`), its templates in `templates/`, and its Hiera data
 /// beside its `hiera.yaml`.
 pub(crate) struct ModuleLoader {
@@ -226,14 +227,21 @@ impl wconverge_lang::Loader for ModuleLoader {
             path.set_extension("pp");
             path
         };
-        // A type alias (`type Ntp::Servers = ...`) is in the module's `types/`.
+        // A function (`ntp::servers()`) is in the module's `functions/`, a type alias
+        // (`type Ntp::Servers = ...`) in its `types/`.
         let path = if std::fs::symlink_metadata(&path).is_err() && !rest.is_empty() {
-            let mut types = dir.join("types");
-            for segment in &rest {
-                types.push(segment);
-            }
-            types.set_extension("pp");
-            types
+            ["functions", "types"]
+                .iter()
+                .map(|kind| {
+                    let mut candidate = dir.join(kind);
+                    for segment in &rest {
+                        candidate.push(segment);
+                    }
+                    candidate.set_extension("pp");
+                    candidate
+                })
+                .find(|candidate| std::fs::symlink_metadata(candidate).is_ok())
+                .unwrap_or(path)
         } else {
             path
         };

@@ -54,6 +54,11 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "inline_epp",
 ];
 
+/// Whether `name` is a function wconverge itself provides.
+pub(crate) fn is_builtin(name: &str) -> bool {
+    FUNCTIONS.contains(&name) || crate::stdlib::NAMES.contains(&name)
+}
+
 pub(crate) fn call(
     evaluator: &mut Evaluator<'_>,
     name: &str,

@@ -67,6 +67,12 @@ impl<'l> Modules<'l> {
                 .iter()
                 .map(|class| class.name.clone())
                 .chain(program.defines.iter().map(|define| define.name.clone()))
+                .chain(
+                    program
+                        .functions
+                        .iter()
+                        .map(|function| function.name.clone()),
+                )
                 .collect();
             let mut wanted = Vec::new();
             for source in &self.sources[scanned..] {

@@ -326,6 +326,12 @@ impl Parser<'_> {
             Tok::Keyword(Kw::Define) => return self.define_definition(),
             Tok::Keyword(Kw::Node) => return self.node_definition(),
             Tok::Keyword(Kw::Type) => return self.type_definition(),
+            Tok::Keyword(Kw::Reserved)
+                if self.source_word(self.span()) == "function"
+                    && matches!(self.peek_at(1), Tok::Name(_)) =>
+            {
+                return self.function_definition();
+            }
             _ => {}
         }
         let mut lhs = self.operand()?;
@@ -737,6 +743,43 @@ impl Parser<'_> {
         let params = self.params()?;
         let body = self.block(Context::Other)?;
         self.program.defines.push(DefineDef {
+            name,
+            span: name_span,
+            params,
+            body,
+        });
+        Ok(Expr {
+            kind: ExprKind::Definition,
+            span: start,
+        })
+    }
+
+    /// `function name($a, Integer $b = 1) >> ReturnType { body }`: Puppet's functions
+    /// in the language; the value of the body's last expression is the function's. The
+    /// return type is read and not checked.
+    fn function_definition(&mut self) -> PResult<Expr> {
+        let start = self.bump().span;
+        self.check_definition_place(start, "function", false)?;
+        let (name, name_span) = self.definition_name("function")?;
+        let params = self.params()?;
+        if self.eat(P::RShift) {
+            // The return type: skipped up to the body's `{`, brackets balanced.
+            let mut depth = 0usize;
+            loop {
+                match self.peek() {
+                    Tok::Eof => return Err(self.unexpected("the function's body `{`")),
+                    Tok::Punct(P::LBrace) if depth == 0 => break,
+                    Tok::Punct(P::LBrack | P::LParen | P::LBrace) => depth += 1,
+                    Tok::Punct(P::RBrack | P::RParen | P::RBrace) => {
+                        depth = depth.saturating_sub(1)
+                    }
+                    _ => {}
+                }
+                self.bump();
+            }
+        }
+        let body = self.block(Context::Other)?;
+        self.program.functions.push(DefineDef {
             name,
             span: name_span,
             params,

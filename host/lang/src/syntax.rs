@@ -326,6 +326,8 @@ pub(crate) struct Program {
     pub(crate) types: Vec<TypeDef>,
     /// `type Name = <data type>`: Puppet's type aliases.
     pub(crate) aliases: Vec<AliasDef>,
+    /// `function name(params) { body }`: functions in the language.
+    pub(crate) functions: Vec<DefineDef>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

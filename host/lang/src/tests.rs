@@ -134,6 +134,7 @@ macro_rules! conformance {
 mod ok {
     use super::check_fixture;
     conformance!("ok":
+        functions_in_the_language,
         heredocs,
         data_types_and_core_functions,
         typed_parameters_with_puppet_data_types,
@@ -240,6 +241,7 @@ mod ok {
 mod err {
     use super::check_fixture;
     conformance!("err":
+        function_errors,
         heredoc_errors,
         parameters_of_the_wrong_data_type,
         epp_template_errors,

@@ -244,6 +244,10 @@ pub(crate) struct Evaluator<'a> {
     errors: usize,
     classes: HashMap<String, usize>,
     defines: HashMap<String, usize>,
+    /// Functions the manifests define, by name, to their index in the program.
+    functions: HashMap<String, usize>,
+    /// How deep functions call functions now.
+    function_depth: usize,
     scopes: Vec<Scope>,
     class_scopes: HashMap<String, ScopeId>,
     /// The matching node definition's scope, once its body runs: classes declared from
@@ -308,6 +312,8 @@ impl<'a> Evaluator<'a> {
             errors: 0,
             classes: HashMap::new(),
             defines: HashMap::new(),
+            functions: HashMap::new(),
+            function_depth: 0,
             scopes: vec![Scope {
                 parent: None,
                 class: false,
@@ -462,6 +468,31 @@ impl<'a> Evaluator<'a> {
             }
             self.classes.insert(class.name.clone(), idx);
             self.check_params(&class.params, &format!("class `{}`", class.name));
+        }
+        for (idx, function) in program.functions.iter().enumerate() {
+            if let Some(previous) =
+                first.insert(format!("function {}", function.name), function.span)
+            {
+                self.error(
+                    "duplicate-definition",
+                    function.span,
+                    format!("function `{}` is defined twice", function.name),
+                )
+                .with_related_mut(previous, "first defined here")
+                .help = Some("rename one of the functions, or merge them".into());
+                continue;
+            }
+            if crate::functions::is_builtin(&function.name) {
+                self.error(
+                    "function-shadows-builtin",
+                    function.span,
+                    format!("`{}` is a built-in function", function.name),
+                )
+                .help = Some("give it a name of its module's namespace: `mymodule::name`".into());
+                continue;
+            }
+            self.functions.insert(function.name.clone(), idx);
+            self.check_params(&function.params, &format!("function `{}`", function.name));
         }
         for (idx, define) in program.defines.iter().enumerate() {
             if let Some(previous) = first.insert(format!("define {}", define.name), define.span) {
@@ -3248,7 +3279,82 @@ impl<'a> Evaluator<'a> {
         if self.errors > before {
             return Val::Undef;
         }
+        let key = name.trim_start_matches("::").to_ascii_lowercase();
+        if let Some(&idx) = self.functions.get(&key) {
+            return self.call_function(idx, values, lambda, span);
+        }
+        if key.contains("::") && !crate::functions::is_builtin(&key) {
+            // A module's function: the module path may have it.
+            self.missing.push(key);
+        }
         crate::functions::call(self, name, values, lambda, span)
+    }
+
+    /// Calls a function the manifests define: its parameters bound from the arguments
+    /// in order (checked against their data types), its body evaluated in a scope of
+    /// its own under top scope; the value of its last expression is the result.
+    fn call_function(
+        &mut self,
+        idx: usize,
+        args: Vec<Val>,
+        lambda: Option<&Lambda>,
+        span: Span,
+    ) -> Val {
+        let program = Rc::clone(&self.program);
+        let function = &program.functions[idx];
+        if lambda.is_some() {
+            self.error(
+                "unexpected-lambda",
+                span,
+                format!("function `{}` does not take a lambda", function.name),
+            );
+            return Val::Undef;
+        }
+        if args.len() > function.params.len() {
+            self.error(
+                "bad-argument",
+                span,
+                format!(
+                    "function `{}` takes at most {} argument{}, not {}",
+                    function.name,
+                    function.params.len(),
+                    if function.params.len() == 1 { "" } else { "s" },
+                    args.len()
+                ),
+            )
+            .with_related_mut(function.span, "defined here");
+            return Val::Undef;
+        }
+        if self.function_depth >= MAX_DEFINE_DEPTH {
+            self.error(
+                "function-depth-limit",
+                span,
+                format!("functions call functions more than {MAX_DEFINE_DEPTH} deep (the limit)"),
+            )
+            .help = Some("a function that calls itself needs a condition that stops it".into());
+            return Val::Undef;
+        }
+        let scope = self.new_scope(Some(TOP));
+        let saved = std::mem::replace(&mut self.ctx.scope, scope);
+        let owner = format!("function `{}`", function.name);
+        let mut args = args.into_iter();
+        let mut fits = true;
+        for param in &function.params {
+            let passed = format!("{}(...)", function.name);
+            let (value, fit) = self.parameter_value(param, args.next(), &owner, &passed, span);
+            fits &= fit;
+            self.set_var(scope, &param.name, value, param.span);
+        }
+        let result = if fits {
+            self.function_depth += 1;
+            let result = self.block(&function.body);
+            self.function_depth -= 1;
+            result
+        } else {
+            Val::Undef
+        };
+        self.ctx.scope = saved;
+        result
     }
 
     pub(crate) fn report(
