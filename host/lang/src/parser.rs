@@ -737,41 +737,36 @@ impl Parser<'_> {
     }
 
     fn define_definition(&mut self) -> PResult<Expr> {
-        let start = self.bump().span;
-        self.check_definition_place(start, "define", true)?;
-        let (name, name_span) = self.definition_name("defined type")?;
-        let params = self.params()?;
-        let body = self.block(Context::Other)?;
-        self.program.defines.push(DefineDef {
-            name,
-            span: name_span,
-            params,
-            body,
-        });
+        let (definition, start) = self.parameterized_definition("define", "defined type", true)?;
+        self.program.defines.push(definition);
         Ok(Expr {
             kind: ExprKind::Definition,
             span: start,
         })
     }
 
-    /// `function name($a, Integer $b = 1) >> ReturnType { body }`: Puppet's functions
-    /// in the language; the value of the body's last expression is the function's. The
-    /// return type is read and not checked.
-    fn function_definition(&mut self) -> PResult<Expr> {
+    /// The keyword, name, parameters and body of a defined type or a function (whose
+    /// `>> ReturnType` before the body is skipped: read, not checked).
+    fn parameterized_definition(
+        &mut self,
+        keyword: &str,
+        what: &str,
+        allowed_in_class: bool,
+    ) -> PResult<(DefineDef, Span)> {
         let start = self.bump().span;
-        self.check_definition_place(start, "function", false)?;
-        let (name, name_span) = self.definition_name("function")?;
+        self.check_definition_place(start, keyword, allowed_in_class)?;
+        let (name, name_span) = self.definition_name(what)?;
         let params = self.params()?;
-        if self.eat(P::RShift) {
+        if keyword == "function" && self.eat(P::RShift) {
             // The return type: skipped up to the body's `{`, brackets balanced.
             let mut depth = 0usize;
             loop {
                 match self.peek() {
-                    Tok::Eof => return Err(self.unexpected("the function's body `{`")),
+                    Tok::Eof => return Err(self.unexpected("the body's `{`")),
                     Tok::Punct(P::LBrace) if depth == 0 => break,
                     Tok::Punct(P::LBrack | P::LParen | P::LBrace) => depth += 1,
                     Tok::Punct(P::RBrack | P::RParen | P::RBrace) => {
-                        depth = depth.saturating_sub(1)
+                        depth = depth.saturating_sub(1);
                     }
                     _ => {}
                 }
@@ -779,12 +774,23 @@ impl Parser<'_> {
             }
         }
         let body = self.block(Context::Other)?;
-        self.program.functions.push(DefineDef {
-            name,
-            span: name_span,
-            params,
-            body,
-        });
+        Ok((
+            DefineDef {
+                name,
+                span: name_span,
+                params,
+                body,
+            },
+            start,
+        ))
+    }
+
+    /// `function name($a, Integer $b = 1) >> ReturnType { body }`: Puppet's functions
+    /// in the language; the value of the body's last expression is the function's. The
+    /// return type is read and not checked.
+    fn function_definition(&mut self) -> PResult<Expr> {
+        let (definition, start) = self.parameterized_definition("function", "function", false)?;
+        self.program.functions.push(definition);
         Ok(Expr {
             kind: ExprKind::Definition,
             span: start,
