@@ -123,6 +123,9 @@ struct Res {
     /// Top-scope defaults set after this sequence number do not apply to what this
     /// resource's body declares (a defined type is evaluated after the main code).
     horizon: u32,
+    /// Declared from the node's scope (or below it): a defined type's body then sees
+    /// the node's variables, as in Puppet.
+    below_node: bool,
 }
 
 impl Res {
@@ -1260,6 +1263,26 @@ impl<'a> Evaluator<'a> {
             })
             .collect();
         self.create(type_name, title, kind, ops, Status::Realized, span);
+    }
+
+    /// Whether the current scope is the node's or lies below it.
+    fn reaches_node_scope(&self) -> bool {
+        let Some(node) = self.node_scope else {
+            return false;
+        };
+        let mut current = Some(self.ctx.scope);
+        let mut steps = 0;
+        while let Some(id) = current {
+            if id == node {
+                return true;
+            }
+            steps += 1;
+            if steps > self.scopes.len() {
+                return false;
+            }
+            current = self.scopes[id].parent;
+        }
+        false
     }
 
     /// The program being evaluated (its definitions).
@@ -2491,6 +2514,7 @@ impl<'a> Evaluator<'a> {
             depth: self.ctx.depth,
             exported: status == Status::Exported,
             horizon,
+            below_node: self.reaches_node_scope(),
         });
         self.index.insert(key, idx);
         // Look up before inserting: `entry` would allocate the key for every resource.
@@ -2986,6 +3010,7 @@ impl<'a> Evaluator<'a> {
             depth: self.ctx.depth,
             exported: false,
             horizon: self.ctx.horizon,
+            below_node: false,
         });
         self.index.insert(("class".to_owned(), name.clone()), idx);
         let scope = self.new_scope(Some(parent_scope));
@@ -3168,7 +3193,12 @@ impl<'a> Evaluator<'a> {
         }
         let program = Rc::clone(&self.program);
         let definition = &program.defines[def_idx];
-        let scope = self.new_scope(Some(TOP));
+        // An instance declared from the node sees its variables, as a class does.
+        let parent = match self.node_scope {
+            Some(node) if self.resources[idx].below_node => node,
+            _ => TOP,
+        };
+        let scope = self.new_scope(Some(parent));
         let title = self.resources[idx].title.clone();
         let span = self.resources[idx].span;
         let name = match self.resources[idx].attr("name") {
