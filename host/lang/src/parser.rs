@@ -1517,9 +1517,10 @@ impl Parser<'_> {
                     // `${name}` and `${name['k']}` name a variable, as in Puppet.
                     let is_call =
                         matches!(tokens.get(1).map(|t| &t.tok), Some(Tok::Punct(P::LParen)));
+                    // `${1}` and `${1[0]}` (not `${5.then ...}`, a method call on 5).
                     let alone = matches!(
                         tokens.get(1).map(|t| &t.tok),
-                        None | Some(Tok::Eof | Tok::Punct(P::LBrack) | Tok::Punct(P::Dot))
+                        None | Some(Tok::Eof | Tok::Punct(P::LBrack))
                     );
                     if let Some(first) = tokens.first_mut()
                         && !is_call
