@@ -17,8 +17,36 @@ pub(crate) const FACTS_BYTES: u64 = 64 << 20;
 /// The text of the file at `path`, which must be a regular file of at most `cap` bytes
 /// holding UTF-8; `what` names it in errors (`manifest`, `catalog`...).
 pub(crate) fn read_text(path: &Path, what: &str, cap: u64) -> Result<String, String> {
+    let read = wconverge_runtime::read_regular(path, cap);
+    read_text_of(read, &path.display().to_string(), what, cap)
+}
+
+/// As [`read_text`], `None` when there is nothing at `path`: the file is opened once,
+/// and whether it exists is what that open says (never a look by name first).
+pub(crate) fn read_text_if_any(
+    path: &Path,
+    what: &str,
+    cap: u64,
+) -> Option<Result<String, String>> {
     let shown = path.display();
-    let bytes = wconverge_runtime::read_regular(path, cap).map_err(|error| match error {
+    let bytes = match wconverge_runtime::read_regular(path, cap) {
+        Err(wconverge_runtime::ReadError::Io(error))
+            if error.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return None;
+        }
+        read => read,
+    };
+    Some(read_text_of(bytes, &shown.to_string(), what, cap))
+}
+
+fn read_text_of(
+    bytes: Result<Vec<u8>, wconverge_runtime::ReadError>,
+    shown: &str,
+    what: &str,
+    cap: u64,
+) -> Result<String, String> {
+    let bytes = bytes.map_err(|error| match error {
         wconverge_runtime::ReadError::Io(error) => {
             format!("cannot read the {what} `{shown}`: {error}")
         }

@@ -282,7 +282,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Compile { input, runtime } => {
             let runtime = runtime_for(&runtime)?;
-            let Some(catalog) = load(&input, &runtime)? else {
+            let Some(catalog) = load(&input, &runtime, &module_path(&input))? else {
                 return Ok(1);
             };
             output::line(&catalog.to_json());
@@ -345,7 +345,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     deny_warnings: false,
                     modulepath: None,
                 };
-                match load(&input, &runtime)? {
+                match load(&input, &runtime, &module_path(&input))? {
                     Some(catalog) => catalog.types,
                     None => return Ok(1),
                 }
@@ -600,7 +600,23 @@ fn is_manifest(path: &Path) -> bool {
 
 /// The catalog to work on: compiled from the manifests, or read from a JSON file.
 /// `None` when the manifests have errors (already printed).
-fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>> {
+/// The module path of the input: `--modulepath`, or the main manifest's environment's.
+fn module_path(input: &InputArgs) -> Vec<PathBuf> {
+    modules::module_path(
+        input.modulepath.as_deref(),
+        input
+            .files
+            .first()
+            .filter(|path| is_manifest(path))
+            .map(PathBuf::as_path),
+    )
+}
+
+fn load(
+    input: &InputArgs,
+    runtime: &Runtime,
+    modulepath: &[PathBuf],
+) -> anyhow::Result<Option<Catalog>> {
     let n_manifests = input.files.iter().filter(|path| is_manifest(path)).count();
     if n_manifests == 0 {
         let [path] = input.files.as_slice() else {
@@ -640,12 +656,8 @@ fn load(input: &InputArgs, runtime: &Runtime) -> anyhow::Result<Option<Catalog>>
     };
     // `$facts`: this machine's, as the fact plugins of the policy gather them; only for
     // manifests that can read them, and a plugin that fails leaves out its groups.
-    let modulepath = modules::module_path(
-        input.modulepath.as_deref(),
-        input.files.first().map(PathBuf::as_path),
-    );
     let loader = modules::ModuleLoader::new(
-        &modulepath,
+        modulepath,
         input
             .files
             .first()
@@ -703,17 +715,10 @@ fn load_with_sources(
     input: &InputArgs,
     runtime: &Runtime,
 ) -> anyhow::Result<Option<(Catalog, Vec<wconverge_catalog::Problem>)>> {
-    let Some(mut catalog) = load(input, runtime)? else {
+    let modulepath = module_path(input);
+    let Some(mut catalog) = load(input, runtime, &modulepath)? else {
         return Ok(None);
     };
-    let modulepath = modules::module_path(
-        input.modulepath.as_deref(),
-        input
-            .files
-            .first()
-            .filter(|path| is_manifest(path))
-            .map(PathBuf::as_path),
-    );
     let problems = modules::resolve_sources(&mut catalog, &modulepath);
     generate::implied_resources(&mut catalog);
     Ok(Some((catalog, problems)))

@@ -34,7 +34,10 @@ pub(crate) fn module_path(given: Option<&str>, main_manifest: Option<&Path>) -> 
     };
     let dir = manifest_dir(main);
     let root = environment_root(main);
-    if let Ok(text) = std::fs::read_to_string(root.join("environment.conf")) {
+    let conf = root.join("environment.conf");
+    if let Some(Ok(text)) =
+        crate::input::read_text_if_any(&conf, "environment.conf", crate::input::POLICY_BYTES)
+    {
         for line in text.lines() {
             let Some((key, value)) = line.split_once('=') else {
                 continue;
@@ -88,6 +91,8 @@ pub(crate) struct ModuleLoader {
     modules: std::collections::BTreeMap<String, PathBuf>,
     /// The environment's directory, where its `hiera.yaml` is.
     environment: Option<PathBuf>,
+    /// The environment's `hiera.yaml`, read once (whether facts are needed asks too).
+    environment_hiera: std::sync::OnceLock<Option<Result<wconverge_lang::HieraFile, String>>>,
 }
 
 impl ModuleLoader {
@@ -109,6 +114,7 @@ impl ModuleLoader {
         ModuleLoader {
             modules,
             environment,
+            environment_hiera: std::sync::OnceLock::new(),
         }
     }
 
@@ -126,12 +132,9 @@ fn hiera_file(
     path: &Path,
     format: wconverge_lang::DataFormat,
 ) -> Option<Result<wconverge_lang::HieraFile, String>> {
-    if std::fs::symlink_metadata(path).is_err() {
-        return None;
-    }
     let shown = path.display().to_string();
     Some(
-        crate::input::read_text(path, "data file", crate::data::MAX_DATA_BYTES)
+        crate::input::read_text_if_any(path, "data file", crate::data::MAX_DATA_BYTES)?
             .and_then(|text| {
                 match format {
                     wconverge_lang::DataFormat::Yaml => crate::data::parse_yaml(&text),
@@ -169,11 +172,8 @@ impl wconverge_lang::Loader for ModuleLoader {
             )));
         }
         let file = dir.join("templates").join(path);
-        if std::fs::symlink_metadata(&file).is_err() {
-            return None;
-        }
         Some(
-            crate::input::read_text(&file, "template", crate::input::MANIFEST_BYTES)
+            crate::input::read_text_if_any(&file, "template", crate::input::MANIFEST_BYTES)?
                 .map(|text| wconverge_lang::Source::new(file.display().to_string(), text)),
         )
     }
@@ -182,8 +182,15 @@ impl wconverge_lang::Loader for ModuleLoader {
         &self,
         module: Option<&str>,
     ) -> Option<Result<wconverge_lang::HieraFile, String>> {
-        let path = self.layer_dir(module)?.join("hiera.yaml");
-        hiera_file(&path, wconverge_lang::DataFormat::Yaml)
+        let read =
+            |dir: &PathBuf| hiera_file(&dir.join("hiera.yaml"), wconverge_lang::DataFormat::Yaml);
+        match module {
+            None => self
+                .environment_hiera
+                .get_or_init(|| self.environment.as_ref().and_then(read))
+                .clone(),
+            Some(_) => read(self.layer_dir(module)?),
+        }
     }
 
     fn hiera_data(
@@ -217,41 +224,27 @@ impl wconverge_lang::Loader for ModuleLoader {
         if !rest.iter().all(|segment| is_module_name(segment)) {
             return None;
         }
-        let path = if rest.is_empty() {
-            dir.join("manifests").join("init.pp")
+        // A class or defined type is in the module's `manifests/` (the module's own
+        // in `init.pp`), a function (`ntp::servers()`) in its `functions/`, a type
+        // alias (`type Ntp::Servers = ...`) in its `types/`: the first that exists,
+        // each opened once.
+        let kinds: &[&str] = if rest.is_empty() {
+            &["manifests"]
         } else {
-            let mut path = dir.join("manifests");
-            for segment in &rest {
-                path.push(segment);
+            &["manifests", "functions", "types"]
+        };
+        kinds.iter().find_map(|kind| {
+            let mut path = dir.join(kind);
+            if rest.is_empty() {
+                path.push("init.pp");
+            } else {
+                rest.iter().for_each(|segment| path.push(segment));
+                path.set_extension("pp");
             }
-            path.set_extension("pp");
-            path
-        };
-        // A function (`ntp::servers()`) is in the module's `functions/`, a type alias
-        // (`type Ntp::Servers = ...`) in its `types/`.
-        let path = if std::fs::symlink_metadata(&path).is_err() && !rest.is_empty() {
-            ["functions", "types"]
-                .iter()
-                .map(|kind| {
-                    let mut candidate = dir.join(kind);
-                    for segment in &rest {
-                        candidate.push(segment);
-                    }
-                    candidate.set_extension("pp");
-                    candidate
-                })
-                .find(|candidate| std::fs::symlink_metadata(candidate).is_ok())
-                .unwrap_or(path)
-        } else {
-            path
-        };
-        if std::fs::symlink_metadata(&path).is_err() {
-            return None;
-        }
-        Some(
-            crate::input::read_text(&path, "manifest", crate::input::MANIFEST_BYTES)
-                .map(|text| wconverge_lang::Source::new(path.display().to_string(), text)),
-        )
+            let read =
+                crate::input::read_text_if_any(&path, "manifest", crate::input::MANIFEST_BYTES)?;
+            Some(read.map(|text| wconverge_lang::Source::new(path.display().to_string(), text)))
+        })
     }
 }
 
