@@ -85,13 +85,16 @@ fn first<'g>(
     name: &str,
 ) -> Option<impl Fn(&str) -> String + 'g> {
     let record = groups.get(name)?.first()?;
-    Some(move |key: &str| {
-        record
-            .iter()
-            .find(|(name, _)| name == key)
-            .map(|(_, value)| value.clone())
-            .unwrap_or_default()
-    })
+    Some(move |key: &str| field(record, key))
+}
+
+/// A record's value for `key`, empty when it has none.
+fn field(record: &Record, key: &str) -> String {
+    record
+        .iter()
+        .find(|(name, _)| name == key)
+        .map(|(_, value)| value.clone())
+        .unwrap_or_default()
 }
 
 /// Facter's capitalized family: `Debian`, `RedHat`, `Suse`...
@@ -250,13 +253,7 @@ pub fn facts_value(groups: &BTreeMap<String, Vec<Record>>) -> Value {
         .into_iter()
         .flatten()
         .map(|record| {
-            let get = |key: &str| {
-                record
-                    .iter()
-                    .find(|(name, _)| name == key)
-                    .map(|(_, value)| value.clone())
-                    .unwrap_or_default()
-            };
+            let get = |key: &str| field(record, key);
             let mut entries: Vec<(&str, Value)> = Vec::new();
             if !get("ip").is_empty() {
                 entries.push((

@@ -79,7 +79,7 @@ pub(crate) fn call(
             | "new"
             | "lookup"
     );
-    let iteration = iteration || crate::stdlib::WITH_LAMBDA.contains(&name);
+    let iteration = iteration || crate::stdlib::takes_lambda(name);
     if lambda.is_some()
         && !iteration
         && (FUNCTIONS.contains(&name) || crate::stdlib::NAMES.contains(&name))
@@ -510,15 +510,7 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
         }
         ("upcase", Some(Val::Str(text)), None) => Val::Str(text.to_uppercase()),
         ("downcase", Some(Val::Str(text)), None) => Val::Str(text.to_lowercase()),
-        ("capitalize", Some(Val::Str(text)), None) => {
-            let mut chars = text.chars();
-            Val::Str(
-                chars
-                    .next()
-                    .map(|c| c.to_uppercase().chain(chars).collect())
-                    .unwrap_or_default(),
-            )
-        }
+        ("capitalize", Some(Val::Str(text)), None) => Val::Str(crate::stdlib::capitalized(&text)),
         ("strip", Some(Val::Str(text)), None) => Val::Str(text.trim().to_owned()),
         ("length" | "size", Some(value), None) => match value {
             Val::Str(text) => Val::Int(text.chars().count() as i64),

@@ -552,13 +552,7 @@ impl Lexer<'_, '_> {
                     None => self.escape(at, &mut literal),
                     Some(allowed) => {
                         let next = self.peek_char().unwrap_or(' ');
-                        let wanted = match next {
-                            '\\' => !allowed.is_empty(),
-                            '\n' => allowed.contains('L'),
-                            '$' => allowed.contains('$'),
-                            other => allowed.contains(other),
-                        };
-                        if wanted {
+                        if heredoc_escapes(allowed, next) {
                             self.escape(at, &mut literal);
                         } else {
                             literal.push('\\');
@@ -728,13 +722,8 @@ impl Lexer<'_, '_> {
                     let at = self.pos;
                     let c = self.peek_char().unwrap_or(' ');
                     self.pos += c.len_utf8();
-                    let allowed = self.escapes.clone().unwrap_or_default();
                     let next = self.peek_char().unwrap_or(' ');
-                    if c == '\\'
-                        && (allowed.contains(next)
-                            || (next == '\\' && !allowed.is_empty())
-                            || (next == '\n' && allowed.contains('L')))
-                    {
+                    if c == '\\' && heredoc_escapes(self.escapes.as_deref().unwrap_or(""), next) {
                         self.escape(at, &mut text);
                     } else {
                         text.push(c);
@@ -840,6 +829,16 @@ impl Lexer<'_, '_> {
 /// A `/` starts a regular expression unless it follows something that ends a value,
 /// where it divides. After `}` it starts one: a `case` option follows a block far more
 /// often than a hash is divided.
+/// Whether a heredoc whose `/` flags are `allowed` escapes `\` followed by `next`:
+/// the flagged ones, `\\` once any is, a line break with `L`.
+fn heredoc_escapes(allowed: &str, next: char) -> bool {
+    match next {
+        '\\' => !allowed.is_empty(),
+        '\n' => allowed.contains('L'),
+        other => allowed.contains(other),
+    }
+}
+
 /// A heredoc's text with its margin removed from every line and, with `-`, its last
 /// line break.
 fn heredoc_shape(tok: Tok, margin: usize, trim: bool) -> Tok {

@@ -60,20 +60,11 @@ pub(crate) const NAMES: &[&str] = &[
     "validate_re",
 ];
 
-/// The functions of [`NAMES`] that take a lambda.
-pub(crate) const WITH_LAMBDA: &[&str] = &[
-    "then",
-    "lest",
-    "step",
-    "reverse_each",
-    "new_integer",
-    "new_float",
-    "new_numeric",
-    "new_string",
-    "new_boolean",
-    "new_array",
-    "new_hash",
-];
+/// Whether a function of [`NAMES`] takes a lambda: the conversions (`Integer($x) |$i|
+/// { ... }`), `then`, `lest`, `step` and `reverse_each`.
+pub(crate) fn takes_lambda(name: &str) -> bool {
+    name.starts_with("new_") || matches!(name, "then" | "lest" | "step" | "reverse_each")
+}
 
 fn error(evaluator: &mut Evaluator<'_>, span: Span, name: &str, message: String) -> Val {
     evaluator
@@ -457,7 +448,8 @@ pub(crate) fn call(
     Some(value)
 }
 
-fn capitalized(text: &str) -> String {
+/// The text with its first character upper case.
+pub(crate) fn capitalized(text: &str) -> String {
     let mut chars = text.chars();
     chars
         .next()

@@ -1714,16 +1714,7 @@ impl<'a> Evaluator<'a> {
     /// `File['a', 'b']`, `Class['foo']`, `Resource['file', 'a']`.
     fn type_access(&mut self, type_name: &str, keys: Vec<Val>, span: Span) -> Val {
         // A data type with parameters (`Array[String]`, `Integer[1, 10]`) is a value.
-        if crate::ptype::CORE.contains(&type_name)
-            || crate::ptype::STDLIB_ALIASES
-                .iter()
-                .any(|(name, _)| *name == type_name)
-            || self
-                .program
-                .aliases
-                .iter()
-                .any(|alias| alias.name.eq_ignore_ascii_case(type_name))
-        {
+        if self.is_data_type(type_name) {
             return match crate::ptype::PType::named(type_name, &keys) {
                 Ok(ptype) => Val::Type(Box::new(ptype)),
                 Err(message) => {
@@ -3074,6 +3065,20 @@ impl<'a> Evaluator<'a> {
         }
     }
 
+    /// Whether a lowercased type name is one of Puppet's data types or an alias of one
+    /// (not a resource type, nor a declared type of the types seed).
+    fn is_data_type(&self, lower: &str) -> bool {
+        crate::ptype::CORE.contains(&lower)
+            || crate::ptype::STDLIB_ALIASES
+                .iter()
+                .any(|(name, _)| *name == lower)
+            || self
+                .program
+                .aliases
+                .iter()
+                .any(|alias| alias.name.eq_ignore_ascii_case(lower))
+    }
+
     /// A parameter's value checked against its data type: a basic type or a declared
     /// type (the types seed) as `typed_parameter` does, any other Puppet data type
     /// (`Array[String]`, `Stdlib::Port`, an alias) by matching. `None` when it does not
@@ -3083,21 +3088,11 @@ impl<'a> Evaluator<'a> {
             return Some(value);
         }
         if let Some((type_name, type_span)) = &param.data_type {
-            let lower = type_name.to_ascii_lowercase();
-            let data_type = crate::ptype::CORE.contains(&lower.as_str())
-                || crate::ptype::STDLIB_ALIASES
-                    .iter()
-                    .any(|(name, _)| *name == lower)
-                || self
-                    .program
-                    .aliases
-                    .iter()
-                    .any(|alias| alias.name.eq_ignore_ascii_case(type_name));
             let basic = matches!(
                 type_name.as_str(),
                 "String" | "Integer" | "Float" | "Boolean"
             );
-            if basic || !data_type {
+            if basic || !self.is_data_type(&type_name.to_ascii_lowercase()) {
                 return self.typed_parameter(value, &param.name, type_name, *type_span, span);
             }
         }
@@ -3309,13 +3304,17 @@ impl<'a> Evaluator<'a> {
         if self.errors > before {
             return Val::Undef;
         }
-        let key = name.trim_start_matches("::").to_ascii_lowercase();
-        if let Some(&idx) = self.functions.get(&key) {
-            return self.call_function(idx, values, lambda, span);
-        }
-        if key.contains("::") && !crate::functions::is_builtin(&key) {
-            // A module's function: the module path may have it.
-            self.missing.push(key);
+        // Functions the manifests define, and the module path's (always namespaced):
+        // most calls are of built-ins, which need none of this.
+        if !self.functions.is_empty() || name.contains("::") {
+            let key = name.trim_start_matches("::").to_ascii_lowercase();
+            if let Some(&idx) = self.functions.get(&key) {
+                return self.call_function(idx, values, lambda, span);
+            }
+            if key.contains("::") && !crate::functions::is_builtin(&key) {
+                // A module's function: the module path may have it.
+                self.missing.push(key);
+            }
         }
         crate::functions::call(self, name, values, lambda, span)
     }
