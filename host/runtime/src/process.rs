@@ -1063,6 +1063,15 @@ impl Before {
 /// scanned for strays: a child spawned by another thread is never taken for one.
 static SPAWN: Mutex<()> = Mutex::new(());
 
+/// For a test that spawns a child outside [`run`] and waits for it itself: while held,
+/// no launch ending in another test reaps it as a stray (`reap_strays` takes this lock).
+#[cfg(test)]
+pub(crate) fn hold_reaping() -> std::sync::MutexGuard<'static, ()> {
+    SPAWN
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// One running program in [`LIVE`], until dropped.
 struct Live(i32);
 
