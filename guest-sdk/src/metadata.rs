@@ -49,6 +49,20 @@ pub fn stat(path: &str) -> Result<Option<FileStat>> {
     imp::stat(path).map_err(Error::from)
 }
 
+/// The digest of the regular file at `path`, as [`crate::digest::sha256`] writes it
+/// (`{sha256}3a7b…`), computed by the host without streaming the content through WASI;
+/// `None` when nothing is there. A symbolic link at `path` is not followed (an error),
+/// and the host refuses what it would refuse to open (a FIFO, a device, a file another
+/// user could have moved in).
+///
+/// ```no_run
+/// let digest = wconverge_sdk::metadata::sha256("/etc/motd")?;
+/// # Ok::<(), wconverge_sdk::Error>(())
+/// ```
+pub fn sha256(path: &str) -> Result<Option<String>> {
+    imp::sha256(path).map_err(Error::from)
+}
+
 /// Sets the permission bits of `path` (a direct child of a read-write grant).
 pub fn set_mode(path: &str, mode: u32) -> Result<()> {
     imp::set_mode(path, mode).map_err(Error::from)
@@ -79,6 +93,10 @@ mod imp {
             group: stat.group,
             size: stat.size,
         }))
+    }
+
+    pub(super) fn sha256(path: &str) -> Result<Option<String>, String> {
+        Ok(wit::sha256(path)?.map(|hex| format!("{{sha256}}{hex}")))
     }
 
     pub(super) fn set_mode(path: &str, mode: u32) -> Result<(), String> {
@@ -124,6 +142,21 @@ mod imp {
             group: name_of(metadata.gid(), "/etc/group"),
             size: metadata.len(),
         }))
+    }
+
+    pub(super) fn sha256(path: &str) -> Result<Option<String>, String> {
+        match std::fs::symlink_metadata(path) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(error) => return Err(format!("cannot stat `{path}`: {error}")),
+            Ok(metadata) if !metadata.file_type().is_file() => {
+                return Err(format!("`{path}` is not a regular file"));
+            }
+            Ok(_) => {}
+        }
+        std::fs::File::open(path)
+            .and_then(crate::digest::sha256_reader)
+            .map(Some)
+            .map_err(|error| format!("cannot read `{path}`: {error}"))
     }
 
     pub(super) fn set_mode(path: &str, mode: u32) -> Result<(), String> {

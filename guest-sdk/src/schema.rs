@@ -281,8 +281,10 @@ impl TypeSchema {
     }
 
     /// The host reads the state of this type's resources many at once, through
-    /// [`crate::Provider::current_states`] (one read of a database for all of them). Only
-    /// for types without path attributes and without run context.
+    /// [`crate::Provider::current_states`] (one read of a database for all of them; one
+    /// call for the files of a directory). A batch holds only resources that need the
+    /// same directories, and comes without run context: a type whose state depends on
+    /// its run context must not ask for this.
     pub fn batch_state(mut self) -> Self {
         self.batch_state = true;
         self

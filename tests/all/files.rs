@@ -481,3 +481,93 @@ file { '@FILES@/www': ensure => directory, source => 'puppet:///modules/site/www
         "{run:#?}"
     );
 }
+
+/// The `current-states` calls a run made, from its debug log: how many resources each
+/// read, and the directories it was granted.
+fn state_reads(stderr: &str) -> Vec<(usize, String)> {
+    stderr
+        .lines()
+        .filter(|line| line.contains("current-states"))
+        .map(|line| {
+            let field = |name: &str| {
+                line.split(&format!("{name}="))
+                    .nth(1)
+                    .and_then(|rest| rest.split_whitespace().next())
+                    .unwrap_or_else(|| panic!("no {name} in {line}"))
+                    .to_owned()
+            };
+            (
+                field("resources").parse().expect("a count"),
+                field("directories"),
+            )
+        })
+        .collect()
+}
+
+/// Issue 19. A no-op of files reads the states of each directory's files in one call,
+/// granted that directory alone, wherever the files sit in the run order; after a run
+/// changes a file, what was read is not trusted, and the file changed by hand is the one
+/// converged.
+#[test]
+fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_alone() {
+    let machine = Machine::new();
+    let dirs = ["a", "b", "c"];
+    for dir in dirs {
+        std::fs::create_dir(machine.file(dir)).expect("dir");
+    }
+    // Interleaved: a, b, c, a, b, c...
+    let resources: Vec<Value> = (0..120)
+        .map(|index| {
+            serde_json::json!({
+                "type": "file",
+                "title": machine.file(&format!("{}/file-{index:03}", dirs[index % 3])),
+                "attributes": { "content": format!("line {index}\n"), "mode": "0640" },
+            })
+        })
+        .collect();
+    let catalog = machine.catalog(Value::Array(resources));
+    let policy = machine.policy("");
+    let apply = || {
+        let mut command = machine.command(crate::support::WCONVERGE);
+        command
+            .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
+            .arg(&policy)
+            .args(["--format", "json"])
+            .env("WCONVERGE_LOG", "debug");
+        let run = crate::support::Run::of(&mut command);
+        let reads = state_reads(&run.stderr);
+        (run, reads)
+    };
+    let (first, reads) = apply();
+    assert_eq!(first.code, 2, "{first:#?}");
+    assert_eq!(first.json()["summary"]["changed"], 120, "{}", first.stdout);
+    // Once a file changed, the next reads its own state: no batch read for nothing.
+    assert!(reads.len() <= 1, "{reads:?}");
+
+    let (second, reads) = apply();
+    assert_eq!(second.code, 0, "{second:#?}");
+    let mut expected: Vec<(usize, String)> =
+        dirs.iter().map(|dir| (40, machine.file(dir))).collect();
+    let mut seen = reads.clone();
+    seen.sort();
+    expected.sort();
+    assert_eq!(
+        seen, expected,
+        "one call of 40 files per directory: {reads:?}"
+    );
+
+    let tampered = machine.file("b/file-061");
+    std::fs::write(&tampered, "tampered\n").expect("tampered");
+    let (third, _) = apply();
+    assert_eq!(third.code, 2, "{third:#?}");
+    let report = third.json();
+    assert_eq!(report["summary"]["changed"], 1, "{}", third.stdout);
+    assert_eq!(
+        entry(&report, &format!("File[{tampered}]"))["status"],
+        "changed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&tampered).expect("restored"),
+        "line 61\n"
+    );
+}

@@ -1664,3 +1664,100 @@ fn running_with(marker: &str) -> Vec<i32> {
         })
         .collect()
 }
+
+/// Issue 19. `file-metadata.sha256` (the host hashing a file, so that a no-op check
+/// does not stream its content through WASI) opens what `open-at` would open and
+/// nothing else: a regular file inside the call's grants. A FIFO, a socket, a symlink,
+/// a path outside the grants or climbing out of them, a file another user could have
+/// moved into a directory others can write, and a link of hers on the way are each
+/// refused; a huge file ends at the call's wall-clock limit, not after reading it all.
+#[test]
+fn issue_19_the_host_digest_opens_only_what_open_at_would() {
+    let (machine, user, home) = with_attacker();
+    let files = machine.root().join("files");
+    let plain = files.join("plain");
+    std::fs::write(&plain, "hello\n").expect("plain");
+    let fifo = files.join("pipe");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("fifo");
+    let socket = files.join("app.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("socket");
+    std::os::unix::fs::symlink("/etc/passwd", files.join("link")).expect("link");
+    // A directory everyone may write, without the sticky bit, and her file in it.
+    let shared = files.join("shared");
+    std::fs::create_dir(&shared).expect("shared");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    std::fs::write(shared.join("hers"), "hello\n").expect("her file");
+    user.give(&shared.join("hers"));
+    // Her link on the way to a root directory of the grant.
+    let inner = files.join("inner");
+    std::fs::create_dir(&inner).expect("inner");
+    std::fs::write(inner.join("secret"), "root's\n").expect("secret");
+    let her_link = files.join("via-her");
+    std::os::unix::fs::symlink(&inner, &her_link).expect("her link");
+    user.give(&her_link);
+    let huge = files.join("huge");
+    std::fs::File::create(&huge)
+        .and_then(|file| file.set_len(1 << 40))
+        .expect("sparse file");
+    let cases: [(&str, String); 10] = [
+        ("plain", plain.display().to_string()),
+        ("missing", files.join("none").display().to_string()),
+        ("fifo", fifo.display().to_string()),
+        ("socket", socket.display().to_string()),
+        ("link", files.join("link").display().to_string()),
+        ("outside", "/etc/passwd".to_owned()),
+        ("climb", format!("{}/../files/plain", files.display())),
+        ("moved-in", shared.join("hers").display().to_string()),
+        ("via-her", her_link.join("secret").display().to_string()),
+        ("huge", huge.display().to_string()),
+    ];
+    let resources: Vec<serde_json::Value> = cases
+        .iter()
+        .map(|(name, target)| {
+            json!({ "type": "hostile", "title": files.join(format!("{name}.hostile")).to_str().expect("utf-8"),
+                    "attributes": { "action": "sha256", "target": target } })
+        })
+        .collect();
+    let catalog = machine.catalog(serde_json::Value::Array(resources));
+    let policy = policy_for(&machine, &files, "wall_seconds = 2");
+    let (run, took) = run_bounded(
+        &machine,
+        &apply_args(&catalog, &policy),
+        Duration::from_secs(60),
+    );
+    figure(&format!("issue 19: ten host digests in {took:?}"));
+    let report: serde_json::Value =
+        serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{error}: {run:#?}"));
+    let said = |name: &str| {
+        entry(
+            &report,
+            &format!(
+                "Hostile[{}]",
+                files.join(format!("{name}.hostile")).display()
+            ),
+        )
+        .to_string()
+    };
+    let expected = format!("{{sha256}}{}", sha256_of(plain.to_str().expect("utf-8")));
+    assert!(said("plain").contains(&expected), "{}", said("plain"));
+    assert!(said("missing").contains(": None"), "{}", said("missing"));
+    for (name, why) in [
+        ("fifo", "is a FIFO"),
+        ("socket", "is a socket"),
+        ("link", "is a symlink"),
+        ("outside", "outside the directories granted"),
+        ("climb", "without `.`, `..`"),
+        ("moved-in", "could have moved it there"),
+        ("via-her", "owned by uid"),
+        ("huge", "wall-clock limit"),
+    ] {
+        let text = said(name);
+        assert!(text.contains("\"failed\""), "{name}: {text}");
+        assert!(text.contains(why), "{name} should say {why:?}: {text}");
+    }
+    // Only the plain file was hashed: not her file, the link's target, nor the secret
+    // behind her link.
+    assert_eq!(run.stdout.matches("{sha256}").count(), 1, "{}", run.stdout);
+    drop(user);
+    let _ = home;
+}

@@ -141,7 +141,7 @@ pub enum Behaviour {
 }
 
 /// Whether an attribute's value is a path the provider must reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PathAccess {
     None,

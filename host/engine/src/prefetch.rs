@@ -1,23 +1,62 @@
 //! States read many at once (Puppet's prefetch): for a type whose schema sets
-//! `batch_state`, the first of its resources to run reads the state of every resource of
-//! its type and provider that has not run yet, in one call (one read of the package
-//! database for all the packages of a run). After any resource changes the machine, what
-//! was read is dropped, and the next resource reads again for those still to come.
+//! `batch_state`, the first of its resources to run reads the state of the resources of
+//! its batch still to come, in one call (one read of the package database for all the
+//! packages of a run; one call for the files of a directory).
+//!
+//! A batch is the resources of one type and provider whose path attributes ask for the
+//! same directories (the parent of a `read-write` path, a `read` path itself), in run
+//! order, at most [`MAX_BATCH`]: a batched call is granted no more than each of its
+//! resources needs. The host checks that again, and splits what it would not grant as
+//! one.
+//!
+//! After any resource changes the machine, what was read is dropped. The next resource
+//! of a batched type then reads its own state (as in a first run, where most resources
+//! change, a batch would be read for nothing), and each later read of a batch asks for
+//! twice as many as the one before, back up to [`MAX_BATCH`].
 
 use crate::validate::{Prepared, PreparedResource};
 use crate::{LogRecord, PluginHost, State};
 use std::collections::HashMap;
+use wconverge_catalog::{PathAccess, Value};
 
-#[derive(Default)]
+/// The most resources whose states one call reads.
+pub(crate) const MAX_BATCH: usize = 1024;
+
+/// What puts two resources in one batch: type, provider, and the directories they ask
+/// for (each path attribute's name, access and the directory or path it names).
+type BatchKey = (String, String, Vec<(String, PathAccess, String)>);
+
+/// The batches of a run: for each, the run positions of its resources in order; and for
+/// each run position, its batch and its index in that batch's list.
+struct Batches {
+    members: Vec<Vec<usize>>,
+    at: HashMap<usize, (usize, usize)>,
+}
+
 pub(crate) struct Prefetched {
     /// By catalog index.
     states: HashMap<usize, Result<State, String>>,
+    /// Built when the first resource of a batched type runs.
+    batches: Option<Batches>,
+    /// How many resources the next batch read asks for; 0: the next resource reads its
+    /// own state.
+    next: usize,
+}
+
+impl Default for Prefetched {
+    fn default() -> Prefetched {
+        Prefetched {
+            states: HashMap::new(),
+            batches: None,
+            next: MAX_BATCH,
+        }
+    }
 }
 
 impl Prefetched {
     /// The state read for the resource at `position` of the run order, reading it (with
-    /// those to come) if it was not; `None` when its type reads one at a time, or the
-    /// batch could not be read (the resource then reads its own).
+    /// those to come of its batch) if it was not; `None` when its type reads one at a
+    /// time, when it reads its own this time, or when the batch could not be read.
     pub(crate) fn take(
         &mut self,
         prepared: &Prepared,
@@ -34,16 +73,20 @@ impl Prefetched {
         if let Some(state) = self.states.remove(&idx) {
             return Some(state);
         }
-        let batch: Vec<usize> = order[position..]
+        if self.next == 0 {
+            self.next = 2;
+            return None;
+        }
+        let batches = self
+            .batches
+            .get_or_insert_with(|| batches_of(prepared, order));
+        let &(batch, from) = batches.at.get(&position)?;
+        let batch: Vec<usize> = batches.members[batch][from..]
             .iter()
-            .copied()
-            .filter(|&other| {
-                let other_resource = &prepared.resources[other];
-                other_resource.type_name == resource.type_name
-                    && other_resource.provider == resource.provider
-                    && batched(prepared, other_resource)
-            })
+            .take(self.next)
+            .map(|&position| order[position])
             .collect();
+        self.next = (self.next * 2).min(MAX_BATCH);
         let resources: Vec<&PreparedResource> = batch
             .iter()
             .map(|&other| &prepared.resources[other])
@@ -52,7 +95,8 @@ impl Prefetched {
         logs.extend(call.logs);
         match call.outcome {
             Ok(states) if states.len() == batch.len() => {
-                self.states = batch.into_iter().zip(states).collect();
+                // Added to what other batches read: their resources are still to come.
+                self.states.extend(batch.into_iter().zip(states));
                 self.states.remove(&idx)
             }
             _ => None,
@@ -62,6 +106,7 @@ impl Prefetched {
     /// The machine changed: what was read may be stale.
     pub(crate) fn invalidate(&mut self) {
         self.states.clear();
+        self.next = 0;
     }
 }
 
@@ -71,5 +116,59 @@ fn batched(prepared: &Prepared, resource: &PreparedResource) -> bool {
     resource.lazy.is_empty()
         && prepared
             .schema(resource)
-            .is_some_and(|schema| schema.batch_state && schema.context.is_empty())
+            .is_some_and(|schema| schema.batch_state)
+}
+
+/// The batches of the run: run positions grouped by [`BatchKey`], each in run order.
+fn batches_of(prepared: &Prepared, order: &[usize]) -> Batches {
+    let mut index: HashMap<BatchKey, usize> = HashMap::new();
+    let mut batches: Vec<Vec<usize>> = Vec::new();
+    let mut at = HashMap::new();
+    for (position, &idx) in order.iter().enumerate() {
+        let resource = &prepared.resources[idx];
+        if !batched(prepared, resource) {
+            continue;
+        }
+        let key = batch_key(prepared, resource);
+        let batch = *index.entry(key).or_insert_with(|| {
+            batches.push(Vec::new());
+            batches.len() - 1
+        });
+        at.insert(position, (batch, batches[batch].len()));
+        batches[batch].push(position);
+    }
+    Batches {
+        members: batches,
+        at,
+    }
+}
+
+fn batch_key(prepared: &Prepared, resource: &PreparedResource) -> BatchKey {
+    let mut paths = Vec::new();
+    if let Some(schema) = prepared.schema(resource) {
+        for attribute in &schema.attributes {
+            if attribute.path_access == PathAccess::None {
+                continue;
+            }
+            let Some(value) = resource.get(&attribute.name) else {
+                continue;
+            };
+            let values: Vec<&str> = match value.unwrap_sensitive() {
+                Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
+                other => other.as_str().into_iter().collect(),
+            };
+            for path in values {
+                let named = match attribute.path_access {
+                    PathAccess::ReadWrite => path.rsplit_once('/').map_or(path, |(dir, _)| dir),
+                    _ => path,
+                };
+                paths.push((
+                    attribute.name.clone(),
+                    attribute.path_access,
+                    named.to_owned(),
+                ));
+            }
+        }
+    }
+    (resource.type_name.clone(), resource.provider.clone(), paths)
 }

@@ -330,23 +330,6 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             context.push(wanted);
         }
     }
-    if schema.batch_state
-        && let Some(attribute) = attributes
-            .iter()
-            .find(|attribute| attribute.path_access != PathAccess::None)
-    {
-        return Err(format!(
-            "type `{type_name}` asks for batched state reads, but its attribute `{}` is a \
-             path: a batch is granted no directory",
-            attribute.name
-        ));
-    }
-    if schema.batch_state && !context.is_empty() {
-        return Err(format!(
-            "type `{type_name}` asks for batched state reads and for run context; a batch \
-             gets no context"
-        ));
-    }
     Ok(TypeSchema {
         name: type_name.clone(),
         doc: schema.doc.clone(),

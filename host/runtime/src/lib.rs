@@ -123,6 +123,9 @@ pub struct PluginSummary {
     pub requires: Option<String>,
 }
 
+/// The most directories `resolve_path` remembers; past it, it starts again.
+const MAX_RESOLVED_DIRS: usize = 100_000;
+
 /// Runs plugins for the engine.
 pub struct Runtime {
     engine: Engine,
@@ -138,6 +141,8 @@ pub struct Runtime {
     ticker: Once,
     facts: std::sync::OnceLock<(FactGroups, Vec<PluginError>)>,
     suitability: Mutex<HashMap<String, Suitability>>,
+    /// Directories `resolve_path` walked in this run, and where each walk ended.
+    resolved: Mutex<HashMap<String, Option<std::path::PathBuf>>>,
 }
 
 impl Drop for Runtime {
@@ -229,6 +234,7 @@ impl Runtime {
             ticker: Once::new(),
             facts: std::sync::OnceLock::new(),
             suitability: Mutex::new(HashMap::new()),
+            resolved: Mutex::new(HashMap::new()),
         })
     }
 
@@ -570,6 +576,75 @@ impl Runtime {
             result
         })();
         Call::new(outcome, logs)
+    }
+
+    /// One `current-states` call for `batch` (resources that need exactly `grants`), on
+    /// an instance with those grants read-only.
+    fn read_states(
+        &self,
+        plugin: &Plugin,
+        schema: &TypeSchema,
+        grants: &[Arc<Grant>],
+        batch: &[&PreparedResource],
+        logs: &mut Vec<LogRecord>,
+    ) -> Result<Vec<Result<State, String>>, PluginError> {
+        tracing::debug!(
+            plugin = %plugin.policy.name,
+            resources = batch.len(),
+            directories = %grants
+                .iter()
+                .map(|grant| grant.guest.as_str())
+                .collect::<Vec<_>>()
+                .join(" "),
+            "current-states"
+        );
+        let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Inspect, grants)?;
+        instance.store.data_mut().subject = Some((
+            match batch {
+                [one] => one.reference.to_string(),
+                _ => format!("{} resources of type `{}`", batch.len(), schema.name),
+            },
+            wconverge_engine::Secrets::union(batch.iter().map(|resource| resource.secrets())),
+        ));
+        let wits: Vec<_> = batch
+            .iter()
+            .map(|resource| convert::resource_to_wit(resource))
+            .collect();
+        let called = plugin.call(&mut instance, |exports, store| {
+            exports.provider()?.call_current_states(store, &wits)
+        });
+        logs.extend(called.logs);
+        let states = match called.outcome {
+            Ok(states) => {
+                plugin.put_back(instance);
+                states
+            }
+            Err(error) => return Err(error),
+        };
+        if states.len() != batch.len() {
+            return Err(contract_error(
+                plugin,
+                format!(
+                    "`current-states` returned {} states for {} resources",
+                    states.len(),
+                    batch.len()
+                ),
+            ));
+        }
+        states
+            .into_iter()
+            .zip(batch)
+            .map(|(state, resource)| match state {
+                Ok(state) => {
+                    convert::check_state(&state, schema)
+                        .map_err(|message| contract_error(plugin, message))?;
+                    convert::attributes_from_wit(&state)
+                        .map(Ok)
+                        .map_err(|message| contract_error(plugin, message))
+                }
+                Err(message) => Ok(Err(said(resource, &message))),
+            })
+            .collect()
     }
 
     /// The facts of every fact-source plugin of the policy, gathered once per run, each
@@ -966,8 +1041,24 @@ impl PluginHost for Runtime {
             return None;
         }
         let dir = if dir.is_empty() { "/" } else { dir };
-        let walked = walk::walk(std::path::Path::new(dir), walk::Ancestors::Any).ok()?;
-        Some(walked.canonical.join(name).to_string_lossy().into_owned())
+        // Once per directory and run: a path only names a resource here (two names of
+        // one file are one resource), nothing is opened by it.
+        let mut resolved = self.resolved.lock().expect("resolved paths lock");
+        if !resolved.contains_key(dir) && resolved.len() >= MAX_RESOLVED_DIRS {
+            resolved.clear();
+        }
+        let canonical = resolved.entry(dir.to_owned()).or_insert_with(|| {
+            walk::walk(std::path::Path::new(dir), walk::Ancestors::Any)
+                .ok()
+                .map(|walked| walked.canonical)
+        });
+        Some(
+            canonical
+                .as_ref()?
+                .join(name)
+                .to_string_lossy()
+                .into_owned(),
+        )
     }
 
     fn home_of(&self, user: &str) -> Option<String> {
@@ -1094,55 +1185,65 @@ impl PluginHost for Runtime {
         let Some(first) = resources.first() else {
             return Call::new(Ok(Vec::new()), Vec::new());
         };
-        // No directory: a type that reads in batches has no path attributes (checked
-        // when its schema was loaded).
-        self.session(first, Phase::Inspect, |plugin, schema, instance, logs| {
+        let mut logs = Vec::new();
+        let outcome = (|| {
+            let plugin = self.plugin(&first.provider)?;
+            let schema = plugin.schemas.get(&first.type_name).ok_or_else(|| {
+                PluginError::new(
+                    &first.provider,
+                    PluginErrorKind::Load,
+                    format!("it does not provide type `{}`", first.type_name),
+                )
+            })?;
             if !schema.batch_state {
                 return Err(contract_error(
-                    plugin,
+                    &plugin,
                     format!("type `{}` does not read its states in batches", schema.name),
                 ));
             }
-            let wits: Vec<_> = resources
-                .iter()
-                .map(|resource| convert::resource_to_wit(resource))
-                .collect();
-            instance.store.data_mut().subject = Some((
-                format!("{} resources of type `{}`", resources.len(), schema.name),
-                wconverge_engine::Secrets::union(
-                    resources.iter().map(|resource| resource.secrets()),
-                ),
-            ));
-            let called = plugin.call(instance, |exports, store| {
-                exports.provider()?.call_current_states(store, &wits)
-            });
-            logs.extend(called.logs);
-            let states = called.outcome?;
-            if states.len() != resources.len() {
-                return Err(contract_error(
-                    plugin,
-                    format!(
-                        "`current-states` returned {} states for {} resources",
-                        states.len(),
-                        resources.len()
-                    ),
-                ));
-            }
-            states
-                .into_iter()
-                .zip(resources)
-                .map(|(state, resource)| match state {
-                    Ok(state) => {
-                        convert::check_state(&state, schema)
-                            .map_err(|message| contract_error(plugin, message))?;
-                        convert::attributes_from_wit(&state)
-                            .map(Ok)
-                            .map_err(|message| contract_error(plugin, message))
+            let mut results: Vec<Option<Result<State, String>>> = vec![None; resources.len()];
+            // Each resource's directories, checked (and recorded) for it as for a call of
+            // its own; resources are read together only when they need exactly the same
+            // ones, so no call sees more than each of its resources needs.
+            let mut groups: Vec<(Vec<Arc<Grant>>, Vec<usize>)> = Vec::new();
+            for (position, resource) in resources.iter().enumerate() {
+                if resource.provider != first.provider || resource.type_name != first.type_name {
+                    results[position] = Some(Err(format!(
+                        "{} is not of type `{}` with provider `{}`",
+                        resource.reference, first.type_name, first.provider
+                    )));
+                    continue;
+                }
+                match self.grants_for(&plugin, resource, schema, Phase::Inspect) {
+                    Ok(grants) => {
+                        let same = |other: &Vec<Arc<Grant>>| {
+                            other.len() == grants.len()
+                                && other.iter().zip(&grants).all(|(a, b)| Arc::ptr_eq(a, b))
+                        };
+                        match groups.iter_mut().find(|(other, _)| same(other)) {
+                            Some((_, members)) => members.push(position),
+                            None => groups.push((grants, vec![position])),
+                        }
                     }
-                    Err(message) => Ok(Err(said(resource, &message))),
-                })
-                .collect()
-        })
+                    Err(error) => results[position] = Some(Err(error.to_string())),
+                }
+            }
+            for (grants, members) in groups {
+                let batch: Vec<&PreparedResource> = members
+                    .iter()
+                    .map(|&position| resources[position])
+                    .collect();
+                let states = self.read_states(&plugin, schema, &grants, &batch, &mut logs)?;
+                for (position, state) in members.into_iter().zip(states) {
+                    results[position] = Some(state);
+                }
+            }
+            Ok(results
+                .into_iter()
+                .map(|result| result.unwrap_or_else(|| Err("its state was not read".to_owned())))
+                .collect())
+        })();
+        Call::new(outcome, logs)
     }
 
     fn apply(&self, resource: &PreparedResource, changes: &[Change]) -> Call<()> {

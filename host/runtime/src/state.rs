@@ -18,6 +18,10 @@ use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
 use wconverge_engine::Secrets;
 use wconverge_engine::{Level, LogRecord};
 
+/// How much of a file the host reads at a time to hash it (`file-metadata.sha256`),
+/// checking the call's limits between reads.
+const SHA256_CHUNK: usize = 64 * 1024;
+
 /// What a call may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Phase {
@@ -569,6 +573,110 @@ impl file_metadata::Host for PluginState {
             group: self.shared.group(stat.st_gid),
             size: u64::try_from(stat.st_size).unwrap_or(0),
         }))
+    }
+
+    fn sha256(&mut self, path: String) -> Result<Option<String>, String> {
+        use sha2::Digest;
+        use std::io::Read;
+        let (grant, rest) = self.locate(&path)?;
+        if rest.is_empty() {
+            return Err(format!("`{path}` is a directory granted to this call"));
+        }
+        // Resolved as `open-at` resolves it: by descriptor beneath the grant, links on
+        // the way followed only where `walk::link_trust` allows, the entry itself never.
+        let found = match crate::walk::beneath(&grant.fd, rest, false, &grant.canonical) {
+            Ok(found) => found,
+            Err(crate::walk::BeneathError::Errno(
+                rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR,
+            )) => return Ok(None),
+            Err(crate::walk::BeneathError::Errno(errno)) => {
+                return Err(format!("cannot open `{path}`: {errno}"));
+            }
+            Err(crate::walk::BeneathError::Escape) => {
+                return Err(format!("`{path}` leads out of the directories granted"));
+            }
+            Err(crate::walk::BeneathError::Untrusted(why)) => {
+                return Err(self.refused("file-metadata", &path, why.to_string()));
+            }
+        };
+        let parent = found.parent(&grant.fd);
+        let shown = std::path::Path::new(&path);
+        // A special file is refused before it is opened: opening a device can do things.
+        let kind = match found.entry.map(Ok).unwrap_or_else(|| {
+            rustix::fs::statat(parent, found.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+        }) {
+            Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(error) => return Err(format!("cannot stat `{path}`: {error}")),
+        };
+        match kind {
+            FileType::RegularFile => {}
+            FileType::Symlink => {
+                return Err(format!("`{path}` is a symlink; it is not followed"));
+            }
+            FileType::Directory => return Err(format!("`{path}` is a directory")),
+            kind => {
+                return Err(self.refused(
+                    "file-metadata",
+                    &path,
+                    format!(
+                        "`{path}` is {}; wconverge reads only regular files for plugins",
+                        crate::files::kind_name(kind)
+                    ),
+                ));
+            }
+        }
+        let file = match rustix::fs::openat(
+            parent,
+            found.name.as_os_str(),
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) {
+            Ok(file) => file,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(error) => return Err(format!("cannot open `{path}`: {error}")),
+        };
+        let stat =
+            rustix::fs::fstat(&file).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        if kind != FileType::RegularFile {
+            // Swapped in after the look above.
+            return Err(self.refused(
+                "file-metadata",
+                &path,
+                format!(
+                    "`{path}` is {}; wconverge reads only regular files for plugins",
+                    crate::files::kind_name(kind)
+                ),
+            ));
+        }
+        let parent_stat =
+            rustix::fs::fstat(parent).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
+        if let Some(reason) = crate::files::moved_in(&parent_stat, &stat, shown) {
+            return Err(self.refused("file-metadata", &path, reason));
+        }
+        let mut file = std::fs::File::from(file);
+        let mut hasher = sha2::Sha256::new();
+        // Most managed files are small: no more zeroed buffer than the file needs.
+        let size = usize::try_from(stat.st_size).unwrap_or(SHA256_CHUNK);
+        let mut buffer = vec![0u8; size.saturating_add(1).min(SHA256_CHUNK)];
+        loop {
+            // The call's limits hold while the host reads for it: a huge file ends in an
+            // error at the time limit, not in a call that never returns.
+            if self.stop_reason().is_some() {
+                return Err(format!(
+                    "reading `{path}` to hash it went past the call's limits"
+                ));
+            }
+            let read = match file.read(&mut buffer) {
+                Ok(0) => break,
+                Ok(read) => read,
+                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(error) => return Err(format!("cannot read `{path}`: {error}")),
+            };
+            hasher.update(&buffer[..read]);
+        }
+        Ok(Some(crate::cache::hex(&hasher.finalize())))
     }
 
     fn set_mode(&mut self, path: String, mode: u32) -> Result<(), String> {

@@ -54,6 +54,9 @@ fn schema() -> TypeSchema {
          Attributes and values are Puppet's.",
     )
     .context(RunContext::ManagedBeneath)
+    // The files of a directory are checked in one call (each call is granted only the
+    // directory its files need); the run context (`managed`) is only for planning.
+    .batch_state()
     .attribute(
         Attribute::new("path", DataType::String, "Absolute path of the file.")
             .namevar()

@@ -443,8 +443,8 @@ fn differs(source: &str, path: &str, stat: &FileStat) -> Result<bool> {
     let wanted = std::fs::File::open(source)
         .and_then(digest::sha256_reader)
         .map_err(|error| Error::new(format!("cannot read source `{source}`: {error}")))?;
-    match std::fs::File::open(path).and_then(digest::sha256_reader) {
-        Ok(found) => Ok(found != wanted),
+    match metadata::sha256(path) {
+        Ok(found) => Ok(found.as_ref() != Some(&wanted)),
         Err(error) => {
             log::warning(&format!(
                 "cannot read `{path}` to compare it ({error}); it is replaced by a copy of \

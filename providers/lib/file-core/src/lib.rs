@@ -164,9 +164,11 @@ pub fn file_state_of(resource: &Resource, path: &str, stat: Option<FileStat>) ->
             } else {
                 // A file the host will not let it read (one another user could have put
                 // there) is not compared: it is replaced with the declared content.
-                let digest = std::fs::File::open(path).and_then(digest::sha256_reader);
-                match digest {
-                    Ok(digest) => state.set("content", digest),
+                // Hashed by the host: the content never streams through WASI.
+                match metadata::sha256(path) {
+                    Ok(Some(digest)) => state.set("content", digest),
+                    // Gone since the look above.
+                    Ok(None) => return Ok(State::new().with("ensure", "absent")),
                     Err(error) => {
                         log::warning(&format!(
                             "cannot read `{path}` to compare it ({error}); it is replaced \

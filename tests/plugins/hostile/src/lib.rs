@@ -39,6 +39,7 @@ impl Provider for Hostile {
                             "hoard_listings",
                             "hoard_files",
                             "stat",
+                            "sha256",
                             "chmod",
                             "remove",
                             "lie_state",
@@ -133,6 +134,11 @@ impl Provider for Hostile {
             "stat" => {
                 let stat = wconverge_sdk::metadata::stat(target)?;
                 log::notice(&format!("stat of `{target}`: {stat:?}"));
+                Ok(())
+            }
+            "sha256" => {
+                let digest = wconverge_sdk::metadata::sha256(target)?;
+                log::notice(&format!("sha256 of `{target}`: {digest:?}"));
                 Ok(())
             }
             "chmod" => wconverge_sdk::metadata::set_mode(target, 0o4777),
