@@ -18,63 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-const WCONVERGE: &str = env!("CARGO_BIN_EXE_wconverge");
-
-struct Sample {
-    wall: Duration,
-    peak_rss_kib: i64,
-    exit_code: i32,
-}
-
-/// In the helper process: runs the command, then reports its wall time and its peak
-/// RSS (the maximum over this helper's children, of which there is one).
-fn measure_child(command: &[String]) -> ! {
-    let started = Instant::now();
-    let status = Command::new(&command[0])
-        .args(&command[1..])
-        .stdout(std::process::Stdio::null())
-        .status()
-        .expect("the measured command starts");
-    let wall = started.elapsed();
-    let usage = nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)
-        .expect("getrusage");
-    println!(
-        "{} {} {}",
-        wall.as_nanos(),
-        usage.max_rss(),
-        status.code().unwrap_or(-1)
-    );
-    std::process::exit(0);
-}
-
-fn measure(args: &[&str], env: &[(&str, &Path)]) -> Sample {
-    let mut command = Command::new(std::env::current_exe().expect("own path"));
-    command.arg("--measure-child").arg(WCONVERGE).args(args);
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    let output = command.output().expect("helper runs");
-    let text = String::from_utf8_lossy(&output.stdout);
-    let fields: Vec<i64> = text
-        .split_whitespace()
-        .map(|field| field.parse().expect("helper prints numbers"))
-        .collect();
-    assert_eq!(fields.len(), 3, "helper output: {text}");
-    Sample {
-        wall: Duration::from_nanos(u64::try_from(fields[0]).expect("positive")),
-        peak_rss_kib: fields[1],
-        exit_code: i32::try_from(fields[2]).expect("exit code"),
-    }
-}
-
-fn median(mut values: Vec<Duration>) -> Duration {
-    values.sort();
-    values[values.len() / 2]
-}
-
-fn ms(duration: Duration) -> String {
-    format!("{:.1} ms", duration.as_secs_f64() * 1000.0)
-}
+mod support;
+use support::{Sample, cores, load, measure, median, ms};
 
 struct Bench {
     root: PathBuf,
@@ -197,10 +142,7 @@ fn native_noop(files: &[(PathBuf, String)]) -> Duration {
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    if let Some(position) = args.iter().position(|arg| arg == "--measure-child") {
-        measure_child(&args[position + 1..]);
-    }
+    support::serve_as_helper();
     let bench = Bench::new();
     let env = bench.env();
     let policy = bench.policy();
@@ -210,7 +152,7 @@ fn main() {
         cores(),
         load()
     );
-    println!("binary: {WCONVERGE}\n");
+    println!("binary: {}\n", support::WCONVERGE);
 
     let empty = bench.root.join("empty.json");
     std::fs::write(&empty, r#"{"format_version": 1, "resources": []}"#).expect("empty");
@@ -524,14 +466,7 @@ fn noop_median(manifest: &Path, env: &[(&str, &Path)]) -> (Duration, i64) {
         samples.iter().all(|sample| sample.exit_code == 0),
         "a no-op"
     );
-    (
-        median(samples.iter().map(|sample| sample.wall).collect()),
-        samples
-            .iter()
-            .map(|sample| sample.peak_rss_kib)
-            .max()
-            .unwrap_or(0),
-    )
+    support::summary(&samples)
 }
 
 fn native_copy(source: &Path, dest: &Path, files: &[(usize, PathBuf)]) -> Duration {
@@ -576,19 +511,4 @@ fn native_compare(source: &Path, dest: &Path, files: &[(usize, PathBuf)]) -> Dur
     }
     assert_eq!(same, files.len());
     started.elapsed()
-}
-
-fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
-}
-
-fn load() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|text| {
-            text.split_whitespace()
-                .take(3)
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
-        .unwrap_or_else(|_| "unknown".to_owned())
 }

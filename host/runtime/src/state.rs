@@ -660,10 +660,11 @@ impl file_metadata::Host for PluginState {
         // Most managed files are small: no more zeroed buffer than the file needs.
         let size = usize::try_from(stat.st_size).unwrap_or(SHA256_CHUNK);
         let mut buffer = vec![0u8; size.saturating_add(1).min(SHA256_CHUNK)];
+        let mut hashed = 0usize;
         loop {
             // The call's limits hold while the host reads for it: a huge file ends in an
             // error at the time limit, not in a call that never returns.
-            if self.stop_reason().is_some() {
+            if hashed >= SHA256_CHUNK && self.stop_reason().is_some() {
                 return Err(format!(
                     "reading `{path}` to hash it went past the call's limits"
                 ));
@@ -675,6 +676,7 @@ impl file_metadata::Host for PluginState {
                 Err(error) => return Err(format!("cannot read `{path}`: {error}")),
             };
             hasher.update(&buffer[..read]);
+            hashed = hashed.saturating_add(read);
         }
         Ok(Some(crate::cache::hex(&hasher.finalize())))
     }

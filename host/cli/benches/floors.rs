@@ -1,0 +1,349 @@
+//! Issue 19's table: each workload through the release `wconverge` binary (whole
+//! processes, medians, peak RSS) against its floor measured in the same run by a small
+//! native program here:
+//!
+//! - `apply` of an empty `.wcv` manifest with the built-in policy, against `apply` of
+//!   an empty JSON catalog;
+//! - a no-op re-apply of 5,000 files, against a loop that `lstat`s, opens, reads and
+//!   compares each file;
+//! - 200 `exec` resources whose `unless` guard (`test -e FILE`) holds, against 200
+//!   spawns of `/bin/sh -c 'test -e FILE'` with their output captured;
+//! - the first apply of 5,000 files, against a loop that writes each as the file
+//!   provider must (a temporary file, `fchmod`, `write`, `fsync`, `rename`, `fsync` of
+//!   the directory);
+//! - `wconverge compile` of 50,000 resources (defaults, classes, 5,000 defined type
+//!   instances, a collector realizing 5,000 virtual resources): no floor, a target.
+//!
+//! Prints a Markdown table; asserts nothing about time. Run it with `scripts/bench` (or
+//! `cargo bench -p wconverge-cli --bench floors`).
+
+#![expect(clippy::print_stdout, reason = "a benchmark prints its figures")]
+
+mod support;
+
+#[path = "../../lang/benches/support/manifest.rs"]
+mod manifest;
+
+use std::io::{Read, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::{Sample, cores, load, measure, median, ms, summary};
+
+const FILES: usize = 5_000;
+const GUARDS: usize = 200;
+
+/// One row of the table.
+struct Row {
+    workload: &'static str,
+    wall: Duration,
+    rss_kib: i64,
+    floor: Option<Duration>,
+    target: &'static str,
+}
+
+struct Bench {
+    root: PathBuf,
+    cache: PathBuf,
+    state: PathBuf,
+}
+
+impl Bench {
+    fn new() -> Bench {
+        let root = std::env::temp_dir().join(format!("wcv-floors-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("files")).expect("bench dir");
+        Bench {
+            cache: root.join("cache"),
+            state: root.join("state"),
+            root,
+        }
+    }
+
+    fn env(&self) -> Vec<(&'static str, &Path)> {
+        vec![
+            ("WCONVERGE_CACHE_DIR", self.cache.as_path()),
+            ("WCONVERGE_STATE_DIR", self.state.as_path()),
+        ]
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.root.join(name).to_str().expect("utf-8").to_owned()
+    }
+
+    /// A policy granting the file plugin `files/` read-write.
+    fn file_policy(&self) -> String {
+        let path = self.path("policy.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[plugins.file]\nsource = \"builtin\"\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+                self.root.join("files").display()
+            ),
+        )
+        .expect("policy");
+        path
+    }
+
+    /// A catalog of [`FILES`] files under `files/NAME-DDD/`, 100 per directory, and
+    /// each file with its content.
+    fn files_catalog(&self, name: &str) -> (String, Vec<(PathBuf, String)>) {
+        let mut resources = Vec::with_capacity(FILES);
+        let mut files = Vec::with_capacity(FILES);
+        for index in 0..FILES {
+            let dir = self
+                .root
+                .join("files")
+                .join(format!("{name}-{:03}", index / 100));
+            std::fs::create_dir_all(&dir).expect("dir");
+            let path = dir.join(format!("file-{index:05}.conf"));
+            let content = content(index);
+            resources.push(serde_json::json!({
+                "type": "file",
+                "title": path.to_str().expect("utf-8"),
+                "attributes": { "content": content, "mode": "0644" },
+            }));
+            files.push((path, content));
+        }
+        let catalog = serde_json::json!({ "format_version": 1, "resources": resources });
+        let path = self.path(&format!("{name}.json"));
+        std::fs::write(&path, serde_json::to_string(&catalog).expect("json")).expect("catalog");
+        (path, files)
+    }
+}
+
+fn content(index: usize) -> String {
+    format!(
+        "# managed by wconverge\nkey = value-{index}\n{}\n",
+        "x".repeat(150)
+    )
+}
+
+fn main() {
+    support::serve_as_helper();
+    let bench = Bench::new();
+    let env = bench.env();
+    println!(
+        "issue 19's table ({} cores, load average {}); binary: {}\n",
+        cores(),
+        load(),
+        support::WCONVERGE
+    );
+    let rows = [
+        startup(&bench, &env),
+        noop(&bench, &env),
+        guards(&bench, &env),
+        first_apply(&bench, &env),
+        compile(&bench, &env),
+    ];
+    println!("| workload | wconverge | peak RSS | floor | ratio | target |");
+    println!("| --- | ---: | ---: | ---: | ---: | --- |");
+    for row in rows {
+        let (floor, ratio) = match row.floor {
+            Some(floor) => (
+                ms(floor),
+                format!("{:.2}x", row.wall.as_secs_f64() / floor.as_secs_f64()),
+            ),
+            None => (String::new(), String::new()),
+        };
+        println!(
+            "| {} | {} | {} MiB | {floor} | {ratio} | {} |",
+            row.workload,
+            ms(row.wall),
+            row.rss_kib / 1024,
+            row.target
+        );
+    }
+    let _ = std::fs::remove_dir_all(&bench.root);
+}
+
+/// `apply` of an empty manifest (the compiler needs every plugin's types: from the
+/// cache, no plugin loaded) against `apply` of an empty catalog.
+fn startup(bench: &Bench, env: &[(&str, &Path)]) -> Row {
+    let manifest = bench.path("empty.wcv");
+    std::fs::write(&manifest, "").expect("manifest");
+    let catalog = bench.path("empty.json");
+    std::fs::write(&catalog, r#"{"format_version": 1, "resources": []}"#).expect("catalog");
+    // The first run fills the plugin cache: a once-per-machine cost.
+    let _ = measure(&["apply", &manifest], env);
+    let mut wcv = Vec::new();
+    let mut json = Vec::new();
+    for _ in 0..21 {
+        wcv.push(measure(&["apply", &manifest], env));
+        json.push(measure(&["apply", &catalog], env));
+    }
+    let (wall, rss_kib) = summary(&wcv);
+    Row {
+        workload: "`apply` of an empty `.wcv` manifest (floor: `apply` of an empty JSON catalog)",
+        wall,
+        rss_kib,
+        floor: Some(summary(&json).0),
+        target: "<= 2x, under 10 ms",
+    }
+}
+
+/// What the file provider checks on a no-op, natively: the entry is a regular file, its
+/// mode, its content.
+fn native_noop(files: &[(PathBuf, String)]) -> Duration {
+    let started = Instant::now();
+    let mut in_sync = 0usize;
+    let mut buffer = Vec::new();
+    for (path, content) in files {
+        let metadata = std::fs::symlink_metadata(path).expect("stat");
+        buffer.clear();
+        std::fs::File::open(path)
+            .and_then(|mut file| file.read_to_end(&mut buffer))
+            .expect("read");
+        if metadata.file_type().is_file()
+            && metadata.mode() & 0o7777 == 0o644
+            && buffer == content.as_bytes()
+        {
+            in_sync += 1;
+        }
+    }
+    assert_eq!(in_sync, files.len());
+    started.elapsed()
+}
+
+fn noop(bench: &Bench, env: &[(&str, &Path)]) -> Row {
+    let policy = bench.file_policy();
+    let (catalog, files) = bench.files_catalog("noop");
+    let first = measure(&["apply", &catalog, "--policy", &policy], env);
+    assert_eq!(first.exit_code, 2, "the first apply creates the files");
+    let mut samples = Vec::new();
+    let mut floors = Vec::new();
+    for _ in 0..7 {
+        samples.push(measure(&["apply", &catalog, "--policy", &policy], env));
+        floors.push(native_noop(&files));
+    }
+    assert!(
+        samples.iter().all(|sample| sample.exit_code == 0),
+        "a no-op"
+    );
+    let (wall, rss_kib) = summary(&samples);
+    Row {
+        workload: "no-op re-apply of 5,000 files (floor: `lstat`, open, read, compare)",
+        wall,
+        rss_kib,
+        floor: Some(median(floors)),
+        target: "<= 3x",
+    }
+}
+
+/// 200 spawns of `/bin/sh -c 'test -e FILE'`, output captured, as a guard's is.
+fn native_guards(marker: &str) -> Duration {
+    let started = Instant::now();
+    for _ in 0..GUARDS {
+        let output = Command::new("/bin/sh")
+            .args(["-c", &format!("test -e {marker}")])
+            .env_clear()
+            .stdin(Stdio::null())
+            .output()
+            .expect("sh runs");
+        assert!(output.status.success());
+    }
+    started.elapsed()
+}
+
+fn guards(bench: &Bench, env: &[(&str, &Path)]) -> Row {
+    let marker = bench.path("files/done");
+    std::fs::write(&marker, "").expect("marker");
+    let mut text = String::new();
+    for index in 0..GUARDS {
+        text.push_str(&format!(
+            "exec {{ 'step {index}': command => '/bin/true', unless => 'test -e {marker}' }}\n"
+        ));
+    }
+    let manifest = bench.path("guards.wcv");
+    std::fs::write(&manifest, text).expect("manifest");
+    let _ = measure(&["apply", &manifest], env);
+    let mut samples = Vec::new();
+    let mut floors = Vec::new();
+    for _ in 0..7 {
+        samples.push(measure(&["apply", &manifest], env));
+        floors.push(native_guards(&marker));
+    }
+    assert!(
+        samples.iter().all(|sample| sample.exit_code == 0),
+        "every guard holds: nothing runs"
+    );
+    let (wall, rss_kib) = summary(&samples);
+    Row {
+        workload: "200 `exec` no-op guards, `unless => 'test -e ...'` (floor: 200 spawns of `/bin/sh -c`)",
+        wall,
+        rss_kib,
+        floor: Some(median(floors)),
+        target: "<= 1.2x",
+    }
+}
+
+/// Writes each file as the file provider must: a new temporary file, its mode, its
+/// content, `fsync`, `rename` over the name, `fsync` of the directory.
+fn native_first_apply(files: &[(PathBuf, String)]) -> Duration {
+    let started = Instant::now();
+    for (path, content) in files {
+        let dir = path.parent().expect("parent");
+        let temporary = dir.join(format!(
+            ".{}.tmp",
+            path.file_name().expect("name").to_string_lossy()
+        ));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&temporary)
+            .expect("create");
+        file.set_permissions(std::fs::Permissions::from_mode(0o644))
+            .expect("fchmod");
+        file.write_all(content.as_bytes()).expect("write");
+        file.sync_all().expect("fsync");
+        std::fs::rename(&temporary, path).expect("rename");
+        std::fs::File::open(dir)
+            .and_then(|dir| dir.sync_all())
+            .expect("fsync dir");
+    }
+    started.elapsed()
+}
+
+fn first_apply(bench: &Bench, env: &[(&str, &Path)]) -> Row {
+    let policy = bench.file_policy();
+    let mut samples: Vec<Sample> = Vec::new();
+    let mut floors = Vec::new();
+    for round in 0..3 {
+        let (catalog, _) = bench.files_catalog(&format!("first{round}"));
+        let sample = measure(&["apply", &catalog, "--policy", &policy], env);
+        assert_eq!(sample.exit_code, 2, "the first apply creates the files");
+        samples.push(sample);
+        let (_, files) = bench.files_catalog(&format!("native{round}"));
+        floors.push(native_first_apply(&files));
+    }
+    let (wall, rss_kib) = summary(&samples);
+    Row {
+        workload: "first apply of 5,000 files (floor: temporary file, `fchmod`, `write`, `fsync`, `rename`, `fsync` of the directory)",
+        wall,
+        rss_kib,
+        floor: Some(median(floors)),
+        target: "<= 1.15x",
+    }
+}
+
+fn compile(bench: &Bench, env: &[(&str, &Path)]) -> Row {
+    let manifest = bench.path("big.wcv");
+    std::fs::write(&manifest, manifest::manifest()).expect("manifest");
+    let samples: Vec<Sample> = (0..3)
+        .map(|_| measure(&["compile", &manifest], env))
+        .collect();
+    assert!(
+        samples.iter().all(|sample| sample.exit_code == 0),
+        "the manifest compiles"
+    );
+    let (wall, rss_kib) = summary(&samples);
+    Row {
+        workload: "`compile` of 50,000 resources (defaults, classes, 5,000 defines, a collector realizing 5,000 virtual resources)",
+        wall,
+        rss_kib,
+        floor: None,
+        target: "under 1 s, under 150 MiB",
+    }
+}
