@@ -274,11 +274,20 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             } else {
                 wconverge_engine::run(&prepared, &runtime, mode)
             };
+            // One sync per directory the run changed, rather than one per file.
+            let unsynced = runtime.sync_directories();
             match format {
                 ReportFormat::Human => output::report_human(&report),
                 ReportFormat::Json => output::json(&report),
             }
-            let code = u8::try_from(report.exit_code).expect("exit codes are 0 to 6");
+            for problem in &unsynced {
+                output::error(problem);
+            }
+            let mut code = u8::try_from(report.exit_code).expect("exit codes are 0 to 6");
+            if !unsynced.is_empty() {
+                // Puppet's detailed exit codes: 4, failures.
+                code |= 4;
+            }
             // The process ends next, and its memory with it: a catalog of many
             // resources is not freed one value at a time first.
             std::mem::forget((catalog, prepared, report));

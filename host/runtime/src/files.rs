@@ -146,6 +146,7 @@ impl HasData for Audited {
 
 pub(crate) struct View<'a> {
     fs: WasiFilesystemCtxView<'a>,
+    shared: &'a crate::state::Shared,
     paths: &'a mut Paths,
     grants: &'a [Arc<Grant>],
     actor: Actor<'a>,
@@ -174,6 +175,7 @@ fn view(state: &mut PluginState) -> View<'_> {
             ctx: wasi.filesystem(),
             table,
         },
+        shared,
         paths,
         grants,
         actor: Actor {
@@ -682,7 +684,10 @@ impl fs::HostDescriptor for View<'_> {
         self.change("remove-file", target.clone(), |view| {
             let (dir, found) = view.parent_for_change("remove-file", &fd, &path, &target)?;
             rustix::fs::unlinkat(found.parent(&*dir.dir), &found.name, AtFlags::empty())
-                .map_err(|errno| std::io::Error::from(errno).into())
+                .map_err(std::io::Error::from)?;
+            view.shared
+                .changed_directory(found.parent(&*dir.dir), target.parent().unwrap_or(&target));
+            Ok(())
         })
     }
 
@@ -716,7 +721,12 @@ impl fs::HostDescriptor for View<'_> {
                 new.parent(&*new_dir.dir),
                 &new.name,
             )
-            .map_err(|errno| std::io::Error::from(errno).into())
+            .map_err(std::io::Error::from)?;
+            view.shared
+                .changed_directory(new.parent(&*new_dir.dir), to.parent().unwrap_or(&to));
+            view.shared
+                .changed_directory(old.parent(&*old_dir.dir), from.parent().unwrap_or(&from));
+            Ok(())
         })?;
         // A created file keeps its descriptor under its new name; nothing stays known
         // under the name that was replaced.
@@ -958,7 +968,19 @@ impl fs::HostDescriptor for View<'_> {
         fd: Resource<Descriptor>,
         offset: fs::Filesize,
     ) -> FsResult<Resource<streams::OutputStream>> {
-        fs::HostDescriptor::write_via_stream(&mut self.fs, fd, offset)
+        let file = match self.fs.table.get(&fd)? {
+            Descriptor::File(file) => file,
+            Descriptor::Dir(_) => return Err(AsyncErrorCode::IsDirectory.into()),
+        };
+        if file.perms.write_not_permitted() {
+            return Err(AsyncErrorCode::NotPermitted.into());
+        }
+        let stream: streams::OutputStream = Box::new(FileWriter {
+            file: Arc::clone(&file.file),
+            position: offset,
+            failed: None,
+        });
+        Ok(self.fs.table.push(stream)?)
     }
 
     fn append_via_stream(
@@ -1109,6 +1131,69 @@ fn listing_cost(dir: &std::fs::File, budget: usize) -> FsResult<Option<usize>> {
         }
     }
     Ok(Some(cost))
+}
+
+/// A file's output stream that writes on the calling thread. wasmtime-wasi's hands
+/// each write to a thread of its pool and back, which was the first cost of writing a
+/// small file; a regular file's write does not wait on anyone (wconverge refuses FIFOs,
+/// sockets and devices before they are opened).
+struct FileWriter {
+    file: Arc<std::fs::File>,
+    position: u64,
+    /// Reported at the next operation, as wasmtime-wasi's stream does.
+    failed: Option<std::io::Error>,
+}
+
+/// The most one `write` may carry, as wasmtime-wasi's file streams allow.
+const FILE_WRITE_PERMIT: usize = 64 * 1024;
+
+impl FileWriter {
+    fn failure(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        match self.failed.take() {
+            Some(error) => Err(wasmtime_wasi::p2::StreamError::LastOperationFailed(
+                error.into(),
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::Pollable for FileWriter {
+    async fn ready(&mut self) {}
+}
+
+#[wasmtime_wasi::async_trait]
+impl wasmtime_wasi::p2::OutputStream for FileWriter {
+    fn write(&mut self, bytes: bytes::Bytes) -> wasmtime_wasi::p2::StreamResult<()> {
+        use std::os::unix::fs::FileExt;
+        self.failure()?;
+        if bytes.len() > FILE_WRITE_PERMIT {
+            return Err(wasmtime_wasi::p2::StreamError::Trap(wasmtime::format_err!(
+                "a write of {} bytes is more than the {FILE_WRITE_PERMIT} `check-write` permits",
+                bytes.len()
+            )));
+        }
+        match self.file.write_all_at(&bytes, self.position) {
+            Ok(()) => {
+                self.position = self.position.saturating_add(bytes.len() as u64);
+                Ok(())
+            }
+            Err(error) => {
+                self.failed = Some(error);
+                Ok(())
+            }
+        }
+    }
+
+    fn flush(&mut self) -> wasmtime_wasi::p2::StreamResult<()> {
+        self.failure()
+    }
+
+    fn check_write(&mut self) -> wasmtime_wasi::p2::StreamResult<usize> {
+        self.failure()?;
+        Ok(FILE_WRITE_PERMIT)
+    }
 }
 
 fn special_file(target: &Path, kind: FileType) -> String {

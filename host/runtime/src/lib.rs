@@ -146,8 +146,10 @@ pub struct Runtime {
 }
 
 impl Drop for Runtime {
-    /// The cgroups kept for launches go with the runtime.
+    /// The cgroups kept for launches go with the runtime; directories plugins changed
+    /// and no one synced are synced.
     fn drop(&mut self) {
+        let _ = self.shared.sync_directories();
         process::release_cgroups();
     }
 }
@@ -236,6 +238,13 @@ impl Runtime {
             suitability: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Makes durable every directory whose entries plugins changed since the last call
+    /// (a file replaced by a rename, a removal): once per directory, not once per file.
+    /// Returns what could not be synced, each naming its directory.
+    pub fn sync_directories(&self) -> Vec<String> {
+        self.shared.sync_directories()
     }
 
     pub fn policy(&self) -> &Policy {

@@ -72,7 +72,13 @@ pub(crate) struct Shared {
     trail: OnceLock<Arc<Trail>>,
     /// Names for the programs launched, made at the first launch.
     exec_names: OnceLock<Option<crate::process::ExecNames>>,
+    /// Directories whose entries plugins changed (renamed, removed, made) and that are
+    /// not synced yet: `Runtime::sync_directories` makes them durable once each.
+    unsynced: Mutex<HashMap<(u64, u64), (OwnedFd, std::path::PathBuf)>>,
 }
+
+/// The most directories waiting for their sync; past it, those waiting are synced.
+const MAX_UNSYNCED: usize = 1024;
 
 /// Loads the launcher plugin (see `launcher_loader` in the crate root).
 pub(crate) type LauncherLoader = Box<dyn FnOnce() -> LauncherSlot + Send>;
@@ -86,6 +92,61 @@ impl Shared {
         self.exec_names
             .get_or_init(crate::process::ExecNames::create)
             .as_ref()
+    }
+
+    /// Notes that a plugin changed an entry of `dir` (at `path`): the directory is
+    /// synced once, at the end of the run (or when too many wait), not after every
+    /// change. The entry's own content was made durable by its writer; a crash before
+    /// the sync leaves each name with its old file or its new one, never a half-written
+    /// one.
+    pub(crate) fn changed_directory(
+        &self,
+        dir: rustix::fd::BorrowedFd<'_>,
+        path: &std::path::Path,
+    ) {
+        let Ok(stat) = rustix::fs::fstat(dir) else {
+            return;
+        };
+        let key = (stat.st_dev, stat.st_ino);
+        let mut unsynced = self.unsynced.lock().expect("unsynced directories lock");
+        if unsynced.contains_key(&key) {
+            return;
+        }
+        if unsynced.len() >= MAX_UNSYNCED {
+            for (fd, _) in std::mem::take(&mut *unsynced).into_values() {
+                let _ = rustix::fs::fsync(&fd);
+            }
+        }
+        // The directory reopened for reading: the descriptors of walks are `O_PATH`,
+        // which cannot be synced.
+        let Ok(fd) = rustix::fs::openat(
+            dir,
+            ".",
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return;
+        };
+        unsynced.insert(key, (fd, path.to_path_buf()));
+    }
+
+    /// Syncs every directory whose entries changed since the last call: the problems,
+    /// each naming its directory.
+    pub(crate) fn sync_directories(&self) -> Vec<String> {
+        let unsynced =
+            std::mem::take(&mut *self.unsynced.lock().expect("unsynced directories lock"));
+        unsynced
+            .into_values()
+            .filter_map(|(fd, path)| {
+                rustix::fs::fsync(&fd).err().map(|error| {
+                    format!(
+                        "cannot sync directory `{}`: {error}; what changed in it may not \
+                         survive a crash of the machine",
+                        path.display()
+                    )
+                })
+            })
+            .collect()
     }
 
     pub(crate) fn trail(&self) -> Option<&Trail> {
@@ -757,5 +818,36 @@ impl file_metadata::Host for PluginState {
         // since Linux 2.2.13), so a provider that sets the mode first and the owner
         // second never leaves a set-ID file of the wrong owner.
         rustix::fs::chownat(&fd, "", uid, gid, AtFlags::EMPTY_PATH).map_err(failed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shared;
+    use rustix::fd::AsFd;
+
+    #[test]
+    fn a_changed_directory_is_synced_once_however_often_it_changed() {
+        let temp = tempfile::tempdir().expect("temporary directory");
+        let other = tempfile::tempdir().expect("temporary directory");
+        let shared = Shared::default();
+        // As a walk leaves it: an `O_PATH` descriptor, which cannot be synced itself.
+        let path_fd = rustix::fs::open(
+            temp.path(),
+            rustix::fs::OFlags::PATH | rustix::fs::OFlags::DIRECTORY,
+            rustix::fs::Mode::empty(),
+        )
+        .expect("O_PATH");
+        let plain = std::fs::File::open(temp.path()).expect("open");
+        for _ in 0..3 {
+            shared.changed_directory(path_fd.as_fd(), temp.path());
+        }
+        shared.changed_directory(plain.as_fd(), temp.path());
+        let other_fd = std::fs::File::open(other.path()).expect("open");
+        shared.changed_directory(other_fd.as_fd(), other.path());
+        assert_eq!(shared.unsynced.lock().expect("lock").len(), 2);
+        assert_eq!(shared.sync_directories(), Vec::<String>::new());
+        assert!(shared.unsynced.lock().expect("lock").is_empty());
+        assert_eq!(shared.sync_directories(), Vec::<String>::new());
     }
 }

@@ -629,9 +629,12 @@ fn fill_and_rename(
             .map_err(|error| Error::new(format!("cannot back up `{path}`: {error}")))?;
         log::info(&format!("kept the previous content as `{backup}`"));
     }
+    // The content is durable (synced above) before the rename makes it the file's: a
+    // crash leaves the old file or the new one. The directory is not synced here: the
+    // host syncs each directory a run changed once, at its end, rather than once per
+    // file.
     std::fs::rename(temporary, path)
-        .map_err(|error| Error::new(format!("cannot rename `{temporary}` to `{path}`: {error}")))?;
-    sync_dir(split_path(path).0)
+        .map_err(|error| Error::new(format!("cannot rename `{temporary}` to `{path}`: {error}")))
 }
 
 pub fn sync_dir(dir: &str) -> Result<()> {
