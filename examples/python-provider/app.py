@@ -27,6 +27,7 @@ from wit_world.imports.types import (
     AttributeSchema,
     Behaviour,
     Change,
+    Concurrency,
     DataType,
     PathAccess,
     ProviderInfo,
@@ -142,6 +143,8 @@ class WitWorld(wit_world.WitWorld):
                     refreshable=False,
                     context=[],
                     batch_state=False,
+                    # git locks the configuration file: one at a time.
+                    concurrency=Concurrency.ONE_AT_A_TIME,
                 )
             ],
         )

@@ -172,6 +172,11 @@ fn type_schema_to_wit(schema: &TypeSchema) -> wit::TypeSchema {
             .collect(),
         refreshable: schema.refreshable,
         batch_state: schema.batch_state,
+        concurrency: match schema.concurrency {
+            crate::schema::Concurrency::OneAtATime => wit::Concurrency::OneAtATime,
+            crate::schema::Concurrency::PerPath => wit::Concurrency::PerPath,
+            crate::schema::Concurrency::Any => wit::Concurrency::Any,
+        },
         context: schema
             .context
             .iter()

@@ -74,7 +74,7 @@ mod value;
 pub use process::LaunchError;
 pub use resource::{Change, Resource, State};
 pub use schema::{
-    Attribute, Behaviour, DataType, PathAccess, ProviderInfo, RunContext, TypeSchema,
+    Attribute, Behaviour, Concurrency, DataType, PathAccess, ProviderInfo, RunContext, TypeSchema,
 };
 pub use value::Value;
 

@@ -239,6 +239,21 @@ pub struct TypeSchema {
     pub(crate) refreshable: bool,
     pub(crate) context: Vec<RunContext>,
     pub(crate) batch_state: bool,
+    pub(crate) concurrency: Concurrency,
+}
+
+/// Which of a type's resources the host may apply while others run (`apply --jobs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Concurrency {
+    /// One resource of the type and provider at a time: what a type gets unless it says
+    /// otherwise (a package manager holds a lock).
+    #[default]
+    OneAtATime,
+    /// Any number, but never two whose namevar paths are the same or one beneath the
+    /// other (the namevar must be a path).
+    PerPath,
+    /// Any number at once: the resources share nothing.
+    Any,
 }
 
 /// Data of the run a type's resources receive besides their attributes, read with
@@ -267,7 +282,15 @@ impl TypeSchema {
             refreshable: false,
             context: Vec::new(),
             batch_state: false,
+            concurrency: Concurrency::OneAtATime,
         }
+    }
+
+    /// Which of its resources the host may apply at the same time as others; one at a
+    /// time unless it says so.
+    pub fn concurrency(mut self, concurrency: Concurrency) -> Self {
+        self.concurrency = concurrency;
+        self
     }
 
     /// A rule over several attributes in wconverge's manifest language, which the host

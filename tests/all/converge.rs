@@ -105,7 +105,9 @@ fn order_follows_relationships_and_changes_refresh_subscribers() {
         json!([{ "source": "Exec[third]", "target": "Notify[last]", "kind": "before" }]),
     );
     let policy = machine.policy("");
-    let report = machine.apply_json(&catalog, &policy, &[], 2);
+    // One at a time, so that the log shows the order; with more jobs, resources that do
+    // not depend on each other run at once (the report's order stays the same).
+    let report = machine.apply_json(&catalog, &policy, &["--jobs", "1"], 2);
     let order: Vec<String> = report["resources"]
         .as_array()
         .expect("resources")
@@ -530,5 +532,93 @@ pub(crate) fn require_root() {
         euid, "0",
         "this test changes owners and runs programs as another user: run the suite as root, \
          or exclude it with `--skip`"
+    );
+}
+
+/// Issue 19. `apply --jobs N` applies resources that do not depend on each other at
+/// once (here four commands that each take 0.3 s), while one at a time they never
+/// overlap; either way a failure skips its dependents, a change refreshes its
+/// subscriber, and the report is the same, in the same order.
+#[test]
+fn issue_19_independent_resources_apply_at_once_with_the_report_of_one_at_a_time() {
+    let run = |jobs: &str| {
+        let machine = Machine::new();
+        let log = machine.file("log");
+        let step = |name: &str| {
+            json!({ "type": "exec", "title": name, "attributes": {
+                "command": format!("echo start {name} >> {log}; sleep 0.3; echo end {name} >> {log}") } })
+        };
+        let catalog = machine.catalog(json!([
+            step("a"),
+            step("b"),
+            step("c"),
+            step("d"),
+            { "type": "exec", "title": "broken", "attributes": { "command": "exit 3" } },
+            { "type": "exec", "title": "after-broken", "attributes": { "command": "true" },
+              "metaparams": { "require": "Exec[broken]" } },
+            { "type": "file", "title": machine.file("config"), "attributes": { "content": "v1\n" },
+              "metaparams": { "notify": "Exec[reload]" } },
+            { "type": "exec", "title": "reload",
+              "attributes": { "command": "true", "refreshonly": true } },
+        ]));
+        let report = machine.apply_json(&catalog, &machine.policy(""), &["--jobs", jobs], 6);
+        let lines: Vec<String> = std::fs::read_to_string(&log)
+            .expect("log")
+            .lines()
+            .map(str::to_owned)
+            .collect();
+        (report, lines)
+    };
+    let (alone, alone_log) = run("1");
+    let (together, together_log) = run("4");
+    // One at a time, each command ends before the next starts.
+    for pair in alone_log.chunks(2) {
+        assert!(
+            pair[0].starts_with("start ") && pair[1] == pair[0].replace("start", "end"),
+            "{alone_log:?}"
+        );
+    }
+    // Four at once, a command starts while another runs.
+    let overlapping = together_log
+        .windows(2)
+        .any(|pair| pair[0].starts_with("start ") && pair[1].starts_with("start "));
+    assert!(overlapping, "{together_log:?}");
+    assert_eq!(together_log.len(), 8, "{together_log:?}");
+    let shape = |report: &serde_json::Value| -> Vec<String> {
+        report["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .map(|entry| {
+                // Each run has its own directory: names are compared without it.
+                let last = |text: &str| text.rsplit('/').next().unwrap_or_default().to_owned();
+                let triggers: Vec<String> = entry["refresh"]["triggered_by"]
+                    .as_array()
+                    .map(|triggers| {
+                        triggers
+                            .iter()
+                            .map(|trigger| last(trigger.as_str().unwrap_or_default()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                format!(
+                    "{} {} {} {} {triggers:?}",
+                    last(entry["resource"].as_str().unwrap_or_default()),
+                    entry["status"],
+                    entry["failed_dependencies"],
+                    entry["refresh"]["outcome"]
+                )
+            })
+            .collect()
+    };
+    assert_eq!(shape(&alone), shape(&together));
+    assert_eq!(alone["summary"], together["summary"]);
+    assert_eq!(
+        entry(&together, "Exec[after-broken]")["status"],
+        "skipped_failed_dependency"
+    );
+    assert_eq!(
+        entry(&together, "Exec[reload]")["refresh"]["outcome"],
+        "refreshed"
     );
 }

@@ -831,6 +831,8 @@ fn issue_16_an_interrupted_or_killed_wconverge_leaves_no_program_running() {
     let child = machine
         .command(crate::support::WCONVERGE)
         .args(apply_args(&catalog, &policy))
+        // One at a time: the file waits behind the running command, not beside it.
+        .args(["--jobs", "1"])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()

@@ -161,7 +161,11 @@ impl ScriptType {
             )
             .namevar(),
         };
-        let mut schema = TypeSchema::new(&self.name, &self.doc).refreshable();
+        // Commands share nothing the host knows of: any number run at once under
+        // `apply --jobs`.
+        let mut schema = TypeSchema::new(&self.name, &self.doc)
+            .refreshable()
+            .concurrency(wconverge_sdk::Concurrency::Any);
         if self.code == CodeAttribute::Code {
             schema = schema.attribute(
                 Attribute::new("name", DataType::String, "The resource's name; the title.")

@@ -14,8 +14,8 @@ mod value;
 pub use lazy::{LAZY_KEY, Lazy};
 pub use reference::{ResourceRef, display_type_name};
 pub use schema::{
-    AttributeSchema, Behaviour, DataType, HomeDefault, Invariant, PathAccess, RunContext,
-    TypeSchema,
+    AttributeSchema, Behaviour, Concurrency, DataType, HomeDefault, Invariant, PathAccess,
+    RunContext, TypeSchema,
 };
 pub use value::{MAX_DEPTH, Value};
 

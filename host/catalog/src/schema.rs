@@ -292,6 +292,9 @@ pub struct TypeSchema {
     /// The state of its resources is read many at once (Puppet's prefetch).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub batch_state: bool,
+    /// Which of its resources may be applied while others run (`apply --jobs`).
+    #[serde(default, skip_serializing_if = "Concurrency::is_one_at_a_time")]
+    pub concurrency: Concurrency,
     /// The type it inherits from (declared types only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
@@ -301,6 +304,28 @@ pub struct TypeSchema {
     /// Where a declared type was written (`site.wcv:3`); `None` for a provider's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub origin: Option<String>,
+}
+
+/// Which resources of a type may be applied at the same time as others (`apply --jobs`):
+/// what its provider declares.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Concurrency {
+    /// One resource of the type and provider at a time (one package manager at a time).
+    #[default]
+    OneAtATime,
+    /// Any number, but never two whose namevar paths are the same or one beneath the
+    /// other.
+    PerPath,
+    /// Any number at once.
+    Any,
+}
+
+impl Concurrency {
+    /// What a type that says nothing gets.
+    pub fn is_one_at_a_time(&self) -> bool {
+        *self == Concurrency::OneAtATime
+    }
 }
 
 /// Data of the run a type's resources receive besides their attributes.
@@ -338,6 +363,7 @@ impl TypeSchema {
             refreshable: false,
             context: Vec::new(),
             batch_state: false,
+            concurrency: Concurrency::OneAtATime,
             parent: None,
             is_abstract: false,
             origin: None,

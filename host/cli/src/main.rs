@@ -95,6 +95,11 @@ enum Command {
         /// $XDG_STATE_HOME/wconverge; or $WCONVERGE_STATE_DIR).
         #[arg(long, value_name = "DIR")]
         state_dir: Option<PathBuf>,
+        /// How many resources to apply at once (default: the number of cores). A
+        /// resource still waits for those it depends on; the report is the same as
+        /// with `--jobs 1`.
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+        jobs: Option<u16>,
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
@@ -252,6 +257,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             noop,
             format,
             state_dir,
+            jobs,
             runtime,
         } => {
             signals::watch();
@@ -265,14 +271,19 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 return Ok(1);
             };
             let mode = if noop { Mode::Noop } else { Mode::Apply };
+            let jobs = jobs.map_or_else(
+                || std::thread::available_parallelism().map_or(1, usize::from),
+                usize::from,
+            );
             // With lazy values, on the compiler's stack once, so that they evaluate
             // without a thread each (and only then: that thread is a little slower).
-            let report = if has_lazy(&catalog) {
+            // Concurrent runs give each worker such a stack.
+            let report = if has_lazy(&catalog) && jobs == 1 {
                 wconverge_lang::run_on_big_stack(|| {
-                    wconverge_engine::run(&prepared, &runtime, mode)
+                    wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
                 })
             } else {
-                wconverge_engine::run(&prepared, &runtime, mode)
+                wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
             };
             // One sync per directory the run changed, rather than one per file.
             let unsynced = runtime.sync_directories();

@@ -465,6 +465,17 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
     if schema.refreshable {
         text.push_str("  refreshable: reacts to notifications\n");
     }
+    text.push_str(match schema.concurrency {
+        wconverge_catalog::Concurrency::OneAtATime => {
+            "  concurrency: one resource of this type at a time under `apply --jobs`\n"
+        }
+        wconverge_catalog::Concurrency::PerPath => {
+            "  concurrency: at once under `apply --jobs`, never two at one path or beneath it\n"
+        }
+        wconverge_catalog::Concurrency::Any => {
+            "  concurrency: any number at once under `apply --jobs`\n"
+        }
+    });
     if !schema.context.is_empty() {
         let received: Vec<String> = schema
             .context

@@ -16,6 +16,8 @@ pub struct Graph {
     successors: Vec<Vec<(usize, EdgeKind)>>,
     predecessors: Vec<Vec<usize>>,
     order: Vec<usize>,
+    /// `positions[idx]`: where catalog index `idx` is in `order`.
+    positions: Vec<usize>,
 }
 
 impl Graph {
@@ -130,6 +132,7 @@ impl Graph {
             successors,
             predecessors,
             order: Vec::new(),
+            positions: Vec::new(),
         };
         graph.order = graph.topological_order().map_err(|cycles| {
             cycles
@@ -147,6 +150,10 @@ impl Graph {
                 })
                 .collect::<Vec<_>>()
         })?;
+        graph.positions = vec![0; graph.order.len()];
+        for (position, &idx) in graph.order.iter().enumerate() {
+            graph.positions[idx] = position;
+        }
         Ok(graph)
     }
 
@@ -273,6 +280,11 @@ impl Graph {
     /// Catalog indices in application order.
     pub fn order(&self) -> &[usize] {
         &self.order
+    }
+
+    /// Where catalog index `idx` is in the application order.
+    pub fn position(&self, idx: usize) -> usize {
+        self.positions[idx]
     }
 
     /// Resources that must be applied before `idx`.

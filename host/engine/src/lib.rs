@@ -15,12 +15,13 @@ mod redact;
 pub mod report;
 pub use facter::{FACTER_NAMES, facts_value};
 mod run;
+mod schedule;
 mod validate;
 
 pub use graph::Graph;
 pub use guard::{Guard, GuardBody};
 pub use redact::Secrets;
-pub use run::{Mode, run};
+pub use run::{Mode, run, run_with_jobs};
 pub use validate::{ENGINE, Prepared, PreparedResource, Schemas, node_block_schema, prepare};
 
 use std::fmt;

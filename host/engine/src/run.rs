@@ -7,6 +7,7 @@ use crate::report::{
 };
 use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
+use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::Instant;
 use wconverge_catalog::{EdgeKind, NodeAttributes, RunContext, TypeSchema, Value};
 
@@ -19,334 +20,47 @@ pub enum Mode {
     Apply,
 }
 
-/// Runs a prepared catalog. Failures of single resources are outcomes in the report;
-/// this function itself does not fail.
-pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
+/// Runs a prepared catalog, one resource at a time in graph order. Failures of single
+/// resources are outcomes in the report; this function itself does not fail.
+pub fn run(prepared: &Prepared, host: &(dyn PluginHost + Sync), mode: Mode) -> Report {
+    run_with_jobs(prepared, host, mode, 1)
+}
+
+/// Runs a prepared catalog, applying up to `jobs` resources at once: a resource starts
+/// once every resource it depends on has finished, as its type's concurrency allows
+/// (one at a time per type and provider, at different paths, or any), and a resource
+/// that reads or writes node attributes (a `node_block`, a lazy value, a block guard,
+/// the `node` context) runs alone, after everything before it in graph order. Each
+/// resource sees what it would see with `jobs` at 1, and the report lists resources in
+/// graph order whatever finished first.
+pub fn run_with_jobs(
+    prepared: &Prepared,
+    host: &(dyn PluginHost + Sync),
+    mode: Mode,
+    jobs: usize,
+) -> Report {
     let started = Instant::now();
-    let graph = &prepared.graph;
-    let n_resources = prepared.resources.len();
-    let mut statuses: Vec<Option<Status>> = vec![None; n_resources];
-    // For each resource, the resources whose changes notified it.
-    let mut notified_by: Vec<Vec<usize>> = vec![Vec::new(); n_resources];
-    let mut reports = Vec::with_capacity(n_resources);
-    // The node attributes: as compiled, then as `node_block`s write them.
-    let mut node = prepared.node_attributes.clone();
-    // Gathered at the first resource with a requirement, once.
-    let mut facts: Option<Result<wconverge_program::Facts, String>> = None;
-    let declared = wconverge_lang::types::Declared::new(&prepared.types);
+    let shared = Shared {
+        prepared,
+        host,
+        mode,
+        declared: wconverge_lang::types::Declared::new(&prepared.types),
+        node: RwLock::new(prepared.node_attributes.clone()),
+        facts: OnceLock::new(),
+        prefetched: Mutex::new(crate::prefetch::Prefetched::default()),
+    };
+    let finished = if jobs <= 1 {
+        in_order(&shared)
+    } else {
+        crate::schedule::concurrently(&shared, jobs)
+    };
     let mut summary = Summary {
-        resources: n_resources,
+        resources: prepared.resources.len(),
         ..Summary::default()
     };
-    let mut prefetched = crate::prefetch::Prefetched::default();
-    for (position, &idx) in graph.order().iter().enumerate() {
-        let resource = &prepared.resources[idx];
-        let resource_started = Instant::now();
-        let mut report = ResourceReport {
-            resource: resource.reference.to_string(),
-            source: resource.source.clone(),
-            provider: resource.provider.clone(),
-            status: Status::Unchanged,
-            changes: Vec::new(),
-            refresh: None,
-            error: None,
-            failed_dependencies: Vec::new(),
-            requirement: None,
-            unmet_dependencies: Vec::new(),
-            guards: Vec::new(),
-            logs: Vec::new(),
-            duration_ms: 0.0,
-        };
-        let failed_dependencies: Vec<String> = graph
-            .predecessors(idx)
-            .iter()
-            .filter(|dependency| {
-                matches!(
-                    statuses[**dependency],
-                    Some(Status::Failed | Status::SkippedFailedDependency)
-                )
-            })
-            .map(|dependency| graph.reference(*dependency).to_string())
-            .collect();
-        let unmet: Vec<String> = graph
-            .predecessors(idx)
-            .iter()
-            .filter(|dependency| statuses[**dependency] == Some(Status::SkippedByRequirement))
-            .map(|dependency| graph.reference(*dependency).to_string())
-            .collect();
-        let requirement = match &resource.requirement {
-            Some(program) if failed_dependencies.is_empty() && unmet.is_empty() => Some(
-                facts
-                    .get_or_insert_with(|| host.facts())
-                    .as_ref()
-                    .map(|facts| program.evaluate(facts)),
-            ),
-            _ => None,
-        };
-        if let Some(why) = host.interrupted() {
-            report.status = Status::Failed;
-            report.error = Some(format!("not applied: {why}"));
-        } else if !failed_dependencies.is_empty() {
-            report.status = Status::SkippedFailedDependency;
-            report.failed_dependencies = failed_dependencies;
-        } else if !unmet.is_empty() {
-            report.status = Status::SkippedByRequirement;
-            report.unmet_dependencies = unmet;
-        } else if let Some(Err(error)) = &requirement {
-            report.status = Status::Failed;
-            report.error = Some(format!(
-                "its requirement could not be evaluated: the facts could not be gathered: {error}"
-            ));
-        } else if let Some(Ok(verdict)) = &requirement
-            && verdict.exhausted
-        {
-            report.status = Status::Failed;
-            report.error = Some(
-                "its requirement did more work than a resource program may, and was stopped; \
-                 simplify it"
-                    .to_owned(),
-            );
-        } else if let Some(Ok(verdict)) = requirement
-            .as_ref()
-            .filter(|verdict| verdict.as_ref().is_ok_and(|verdict| !verdict.holds))
-        {
-            report.status = Status::SkippedByRequirement;
-            report.requirement = verdict
-                .failed
-                .as_ref()
-                .map(|(line, text)| format!("line {line} does not hold: `{text}`"));
-        } else {
-            let noop = mode == Mode::Noop || resource.noop;
-            // Logs are scrubbed at the end, with the secrets of lazy values too.
-            let mut raw: Vec<LogRecord> = Vec::new();
-            let mut record = |call_logs: Vec<LogRecord>| raw.extend(call_logs);
-            // `$facts` for the lazy values that read it: this machine's, gathered once.
-            let reads_facts = resource
-                .lazy
-                .iter()
-                .map(|(_, lazy)| lazy)
-                .chain(
-                    resource
-                        .guards
-                        .iter()
-                        .filter_map(|guard| match &guard.body {
-                            GuardBody::Block(lazy) => Some(lazy),
-                            GuardBody::Script(_) => None,
-                        }),
-                )
-                .any(|lazy| lazy.expression.contains("facts"));
-            let facts_value = if reads_facts {
-                match facts.get_or_insert_with(|| host.facts()) {
-                    Ok(gathered) => Ok(crate::facts_value(&gathered.groups)),
-                    Err(error) => Err(format!(
-                        "the facts its lazy values read could not be gathered: {error}"
-                    )),
-                }
-            } else {
-                Ok(Value::Hash(Vec::new()))
-            };
-            let guarded = match &facts_value {
-                Ok(facts_value) => guards(
-                    host,
-                    resource,
-                    &node,
-                    facts_value,
-                    &mut report.guards,
-                    &mut record,
-                ),
-                Err(message) => Guarded::Fail(message.clone()),
-            };
-            let facts_value = facts_value.unwrap_or(Value::Undef);
-            // The resource as its provider sees it: lazy values resolved.
-            let mut target = std::borrow::Cow::Borrowed(resource);
-            let planned = match guarded {
-                Guarded::Skip => Ok(Planned::SkippedByGuard),
-                Guarded::Fail(message) => Err(message),
-                Guarded::Apply if resource.provider == ENGINE => {
-                    run_node_block(resource, &mut node, &facts_value, &mut record)
-                }
-                Guarded::Apply => resolve_lazy(
-                    resource,
-                    prepared.schema(resource),
-                    &declared,
-                    &node,
-                    &facts_value,
-                )
-                .and_then(|resolved| {
-                    if let Some(resolved) = resolved {
-                        let Call { outcome, logs } = host.validate(&resolved);
-                        record(logs);
-                        target = std::borrow::Cow::Owned(resolved);
-                        let problems = outcome.map_err(|error| error.to_string())?;
-                        if !problems.is_empty() {
-                            return Err(format!(
-                                "with its lazy values resolved: {}",
-                                problems.join("; ")
-                            ));
-                        }
-                    }
-                    if let Some(filled) = prepared
-                        .schema(resource)
-                        .map(|schema| home_defaults(schema, &target, host))
-                        .transpose()?
-                        .flatten()
-                    {
-                        target = std::borrow::Cow::Owned(filled);
-                    }
-                    if let Some(schema) = prepared
-                        .schema(resource)
-                        .filter(|schema| !schema.context.is_empty())
-                    {
-                        let mut context = Vec::new();
-                        let mut secrets = Vec::new();
-                        for wanted in &schema.context {
-                            let value = match wanted {
-                                RunContext::NodeAttributes => node.merged(),
-                                RunContext::ManagedBeneath => {
-                                    let beneath = schema
-                                        .namevar()
-                                        .and_then(|namevar| target.get(&namevar.name))
-                                        .and_then(Value::as_str)
-                                        .map(|path| prepared.written_beneath(path))
-                                        .unwrap_or_default();
-                                    // Most paths have nothing managed beneath them: no
-                                    // entry means none (and spares a copy of the resource).
-                                    if beneath.is_empty() {
-                                        continue;
-                                    }
-                                    Value::Array(beneath.into_iter().map(Value::String).collect())
-                                }
-                                RunContext::Facts => {
-                                    match facts.get_or_insert_with(|| host.facts()) {
-                                        Ok(facts) => crate::facts_value(&facts.groups),
-                                        Err(error) => {
-                                            return Err(format!(
-                                                "the facts it reads could not be gathered: \
-                                                     {error}"
-                                            ));
-                                        }
-                                    }
-                                }
-                            };
-                            value.collect_secrets(false, &mut secrets);
-                            context.push((wanted.entry().to_owned(), value));
-                        }
-                        if !context.is_empty() {
-                            let mut with_context = target.clone().into_owned();
-                            with_context.context.extend(context);
-                            with_context.secrets.extend(secrets);
-                            target = std::borrow::Cow::Owned(with_context);
-                        }
-                    }
-                    let mut batch_logs = Vec::new();
-                    let current = match prefetched.take(prepared, host, position, &mut batch_logs) {
-                        Some(Err(message)) => {
-                            record(batch_logs);
-                            return Err(message);
-                        }
-                        Some(Ok(state)) => Some(state),
-                        None => None,
-                    };
-                    record(batch_logs);
-                    let Call { outcome, logs } = host.plan(&target, current);
-                    record(logs);
-                    let changes = outcome.map_err(|error| error.to_string())?;
-                    init_only_changes(prepared.schema(resource), &changes)?;
-                    Ok(Planned::Changes(changes))
-                }),
-            };
-            let outcome = match planned {
-                Err(message) => Err(message),
-                Ok(Planned::SkippedByGuard) => Ok((Status::SkippedByGuard, Vec::new())),
-                Ok(Planned::Done) => Ok((Status::Unchanged, Vec::new())),
-                Ok(Planned::Changes(changes)) if changes.is_empty() => {
-                    Ok((Status::Unchanged, changes))
-                }
-                Ok(Planned::Changes(changes)) if noop => Ok((Status::WouldChange, changes)),
-                Ok(Planned::Changes(changes)) => {
-                    // What was read in batches may be stale once anything changes.
-                    prefetched.invalidate();
-                    let Call { outcome, logs } = host.apply(&target, &changes);
-                    record(logs);
-                    outcome
-                        .map(|()| (Status::Changed, changes))
-                        .map_err(|error| error.to_string())
-                }
-            };
-            let secrets = &target.secrets;
-            match outcome {
-                Ok((status, changes)) => {
-                    report.status = status;
-                    let sensitive_attributes = sensitive_attributes(&target);
-                    report.changes = changes
-                        .iter()
-                        .map(|change| change_report(change, secrets, &sensitive_attributes))
-                        .collect();
-                }
-                Err(message) => {
-                    report.status = Status::Failed;
-                    report.error = Some(secrets.scrub(&message));
-                }
-            }
-            let refreshable = prepared
-                .schema(resource)
-                .is_some_and(|schema| schema.refreshable);
-            if refreshable
-                && !notified_by[idx].is_empty()
-                && !matches!(report.status, Status::Failed | Status::SkippedByGuard)
-            {
-                let triggered_by = notified_by[idx]
-                    .iter()
-                    .map(|source| graph.reference(*source).to_string())
-                    .collect();
-                // Puppet's: a resource whose `ensure` just changed (a service just started)
-                // is not refreshed as well; the refresh is unscheduled.
-                let ensure_changed = report
-                    .changes
-                    .iter()
-                    .any(|change| change.attribute == "ensure");
-                let outcome = if ensure_changed {
-                    "unscheduled"
-                } else if noop {
-                    "would_refresh"
-                } else {
-                    prefetched.invalidate();
-                    let Call { outcome, logs } = host.refresh(&target);
-                    record(logs);
-                    match outcome {
-                        Ok(()) => "refreshed",
-                        Err(error) => {
-                            report.status = Status::Failed;
-                            report.error = Some(secrets.scrub(&error.to_string()));
-                            "failed"
-                        }
-                    }
-                };
-                if outcome == "refreshed" {
-                    summary.refreshed += 1;
-                }
-                report.refresh = Some(RefreshReport {
-                    triggered_by,
-                    outcome,
-                });
-            }
-            report.logs = raw
-                .into_iter()
-                .map(|log| LogReport {
-                    level: log.level.as_str(),
-                    message: secrets.scrub(&log.message),
-                })
-                .collect();
-            // Puppet propagates events from noop changes too, as "would refresh".
-            if matches!(report.status, Status::Changed | Status::WouldChange) {
-                for (target, kind) in graph.successors(idx) {
-                    if *kind == EdgeKind::Notify {
-                        notified_by[*target].push(idx);
-                    }
-                }
-            }
-        }
-        match report.status {
+    let mut reports = Vec::with_capacity(finished.len());
+    for outcome in finished {
+        match outcome.report.status {
             Status::Changed => summary.changed += 1,
             Status::Unchanged => summary.unchanged += 1,
             Status::WouldChange => summary.would_change += 1,
@@ -355,9 +69,10 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
             Status::SkippedByGuard => summary.skipped_by_guard += 1,
             Status::SkippedByRequirement => summary.skipped_by_requirement += 1,
         }
-        statuses[idx] = Some(report.status);
-        report.duration_ms = resource_started.elapsed().as_secs_f64() * 1000.0;
-        reports.push(report);
+        if outcome.refreshed {
+            summary.refreshed += 1;
+        }
+        reports.push(outcome.report);
     }
     let exit_code = Report::detailed_exit_code(&summary);
     Report {
@@ -372,6 +87,412 @@ pub fn run(prepared: &Prepared, host: &dyn PluginHost, mode: Mode) -> Report {
         resources: reports,
         exit_code,
     }
+}
+
+/// What the resources of a run share.
+pub(crate) struct Shared<'a> {
+    pub(crate) prepared: &'a Prepared,
+    pub(crate) host: &'a (dyn PluginHost + Sync),
+    mode: Mode,
+    declared: wconverge_lang::types::Declared<'a>,
+    /// The node attributes: as compiled, then as `node_block`s write them.
+    node: RwLock<NodeAttributes>,
+    /// Gathered at the first resource that needs them, once.
+    facts: OnceLock<Result<wconverge_program::Facts, String>>,
+    prefetched: Mutex<crate::prefetch::Prefetched>,
+}
+
+impl Shared<'_> {
+    fn facts(&self) -> &Result<wconverge_program::Facts, String> {
+        self.facts.get_or_init(|| self.host.facts())
+    }
+
+    /// The machine changed (or is changing): what was read in batches may be stale.
+    fn invalidate(&self) {
+        self.prefetched.lock().expect("prefetch lock").invalidate();
+    }
+}
+
+/// What the resources a resource depends on left for it.
+pub(crate) struct Inputs {
+    /// Those that failed, or were skipped because theirs failed.
+    pub(crate) failed_dependencies: Vec<String>,
+    /// Those skipped because their requirement does not hold.
+    pub(crate) unmet: Vec<String>,
+    /// Those whose changes notified it, in graph order.
+    pub(crate) notified_by: Vec<usize>,
+}
+
+impl Inputs {
+    /// From the statuses of the resources finished so far (by catalog index), and the
+    /// notifications they sent.
+    pub(crate) fn of(
+        prepared: &Prepared,
+        idx: usize,
+        statuses: &[Option<Status>],
+        notified_by: &[Vec<usize>],
+    ) -> Inputs {
+        let graph = &prepared.graph;
+        let predecessors = graph.predecessors(idx);
+        let named = |wanted: &dyn Fn(Status) -> bool| {
+            predecessors
+                .iter()
+                .filter(|dependency| statuses[**dependency].is_some_and(wanted))
+                .map(|dependency| graph.reference(*dependency).to_string())
+                .collect()
+        };
+        let mut notified = notified_by[idx].clone();
+        notified.sort_by_key(|&source| graph.position(source));
+        Inputs {
+            failed_dependencies: named(&|status| {
+                matches!(status, Status::Failed | Status::SkippedFailedDependency)
+            }),
+            unmet: named(&|status| status == Status::SkippedByRequirement),
+            notified_by: notified,
+        }
+    }
+}
+
+/// How one resource ended.
+pub(crate) struct Outcome {
+    pub(crate) report: ResourceReport,
+    /// It was refreshed.
+    pub(crate) refreshed: bool,
+}
+
+impl Outcome {
+    /// Whether it notifies those it has `notify` edges to: Puppet propagates events
+    /// from noop changes too, as "would refresh".
+    pub(crate) fn notifies(&self) -> bool {
+        matches!(self.report.status, Status::Changed | Status::WouldChange)
+    }
+}
+
+/// Every resource in graph order, one after the other.
+fn in_order(shared: &Shared<'_>) -> Vec<Outcome> {
+    let prepared = shared.prepared;
+    let graph = &prepared.graph;
+    let n_resources = prepared.resources.len();
+    let mut statuses: Vec<Option<Status>> = vec![None; n_resources];
+    let mut notified_by: Vec<Vec<usize>> = vec![Vec::new(); n_resources];
+    let mut finished = Vec::with_capacity(n_resources);
+    for (position, &idx) in graph.order().iter().enumerate() {
+        let inputs = Inputs::of(prepared, idx, &statuses, &notified_by);
+        let outcome = apply_one(shared, position, inputs);
+        statuses[idx] = Some(outcome.report.status);
+        if outcome.notifies() {
+            for (target, kind) in graph.successors(idx) {
+                if *kind == EdgeKind::Notify {
+                    notified_by[*target].push(idx);
+                }
+            }
+        }
+        finished.push(outcome);
+    }
+    finished
+}
+
+/// One resource, at `position` of the graph order: its dependencies, its requirement,
+/// its guards, then its plan, its changes and its refresh.
+pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) -> Outcome {
+    let prepared = shared.prepared;
+    let host = shared.host;
+    let mode = shared.mode;
+    let graph = &prepared.graph;
+    let idx = graph.order()[position];
+    let mut refreshed = false;
+    let resource = &prepared.resources[idx];
+    let resource_started = Instant::now();
+    let mut report = ResourceReport {
+        resource: resource.reference.to_string(),
+        source: resource.source.clone(),
+        provider: resource.provider.clone(),
+        status: Status::Unchanged,
+        changes: Vec::new(),
+        refresh: None,
+        error: None,
+        failed_dependencies: Vec::new(),
+        requirement: None,
+        unmet_dependencies: Vec::new(),
+        guards: Vec::new(),
+        logs: Vec::new(),
+        duration_ms: 0.0,
+    };
+    let Inputs {
+        failed_dependencies,
+        unmet,
+        notified_by,
+    } = inputs;
+    let requirement = match &resource.requirement {
+        Some(program) if failed_dependencies.is_empty() && unmet.is_empty() => {
+            Some(shared.facts().as_ref().map(|facts| program.evaluate(facts)))
+        }
+        _ => None,
+    };
+    if let Some(why) = host.interrupted() {
+        report.status = Status::Failed;
+        report.error = Some(format!("not applied: {why}"));
+    } else if !failed_dependencies.is_empty() {
+        report.status = Status::SkippedFailedDependency;
+        report.failed_dependencies = failed_dependencies;
+    } else if !unmet.is_empty() {
+        report.status = Status::SkippedByRequirement;
+        report.unmet_dependencies = unmet;
+    } else if let Some(Err(error)) = &requirement {
+        report.status = Status::Failed;
+        report.error = Some(format!(
+            "its requirement could not be evaluated: the facts could not be gathered: {error}"
+        ));
+    } else if let Some(Ok(verdict)) = &requirement
+        && verdict.exhausted
+    {
+        report.status = Status::Failed;
+        report.error = Some(
+            "its requirement did more work than a resource program may, and was stopped; \
+             simplify it"
+                .to_owned(),
+        );
+    } else if let Some(Ok(verdict)) = requirement
+        .as_ref()
+        .filter(|verdict| verdict.as_ref().is_ok_and(|verdict| !verdict.holds))
+    {
+        report.status = Status::SkippedByRequirement;
+        report.requirement = verdict
+            .failed
+            .as_ref()
+            .map(|(line, text)| format!("line {line} does not hold: `{text}`"));
+    } else {
+        let noop = mode == Mode::Noop || resource.noop;
+        // Logs are scrubbed at the end, with the secrets of lazy values too.
+        let mut raw: Vec<LogRecord> = Vec::new();
+        let mut record = |call_logs: Vec<LogRecord>| raw.extend(call_logs);
+        // `$facts` for the lazy values that read it: this machine's, gathered once.
+        let reads_facts = resource
+            .lazy
+            .iter()
+            .map(|(_, lazy)| lazy)
+            .chain(
+                resource
+                    .guards
+                    .iter()
+                    .filter_map(|guard| match &guard.body {
+                        GuardBody::Block(lazy) => Some(lazy),
+                        GuardBody::Script(_) => None,
+                    }),
+            )
+            .any(|lazy| lazy.expression.contains("facts"));
+        let facts_value = if reads_facts {
+            match shared.facts() {
+                Ok(gathered) => Ok(crate::facts_value(&gathered.groups)),
+                Err(error) => Err(format!(
+                    "the facts its lazy values read could not be gathered: {error}"
+                )),
+            }
+        } else {
+            Ok(Value::Hash(Vec::new()))
+        };
+        let guarded = match &facts_value {
+            Ok(facts_value) => guards(
+                host,
+                resource,
+                &shared.node.read().expect("node attributes lock"),
+                facts_value,
+                &mut report.guards,
+                &mut record,
+            ),
+            Err(message) => Guarded::Fail(message.clone()),
+        };
+        let facts_value = facts_value.unwrap_or(Value::Undef);
+        // The resource as its provider sees it: lazy values resolved.
+        let mut target = std::borrow::Cow::Borrowed(resource);
+        let planned = match guarded {
+            Guarded::Skip => Ok(Planned::SkippedByGuard),
+            Guarded::Fail(message) => Err(message),
+            Guarded::Apply if resource.provider == ENGINE => run_node_block(
+                resource,
+                &mut shared.node.write().expect("node attributes lock"),
+                &facts_value,
+                &mut record,
+            ),
+            Guarded::Apply => resolve_lazy(
+                resource,
+                prepared.schema(resource),
+                &shared.declared,
+                &shared.node.read().expect("node attributes lock"),
+                &facts_value,
+            )
+            .and_then(|resolved| {
+                if let Some(resolved) = resolved {
+                    let Call { outcome, logs } = host.validate(&resolved);
+                    record(logs);
+                    target = std::borrow::Cow::Owned(resolved);
+                    let problems = outcome.map_err(|error| error.to_string())?;
+                    if !problems.is_empty() {
+                        return Err(format!(
+                            "with its lazy values resolved: {}",
+                            problems.join("; ")
+                        ));
+                    }
+                }
+                if let Some(filled) = prepared
+                    .schema(resource)
+                    .map(|schema| home_defaults(schema, &target, host))
+                    .transpose()?
+                    .flatten()
+                {
+                    target = std::borrow::Cow::Owned(filled);
+                }
+                if let Some(schema) = prepared
+                    .schema(resource)
+                    .filter(|schema| !schema.context.is_empty())
+                {
+                    let mut context = Vec::new();
+                    let mut secrets = Vec::new();
+                    for wanted in &schema.context {
+                        let value = match wanted {
+                            RunContext::NodeAttributes => {
+                                shared.node.read().expect("node attributes lock").merged()
+                            }
+                            RunContext::ManagedBeneath => {
+                                let beneath = schema
+                                    .namevar()
+                                    .and_then(|namevar| target.get(&namevar.name))
+                                    .and_then(Value::as_str)
+                                    .map(|path| prepared.written_beneath(path))
+                                    .unwrap_or_default();
+                                // Most paths have nothing managed beneath them: no
+                                // entry means none (and spares a copy of the resource).
+                                if beneath.is_empty() {
+                                    continue;
+                                }
+                                Value::Array(beneath.into_iter().map(Value::String).collect())
+                            }
+                            RunContext::Facts => match shared.facts() {
+                                Ok(facts) => crate::facts_value(&facts.groups),
+                                Err(error) => {
+                                    return Err(format!(
+                                        "the facts it reads could not be gathered: \
+                                                 {error}"
+                                    ));
+                                }
+                            },
+                        };
+                        value.collect_secrets(false, &mut secrets);
+                        context.push((wanted.entry().to_owned(), value));
+                    }
+                    if !context.is_empty() {
+                        let mut with_context = target.clone().into_owned();
+                        with_context.context.extend(context);
+                        with_context.secrets.extend(secrets);
+                        target = std::borrow::Cow::Owned(with_context);
+                    }
+                }
+                let mut batch_logs = Vec::new();
+                let current = match shared.prefetched.lock().expect("prefetch lock").take(
+                    prepared,
+                    host,
+                    position,
+                    &mut batch_logs,
+                ) {
+                    Some(Err(message)) => {
+                        record(batch_logs);
+                        return Err(message);
+                    }
+                    Some(Ok(state)) => Some(state),
+                    None => None,
+                };
+                record(batch_logs);
+                let Call { outcome, logs } = host.plan(&target, current);
+                record(logs);
+                let changes = outcome.map_err(|error| error.to_string())?;
+                init_only_changes(prepared.schema(resource), &changes)?;
+                Ok(Planned::Changes(changes))
+            }),
+        };
+        let outcome = match planned {
+            Err(message) => Err(message),
+            Ok(Planned::SkippedByGuard) => Ok((Status::SkippedByGuard, Vec::new())),
+            Ok(Planned::Done) => Ok((Status::Unchanged, Vec::new())),
+            Ok(Planned::Changes(changes)) if changes.is_empty() => Ok((Status::Unchanged, changes)),
+            Ok(Planned::Changes(changes)) if noop => Ok((Status::WouldChange, changes)),
+            Ok(Planned::Changes(changes)) => {
+                // What was read in batches may be stale once anything changes (and
+                // while it changes, for reads other resources make meanwhile).
+                shared.invalidate();
+                let Call { outcome, logs } = host.apply(&target, &changes);
+                shared.invalidate();
+                record(logs);
+                outcome
+                    .map(|()| (Status::Changed, changes))
+                    .map_err(|error| error.to_string())
+            }
+        };
+        let secrets = &target.secrets;
+        match outcome {
+            Ok((status, changes)) => {
+                report.status = status;
+                let sensitive_attributes = sensitive_attributes(&target);
+                report.changes = changes
+                    .iter()
+                    .map(|change| change_report(change, secrets, &sensitive_attributes))
+                    .collect();
+            }
+            Err(message) => {
+                report.status = Status::Failed;
+                report.error = Some(secrets.scrub(&message));
+            }
+        }
+        let refreshable = prepared
+            .schema(resource)
+            .is_some_and(|schema| schema.refreshable);
+        if refreshable
+            && !notified_by.is_empty()
+            && !matches!(report.status, Status::Failed | Status::SkippedByGuard)
+        {
+            let triggered_by = notified_by
+                .iter()
+                .map(|source| graph.reference(*source).to_string())
+                .collect();
+            // Puppet's: a resource whose `ensure` just changed (a service just started)
+            // is not refreshed as well; the refresh is unscheduled.
+            let ensure_changed = report
+                .changes
+                .iter()
+                .any(|change| change.attribute == "ensure");
+            let outcome = if ensure_changed {
+                "unscheduled"
+            } else if noop {
+                "would_refresh"
+            } else {
+                shared.invalidate();
+                let Call { outcome, logs } = host.refresh(&target);
+                shared.invalidate();
+                record(logs);
+                match outcome {
+                    Ok(()) => "refreshed",
+                    Err(error) => {
+                        report.status = Status::Failed;
+                        report.error = Some(secrets.scrub(&error.to_string()));
+                        "failed"
+                    }
+                }
+            };
+            refreshed = outcome == "refreshed";
+            report.refresh = Some(RefreshReport {
+                triggered_by,
+                outcome,
+            });
+        }
+        report.logs = raw
+            .into_iter()
+            .map(|log| LogReport {
+                level: log.level.as_str(),
+                message: secrets.scrub(&log.message),
+            })
+            .collect();
+    }
+    report.duration_ms = resource_started.elapsed().as_secs_f64() * 1000.0;
+    Outcome { report, refreshed }
 }
 
 /// How far a resource got before its changes are made.

@@ -7,7 +7,6 @@ use crate::{
     PluginErrorKind, PluginHost, ProviderChoice, ScriptOutput, ScriptStatus,
 };
 use crate::{PreparedResource, prepare, run};
-use std::cell::RefCell;
 use wconverge_catalog::{
     AttributeSchema, Behaviour, Catalog, DataType, PathAccess, TypeSchema, Value,
 };
@@ -16,7 +15,10 @@ use wconverge_catalog::{
 /// Records every call as `verb title`.
 #[derive(Default)]
 struct MemoryHost {
-    calls: RefCell<Vec<String>>,
+    calls: std::sync::Mutex<Vec<String>>,
+    /// The resources being applied now, and every pair that was applied at once.
+    applying: std::sync::Mutex<Vec<String>>,
+    together: std::sync::Mutex<Vec<(String, String)>>,
 }
 
 fn attribute(name: &str, behaviour: Behaviour, sensitive: bool) -> AttributeSchema {
@@ -88,7 +90,15 @@ impl MemoryHost {
                     },
                 ],
                 context: vec![wconverge_catalog::RunContext::ManagedBeneath],
+                concurrency: wconverge_catalog::Concurrency::PerPath,
                 ..TypeSchema::new("path", "")
+            });
+        }
+        if type_name == "free" {
+            return Some(TypeSchema {
+                attributes: vec![attribute("name", Behaviour::Namevar, false)],
+                concurrency: wconverge_catalog::Concurrency::Any,
+                ..TypeSchema::new("free", "")
             });
         }
         (type_name == "test").then(|| TypeSchema {
@@ -138,11 +148,12 @@ impl PluginHost for MemoryHost {
         _current: Option<crate::State>,
     ) -> Call<Vec<Change>> {
         self.calls
-            .borrow_mut()
+            .lock()
+            .expect("calls")
             .push(format!("plan {}", resource.title));
         for (name, value) in &resource.context {
             if name == "managed" {
-                self.calls.borrow_mut().push(format!(
+                self.calls.lock().expect("calls").push(format!(
                     "managed beneath {}: {}",
                     resource.title,
                     value.display()
@@ -168,8 +179,24 @@ impl PluginHost for MemoryHost {
 
     fn apply(&self, resource: &PreparedResource, _changes: &[Change]) -> Call<()> {
         self.calls
-            .borrow_mut()
+            .lock()
+            .expect("calls")
             .push(format!("apply {}", resource.title));
+        let me = resource.reference.to_string();
+        {
+            let mut applying = self.applying.lock().expect("applying");
+            let mut together = self.together.lock().expect("together");
+            for other in applying.iter() {
+                together.push((other.clone(), me.clone()));
+            }
+            applying.push(me.clone());
+        }
+        // Long enough for another worker to start beside it, if it may.
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.applying
+            .lock()
+            .expect("applying")
+            .retain(|other| *other != me);
         let outcome = match resource.get("state").and_then(Value::as_str) {
             Some("fail") => Err(PluginError::new(
                 "test",
@@ -183,7 +210,8 @@ impl PluginHost for MemoryHost {
 
     fn refresh(&self, resource: &PreparedResource) -> Call<()> {
         self.calls
-            .borrow_mut()
+            .lock()
+            .expect("calls")
             .push(format!("refresh {}", resource.title));
         Call::new(Ok(()), Vec::new())
     }
@@ -219,7 +247,8 @@ impl PluginHost for MemoryHost {
     /// `exit N` exits with N, `sleep` times out, `missing` cannot be launched.
     fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {
         self.calls
-            .borrow_mut()
+            .lock()
+            .expect("calls")
             .push(format!("guard {} in {:?}", script.code, script.cwd));
         let status = match script.code.as_str() {
             "sleep" => ScriptStatus::TimedOut,
@@ -282,7 +311,7 @@ fn a_failure_skips_its_dependents_and_the_rest_go_on() {
     assert_eq!(report.resources[2].failed_dependencies, vec!["Test[b]"]);
     assert_eq!(report.exit_code, 6);
     assert_eq!(
-        *host.calls.borrow(),
+        *host.calls.lock().expect("calls"),
         vec!["plan a", "apply a", "plan d", "apply d"]
     );
 }
@@ -299,7 +328,12 @@ fn a_change_refreshes_its_subscribers_and_noop_only_says_so() {
     let refresh = report.resources[2].refresh.as_ref().expect("refreshed");
     assert_eq!(refresh.triggered_by, vec!["Test[source]"]);
     assert_eq!(refresh.outcome, "refreshed");
-    assert!(host.calls.borrow().contains(&"refresh target".to_owned()));
+    assert!(
+        host.calls
+            .lock()
+            .expect("calls")
+            .contains(&"refresh target".to_owned())
+    );
 
     let host = MemoryHost::default();
     let report = run(&prepared, &host, Mode::Noop);
@@ -309,13 +343,10 @@ fn a_change_refreshes_its_subscribers_and_noop_only_says_so() {
         "would_refresh"
     );
     assert_eq!(report.exit_code, 2);
+    let calls = host.calls.lock().expect("calls").clone();
     assert!(
-        host.calls
-            .borrow()
-            .iter()
-            .all(|call| call.starts_with("plan")),
-        "noop only plans: {:?}",
-        host.calls.borrow()
+        calls.iter().all(|call| call.starts_with("plan")),
+        "noop only plans: {calls:?}"
     );
 }
 
@@ -357,7 +388,7 @@ fn every_schema_problem_is_reported_before_anything_runs() {
             "Nope[d]: unknown type `nope`; no plugin provides it\n  help: check the spelling, or add a plugin that provides it to the policy; `wconverge types` lists the types available",
         ]
     );
-    assert!(host.calls.borrow().is_empty());
+    assert!(host.calls.lock().expect("calls").is_empty());
 }
 
 #[test]
@@ -379,7 +410,7 @@ fn each_resource_runs_with_the_provider_it_was_given() {
         ),
         "{messages:#?}"
     );
-    assert!(host.calls.borrow().is_empty());
+    assert!(host.calls.lock().expect("calls").is_empty());
     let catalog =
         self::catalog(r#"{"type": "test", "title": "c", "metaparams": {"provider": "test"}}"#);
     let prepared = prepare(&catalog, &host).expect("valid");
@@ -417,7 +448,7 @@ fn guards_skip_in_order_and_run_in_noop_too() {
     assert_eq!(report.summary.skipped_by_guard, 2);
     assert_eq!(report.exit_code, 2, "a guard skip is no failure");
     assert_eq!(
-        *host.calls.borrow(),
+        *host.calls.lock().expect("calls"),
         vec![
             "guard exit 1 in None",
             "guard exit 1 in None",
@@ -625,7 +656,7 @@ fn an_init_only_attribute_is_never_changed_on_a_resource_that_exists() {
         );
     }
     assert_eq!(
-        *host.calls.borrow(),
+        *host.calls.lock().expect("calls"),
         vec!["plan a", "plan a"],
         "never applied"
     );
@@ -672,7 +703,7 @@ fn a_path_requires_its_nearest_written_ancestor_and_what_its_attributes_name() {
     assert!(prepared.written_beneath("/srv/ab").is_empty());
     // The provider receives them as its context entry `managed`.
     run(&prepared, &host, Mode::Noop);
-    let calls = host.calls.borrow();
+    let calls = host.calls.lock().expect("calls");
     assert!(
         calls.contains(&"managed beneath /srv/a: ['/srv/a/b', '/srv/a/b/c/d']".to_owned()),
         "{calls:?}"
@@ -683,4 +714,71 @@ fn a_path_requires_its_nearest_written_ancestor_and_what_its_attributes_name() {
             .any(|call| call.starts_with("managed beneath /srv/ab")),
         "nothing managed beneath: no entry; {calls:?}"
     );
+}
+
+#[test]
+fn resources_apply_at_once_as_their_types_allow_and_report_as_one_at_a_time() {
+    let resources = r#"{"type": "test", "title": "t1"},
+           {"type": "test", "title": "t2"},
+           {"type": "test", "title": "t3", "attributes": {"state": "fail"}},
+           {"type": "test", "title": "t4", "metaparams": {"require": "Test[t3]"}},
+           {"type": "free", "title": "f1"},
+           {"type": "free", "title": "f2"},
+           {"type": "free", "title": "f3", "metaparams": {"notify": "Test[t5]"}},
+           {"type": "test", "title": "t5", "attributes": {"state": "same"}},
+           {"type": "path", "title": "/srv/a"},
+           {"type": "path", "title": "/srv/b"}"#;
+    let host = MemoryHost::default();
+    let prepared = prepare(&catalog(resources), &host).expect("valid");
+    let alone = run(&prepared, &host, Mode::Apply);
+    assert!(host.together.lock().expect("together").is_empty());
+    let host = MemoryHost::default();
+    let together = crate::run_with_jobs(&prepared, &host, Mode::Apply, 4);
+    let pairs = host.together.lock().expect("together").clone();
+    // One package manager at a time: no two `test` resources at once.
+    assert!(
+        !pairs
+            .iter()
+            .any(|(a, b)| a.starts_with("Test[") && b.starts_with("Test[")),
+        "{pairs:?}"
+    );
+    // The others did run beside each other.
+    assert!(
+        pairs
+            .iter()
+            .any(|(a, b)| a.starts_with("Free[") && b.starts_with("Free[")),
+        "{pairs:?}"
+    );
+    assert!(
+        pairs
+            .iter()
+            .any(|(a, b)| a.starts_with("Path[") && b.starts_with("Path[")),
+        "{pairs:?}"
+    );
+    // The same report, in the same order: statuses, failures, refreshes.
+    let shape = |report: &crate::report::Report| -> Vec<String> {
+        report
+            .resources
+            .iter()
+            .map(|resource| {
+                format!(
+                    "{} {:?} {:?} {:?} {:?}",
+                    resource.resource,
+                    resource.status,
+                    resource.failed_dependencies,
+                    resource
+                        .refresh
+                        .as_ref()
+                        .map(|refresh| (&refresh.triggered_by, refresh.outcome)),
+                    resource.error
+                )
+            })
+            .collect()
+    };
+    assert_eq!(shape(&alone), shape(&together));
+    assert_eq!(
+        format!("{:?}", alone.summary),
+        format!("{:?}", together.summary)
+    );
+    assert_eq!(alone.exit_code, together.exit_code);
 }

@@ -330,6 +330,17 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             context.push(wanted);
         }
     }
+    if schema.concurrency == wit::Concurrency::PerPath
+        && !attributes.iter().any(|attribute| {
+            attribute.behaviour == Behaviour::Namevar
+                && attribute.path_access == PathAccess::ReadWrite
+        })
+    {
+        return Err(format!(
+            "type `{type_name}` may apply its resources at once per path, but its namevar \
+             is not a `read-write` path"
+        ));
+    }
     Ok(TypeSchema {
         name: type_name.clone(),
         doc: schema.doc.clone(),
@@ -344,6 +355,11 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             .collect(),
         refreshable: schema.refreshable,
         batch_state: schema.batch_state,
+        concurrency: match schema.concurrency {
+            wit::Concurrency::OneAtATime => wconverge_catalog::Concurrency::OneAtATime,
+            wit::Concurrency::PerPath => wconverge_catalog::Concurrency::PerPath,
+            wit::Concurrency::Any => wconverge_catalog::Concurrency::Any,
+        },
         context,
         parent: None,
         is_abstract: false,

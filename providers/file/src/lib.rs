@@ -14,8 +14,8 @@ mod walk;
 
 use wconverge_file_core::{FileAttributes, validate_file};
 use wconverge_sdk::{
-    Attribute, Change, DataType, PathAccess, Provider, ProviderInfo, Resource, Result, RunContext,
-    State, TypeSchema, export_provider,
+    Attribute, Change, Concurrency, DataType, PathAccess, Provider, ProviderInfo, Resource, Result,
+    RunContext, State, TypeSchema, export_provider,
 };
 
 struct FileProvider;
@@ -57,6 +57,8 @@ fn schema() -> TypeSchema {
     // The files of a directory are checked in one call (each call is granted only the
     // directory its files need); the run context (`managed`) is only for planning.
     .batch_state()
+    // Files at different paths are applied at once under `apply --jobs`.
+    .concurrency(Concurrency::PerPath)
     .attribute(
         Attribute::new("path", DataType::String, "Absolute path of the file.")
             .namevar()

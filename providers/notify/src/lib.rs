@@ -5,8 +5,8 @@
 //! and for triggering refreshes.
 
 use wconverge_sdk::{
-    Attribute, Change, DataType, Provider, ProviderInfo, Resource, Result, State, TypeSchema,
-    export_provider, log,
+    Attribute, Change, Concurrency, DataType, Provider, ProviderInfo, Resource, Result, State,
+    TypeSchema, export_provider, log,
 };
 
 struct NotifyProvider;
@@ -18,6 +18,7 @@ impl Provider for NotifyProvider {
                 "notify",
                 "Logs a message at notice level every time it is applied.",
             )
+            .concurrency(Concurrency::Any)
             .attribute(
                 Attribute::new("name", DataType::String, "An arbitrary name; the title.").namevar(),
             )

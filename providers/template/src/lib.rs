@@ -9,8 +9,8 @@ use wconverge_file_core::{
     FileAttributes, file_apply, file_current_state, file_plan, validate_file,
 };
 use wconverge_sdk::{
-    Attribute, Change, DataType, Error, PathAccess, Provider, ProviderInfo, Resource, Result,
-    RunContext, State, TypeSchema, Value, export_provider,
+    Attribute, Change, Concurrency, DataType, Error, PathAccess, Provider, ProviderInfo, Resource,
+    Result, RunContext, State, TypeSchema, Value, export_provider,
 };
 
 struct TemplateProvider;
@@ -55,6 +55,7 @@ fn schema() -> TypeSchema {
     )
     .context(RunContext::NodeAttributes)
     .context(RunContext::Facts)
+    .concurrency(Concurrency::PerPath)
     .attribute(
         Attribute::new("path", DataType::String, "Absolute path of the file.")
             .namevar()

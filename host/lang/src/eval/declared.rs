@@ -204,6 +204,7 @@ impl Evaluator<'_> {
             refreshable: false,
             context: Vec::new(),
             batch_state: false,
+            concurrency: wconverge_catalog::Concurrency::OneAtATime,
             parent: def.parent.as_ref().map(|(parent, _)| {
                 by_name
                     .get(&parent.to_ascii_lowercase())

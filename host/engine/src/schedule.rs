@@ -1,0 +1,257 @@
+//! `apply --jobs N`: up to N resources applied at once, each started as soon as the
+//! resources it depends on have finished and its type's concurrency allows.
+//!
+//! Each resource goes through the same states: waiting for its dependencies, ready,
+//! running, finished. Among the ready ones, the first in graph order that may start
+//! starts: a resource of a `one-at-a-time` type waits while another of its type and
+//! provider runs; one of a `per-path` type while another whose path is the same as its
+//! own, or above or beneath it, runs; and a resource that reads or writes node
+//! attributes waits until everything before it in graph order has finished and runs
+//! alone, so it sees what it would see one resource at a time. What a resource sees of
+//! the others (which failed, which notified it) comes only from those it depends on,
+//! which have all finished before it starts: the report is the same as with `--jobs 1`.
+
+use crate::GuardBody;
+use crate::report::Status;
+use crate::run::{Inputs, Outcome, Shared, apply_one};
+use crate::validate::{ENGINE, Prepared, PreparedResource};
+use std::collections::BTreeSet;
+use std::sync::{Condvar, Mutex};
+use wconverge_catalog::{Concurrency, EdgeKind, RunContext, Value};
+
+/// What may run beside a resource.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Exclusion {
+    /// Nothing: it runs alone, after everything before it.
+    Alone,
+    /// No other resource of its type and provider.
+    Type(String, String),
+    /// No resource whose path is this one, above it or beneath it.
+    Path(String),
+    /// Anything.
+    Nothing,
+}
+
+fn exclusion(prepared: &Prepared, resource: &PreparedResource) -> Exclusion {
+    let schema = prepared.schema(resource);
+    let reads_node = resource.provider == ENGINE
+        || !resource.lazy.is_empty()
+        || resource
+            .guards
+            .iter()
+            .any(|guard| matches!(guard.body, GuardBody::Block(_)))
+        || schema.is_some_and(|schema| schema.context.contains(&RunContext::NodeAttributes));
+    if reads_node {
+        return Exclusion::Alone;
+    }
+    let Some(schema) = schema else {
+        return Exclusion::Alone;
+    };
+    match schema.concurrency {
+        Concurrency::Any => Exclusion::Nothing,
+        Concurrency::PerPath => match schema
+            .namevar()
+            .and_then(|namevar| resource.get(&namevar.name))
+            .and_then(Value::as_str)
+        {
+            Some(path) => Exclusion::Path(path.to_owned()),
+            None => Exclusion::Type(resource.type_name.clone(), resource.provider.clone()),
+        },
+        Concurrency::OneAtATime => {
+            Exclusion::Type(resource.type_name.clone(), resource.provider.clone())
+        }
+    }
+}
+
+/// Whether two paths are one, or one lies beneath the other.
+fn overlap(a: &str, b: &str) -> bool {
+    let (a, b) = (a.trim_end_matches('/'), b.trim_end_matches('/'));
+    let beneath = |inner: &str, outer: &str| {
+        inner == outer
+            || outer.is_empty()
+            || inner
+                .strip_prefix(outer)
+                .is_some_and(|rest| rest.starts_with('/'))
+    };
+    beneath(a, b) || beneath(b, a)
+}
+
+struct State {
+    /// By catalog index: how many of its dependencies have not finished.
+    waiting_on: Vec<usize>,
+    /// By catalog index.
+    statuses: Vec<Option<Status>>,
+    notified_by: Vec<Vec<usize>>,
+    /// Run positions whose dependencies have all finished, not started yet.
+    ready: BTreeSet<usize>,
+    /// Run positions running now.
+    running: BTreeSet<usize>,
+    /// The first run position not finished.
+    first_unfinished: usize,
+    finished: Vec<bool>,
+    n_finished: usize,
+    outcomes: Vec<Option<Outcome>>,
+    /// A worker panicked: the others stop taking resources, and the run panics with it.
+    panicked: Option<Box<dyn std::any::Any + Send>>,
+}
+
+struct Scheduler<'a, 'b> {
+    shared: &'a Shared<'b>,
+    /// By run position.
+    exclusions: Vec<Exclusion>,
+    state: Mutex<State>,
+    changed: Condvar,
+}
+
+impl Scheduler<'_, '_> {
+    /// Whether the ready resource at `position` may start beside those running.
+    fn may_start(&self, state: &State, position: usize) -> bool {
+        let mine = &self.exclusions[position];
+        if *mine == Exclusion::Alone {
+            return state.running.is_empty() && state.first_unfinished == position;
+        }
+        state
+            .running
+            .iter()
+            .all(|&other| match (mine, &self.exclusions[other]) {
+                (_, Exclusion::Alone) => false,
+                (Exclusion::Type(a, b), Exclusion::Type(c, d)) => !(a == c && b == d),
+                (Exclusion::Path(a), Exclusion::Path(b)) => !overlap(a, b),
+                _ => true,
+            })
+    }
+
+    /// Takes the next resource to run, waiting until one may start; `None` when all
+    /// have finished.
+    fn next(&self) -> Option<(usize, Inputs)> {
+        let prepared = self.shared.prepared;
+        let mut state = self.state.lock().expect("scheduler lock");
+        loop {
+            if state.n_finished == state.finished.len() || state.panicked.is_some() {
+                return None;
+            }
+            let startable = state
+                .ready
+                .iter()
+                .copied()
+                .find(|&position| self.may_start(&state, position));
+            if let Some(position) = startable {
+                state.ready.remove(&position);
+                state.running.insert(position);
+                let idx = prepared.graph.order()[position];
+                let inputs = Inputs::of(prepared, idx, &state.statuses, &state.notified_by);
+                return Some((position, inputs));
+            }
+            state = self.changed.wait(state).expect("scheduler lock");
+        }
+    }
+
+    fn finish(&self, position: usize, outcome: Outcome) {
+        let graph = &self.shared.prepared.graph;
+        let idx = graph.order()[position];
+        let mut state = self.state.lock().expect("scheduler lock");
+        state.statuses[idx] = Some(outcome.report.status);
+        let notifies = outcome.notifies();
+        for &(successor, kind) in graph.successors(idx) {
+            if notifies && kind == EdgeKind::Notify {
+                state.notified_by[successor].push(idx);
+            }
+            state.waiting_on[successor] -= 1;
+            if state.waiting_on[successor] == 0 {
+                state.ready.insert(graph.position(successor));
+            }
+        }
+        state.running.remove(&position);
+        state.finished[position] = true;
+        state.n_finished += 1;
+        while state.first_unfinished < state.finished.len()
+            && state.finished[state.first_unfinished]
+        {
+            state.first_unfinished += 1;
+        }
+        state.outcomes[position] = Some(outcome);
+        self.changed.notify_all();
+    }
+
+    fn work(&self) {
+        while let Some((position, inputs)) = self.next() {
+            let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                apply_one(self.shared, position, inputs)
+            }));
+            match applied {
+                Ok(outcome) => self.finish(position, outcome),
+                Err(panic) => {
+                    let mut state = self.state.lock().expect("scheduler lock");
+                    state.panicked.get_or_insert(panic);
+                    self.changed.notify_all();
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Runs every resource with up to `jobs` at once; the outcomes in graph order.
+pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
+    let prepared = shared.prepared;
+    let graph = &prepared.graph;
+    let n_resources = prepared.resources.len();
+    let waiting_on: Vec<usize> = (0..n_resources)
+        .map(|idx| graph.predecessors(idx).len())
+        .collect();
+    let ready = (0..n_resources)
+        .filter(|&idx| waiting_on[idx] == 0)
+        .map(|idx| graph.position(idx))
+        .collect();
+    let scheduler = Scheduler {
+        shared,
+        exclusions: graph
+            .order()
+            .iter()
+            .map(|&idx| exclusion(prepared, &prepared.resources[idx]))
+            .collect(),
+        state: Mutex::new(State {
+            waiting_on,
+            statuses: vec![None; n_resources],
+            notified_by: vec![Vec::new(); n_resources],
+            ready,
+            running: BTreeSet::new(),
+            first_unfinished: 0,
+            finished: vec![false; n_resources],
+            n_finished: 0,
+            outcomes: (0..n_resources).map(|_| None).collect(),
+            panicked: None,
+        }),
+        changed: Condvar::new(),
+    };
+    std::thread::scope(|scope| {
+        for _ in 0..jobs.min(n_resources.max(1)) {
+            // Each worker on a stack deep enough for the lazy values it may evaluate.
+            scope.spawn(|| wconverge_lang::run_on_big_stack(|| scheduler.work()));
+        }
+    });
+    let state = scheduler.state.into_inner().expect("scheduler lock");
+    if let Some(panic) = state.panicked {
+        std::panic::resume_unwind(panic);
+    }
+    state
+        .outcomes
+        .into_iter()
+        .map(|outcome| outcome.expect("every resource finished"))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::overlap;
+
+    #[test]
+    fn paths_overlap_when_one_is_the_other_or_beneath_it() {
+        assert!(overlap("/etc/app", "/etc/app"));
+        assert!(overlap("/etc/app", "/etc/app/conf.d/a"));
+        assert!(overlap("/etc/app/conf.d/a", "/etc/app"));
+        assert!(overlap("/", "/etc"));
+        assert!(!overlap("/etc/app", "/etc/apple"));
+        assert!(!overlap("/etc/a", "/etc/b"));
+    }
+}
