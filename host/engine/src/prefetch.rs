@@ -9,14 +9,16 @@
 //! resources needs. The host checks that again, and splits what it would not grant as
 //! one.
 //!
-//! After any resource changes the machine, what was read is dropped. The next resource
-//! of a batched type then reads its own state (as in a first run, where most resources
-//! change, a batch would be read for nothing), and each later read of a batch asks for
-//! twice as many as the one before, back up to [`MAX_BATCH`].
+//! After any resource changes the machine, what was read is dropped (and so is what was
+//! being read meanwhile). Resources of batched types then read their own states (as in a
+//! first run, where most resources change, a batch would be read for nothing) until one
+//! is found in sync; each later read of a batch asks for twice as many as the one
+//! before, back up to [`MAX_BATCH`].
 
 use crate::validate::{Prepared, PreparedResource};
 use crate::{LogRecord, PluginHost, State};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
 use wconverge_catalog::{PathAccess, Value};
 
 /// The most resources whose states one call reads.
@@ -33,7 +35,14 @@ struct Batches {
     at: HashMap<usize, (usize, usize)>,
 }
 
+/// What was read, shared by the resources running at once: the read itself happens
+/// outside the lock, so one resource reading a batch never holds up another.
+#[derive(Default)]
 pub(crate) struct Prefetched {
+    inner: Mutex<Inner>,
+}
+
+struct Inner {
     /// By catalog index.
     states: HashMap<usize, Result<State, String>>,
     /// Built when the first resource of a batched type runs.
@@ -41,14 +50,21 @@ pub(crate) struct Prefetched {
     /// How many resources the next batch read asks for; 0: the next resource reads its
     /// own state.
     next: usize,
+    /// Catalog indices a read under way is reading: they read their own if their turn
+    /// comes first.
+    in_flight: HashSet<usize>,
+    /// Counts the changes of the machine: a read that began before one is not kept.
+    generation: u64,
 }
 
-impl Default for Prefetched {
-    fn default() -> Prefetched {
-        Prefetched {
+impl Default for Inner {
+    fn default() -> Inner {
+        Inner {
             states: HashMap::new(),
             batches: None,
             next: MAX_BATCH,
+            in_flight: HashSet::new(),
+            generation: 0,
         }
     }
 }
@@ -58,7 +74,7 @@ impl Prefetched {
     /// those to come of its batch) if it was not; `None` when its type reads one at a
     /// time, when it reads its own this time, or when the batch could not be read.
     pub(crate) fn take(
-        &mut self,
+        &self,
         prepared: &Prepared,
         host: &dyn PluginHost,
         position: usize,
@@ -70,43 +86,76 @@ impl Prefetched {
         if !batched(prepared, resource) {
             return None;
         }
-        if let Some(state) = self.states.remove(&idx) {
-            return Some(state);
-        }
-        if self.next == 0 {
-            self.next = 2;
-            return None;
-        }
-        let batches = self
-            .batches
-            .get_or_insert_with(|| batches_of(prepared, order));
-        let &(batch, from) = batches.at.get(&position)?;
-        let batch: Vec<usize> = batches.members[batch][from..]
-            .iter()
-            .take(self.next)
-            .map(|&position| order[position])
-            .collect();
-        self.next = (self.next * 2).min(MAX_BATCH);
+        let (batch, generation) = {
+            let mut inner = self.inner.lock().expect("prefetch lock");
+            if let Some(state) = inner.states.remove(&idx) {
+                return Some(state);
+            }
+            if inner.in_flight.contains(&idx) {
+                return None;
+            }
+            if inner.next == 0 {
+                return None;
+            }
+            let next = inner.next;
+            let Inner {
+                batches,
+                in_flight,
+                states,
+                ..
+            } = &mut *inner;
+            let batches = batches.get_or_insert_with(|| batches_of(prepared, order));
+            let &(batch, from) = batches.at.get(&position)?;
+            let batch: Vec<usize> = batches.members[batch][from..]
+                .iter()
+                .map(|&position| order[position])
+                .filter(|other| !in_flight.contains(other) && !states.contains_key(other))
+                .take(next)
+                .collect();
+            in_flight.extend(batch.iter().copied());
+            inner.next = (next * 2).min(MAX_BATCH);
+            (batch, inner.generation)
+        };
         let resources: Vec<&PreparedResource> = batch
             .iter()
             .map(|&other| &prepared.resources[other])
             .collect();
         let call = host.current_states(&resources);
         logs.extend(call.logs);
+        let mut inner = self.inner.lock().expect("prefetch lock");
+        for other in &batch {
+            inner.in_flight.remove(other);
+        }
+        if inner.generation != generation {
+            // The machine changed while it was read.
+            return None;
+        }
         match call.outcome {
             Ok(states) if states.len() == batch.len() => {
                 // Added to what other batches read: their resources are still to come.
-                self.states.extend(batch.into_iter().zip(states));
-                self.states.remove(&idx)
+                inner.states.extend(batch.into_iter().zip(states));
+                inner.states.remove(&idx)
             }
             _ => None,
         }
     }
 
-    /// The machine changed: what was read may be stale.
-    pub(crate) fn invalidate(&mut self) {
-        self.states.clear();
-        self.next = 0;
+    /// A resource that read its own state was found in sync: batches are worth reading
+    /// again (two at first).
+    pub(crate) fn in_sync(&self) {
+        let mut inner = self.inner.lock().expect("prefetch lock");
+        if inner.next == 0 {
+            inner.next = 2;
+        }
+    }
+
+    /// The machine changed (or is changing): what was read may be stale, and so may be
+    /// what is being read.
+    pub(crate) fn invalidate(&self) {
+        let mut inner = self.inner.lock().expect("prefetch lock");
+        inner.states.clear();
+        inner.next = 0;
+        inner.generation += 1;
     }
 }
 

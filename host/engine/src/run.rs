@@ -7,7 +7,7 @@ use crate::report::{
 };
 use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
-use std::sync::{Mutex, OnceLock, RwLock};
+use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 use wconverge_catalog::{EdgeKind, NodeAttributes, RunContext, TypeSchema, Value};
 
@@ -47,7 +47,7 @@ pub fn run_with_jobs(
         declared: wconverge_lang::types::Declared::new(&prepared.types),
         node: RwLock::new(prepared.node_attributes.clone()),
         facts: OnceLock::new(),
-        prefetched: Mutex::new(crate::prefetch::Prefetched::default()),
+        prefetched: crate::prefetch::Prefetched::default(),
     };
     let finished = if jobs <= 1 {
         in_order(&shared)
@@ -99,7 +99,7 @@ pub(crate) struct Shared<'a> {
     node: RwLock<NodeAttributes>,
     /// Gathered at the first resource that needs them, once.
     facts: OnceLock<Result<wconverge_program::Facts, String>>,
-    prefetched: Mutex<crate::prefetch::Prefetched>,
+    prefetched: crate::prefetch::Prefetched,
 }
 
 impl Shared<'_> {
@@ -109,7 +109,7 @@ impl Shared<'_> {
 
     /// The machine changed (or is changing): what was read in batches may be stale.
     fn invalidate(&self) {
-        self.prefetched.lock().expect("prefetch lock").invalidate();
+        self.prefetched.invalidate();
     }
 }
 
@@ -388,19 +388,18 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                     }
                 }
                 let mut batch_logs = Vec::new();
-                let current = match shared.prefetched.lock().expect("prefetch lock").take(
-                    prepared,
-                    host,
-                    position,
-                    &mut batch_logs,
-                ) {
-                    Some(Err(message)) => {
-                        record(batch_logs);
-                        return Err(message);
-                    }
-                    Some(Ok(state)) => Some(state),
-                    None => None,
-                };
+                let current =
+                    match shared
+                        .prefetched
+                        .take(prepared, host, position, &mut batch_logs)
+                    {
+                        Some(Err(message)) => {
+                            record(batch_logs);
+                            return Err(message);
+                        }
+                        Some(Ok(state)) => Some(state),
+                        None => None,
+                    };
                 record(batch_logs);
                 let Call { outcome, logs } = host.plan(&target, current);
                 record(logs);
@@ -413,7 +412,10 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             Err(message) => Err(message),
             Ok(Planned::SkippedByGuard) => Ok((Status::SkippedByGuard, Vec::new())),
             Ok(Planned::Done) => Ok((Status::Unchanged, Vec::new())),
-            Ok(Planned::Changes(changes)) if changes.is_empty() => Ok((Status::Unchanged, changes)),
+            Ok(Planned::Changes(changes)) if changes.is_empty() => {
+                shared.prefetched.in_sync();
+                Ok((Status::Unchanged, changes))
+            }
             Ok(Planned::Changes(changes)) if noop => Ok((Status::WouldChange, changes)),
             Ok(Planned::Changes(changes)) => {
                 // What was read in batches may be stale once anything changes (and

@@ -634,9 +634,15 @@ impl Plugin {
         if state.paths.holds_more_than(state.grants.len()) {
             return;
         }
-        let mut idle = self.idle.lock().expect("idle instances lock");
-        idle.insert(0, instance);
-        idle.truncate(IDLE_INSTANCES);
+        let dropped = {
+            let mut idle = self.idle.lock().expect("idle instances lock");
+            idle.insert(0, instance);
+            let keep = IDLE_INSTANCES.min(idle.len());
+            idle.split_off(keep)
+        };
+        // Dropped outside the lock: freeing an instance's memory takes a while, and
+        // other threads may want one meanwhile.
+        drop(dropped);
     }
 
     /// Runs one export on `instance`. A trap or a limit becomes a fault naming the
