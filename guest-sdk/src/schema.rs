@@ -252,7 +252,8 @@ pub enum Concurrency {
     /// Any number, but never two whose namevar paths are the same or one beneath the
     /// other (the namevar must be a path).
     PerPath,
-    /// Any number at once: the resources share nothing.
+    /// Any number at once: the resources share nothing. A resource whose `serial`
+    /// attribute (if the type has one) is `true` runs alone.
     Any,
 }
 

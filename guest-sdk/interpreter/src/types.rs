@@ -179,6 +179,16 @@ impl ScriptType {
             )
             .attribute(
                 Attribute::new(
+                    "serial",
+                    DataType::Boolean,
+                    "Run alone under `apply --jobs`: after every resource before it in the \
+                     graph's order, with nothing beside it. Default: false (commands run at \
+                     once when nothing orders them).",
+                )
+                .parameter(),
+            )
+            .attribute(
+                Attribute::new(
                     "environment",
                     DataType::OneOf(vec![strings(), DataType::hash_of(DataType::String)]),
                     "Environment variables, as 'NAME=value' strings or a hash. The \

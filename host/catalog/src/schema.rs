@@ -317,7 +317,8 @@ pub enum Concurrency {
     /// Any number, but never two whose namevar paths are the same or one beneath the
     /// other.
     PerPath,
-    /// Any number at once.
+    /// Any number at once; but a resource whose `serial` attribute is `true` runs
+    /// alone, after everything before it in the graph's order.
     Any,
 }
 

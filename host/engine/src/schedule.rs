@@ -48,6 +48,9 @@ fn exclusion(prepared: &Prepared, resource: &PreparedResource) -> Exclusion {
         return Exclusion::Alone;
     };
     match schema.concurrency {
+        Concurrency::Any if resource.get("serial") == Some(&Value::Boolean(true)) => {
+            Exclusion::Alone
+        }
         Concurrency::Any => Exclusion::Nothing,
         Concurrency::PerPath => match schema
             .namevar()

@@ -96,7 +96,10 @@ impl MemoryHost {
         }
         if type_name == "free" {
             return Some(TypeSchema {
-                attributes: vec![attribute("name", Behaviour::Namevar, false)],
+                attributes: vec![
+                    attribute("name", Behaviour::Namevar, false),
+                    AttributeSchema::new("serial", DataType::Boolean),
+                ],
                 concurrency: wconverge_catalog::Concurrency::Any,
                 ..TypeSchema::new("free", "")
             });
@@ -725,6 +728,8 @@ fn resources_apply_at_once_as_their_types_allow_and_report_as_one_at_a_time() {
            {"type": "free", "title": "f1"},
            {"type": "free", "title": "f2"},
            {"type": "free", "title": "f3", "metaparams": {"notify": "Test[t5]"}},
+           {"type": "free", "title": "alone", "attributes": {"serial": true}},
+           {"type": "free", "title": "f4"},
            {"type": "test", "title": "t5", "attributes": {"state": "same"}},
            {"type": "path", "title": "/srv/a"},
            {"type": "path", "title": "/srv/b"}"#;
@@ -740,6 +745,13 @@ fn resources_apply_at_once_as_their_types_allow_and_report_as_one_at_a_time() {
         !pairs
             .iter()
             .any(|(a, b)| a.starts_with("Test[") && b.starts_with("Test[")),
+        "{pairs:?}"
+    );
+    // A serial one ran beside nothing.
+    assert!(
+        !pairs
+            .iter()
+            .any(|(a, b)| a == "Free[alone]" || b == "Free[alone]"),
         "{pairs:?}"
     );
     // The others did run beside each other.

@@ -22,6 +22,9 @@ use wconverge_engine::{Level, LogRecord};
 /// checking the call's limits between reads.
 const SHA256_CHUNK: usize = 64 * 1024;
 
+/// Files smaller than this are read into a buffer on the stack.
+const SHA256_SMALL: usize = 8 * 1024;
+
 /// What a call may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Phase {
@@ -718,9 +721,17 @@ impl file_metadata::Host for PluginState {
         }
         let mut file = std::fs::File::from(file);
         let mut hasher = sha2::Sha256::new();
-        // Most managed files are small: no more zeroed buffer than the file needs.
+        // Most managed files are small: a buffer on the stack, touched already, for them;
+        // a bigger one only for a bigger file.
         let size = usize::try_from(stat.st_size).unwrap_or(SHA256_CHUNK);
-        let mut buffer = vec![0u8; size.saturating_add(1).min(SHA256_CHUNK)];
+        let mut small = [0u8; SHA256_SMALL];
+        let mut large = Vec::new();
+        let buffer: &mut [u8] = if size < SHA256_SMALL {
+            &mut small
+        } else {
+            large.resize(SHA256_CHUNK, 0u8);
+            &mut large
+        };
         let mut hashed = 0usize;
         loop {
             // The call's limits hold while the host reads for it: a huge file ends in an
@@ -730,7 +741,7 @@ impl file_metadata::Host for PluginState {
                     "reading `{path}` to hash it went past the call's limits"
                 ));
             }
-            let read = match file.read(&mut buffer) {
+            let read = match file.read(buffer) {
                 Ok(0) => break,
                 Ok(read) => read,
                 Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
