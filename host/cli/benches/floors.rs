@@ -14,7 +14,8 @@
 //! - `wconverge compile` of 50,000 resources (defaults, classes, 5,000 defined type
 //!   instances, a collector realizing 5,000 virtual resources): no floor, a target.
 //!
-//! Prints a Markdown table; asserts nothing about time. Run it with `scripts/bench` (or
+//! The rows of `apply` run with the default `--jobs` (the number of cores), and again
+//! with `--jobs 1`. Prints a Markdown table; asserts nothing about time. Run it with `scripts/bench` (or
 //! `cargo bench -p wconverge-cli --bench floors`).
 
 #![expect(clippy::print_stdout, reason = "a benchmark prints its figures")]
@@ -132,9 +133,12 @@ fn main() {
     );
     let rows = [
         startup(&bench, &env),
-        noop(&bench, &env),
-        guards(&bench, &env),
-        first_apply(&bench, &env),
+        noop(&bench, &env, None),
+        noop(&bench, &env, Some("1")),
+        guards(&bench, &env, None),
+        guards(&bench, &env, Some("1")),
+        first_apply(&bench, &env, None),
+        first_apply(&bench, &env, Some("1")),
         compile(&bench, &env),
     ];
     println!("| workload | wconverge | peak RSS | floor | ratio | target |");
@@ -206,15 +210,29 @@ fn native_noop(files: &[(PathBuf, String)]) -> Duration {
     started.elapsed()
 }
 
-fn noop(bench: &Bench, env: &[(&str, &Path)]) -> Row {
+/// `apply ARGS` with `--jobs` when `jobs` says how many.
+fn apply_args<'a>(args: &[&'a str], jobs: Option<&'a str>) -> Vec<&'a str> {
+    let mut all = vec!["apply"];
+    all.extend_from_slice(args);
+    if let Some(jobs) = jobs {
+        all.extend(["--jobs", jobs]);
+    }
+    all
+}
+
+fn noop(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
     let policy = bench.file_policy();
     let (catalog, files) = bench.files_catalog("noop");
-    let first = measure(&["apply", &catalog, "--policy", &policy], env);
-    assert_eq!(first.exit_code, 2, "the first apply creates the files");
+    let args = apply_args(&[&catalog, "--policy", &policy], jobs);
+    let first = measure(&args, env);
+    assert!(
+        matches!(first.exit_code, 0 | 2),
+        "the first apply creates the files"
+    );
     let mut samples = Vec::new();
     let mut floors = Vec::new();
     for _ in 0..7 {
-        samples.push(measure(&["apply", &catalog, "--policy", &policy], env));
+        samples.push(measure(&args, env));
         floors.push(native_noop(&files));
     }
     assert!(
@@ -223,7 +241,10 @@ fn noop(bench: &Bench, env: &[(&str, &Path)]) -> Row {
     );
     let (wall, rss_kib) = summary(&samples);
     Row {
-        workload: "no-op re-apply of 5,000 files (floor: `lstat`, open, read, compare)",
+        workload: match jobs {
+            None => "no-op re-apply of 5,000 files (floor: `lstat`, open, read, compare)",
+            Some(_) => "the same, `--jobs 1`",
+        },
         wall,
         rss_kib,
         floor: Some(median(floors)),
@@ -246,7 +267,7 @@ fn native_guards(marker: &str) -> Duration {
     started.elapsed()
 }
 
-fn guards(bench: &Bench, env: &[(&str, &Path)]) -> Row {
+fn guards(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
     let marker = bench.path("files/done");
     std::fs::write(&marker, "").expect("marker");
     let mut text = String::new();
@@ -257,11 +278,12 @@ fn guards(bench: &Bench, env: &[(&str, &Path)]) -> Row {
     }
     let manifest = bench.path("guards.wcv");
     std::fs::write(&manifest, text).expect("manifest");
-    let _ = measure(&["apply", &manifest], env);
+    let args = apply_args(&[&manifest], jobs);
+    let _ = measure(&args, env);
     let mut samples = Vec::new();
     let mut floors = Vec::new();
     for _ in 0..7 {
-        samples.push(measure(&["apply", &manifest], env));
+        samples.push(measure(&args, env));
         floors.push(native_guards(&marker));
     }
     assert!(
@@ -270,7 +292,12 @@ fn guards(bench: &Bench, env: &[(&str, &Path)]) -> Row {
     );
     let (wall, rss_kib) = summary(&samples);
     Row {
-        workload: "200 `exec` no-op guards, `unless => 'test -e ...'` (floor: 200 spawns of `/bin/sh -c`)",
+        workload: match jobs {
+            None => {
+                "200 `exec` no-op guards, `unless => 'test -e ...'` (floor: 200 spawns of `/bin/sh -c`)"
+            }
+            Some(_) => "the same, `--jobs 1`",
+        },
         wall,
         rss_kib,
         floor: Some(median(floors)),
@@ -306,21 +333,27 @@ fn native_first_apply(files: &[(PathBuf, String)]) -> Duration {
     started.elapsed()
 }
 
-fn first_apply(bench: &Bench, env: &[(&str, &Path)]) -> Row {
+fn first_apply(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
     let policy = bench.file_policy();
     let mut samples: Vec<Sample> = Vec::new();
     let mut floors = Vec::new();
+    let name = if jobs.is_some() { "serial" } else { "first" };
     for round in 0..3 {
-        let (catalog, _) = bench.files_catalog(&format!("first{round}"));
-        let sample = measure(&["apply", &catalog, "--policy", &policy], env);
+        let (catalog, _) = bench.files_catalog(&format!("{name}{round}"));
+        let sample = measure(&apply_args(&[&catalog, "--policy", &policy], jobs), env);
         assert_eq!(sample.exit_code, 2, "the first apply creates the files");
         samples.push(sample);
-        let (_, files) = bench.files_catalog(&format!("native{round}"));
+        let (_, files) = bench.files_catalog(&format!("native-{name}{round}"));
         floors.push(native_first_apply(&files));
     }
     let (wall, rss_kib) = summary(&samples);
     Row {
-        workload: "first apply of 5,000 files (floor: temporary file, `fchmod`, `write`, `fsync`, `rename`, `fsync` of the directory)",
+        workload: match jobs {
+            None => {
+                "first apply of 5,000 files (floor: temporary file, `fchmod`, `write`, `fsync`, `rename`, `fsync` of the directory)"
+            }
+            Some(_) => "the same, `--jobs 1`",
+        },
         wall,
         rss_kib,
         floor: Some(median(floors)),
