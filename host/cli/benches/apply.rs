@@ -12,8 +12,6 @@
 
 #![expect(clippy::print_stdout, reason = "a benchmark prints its figures")]
 
-use std::io::Read;
-use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -21,44 +19,9 @@ use std::time::{Duration, Instant};
 mod support;
 use support::{Sample, cores, load, measure, median, ms};
 
-struct Bench {
-    root: PathBuf,
-    cache: PathBuf,
-    state: PathBuf,
-}
+use support::Dirs as Bench;
 
 impl Bench {
-    fn new() -> Bench {
-        let root = std::env::temp_dir().join(format!("wcv-bench-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(root.join("files")).expect("bench dir");
-        Bench {
-            cache: root.join("cache"),
-            state: root.join("state"),
-            root,
-        }
-    }
-
-    fn env(&self) -> Vec<(&'static str, &Path)> {
-        vec![
-            ("WCONVERGE_CACHE_DIR", self.cache.as_path()),
-            ("WCONVERGE_STATE_DIR", self.state.as_path()),
-        ]
-    }
-
-    fn policy(&self) -> PathBuf {
-        let path = self.root.join("policy.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "[plugins.file]\nsource = \"builtin\"\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
-                self.root.join("files").display()
-            ),
-        )
-        .expect("policy");
-        path
-    }
-
     /// A catalog of `n_files` files, 100 per directory.
     /// A manifest of `n_files` files (and as many node attributes), with content either
     /// plain or lazy, reading the node attribute.
@@ -91,59 +54,13 @@ impl Bench {
     }
 
     fn catalog(&self, name: &str, n_files: usize) -> (PathBuf, Vec<(PathBuf, String)>) {
-        let mut resources = Vec::with_capacity(n_files);
-        let mut files = Vec::with_capacity(n_files);
-        for idx in 0..n_files {
-            let dir = self
-                .root
-                .join("files")
-                .join(format!("{name}-{:03}", idx / 100));
-            std::fs::create_dir_all(&dir).expect("dir");
-            let path = dir.join(format!("file-{idx:05}.conf"));
-            let content = format!(
-                "# managed by wconverge\nkey = value-{idx}\n{}\n",
-                "x".repeat(150)
-            );
-            resources.push(serde_json::json!({
-                "type": "file",
-                "title": path.to_str().expect("utf-8"),
-                "attributes": { "content": content, "mode": "0644" },
-            }));
-            files.push((path, content));
-        }
-        let catalog = serde_json::json!({ "format_version": 1, "resources": resources });
-        let path = self.root.join(format!("{name}.json"));
-        std::fs::write(&path, serde_json::to_string(&catalog).expect("json")).expect("catalog");
-        (path, files)
+        support::files_catalog(&self.root, name, n_files)
     }
-}
-
-/// What the file provider checks on a no-op, natively: the entry is a regular file, its
-/// mode, its content.
-fn native_noop(files: &[(PathBuf, String)]) -> Duration {
-    let started = Instant::now();
-    let mut in_sync = 0usize;
-    let mut buffer = Vec::new();
-    for (path, content) in files {
-        let metadata = std::fs::symlink_metadata(path).expect("stat");
-        buffer.clear();
-        std::fs::File::open(path)
-            .and_then(|mut file| file.read_to_end(&mut buffer))
-            .expect("read");
-        if metadata.file_type().is_file()
-            && metadata.mode() & 0o7777 == 0o644
-            && buffer == content.as_bytes()
-        {
-            in_sync += 1;
-        }
-    }
-    assert_eq!(in_sync, files.len());
-    started.elapsed()
 }
 
 fn main() {
     support::serve_as_helper();
-    let bench = Bench::new();
+    let bench = Bench::new("wcv-bench");
     let env = bench.env();
     let policy = bench.policy();
     let policy_arg = policy.to_str().expect("utf-8");
@@ -238,7 +155,7 @@ fn main() {
             .map(|sample| sample.peak_rss_kib)
             .max()
             .unwrap_or(0);
-        let native = median((0..runs).map(|_| native_noop(&files)).collect());
+        let native = median((0..runs).map(|_| support::native_noop(&files)).collect());
         println!(
             "| {n_files} | {} | {} MiB | {} | {:.1}x |",
             ms(wall),

@@ -25,8 +25,8 @@ mod support;
 #[path = "../../lang/benches/support/manifest.rs"]
 mod manifest;
 
-use std::io::{Read, Write};
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io::Write;
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -44,86 +44,29 @@ struct Row {
     target: &'static str,
 }
 
-struct Bench {
-    root: PathBuf,
-    cache: PathBuf,
-    state: PathBuf,
-}
+use support::Dirs as Bench;
 
 impl Bench {
-    fn new() -> Bench {
-        let root = std::env::temp_dir().join(format!("wcv-floors-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
-        std::fs::create_dir_all(root.join("files")).expect("bench dir");
-        Bench {
-            cache: root.join("cache"),
-            state: root.join("state"),
-            root,
-        }
-    }
-
-    fn env(&self) -> Vec<(&'static str, &Path)> {
-        vec![
-            ("WCONVERGE_CACHE_DIR", self.cache.as_path()),
-            ("WCONVERGE_STATE_DIR", self.state.as_path()),
-        ]
-    }
-
     fn path(&self, name: &str) -> String {
         self.root.join(name).to_str().expect("utf-8").to_owned()
     }
 
     /// A policy granting the file plugin `files/` read-write.
     fn file_policy(&self) -> String {
-        let path = self.path("policy.toml");
-        std::fs::write(
-            &path,
-            format!(
-                "[plugins.file]\nsource = \"builtin\"\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
-                self.root.join("files").display()
-            ),
-        )
-        .expect("policy");
-        path
+        self.policy().to_str().expect("utf-8").to_owned()
     }
 
     /// A catalog of [`FILES`] files under `files/NAME-DDD/`, 100 per directory, and
     /// each file with its content.
     fn files_catalog(&self, name: &str) -> (String, Vec<(PathBuf, String)>) {
-        let mut resources = Vec::with_capacity(FILES);
-        let mut files = Vec::with_capacity(FILES);
-        for index in 0..FILES {
-            let dir = self
-                .root
-                .join("files")
-                .join(format!("{name}-{:03}", index / 100));
-            std::fs::create_dir_all(&dir).expect("dir");
-            let path = dir.join(format!("file-{index:05}.conf"));
-            let content = content(index);
-            resources.push(serde_json::json!({
-                "type": "file",
-                "title": path.to_str().expect("utf-8"),
-                "attributes": { "content": content, "mode": "0644" },
-            }));
-            files.push((path, content));
-        }
-        let catalog = serde_json::json!({ "format_version": 1, "resources": resources });
-        let path = self.path(&format!("{name}.json"));
-        std::fs::write(&path, serde_json::to_string(&catalog).expect("json")).expect("catalog");
-        (path, files)
+        let (path, files) = support::files_catalog(&self.root, name, FILES);
+        (path.to_str().expect("utf-8").to_owned(), files)
     }
-}
-
-fn content(index: usize) -> String {
-    format!(
-        "# managed by wconverge\nkey = value-{index}\n{}\n",
-        "x".repeat(150)
-    )
 }
 
 fn main() {
     support::serve_as_helper();
-    let bench = Bench::new();
+    let bench = Bench::new("wcv-floors");
     let env = bench.env();
     println!(
         "issue 19's table ({} cores, load average {}); binary: {}\n",
@@ -187,29 +130,6 @@ fn startup(bench: &Bench, env: &[(&str, &Path)]) -> Row {
     }
 }
 
-/// What the file provider checks on a no-op, natively: the entry is a regular file, its
-/// mode, its content.
-fn native_noop(files: &[(PathBuf, String)]) -> Duration {
-    let started = Instant::now();
-    let mut in_sync = 0usize;
-    let mut buffer = Vec::new();
-    for (path, content) in files {
-        let metadata = std::fs::symlink_metadata(path).expect("stat");
-        buffer.clear();
-        std::fs::File::open(path)
-            .and_then(|mut file| file.read_to_end(&mut buffer))
-            .expect("read");
-        if metadata.file_type().is_file()
-            && metadata.mode() & 0o7777 == 0o644
-            && buffer == content.as_bytes()
-        {
-            in_sync += 1;
-        }
-    }
-    assert_eq!(in_sync, files.len());
-    started.elapsed()
-}
-
 /// `apply ARGS` with `--jobs` when `jobs` says how many.
 fn apply_args<'a>(args: &[&'a str], jobs: Option<&'a str>) -> Vec<&'a str> {
     let mut all = vec!["apply"];
@@ -233,7 +153,7 @@ fn noop(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
     let mut floors = Vec::new();
     for _ in 0..7 {
         samples.push(measure(&args, env));
-        floors.push(native_noop(&files));
+        floors.push(support::native_noop(&files));
     }
     assert!(
         samples.iter().all(|sample| sample.exit_code == 0),

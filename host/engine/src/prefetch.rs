@@ -19,7 +19,7 @@ use crate::validate::{Prepared, PreparedResource};
 use crate::{LogRecord, PluginHost, State};
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
-use wconverge_catalog::{PathAccess, Value};
+use wconverge_catalog::PathAccess;
 
 /// The most resources whose states one call reads.
 pub(crate) const MAX_BATCH: usize = 1024;
@@ -193,31 +193,25 @@ fn batches_of(prepared: &Prepared, order: &[usize]) -> Batches {
 }
 
 fn batch_key(prepared: &Prepared, resource: &PreparedResource) -> BatchKey {
-    let mut paths = Vec::new();
-    if let Some(schema) = prepared.schema(resource) {
-        for attribute in &schema.attributes {
-            if attribute.path_access == PathAccess::None {
-                continue;
-            }
-            let Some(value) = resource.get(&attribute.name) else {
-                continue;
-            };
-            let values: Vec<&str> = match value.unwrap_sensitive() {
-                Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
-                other => other.as_str().into_iter().collect(),
-            };
-            for path in values {
-                let named = match attribute.path_access {
-                    PathAccess::ReadWrite => path.rsplit_once('/').map_or(path, |(dir, _)| dir),
-                    _ => path,
-                };
-                paths.push((
-                    attribute.name.clone(),
-                    attribute.path_access,
-                    named.to_owned(),
-                ));
-            }
-        }
-    }
+    let paths = prepared
+        .schema(resource)
+        .map(|schema| {
+            resource
+                .paths(schema)
+                .into_iter()
+                .map(|(attribute, path)| {
+                    let named = match attribute.path_access {
+                        PathAccess::ReadWrite => path.rsplit_once('/').map_or(path, |(dir, _)| dir),
+                        _ => path,
+                    };
+                    (
+                        attribute.name.clone(),
+                        attribute.path_access,
+                        named.to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     (resource.type_name.clone(), resource.provider.clone(), paths)
 }

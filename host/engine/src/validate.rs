@@ -87,6 +87,33 @@ impl PreparedResource {
         &self.secrets
     }
 
+    /// Each path its schema's path attributes (`path-access`) name, with the attribute:
+    /// one for a string, each string of an array.
+    pub fn paths<'a>(
+        &'a self,
+        schema: &'a wconverge_catalog::TypeSchema,
+    ) -> Vec<(&'a wconverge_catalog::AttributeSchema, &'a str)> {
+        let mut paths = Vec::new();
+        for attribute in &schema.attributes {
+            if attribute.path_access == wconverge_catalog::PathAccess::None {
+                continue;
+            }
+            let Some(value) = self.get(&attribute.name) else {
+                continue;
+            };
+            match value.unwrap_sensitive() {
+                Value::Array(items) => paths.extend(
+                    items
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .map(|path| (attribute, path)),
+                ),
+                other => paths.extend(other.as_str().map(|path| (attribute, path))),
+            }
+        }
+        paths
+    }
+
     pub fn get(&self, name: &str) -> Option<&Value> {
         self.attributes
             .iter()

@@ -15,7 +15,7 @@ use rustix::fd::{AsRawFd, OwnedFd};
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use wconverge_catalog::{PathAccess, TypeSchema, Value};
+use wconverge_catalog::{PathAccess, TypeSchema};
 use wconverge_engine::PreparedResource;
 
 /// One directory granted to a call.
@@ -70,42 +70,30 @@ pub(crate) fn needed(
     schema: &TypeSchema,
 ) -> Result<Vec<Needed>, GrantError> {
     let mut needed: Vec<Needed> = Vec::new();
-    for attribute in &schema.attributes {
-        if attribute.path_access == PathAccess::None {
-            continue;
+    for (attribute, path) in resource.paths(schema) {
+        if !is_normal_absolute(path) {
+            return Err(GrantError::Unusable(format!(
+                "attribute `{}` must be an absolute path without `.` or `..`, not `{path}`",
+                attribute.name
+            )));
         }
-        let Some(value) = resource.get(&attribute.name) else {
-            continue;
-        };
-        let paths: Vec<&str> = match value.unwrap_sensitive() {
-            Value::Array(items) => items.iter().filter_map(Value::as_str).collect(),
-            other => other.as_str().into_iter().collect(),
-        };
-        for path in paths {
-            if !is_normal_absolute(path) {
-                return Err(GrantError::Unusable(format!(
-                    "attribute `{}` must be an absolute path without `.` or `..`, not `{path}`",
-                    attribute.name
-                )));
+        let (dir, access, private) = match attribute.path_access {
+            PathAccess::ReadWrite => {
+                let dir = parent(path).ok_or_else(|| {
+                    GrantError::Unusable(format!("`{path}` has no parent directory"))
+                })?;
+                (dir, Access::ReadWrite, false)
             }
-            let (dir, access, private) = match attribute.path_access {
-                PathAccess::ReadWrite => {
-                    let dir = parent(path).ok_or_else(|| {
-                        GrantError::Unusable(format!("`{path}` has no parent directory"))
-                    })?;
-                    (dir, Access::ReadWrite, false)
-                }
-                PathAccess::Read => (nearest_existing(path), Access::Read, false),
-                PathAccess::ReadPrivate => (nearest_existing(path), Access::Read, true),
-                PathAccess::None => continue,
-            };
-            match needed.iter_mut().find(|(existing, _, _)| *existing == dir) {
-                Some((_, existing, was_private)) => {
-                    *existing = (*existing).max(access);
-                    *was_private |= private;
-                }
-                None => needed.push((dir, access, private)),
+            PathAccess::Read => (nearest_existing(path), Access::Read, false),
+            PathAccess::ReadPrivate => (nearest_existing(path), Access::Read, true),
+            PathAccess::None => continue,
+        };
+        match needed.iter_mut().find(|(existing, _, _)| *existing == dir) {
+            Some((_, existing, was_private)) => {
+                *existing = (*existing).max(access);
+                *was_private |= private;
             }
+            None => needed.push((dir, access, private)),
         }
     }
     needed.sort();

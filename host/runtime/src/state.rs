@@ -347,6 +347,18 @@ impl PluginState {
             })
     }
 
+    /// Refuses to read what is not a regular file (a FIFO, a device) for a plugin.
+    fn not_regular(&self, path: &str, kind: FileType) -> String {
+        self.refused(
+            "file-metadata",
+            path,
+            format!(
+                "`{path}` is {}; wconverge reads only regular files for plugins",
+                crate::files::kind_name(kind)
+            ),
+        )
+    }
+
     /// Records a refusal in the audit trail and returns its reason.
     fn refused(&self, operation: &'static str, target: &str, reason: String) -> String {
         if let Some(trail) = self.shared.trail() {
@@ -679,16 +691,7 @@ impl file_metadata::Host for PluginState {
                 return Err(format!("`{path}` is a symlink; it is not followed"));
             }
             FileType::Directory => return Err(format!("`{path}` is a directory")),
-            kind => {
-                return Err(self.refused(
-                    "file-metadata",
-                    &path,
-                    format!(
-                        "`{path}` is {}; wconverge reads only regular files for plugins",
-                        crate::files::kind_name(kind)
-                    ),
-                ));
-            }
+            kind => return Err(self.not_regular(&path, kind)),
         }
         let file = match rustix::fs::openat(
             parent,
@@ -705,14 +708,7 @@ impl file_metadata::Host for PluginState {
         let kind = FileType::from_raw_mode(stat.st_mode);
         if kind != FileType::RegularFile {
             // Swapped in after the look above.
-            return Err(self.refused(
-                "file-metadata",
-                &path,
-                format!(
-                    "`{path}` is {}; wconverge reads only regular files for plugins",
-                    crate::files::kind_name(kind)
-                ),
-            ));
+            return Err(self.not_regular(&path, kind));
         }
         let parent_stat =
             rustix::fs::fstat(parent).map_err(|error| format!("cannot stat `{path}`: {error}"))?;

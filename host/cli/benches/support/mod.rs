@@ -2,7 +2,9 @@
 //! process of the benchmark (so each peak RSS belongs to that run alone), medians, and
 //! the machine's state.
 
-use std::path::Path;
+use std::io::Read;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -101,4 +103,101 @@ pub(crate) fn load() -> String {
                 .join(" ")
         })
         .unwrap_or_else(|_| "unknown".to_owned())
+}
+
+/// A benchmark's directory under the system's temporary one, with the plugin cache
+/// and the state directory of the runs it measures.
+pub(crate) struct Dirs {
+    pub(crate) root: PathBuf,
+    pub(crate) cache: PathBuf,
+    pub(crate) state: PathBuf,
+}
+
+impl Dirs {
+    /// A new, empty `PREFIX-PID` with a `files/` directory in it.
+    pub(crate) fn new(prefix: &str) -> Dirs {
+        let root = std::env::temp_dir().join(format!("{prefix}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        std::fs::create_dir_all(root.join("files")).expect("bench dir");
+        Dirs {
+            cache: root.join("cache"),
+            state: root.join("state"),
+            root,
+        }
+    }
+
+    /// `ROOT/policy.toml`, granting the file plugin `ROOT/files` read-write.
+    pub(crate) fn policy(&self) -> PathBuf {
+        let path = self.root.join("policy.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[plugins.file]\nsource = \"builtin\"\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+                self.root.join("files").display()
+            ),
+        )
+        .expect("policy");
+        path
+    }
+
+    /// The environment of a measured run: this cache and state directory.
+    pub(crate) fn env(&self) -> Vec<(&'static str, &Path)> {
+        vec![
+            ("WCONVERGE_CACHE_DIR", self.cache.as_path()),
+            ("WCONVERGE_STATE_DIR", self.state.as_path()),
+        ]
+    }
+}
+
+/// A JSON catalog `ROOT/NAME.json` of `n_files` files under `ROOT/files/NAME-DDD/`, 100
+/// to a directory, mode 0644, and each file with its content.
+pub(crate) fn files_catalog(
+    root: &Path,
+    name: &str,
+    n_files: usize,
+) -> (PathBuf, Vec<(PathBuf, String)>) {
+    let mut resources = Vec::with_capacity(n_files);
+    let mut files = Vec::with_capacity(n_files);
+    for idx in 0..n_files {
+        let dir = root.join("files").join(format!("{name}-{:03}", idx / 100));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join(format!("file-{idx:05}.conf"));
+        let content = format!(
+            "# managed by wconverge\nkey = value-{idx}\n{}\n",
+            "x".repeat(150)
+        );
+        resources.push(serde_json::json!({
+            "type": "file",
+            "title": path.to_str().expect("utf-8"),
+            "attributes": { "content": content, "mode": "0644" },
+        }));
+        files.push((path, content));
+    }
+    let catalog = serde_json::json!({ "format_version": 1, "resources": resources });
+    let path = root.join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_string(&catalog).expect("json")).expect("catalog");
+    (path, files)
+}
+
+/// What the file provider checks on a no-op, natively: the entry is a regular file, its
+/// mode, its content.
+pub(crate) fn native_noop(files: &[(PathBuf, String)]) -> Duration {
+    let started = Instant::now();
+    let mut in_sync = 0usize;
+    let mut buffer = Vec::new();
+    for (path, content) in files {
+        let metadata = std::fs::symlink_metadata(path).expect("stat");
+        buffer.clear();
+        std::fs::File::open(path)
+            .and_then(|mut file| file.read_to_end(&mut buffer))
+            .expect("read");
+        if metadata.file_type().is_file()
+            && metadata.mode() & 0o7777 == 0o644
+            && buffer == content.as_bytes()
+        {
+            in_sync += 1;
+        }
+    }
+    assert_eq!(in_sync, files.len());
+    started.elapsed()
 }
