@@ -309,7 +309,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let Some(catalog) = load(&input, &runtime, &module_path(&input))? else {
                 return Ok(1);
             };
-            output::line(&catalog.to_json());
+            output::json(&catalog);
             Ok(0)
         }
         Command::Validate { input, runtime } => {

@@ -67,15 +67,51 @@ fn continued(message: &str, indent: &str) -> String {
 fn out(text: &str) {
     let text = inert(text);
     let mut stdout = std::io::stdout().lock();
-    if let Err(error) = stdout
+    let written = stdout
         .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        if error.kind() == std::io::ErrorKind::BrokenPipe {
-            std::process::exit(0);
-        }
-        eprintln!("wconverge: cannot write to stdout: {error}");
-        std::process::exit(1);
+        .and_then(|()| stdout.flush());
+    if let Err(error) = written {
+        stdout_failed(&error);
+    }
+}
+
+fn stdout_failed(error: &std::io::Error) -> ! {
+    if error.kind() == std::io::ErrorKind::BrokenPipe {
+        std::process::exit(0);
+    }
+    eprintln!("wconverge: cannot write to stdout: {error}");
+    std::process::exit(1);
+}
+
+/// Made inert as it is written, for output too big to hold whole: what `write` gets is
+/// passed on once it ends on a whole character (a multi-byte one may come in pieces).
+struct InertWriter<W: Write> {
+    inner: W,
+    /// The start of a character whose other bytes have not come yet.
+    pending: Vec<u8>,
+}
+
+impl<W: Write> Write for InertWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.pending.extend_from_slice(buf);
+        let whole = match std::str::from_utf8(&self.pending) {
+            Ok(text) => text.len(),
+            Err(error) if error.error_len().is_none() => error.valid_up_to(),
+            Err(_) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "output that is not UTF-8",
+                ));
+            }
+        };
+        let text = std::str::from_utf8(&self.pending[..whole]).expect("checked above");
+        self.inner.write_all(inert(text).as_bytes())?;
+        self.pending.drain(..whole);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
     }
 }
 
@@ -128,9 +164,20 @@ pub(crate) fn error(message: &str) {
     err(&format!("error: {}", continued(message, "  ")));
 }
 
+/// `value` as pretty JSON and a newline, written as it is serialized: a catalog of many
+/// resources is never whole in memory as text.
 pub(crate) fn json(value: &impl Serialize) {
-    let text = serde_json::to_string_pretty(value).expect("report types always serialize");
-    line(&text);
+    let mut writer = InertWriter {
+        inner: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock()),
+        pending: Vec::new(),
+    };
+    let written = serde_json::to_writer_pretty(&mut writer, value)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writer.write_all(b"\n"))
+        .and_then(|()| writer.flush());
+    if let Err(error) = written {
+        stdout_failed(&error);
+    }
 }
 
 /// Compiler diagnostics, then a count of the errors if there were any.
@@ -988,4 +1035,34 @@ pub(crate) fn plugins_audit(
         policy.plugins.len()
     ));
     out(&text);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{InertWriter, inert};
+    use std::io::Write;
+
+    #[test]
+    fn streamed_output_is_made_inert_as_a_whole_even_when_a_character_comes_in_pieces() {
+        let text = "name: \u{202e}gnp.exe\u{1b}[2J, caf\u{e9}\n";
+        let bytes = text.as_bytes();
+        for cut in 0..bytes.len() {
+            let mut writer = InertWriter {
+                inner: Vec::new(),
+                pending: Vec::new(),
+            };
+            writer.write_all(&bytes[..cut]).expect("write");
+            writer.write_all(&bytes[cut..]).expect("write");
+            assert_eq!(
+                String::from_utf8(writer.inner).expect("UTF-8"),
+                inert(text),
+                "cut at {cut}"
+            );
+        }
+        let mut writer = InertWriter {
+            inner: Vec::new(),
+            pending: Vec::new(),
+        };
+        assert!(writer.write_all(b"\xff\xfe").is_err());
+    }
 }
