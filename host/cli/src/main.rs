@@ -310,6 +310,8 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 return Ok(1);
             };
             output::json(&catalog);
+            // The process ends next: the catalog goes with it, not value by value.
+            std::mem::forget(catalog);
             Ok(0)
         }
         Command::Validate { input, runtime } => {

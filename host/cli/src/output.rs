@@ -40,7 +40,12 @@ fn needs_escape(c: char) -> bool {
 /// line of wconverge's. Everything the CLI writes for people goes through it; JSON
 /// escapes control characters itself.
 pub(crate) fn inert(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(needs_escape) {
+    // Most output is plain ASCII: printable bytes, newlines and tabs need no look at
+    // characters.
+    let plain = text
+        .bytes()
+        .all(|byte| matches!(byte, b' '..=b'~' | b'\n' | b'\t'));
+    if plain || !text.chars().any(needs_escape) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut shown = String::with_capacity(text.len() + 16);
@@ -167,10 +172,14 @@ pub(crate) fn error(message: &str) {
 /// `value` as pretty JSON and a newline, written as it is serialized: a catalog of many
 /// resources is never whole in memory as text.
 pub(crate) fn json(value: &impl Serialize) {
-    let mut writer = InertWriter {
-        inner: std::io::BufWriter::with_capacity(64 * 1024, std::io::stdout().lock()),
-        pending: Vec::new(),
-    };
+    // Buffered before it is made inert: the serializer writes in small pieces.
+    let mut writer = std::io::BufWriter::with_capacity(
+        64 * 1024,
+        InertWriter {
+            inner: std::io::stdout().lock(),
+            pending: Vec::new(),
+        },
+    );
     let written = serde_json::to_writer_pretty(&mut writer, value)
         .map_err(std::io::Error::from)
         .and_then(|()| writer.write_all(b"\n"))
