@@ -37,8 +37,16 @@ const ALLOWED_WASI: &[&str] = &[
 ];
 const ALLOWED_HOST: &[&str] = &["log", "process", "file-metadata", "types"];
 
-/// Idle instances kept per plugin, most recently used first.
+/// Idle instances kept per plugin, most recently used first: at least this many, and
+/// one per core, so that `apply --jobs` workers on the same directory find one each.
 const IDLE_INSTANCES: usize = 4;
+
+fn idle_instances() -> usize {
+    static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| {
+        IDLE_INSTANCES.max(std::thread::available_parallelism().map_or(1, usize::from))
+    })
+}
 
 /// What an interpreter plugin declares (the `interpreter` world's `scripts.info`).
 #[derive(Debug, Clone, PartialEq)]
@@ -637,7 +645,7 @@ impl Plugin {
         let dropped = {
             let mut idle = self.idle.lock().expect("idle instances lock");
             idle.insert(0, instance);
-            let keep = IDLE_INSTANCES.min(idle.len());
+            let keep = idle_instances().min(idle.len());
             idle.split_off(keep)
         };
         // Dropped outside the lock: freeing an instance's memory takes a while, and
