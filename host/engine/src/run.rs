@@ -223,45 +223,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         unmet,
         notified_by,
     } = inputs;
-    let requirement = match &resource.requirement {
-        Some(program) if failed_dependencies.is_empty() && unmet.is_empty() => {
-            Some(shared.facts().as_ref().map(|facts| program.evaluate(facts)))
-        }
-        _ => None,
-    };
-    if let Some(why) = host.interrupted() {
-        report.status = Status::Failed;
-        report.error = Some(format!("not applied: {why}"));
-    } else if !failed_dependencies.is_empty() {
-        report.status = Status::SkippedFailedDependency;
-        report.failed_dependencies = failed_dependencies;
-    } else if !unmet.is_empty() {
-        report.status = Status::SkippedByRequirement;
-        report.unmet_dependencies = unmet;
-    } else if let Some(Err(error)) = &requirement {
-        report.status = Status::Failed;
-        report.error = Some(format!(
-            "its requirement could not be evaluated: the facts could not be gathered: {error}"
-        ));
-    } else if let Some(Ok(verdict)) = &requirement
-        && verdict.exhausted
-    {
-        report.status = Status::Failed;
-        report.error = Some(
-            "its requirement did more work than a resource program may, and was stopped; \
-             simplify it"
-                .to_owned(),
-        );
-    } else if let Some(Ok(verdict)) = requirement
-        .as_ref()
-        .filter(|verdict| verdict.as_ref().is_ok_and(|verdict| !verdict.holds))
-    {
-        report.status = Status::SkippedByRequirement;
-        report.requirement = verdict
-            .failed
-            .as_ref()
-            .map(|(line, text)| format!("line {line} does not hold: `{text}`"));
-    } else {
+    if !held_back(shared, resource, failed_dependencies, unmet, &mut report) {
         let noop = mode == Mode::Noop || resource.noop;
         // Logs are scrubbed at the end, with the secrets of lazy values too.
         let mut raw: Vec<LogRecord> = Vec::new();
@@ -342,51 +304,8 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                 {
                     target = std::borrow::Cow::Owned(filled);
                 }
-                if let Some(schema) = prepared
-                    .schema(resource)
-                    .filter(|schema| !schema.context.is_empty())
-                {
-                    let mut context = Vec::new();
-                    let mut secrets = Vec::new();
-                    for wanted in &schema.context {
-                        let value = match wanted {
-                            RunContext::NodeAttributes => {
-                                shared.node.read().expect("node attributes lock").merged()
-                            }
-                            RunContext::ManagedBeneath => {
-                                let beneath = schema
-                                    .namevar()
-                                    .and_then(|namevar| target.get(&namevar.name))
-                                    .and_then(Value::as_str)
-                                    .map(|path| prepared.written_beneath(path))
-                                    .unwrap_or_default();
-                                // Most paths have nothing managed beneath them: no
-                                // entry means none (and spares a copy of the resource).
-                                if beneath.is_empty() {
-                                    continue;
-                                }
-                                Value::Array(beneath.into_iter().map(Value::String).collect())
-                            }
-                            RunContext::Facts => match shared.facts() {
-                                Ok(facts) => crate::facts_value(&facts.groups),
-                                Err(error) => {
-                                    return Err(format!(
-                                        "the facts it reads could not be gathered: \
-                                                 {error}"
-                                    ));
-                                }
-                            },
-                        };
-                        value.collect_secrets(false, &mut secrets);
-                        context.push((wanted.entry().to_owned(), value));
-                    }
-                    if !context.is_empty() {
-                        let mut with_context = target.clone().into_owned();
-                        with_context.context.extend(context);
-                        with_context.secrets.extend(secrets);
-                        target = std::borrow::Cow::Owned(with_context);
-                    }
-                }
+                let without = std::mem::replace(&mut target, std::borrow::Cow::Borrowed(resource));
+                target = with_run_context(shared, resource, without)?;
                 let mut batch_logs = Vec::new();
                 let current =
                     match shared
@@ -444,47 +363,14 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                 report.error = Some(secrets.scrub(&message));
             }
         }
-        let refreshable = prepared
-            .schema(resource)
-            .is_some_and(|schema| schema.refreshable);
-        if refreshable
-            && !notified_by.is_empty()
-            && !matches!(report.status, Status::Failed | Status::SkippedByGuard)
-        {
-            let triggered_by = notified_by
-                .iter()
-                .map(|source| graph.reference(*source).to_string())
-                .collect();
-            // Puppet's: a resource whose `ensure` just changed (a service just started)
-            // is not refreshed as well; the refresh is unscheduled.
-            let ensure_changed = report
-                .changes
-                .iter()
-                .any(|change| change.attribute == "ensure");
-            let outcome = if ensure_changed {
-                "unscheduled"
-            } else if noop {
-                "would_refresh"
-            } else {
-                shared.invalidate();
-                let Call { outcome, logs } = host.refresh(&target);
-                shared.invalidate();
-                record(logs);
-                match outcome {
-                    Ok(()) => "refreshed",
-                    Err(error) => {
-                        report.status = Status::Failed;
-                        report.error = Some(secrets.scrub(&error.to_string()));
-                        "failed"
-                    }
-                }
-            };
-            refreshed = outcome == "refreshed";
-            report.refresh = Some(RefreshReport {
-                triggered_by,
-                outcome,
-            });
-        }
+        refreshed = refresh_if_notified(
+            shared,
+            &target,
+            &notified_by,
+            noop,
+            &mut report,
+            &mut record,
+        );
         report.logs = raw
             .into_iter()
             .map(|log| LogReport {
@@ -495,6 +381,173 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
     }
     report.duration_ms = resource_started.elapsed().as_secs_f64() * 1000.0;
     Outcome { report, refreshed }
+}
+
+/// Whether the resource does not get as far as its guards: wconverge was interrupted,
+/// a dependency failed or was skipped by its requirement, or its own requirement does
+/// not hold (or could not be evaluated). Says why in the report.
+fn held_back(
+    shared: &Shared<'_>,
+    resource: &PreparedResource,
+    failed_dependencies: Vec<String>,
+    unmet: Vec<String>,
+    report: &mut ResourceReport,
+) -> bool {
+    let requirement = match &resource.requirement {
+        Some(program) if failed_dependencies.is_empty() && unmet.is_empty() => {
+            Some(shared.facts().as_ref().map(|facts| program.evaluate(facts)))
+        }
+        _ => None,
+    };
+    if let Some(why) = shared.host.interrupted() {
+        report.status = Status::Failed;
+        report.error = Some(format!("not applied: {why}"));
+    } else if !failed_dependencies.is_empty() {
+        report.status = Status::SkippedFailedDependency;
+        report.failed_dependencies = failed_dependencies;
+    } else if !unmet.is_empty() {
+        report.status = Status::SkippedByRequirement;
+        report.unmet_dependencies = unmet;
+    } else if let Some(Err(error)) = &requirement {
+        report.status = Status::Failed;
+        report.error = Some(format!(
+            "its requirement could not be evaluated: the facts could not be gathered: {error}"
+        ));
+    } else if let Some(Ok(verdict)) = &requirement
+        && verdict.exhausted
+    {
+        report.status = Status::Failed;
+        report.error = Some(
+            "its requirement did more work than a resource program may, and was stopped; \
+             simplify it"
+                .to_owned(),
+        );
+    } else if let Some(Ok(verdict)) = requirement
+        .as_ref()
+        .filter(|verdict| verdict.as_ref().is_ok_and(|verdict| !verdict.holds))
+    {
+        report.status = Status::SkippedByRequirement;
+        report.requirement = verdict
+            .failed
+            .as_ref()
+            .map(|(line, text)| format!("line {line} does not hold: `{text}`"));
+    } else {
+        return false;
+    }
+    true
+}
+
+/// A resource that was notified, did not fail and was not skipped by a guard is
+/// refreshed (if its type reacts to notifications): unless its `ensure` just changed
+/// (Puppet's "unscheduled"), or the run is a noop. Whether it was refreshed.
+fn refresh_if_notified(
+    shared: &Shared<'_>,
+    target: &PreparedResource,
+    notified_by: &[usize],
+    noop: bool,
+    report: &mut ResourceReport,
+    record: &mut impl FnMut(Vec<LogRecord>),
+) -> bool {
+    let secrets = &target.secrets;
+    let refreshable = shared
+        .prepared
+        .schema(target)
+        .is_some_and(|schema| schema.refreshable);
+    if refreshable
+        && !notified_by.is_empty()
+        && !matches!(report.status, Status::Failed | Status::SkippedByGuard)
+    {
+        let triggered_by = notified_by
+            .iter()
+            .map(|source| shared.prepared.graph.reference(*source).to_string())
+            .collect();
+        // Puppet's: a resource whose `ensure` just changed (a service just started)
+        // is not refreshed as well; the refresh is unscheduled.
+        let ensure_changed = report
+            .changes
+            .iter()
+            .any(|change| change.attribute == "ensure");
+        let outcome = if ensure_changed {
+            "unscheduled"
+        } else if noop {
+            "would_refresh"
+        } else {
+            shared.invalidate();
+            let Call { outcome, logs } = shared.host.refresh(target);
+            shared.invalidate();
+            record(logs);
+            match outcome {
+                Ok(()) => "refreshed",
+                Err(error) => {
+                    report.status = Status::Failed;
+                    report.error = Some(secrets.scrub(&error.to_string()));
+                    "failed"
+                }
+            }
+        };
+        report.refresh = Some(RefreshReport {
+            triggered_by,
+            outcome,
+        });
+        return outcome == "refreshed";
+    }
+    false
+}
+
+/// The resource with the run context its type asks for (the node's attributes, the
+/// facts, the paths managed beneath it), filled in just before its provider sees it.
+fn with_run_context<'r>(
+    shared: &Shared<'_>,
+    resource: &PreparedResource,
+    target: std::borrow::Cow<'r, PreparedResource>,
+) -> Result<std::borrow::Cow<'r, PreparedResource>, String> {
+    let prepared = shared.prepared;
+    if let Some(schema) = prepared
+        .schema(resource)
+        .filter(|schema| !schema.context.is_empty())
+    {
+        let mut context = Vec::new();
+        let mut secrets = Vec::new();
+        for wanted in &schema.context {
+            let value = match wanted {
+                RunContext::NodeAttributes => {
+                    shared.node.read().expect("node attributes lock").merged()
+                }
+                RunContext::ManagedBeneath => {
+                    let beneath = schema
+                        .namevar()
+                        .and_then(|namevar| target.get(&namevar.name))
+                        .and_then(Value::as_str)
+                        .map(|path| prepared.written_beneath(path))
+                        .unwrap_or_default();
+                    // Most paths have nothing managed beneath them: no
+                    // entry means none (and spares a copy of the resource).
+                    if beneath.is_empty() {
+                        continue;
+                    }
+                    Value::Array(beneath.into_iter().map(Value::String).collect())
+                }
+                RunContext::Facts => match shared.facts() {
+                    Ok(facts) => crate::facts_value(&facts.groups),
+                    Err(error) => {
+                        return Err(format!(
+                            "the facts it reads could not be gathered: \
+                                     {error}"
+                        ));
+                    }
+                },
+            };
+            value.collect_secrets(false, &mut secrets);
+            context.push((wanted.entry().to_owned(), value));
+        }
+        if !context.is_empty() {
+            let mut with_context = target.into_owned();
+            with_context.context.extend(context);
+            with_context.secrets.extend(secrets);
+            return Ok(std::borrow::Cow::Owned(with_context));
+        }
+    }
+    Ok(target)
 }
 
 /// How far a resource got before its changes are made.
