@@ -9,7 +9,7 @@ use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
 use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
-use wconverge_catalog::{EdgeKind, NodeAttributes, RunContext, TypeSchema, Value};
+use wconverge_catalog::{NodeAttributes, RunContext, TypeSchema, Value};
 
 /// Whether a run changes the machine. The harmless value is the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -49,11 +49,7 @@ pub fn run_with_jobs(
         facts: OnceLock::new(),
         prefetched: crate::prefetch::Prefetched::default(),
     };
-    let finished = if jobs <= 1 {
-        in_order(&shared)
-    } else {
-        crate::schedule::concurrently(&shared, jobs)
-    };
+    let finished = crate::schedule::concurrently(&shared, jobs);
     let mut summary = Summary {
         resources: prepared.resources.len(),
         ..Summary::default()
@@ -166,30 +162,6 @@ impl Outcome {
     pub(crate) fn notifies(&self) -> bool {
         matches!(self.report.status, Status::Changed | Status::WouldChange)
     }
-}
-
-/// Every resource in graph order, one after the other.
-fn in_order(shared: &Shared<'_>) -> Vec<Outcome> {
-    let prepared = shared.prepared;
-    let graph = &prepared.graph;
-    let n_resources = prepared.resources.len();
-    let mut statuses: Vec<Option<Status>> = vec![None; n_resources];
-    let mut notified_by: Vec<Vec<usize>> = vec![Vec::new(); n_resources];
-    let mut finished = Vec::with_capacity(n_resources);
-    for (position, &idx) in graph.order().iter().enumerate() {
-        let inputs = Inputs::of(prepared, idx, &statuses, &notified_by);
-        let outcome = apply_one(shared, position, inputs);
-        statuses[idx] = Some(outcome.report.status);
-        if outcome.notifies() {
-            for (target, kind) in graph.successors(idx) {
-                if *kind == EdgeKind::Notify {
-                    notified_by[*target].push(idx);
-                }
-            }
-        }
-        finished.push(outcome);
-    }
-    finished
 }
 
 /// One resource, at `position` of the graph order: its dependencies, its requirement,

@@ -194,7 +194,8 @@ impl Scheduler<'_, '_> {
     }
 }
 
-/// Runs every resource with up to `jobs` at once; the outcomes in graph order.
+/// Runs every resource with up to `jobs` at once (`--jobs 1` is the same scheduler on
+/// the calling thread); the outcomes in graph order.
 pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
     let prepared = shared.prepared;
     let graph = &prepared.graph;
@@ -227,12 +228,18 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
         }),
         changed: Condvar::new(),
     };
-    std::thread::scope(|scope| {
-        for _ in 0..jobs.min(n_resources.max(1)) {
-            // Each worker on a stack deep enough for the lazy values it may evaluate.
-            scope.spawn(|| wconverge_lang::run_on_big_stack(|| scheduler.work()));
-        }
-    });
+    if jobs <= 1 {
+        // One at a time, on this thread: the first ready resource is always the next
+        // in graph order.
+        scheduler.work();
+    } else {
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.min(n_resources.max(1)) {
+                // Each worker on a stack deep enough for the lazy values it may evaluate.
+                scope.spawn(|| wconverge_lang::run_on_big_stack(|| scheduler.work()));
+            }
+        });
+    }
     let state = scheduler.state.into_inner().expect("scheduler lock");
     if let Some(panic) = state.panicked {
         std::panic::resume_unwind(panic);

@@ -562,13 +562,7 @@ impl Runtime {
         let mut logs = Vec::new();
         let outcome = (|| {
             let plugin = self.plugin(&resource.provider)?;
-            let schema = plugin.schemas.get(&resource.type_name).ok_or_else(|| {
-                PluginError::new(
-                    &resource.provider,
-                    PluginErrorKind::Load,
-                    format!("it does not provide type `{}`", resource.type_name),
-                )
-            })?;
+            let schema = schema_of(&plugin, resource)?;
             let grants = match phase {
                 Phase::Describe | Phase::Guard => Vec::new(),
                 Phase::Inspect | Phase::Change => {
@@ -976,6 +970,20 @@ impl Launcher for LauncherHandle {
 
 /// What a plugin said about `resource`, without its secrets, then cut to size (in that
 /// order: a cut could split a secret, which no later scrub would recognize).
+/// The schema of the resource's type in its plugin, which must provide it.
+fn schema_of<'p>(
+    plugin: &'p Plugin,
+    resource: &PreparedResource,
+) -> Result<&'p TypeSchema, PluginError> {
+    plugin.schemas.get(&resource.type_name).ok_or_else(|| {
+        PluginError::new(
+            &resource.provider,
+            PluginErrorKind::Load,
+            format!("it does not provide type `{}`", resource.type_name),
+        )
+    })
+}
+
 fn said(resource: &PreparedResource, text: &str) -> String {
     convert::truncate(&resource.secrets().scrub(text))
 }
@@ -1197,13 +1205,7 @@ impl PluginHost for Runtime {
         let mut logs = Vec::new();
         let outcome = (|| {
             let plugin = self.plugin(&first.provider)?;
-            let schema = plugin.schemas.get(&first.type_name).ok_or_else(|| {
-                PluginError::new(
-                    &first.provider,
-                    PluginErrorKind::Load,
-                    format!("it does not provide type `{}`", first.type_name),
-                )
-            })?;
+            let schema = schema_of(&plugin, first)?;
             if !schema.batch_state {
                 return Err(contract_error(
                     &plugin,
