@@ -27,6 +27,7 @@ from wit_world.imports.types import (
     AttributeSchema,
     Behaviour,
     Change,
+    Checked,
     Concurrency,
     DataType,
     PathAccess,
@@ -149,7 +150,10 @@ class WitWorld(wit_world.WitWorld):
             ],
         )
 
-    def validate(self, resource: Resource) -> List[str]:
+    def validate(self, resources: List[Resource]) -> List[List[str]]:
+        return [self.problems(resource) for resource in resources]
+
+    def problems(self, resource: Resource) -> List[str]:
         problems = []
         key = get(resource, "key") or ""
         if "." not in key.strip(".") or key.startswith("-"):
@@ -161,15 +165,17 @@ class WitWorld(wit_world.WitWorld):
             problems.append("`value` is required with `ensure => present`")
         return problems
 
-    def current_states(self, resources: List[Resource]) -> list:
+    def check(self, resources: List[Resource]) -> list:
         # Only called for types that set `batch_state`; git_config does not.
-        states: list = []
+        checked: list = []
         for resource in resources:
             try:
-                states.append(Ok(self.current_state(resource)))
+                current = self.current_state(resource)
+                changes = self.plan(resource, current)
+                checked.append(Ok(Checked(current=current, changes=changes)))
             except Err as error:
-                states.append(error)
-        return states
+                checked.append(error)
+        return checked
 
     def current_state(self, resource: Resource) -> List[Attribute]:
         output = git(resource, "--get", require(resource, "key"))

@@ -250,12 +250,15 @@ pub fn describe<P: Provider>() -> wit::ProviderInfo {
     provider_info_to_wit(&P::describe())
 }
 
-/// Entry point of the `validate` export.
-pub fn validate<P: Provider>(resource: wit::Resource) -> Vec<String> {
-    match resource_from_wit(resource) {
-        Ok(resource) => P::validate(&resource),
-        Err(message) => vec![message],
-    }
+/// Entry point of the `validate` export: each resource's problems, in order.
+pub fn validate<P: Provider>(resources: Vec<wit::Resource>) -> Vec<Vec<String>> {
+    resources
+        .into_iter()
+        .map(|resource| match resource_from_wit(resource) {
+            Ok(resource) => P::validate(&resource),
+            Err(message) => vec![message],
+        })
+        .collect()
 }
 
 /// Entry point of the `current-state` export.
@@ -265,10 +268,9 @@ pub fn current_state<P: Provider>(resource: wit::Resource) -> Result<Vec<wit::At
     Ok(attributes_to_wit(state.into_parts()))
 }
 
-/// Entry point of the `current-states` export.
-pub fn current_states<P: Provider>(
-    resources: Vec<wit::Resource>,
-) -> Vec<Result<Vec<wit::Attribute>, String>> {
+/// Entry point of the `check` export: the states of all the resources from one
+/// [`Provider::current_states`], then each one's [`Provider::plan`].
+pub fn check<P: Provider>(resources: Vec<wit::Resource>) -> Vec<Result<wit::Checked, String>> {
     let mut converted = Vec::with_capacity(resources.len());
     let mut errors = Vec::new();
     for (index, resource) in resources.into_iter().enumerate() {
@@ -278,21 +280,35 @@ pub fn current_states<P: Provider>(
         }
     }
     if !errors.is_empty() {
-        let mut results: Vec<Result<Vec<wit::Attribute>, String>> = (0..converted.len()
-            + errors.len())
-            .map(|_| Err(String::new()))
+        // The batch is not read: the host then asks each resource on its own, and the
+        // one that does not convert says why.
+        let mut results: Vec<Result<wit::Checked, String>> = (0..converted.len() + errors.len())
+            .map(|_| Err("another resource of the batch was malformed".to_owned()))
             .collect();
         for (index, message) in errors {
             results[index] = Err(message);
         }
         return results;
     }
-    P::current_states(&converted)
-        .into_iter()
-        .map(|state| {
-            state
-                .map(|state| attributes_to_wit(state.into_parts()))
-                .map_err(|error| error.0)
+    let states = P::current_states(&converted);
+    if states.len() != converted.len() {
+        let message = format!(
+            "`current_states` returned {} states for {} resources",
+            states.len(),
+            converted.len()
+        );
+        return converted.iter().map(|_| Err(message.clone())).collect();
+    }
+    converted
+        .iter()
+        .zip(states)
+        .map(|(resource, state)| {
+            let state = state.map_err(|error| error.0)?;
+            let changes = P::plan(resource, &state).map_err(|error| error.0)?;
+            Ok(wit::Checked {
+                changes: changes.iter().map(change_to_wit).collect(),
+                current: attributes_to_wit(state.into_parts()),
+            })
         })
         .collect()
 }

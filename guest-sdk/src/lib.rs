@@ -241,9 +241,9 @@ macro_rules! export_provider {
                     $crate::__private::describe::<$provider>()
                 }
                 fn validate(
-                    resource: $crate::wit::wconverge::plugin::types::Resource,
-                ) -> ::std::vec::Vec<::std::string::String> {
-                    $crate::__private::validate::<$provider>(resource)
+                    resources: ::std::vec::Vec<$crate::wit::wconverge::plugin::types::Resource>,
+                ) -> ::std::vec::Vec<::std::vec::Vec<::std::string::String>> {
+                    $crate::__private::validate::<$provider>(resources)
                 }
                 fn current_state(
                     resource: $crate::wit::wconverge::plugin::types::Resource,
@@ -253,15 +253,15 @@ macro_rules! export_provider {
                 > {
                     $crate::__private::current_state::<$provider>(resource)
                 }
-                fn current_states(
+                fn check(
                     resources: ::std::vec::Vec<$crate::wit::wconverge::plugin::types::Resource>,
                 ) -> ::std::vec::Vec<
                     ::std::result::Result<
-                        ::std::vec::Vec<$crate::wit::wconverge::plugin::types::Attribute>,
+                        $crate::wit::wconverge::plugin::types::Checked,
                         ::std::string::String,
                     >,
                 > {
-                    $crate::__private::current_states::<$provider>(resources)
+                    $crate::__private::check::<$provider>(resources)
                 }
                 fn plan(
                     resource: $crate::wit::wconverge::plugin::types::Resource,
@@ -294,7 +294,6 @@ macro_rules! export_provider {
 #[doc(hidden)]
 pub mod __private {
     pub use crate::convert::{
-        apply, attributes_from_wit, current_state, current_states, describe, plan, refresh,
-        validate,
+        apply, attributes_from_wit, check, current_state, describe, plan, refresh, validate,
     };
 }

@@ -147,7 +147,7 @@ fn inspect_shows_a_plugins_world_imports_and_schemas() {
     for expected in [
         "plugin sh\n",
         "  world: wconverge:plugin/interpreter",
-        "    wconverge:plugin/process@0.5.0\n",
+        "    wconverge:plugin/process@0.6.0\n",
         "  guards inherit: ",
         "\ntype Exec\n",
         "  command  ",

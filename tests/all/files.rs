@@ -482,12 +482,17 @@ file { '@FILES@/www': ensure => directory, source => 'puppet:///modules/site/www
     );
 }
 
-/// The `current-states` calls a run made, from its debug log: how many resources each
-/// read, and the directories it was granted.
+/// How many lines of a debug log hold `needle`.
+fn log_lines(stderr: &str, needle: &str) -> usize {
+    stderr.lines().filter(|line| line.contains(needle)).count()
+}
+
+/// The `check` calls a run made, from its debug log: how many resources each read and
+/// planned, and the directories it was granted.
 fn state_reads(stderr: &str) -> Vec<(usize, String)> {
     stderr
         .lines()
-        .filter(|line| line.contains("current-states"))
+        .filter(|line| line.contains(" check plugin="))
         .map(|line| {
             let field = |name: &str| {
                 line.split(&format!("{name}="))
@@ -548,6 +553,14 @@ fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_
 
     let (second, reads) = apply();
     assert_eq!(second.code, 0, "{second:#?}");
+    // Each batch planned its files too: none is planned on its own; and the provider
+    // validated all of them in one call.
+    assert_eq!(log_lines(&second.stderr, " plan plugin="), 0, "{second:#?}");
+    assert_eq!(
+        log_lines(&second.stderr, " validate plugin=file resources=120"),
+        1,
+        "{second:#?}"
+    );
     let mut expected: Vec<(usize, String)> =
         dirs.iter().map(|dir| (40, machine.file(dir))).collect();
     let mut seen = reads.clone();
@@ -571,5 +584,60 @@ fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_
     assert_eq!(
         std::fs::read_to_string(&tampered).expect("restored"),
         "line 61\n"
+    );
+}
+
+/// Issue 19. A batch is cut to fit its plugin's memory: files of 1 MiB each are
+/// validated and checked several at a time, no call holding more than an eighth of the
+/// plugin's memory limit, and the no-op holds.
+#[test]
+fn issue_19_batches_of_large_files_are_cut_to_fit_the_plugin_memory() {
+    let machine = Machine::new();
+    let content = "x".repeat(1 << 20);
+    let resources: Vec<Value> = (0..24)
+        .map(|index| {
+            serde_json::json!({
+                "type": "file",
+                "title": machine.file(&format!("big-{index:02}")),
+                "attributes": { "content": content },
+            })
+        })
+        .collect();
+    let catalog = machine.catalog(Value::Array(resources));
+    // An eighth of 64 MiB: 8 MiB, so at most 7 files of 1 MiB and their names.
+    let policy = machine.policy("[plugins.file.limits]\nmemory_mib = 64\n");
+    let apply = || {
+        let mut command = machine.command(crate::support::WCONVERGE);
+        command
+            .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
+            .arg(&policy)
+            .args(["--jobs", "1"])
+            .env("WCONVERGE_LOG", "debug");
+        crate::support::Run::of(&mut command)
+    };
+    let first = apply();
+    assert_eq!(first.code, 2, "{first:#?}");
+    let second = apply();
+    assert_eq!(second.code, 0, "{second:#?}");
+    let reads = state_reads(&second.stderr);
+    assert_eq!(
+        reads.iter().map(|(count, _)| count).sum::<usize>(),
+        24,
+        "{reads:?}"
+    );
+    assert!(
+        reads.len() >= 4 && reads.iter().all(|(count, _)| *count <= 7),
+        "{reads:?}"
+    );
+    let validated: Vec<usize> = second
+        .stderr
+        .lines()
+        .filter_map(|line| line.split(" validate plugin=file resources=").nth(1))
+        .map(|count| count.trim().parse().expect("a count"))
+        .collect();
+    assert_eq!(validated.iter().sum::<usize>(), 24, "{validated:?}");
+    assert!(
+        validated.len() >= 4 && validated.iter().all(|count| *count <= 7),
+        "{validated:?}"
     );
 }

@@ -56,6 +56,55 @@ fn a_granted_path_that_resolves_outside_the_grant_is_refused() {
     assert!(!outside_dir.join("file").exists());
 }
 
+/// Issue 19. Providers validate many resources per call. A plugin that traps on one of
+/// them fails that resource alone (the call is made again for each resource of the
+/// batch), and the problems still come in catalog order.
+#[test]
+fn issue_19_a_trap_in_a_batched_validate_fails_only_its_own_resource() {
+    let machine = Machine::new();
+    let files = machine.files_dir();
+    let hostile = |name: &str, action: &str| {
+        json!({ "type": "hostile", "title": format!("{files}/{name}"),
+                "attributes": { "action": action } })
+    };
+    let first = machine.file("first");
+    let last = machine.file("last");
+    let catalog = machine.catalog(json!([
+        { "type": "file", "title": first, "attributes": { "mode": "0999" } },
+        hostile("fine", "behave"),
+        hostile("trapping", "trap_in_validate"),
+        hostile("also-fine", "behave"),
+        { "type": "file", "title": last, "attributes": { "backup": "a/b" } },
+    ]));
+    let policy = machine.policy(&test_plugins_policy(&machine, ""));
+    let run = machine.run(&[
+        "validate",
+        catalog.to_str().expect("utf-8"),
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    let line_of = |needle: &str| {
+        run.stderr
+            .lines()
+            .position(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no `{needle}` in {run:#?}"))
+    };
+    let lines = [
+        line_of(&format!("File[{first}]")),
+        line_of(&format!("Hostile[{files}/trapping]")),
+        line_of(&format!("File[{last}]")),
+    ];
+    assert!(lines.is_sorted(), "not in catalog order: {run:#?}");
+    assert!(
+        run.stderr.contains("deliberate panic in validate"),
+        "{run:#?}"
+    );
+    for valid in ["fine]", "also-fine]"] {
+        assert!(!run.stderr.contains(valid), "{valid}: {run:#?}");
+    }
+}
+
 #[test]
 fn hostile_plugins_fail_their_own_resource_and_the_host_converges_the_rest() {
     let machine = Machine::new();

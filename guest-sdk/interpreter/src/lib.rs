@@ -61,10 +61,10 @@ pub mod wit {
         world: "interpreter",
         path: "../../wit",
         with: {
-            "wconverge:plugin/types@0.5.0": wconverge_sdk::wit::wconverge::plugin::types,
-            "wconverge:plugin/log@0.5.0": wconverge_sdk::wit::wconverge::plugin::log,
-            "wconverge:plugin/process@0.5.0": wconverge_sdk::wit::wconverge::plugin::process,
-            "wconverge:plugin/file-metadata@0.5.0": wconverge_sdk::wit::wconverge::plugin::file_metadata,
+            "wconverge:plugin/types@0.6.0": wconverge_sdk::wit::wconverge::plugin::types,
+            "wconverge:plugin/log@0.6.0": wconverge_sdk::wit::wconverge::plugin::log,
+            "wconverge:plugin/process@0.6.0": wconverge_sdk::wit::wconverge::plugin::process,
+            "wconverge:plugin/file-metadata@0.6.0": wconverge_sdk::wit::wconverge::plugin::file_metadata,
         },
         pub_export_macro: true,
         default_bindings_module: "wconverge_sdk_interpreter::wit",
@@ -105,9 +105,11 @@ macro_rules! export_interpreter {
                     ::wconverge_sdk::__private::describe::<WconvergeScripts>()
                 }
                 fn validate(
-                    resource: ::wconverge_sdk::wit::wconverge::plugin::types::Resource,
-                ) -> ::std::vec::Vec<::std::string::String> {
-                    ::wconverge_sdk::__private::validate::<WconvergeScripts>(resource)
+                    resources: ::std::vec::Vec<
+                        ::wconverge_sdk::wit::wconverge::plugin::types::Resource,
+                    >,
+                ) -> ::std::vec::Vec<::std::vec::Vec<::std::string::String>> {
+                    ::wconverge_sdk::__private::validate::<WconvergeScripts>(resources)
                 }
                 fn current_state(
                     resource: ::wconverge_sdk::wit::wconverge::plugin::types::Resource,
@@ -117,17 +119,17 @@ macro_rules! export_interpreter {
                 > {
                     ::wconverge_sdk::__private::current_state::<WconvergeScripts>(resource)
                 }
-                fn current_states(
+                fn check(
                     resources: ::std::vec::Vec<
                         ::wconverge_sdk::wit::wconverge::plugin::types::Resource,
                     >,
                 ) -> ::std::vec::Vec<
                     ::std::result::Result<
-                        ::std::vec::Vec<::wconverge_sdk::wit::wconverge::plugin::types::Attribute>,
+                        ::wconverge_sdk::wit::wconverge::plugin::types::Checked,
                         ::std::string::String,
                     >,
                 > {
-                    ::wconverge_sdk::__private::current_states::<WconvergeScripts>(resources)
+                    ::wconverge_sdk::__private::check::<WconvergeScripts>(resources)
                 }
                 fn plan(
                     resource: ::wconverge_sdk::wit::wconverge::plugin::types::Resource,

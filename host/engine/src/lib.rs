@@ -42,18 +42,20 @@ pub trait PluginHost {
         requested: Option<&str>,
     ) -> Result<Option<ProviderChoice>, PluginError>;
 
-    /// Provider checks of one resource that its schema cannot express; no file system,
-    /// no processes.
-    fn validate(&self, resource: &PreparedResource) -> Call<Vec<String>>;
+    /// Provider checks that their schemas cannot express, of many resources of one
+    /// provider (of any of its types): one list of problems per resource, in order. No
+    /// file system, no processes.
+    fn validate(&self, resources: &[&PreparedResource]) -> Call<Vec<Vec<String>>>;
 
     /// Reads the resource's current state (unless `current` is the state a batch read
     /// for it) and plans the changes, with read-only access.
     fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Vec<Change>>;
 
     /// Reads the current states of many resources of one type and provider at once, for
-    /// a type whose schema sets `batch_state` (Puppet's prefetch): one result per
-    /// resource, in order. An error of the whole call makes each resource read its own.
-    fn current_states(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<State, String>>> {
+    /// a type whose schema sets `batch_state` (Puppet's prefetch), and plans each: one
+    /// result per resource, in order. An error of the whole call makes each resource
+    /// read its own.
+    fn check(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<Checked, String>>> {
         let _ = resources;
         Call::new(
             Err(PluginError::new(
@@ -198,6 +200,14 @@ impl<T> Call<T> {
 
 /// A resource's state as its provider observed it: attribute values.
 pub type State = Vec<(String, Value)>;
+
+/// A resource as a batch read found it: its state, and the changes its provider planned
+/// for that state (none when it is in sync).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    pub state: State,
+    pub changes: Vec<Change>,
+}
 
 /// One change a provider planned.
 #[derive(Debug, Clone, PartialEq)]

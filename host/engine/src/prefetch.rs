@@ -1,7 +1,8 @@
 //! States read many at once (Puppet's prefetch): for a type whose schema sets
 //! `batch_state`, the first of its resources to run reads the state of the resources of
-//! its batch still to come, in one call (one read of the package database for all the
-//! packages of a run; one call for the files of a directory).
+//! its batch still to come, and plans each, in one call (one read of the package
+//! database for all the packages of a run; one call for the files of a directory). A
+//! resource found in sync then makes no call of its own.
 //!
 //! A batch is the resources of one type and provider whose path attributes ask for the
 //! same directories (the parent of a `read-write` path, a `read` path itself), in run
@@ -16,9 +17,9 @@
 //! before, back up to [`MAX_BATCH`].
 
 use crate::validate::{Prepared, PreparedResource};
-use crate::{LogRecord, PluginHost, State};
+use crate::{Checked, LogRecord, PluginHost};
 use std::collections::{HashMap, HashSet};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex};
 use wconverge_catalog::PathAccess;
 
 /// The most resources whose states one call reads.
@@ -40,18 +41,20 @@ struct Batches {
 #[derive(Default)]
 pub(crate) struct Prefetched {
     inner: Mutex<Inner>,
+    /// Signalled when a read ends.
+    read: Condvar,
 }
 
 struct Inner {
     /// By catalog index.
-    states: HashMap<usize, Result<State, String>>,
+    states: HashMap<usize, Result<Checked, String>>,
     /// Built when the first resource of a batched type runs.
     batches: Option<Batches>,
     /// How many resources the next batch read asks for; 0: the next resource reads its
     /// own state.
     next: usize,
-    /// Catalog indices a read under way is reading: they read their own if their turn
-    /// comes first.
+    /// Catalog indices a read under way is reading: if their turn comes first, they wait
+    /// for it.
     in_flight: HashSet<usize>,
     /// Counts the changes of the machine: a read that began before one is not kept.
     generation: u64,
@@ -69,17 +72,48 @@ impl Default for Inner {
     }
 }
 
+impl Inner {
+    fn end_read(&mut self, batch: &[usize]) {
+        for idx in batch {
+            self.in_flight.remove(idx);
+        }
+    }
+}
+
+/// A read under way: when the read unwinds, its resources are no longer in flight, so
+/// those waiting for them go on (and the panic reaches the run).
+struct Reading<'p> {
+    prefetched: &'p Prefetched,
+    batch: Vec<usize>,
+}
+
+impl Drop for Reading<'_> {
+    fn drop(&mut self) {
+        if self.batch.is_empty() {
+            return;
+        }
+        let mut inner = self
+            .prefetched
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        inner.end_read(&self.batch);
+        self.prefetched.read.notify_all();
+    }
+}
+
 impl Prefetched {
-    /// The state read for the resource at `position` of the run order, reading it (with
-    /// those to come of its batch) if it was not; `None` when its type reads one at a
-    /// time, when it reads its own this time, or when the batch could not be read.
+    /// The state read (and the changes planned) for the resource at `position` of the
+    /// run order, reading it (with those to come of its batch) if it was not; `None`
+    /// when its type reads one at a time, when it reads its own this time, or when the
+    /// batch could not be read.
     pub(crate) fn take(
         &self,
         prepared: &Prepared,
         host: &dyn PluginHost,
         position: usize,
         logs: &mut Vec<LogRecord>,
-    ) -> Option<Result<State, String>> {
+    ) -> Option<Result<Checked, String>> {
         let order = prepared.graph.order();
         let idx = order[position];
         let resource = &prepared.resources[idx];
@@ -88,11 +122,14 @@ impl Prefetched {
         }
         let (batch, generation) = {
             let mut inner = self.inner.lock().expect("prefetch lock");
+            // Being read by another resource's call, which ends within its plugin's
+            // time limit: its result is as good as this resource's own read, and
+            // cheaper.
+            while inner.in_flight.contains(&idx) {
+                inner = self.read.wait(inner).expect("prefetch lock");
+            }
             if let Some(state) = inner.states.remove(&idx) {
                 return Some(state);
-            }
-            if inner.in_flight.contains(&idx) {
-                return None;
             }
             if inner.next == 0 {
                 return None;
@@ -116,16 +153,21 @@ impl Prefetched {
             inner.next = (next * 2).min(MAX_BATCH);
             (batch, inner.generation)
         };
-        let resources: Vec<&PreparedResource> = batch
+        let mut reading = Reading {
+            prefetched: self,
+            batch,
+        };
+        let resources: Vec<&PreparedResource> = reading
+            .batch
             .iter()
             .map(|&other| &prepared.resources[other])
             .collect();
-        let call = host.current_states(&resources);
+        let call = host.check(&resources);
         logs.extend(call.logs);
         let mut inner = self.inner.lock().expect("prefetch lock");
-        for other in &batch {
-            inner.in_flight.remove(other);
-        }
+        let batch = std::mem::take(&mut reading.batch);
+        inner.end_read(&batch);
+        self.read.notify_all();
         if inner.generation != generation {
             // The machine changed while it was read.
             return None;

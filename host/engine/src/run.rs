@@ -257,10 +257,14 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             )
             .and_then(|resolved| {
                 if let Some(resolved) = resolved {
-                    let Call { outcome, logs } = host.validate(&resolved);
+                    let Call { outcome, logs } = host.validate(&[&resolved]);
                     record(logs);
                     target = std::borrow::Cow::Owned(resolved);
-                    let problems = outcome.map_err(|error| error.to_string())?;
+                    let problems = outcome
+                        .map_err(|error| error.to_string())?
+                        .into_iter()
+                        .flatten()
+                        .collect::<Vec<_>>();
                     if !problems.is_empty() {
                         return Err(format!(
                             "with its lazy values resolved: {}",
@@ -279,7 +283,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                 let without = std::mem::replace(&mut target, std::borrow::Cow::Borrowed(resource));
                 target = with_run_context(shared, resource, without)?;
                 let mut batch_logs = Vec::new();
-                let current =
+                let checked =
                     match shared
                         .prefetched
                         .take(prepared, host, position, &mut batch_logs)
@@ -288,13 +292,23 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                             record(batch_logs);
                             return Err(message);
                         }
-                        Some(Ok(state)) => Some(state),
+                        Some(Ok(checked)) => Some(checked),
                         None => None,
                     };
                 record(batch_logs);
-                let Call { outcome, logs } = host.plan(&target, current);
-                record(logs);
-                let changes = outcome.map_err(|error| error.to_string())?;
+                let changes = match checked {
+                    // The batch planned the resource as it is: nothing was added to it
+                    // (a home default, a run context) since.
+                    Some(checked) if matches!(target, std::borrow::Cow::Borrowed(_)) => {
+                        checked.changes
+                    }
+                    current => {
+                        let Call { outcome, logs } =
+                            host.plan(&target, current.map(|checked| checked.state));
+                        record(logs);
+                        outcome.map_err(|error| error.to_string())?
+                    }
+                };
                 init_only_changes(prepared.schema(resource), &changes)?;
                 Ok(Planned::Changes(changes))
             }),

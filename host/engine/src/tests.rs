@@ -137,11 +137,16 @@ impl PluginHost for MemoryHost {
         }))
     }
 
-    fn validate(&self, resource: &PreparedResource) -> Call<Vec<String>> {
-        let problems = match resource.get("state").and_then(Value::as_str) {
-            Some("invalid") => vec!["state `invalid` is invalid".to_owned()],
-            _ => Vec::new(),
-        };
+    fn validate(&self, resources: &[&PreparedResource]) -> Call<Vec<Vec<String>>> {
+        let problems = resources
+            .iter()
+            .map(
+                |resource| match resource.get("state").and_then(Value::as_str) {
+                    Some("invalid") => vec!["state `invalid` is invalid".to_owned()],
+                    _ => Vec::new(),
+                },
+            )
+            .collect();
         Call::new(Ok(problems), Vec::new())
     }
 

@@ -236,6 +236,9 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
     // there is none, reported once, at the first resource that needed it.
     let mut chosen: HashMap<(String, Option<String>), Option<String>> = HashMap::new();
     let mut resources = Vec::with_capacity(catalog.resources.len());
+    // Resources for their providers' checks: where their problems go in `problems`,
+    // and which.
+    let mut unchecked: Vec<(usize, usize)> = Vec::new();
     let mut defaults = Defaults::default();
     for resource in &catalog.resources {
         let type_name = &resource.type_name;
@@ -362,30 +365,20 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
                     resources.push(prepared);
                     continue;
                 }
-                // Provider checks run for every resource that passed its schema, in
-                // catalog order, so one `validate` reports everything wrong at once. A
-                // resource with lazy values is checked once they are resolved: before,
-                // the provider would miss what they will set.
-                if !prepared.lazy.is_empty() {
-                    resources.push(prepared);
-                    continue;
-                }
-                let call = host.validate(&prepared);
-                let problem = |message: String| Problem {
-                    resource: Some(prepared.reference.clone()),
-                    location: prepared.source.clone(),
-                    message: prepared.secrets.scrub(&message),
-                    help: None,
-                };
-                match call.outcome {
-                    Ok(found) => problems.extend(found.into_iter().map(problem)),
-                    Err(error) => problems.push(problem(error.to_string())),
+                // Provider checks run for every resource that passed its schema, so one
+                // `validate` reports everything wrong at once; many resources per call,
+                // their problems in catalog order. A resource with lazy values is
+                // checked once they are resolved: before, the provider would miss what
+                // they will set.
+                if prepared.lazy.is_empty() {
+                    unchecked.push((problems.len(), resources.len()));
                 }
                 resources.push(prepared);
             }
             Err(mut found) => problems.append(&mut found),
         }
     }
+    let mut problems = provider_checks(problems, &resources, &unchecked, host);
     problems.extend(same_namevar(&resources, &schemas, host));
     let implied = implied_relationships(&resources, &schemas);
     let graph = match Graph::build(catalog, &implied) {
@@ -412,6 +405,79 @@ pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec
         resources,
         schemas,
     })
+}
+
+/// The most resources one `validate` call checks.
+const MAX_VALIDATE: usize = 1024;
+
+/// `problems` with those of the providers' checks of the `unchecked` resources (their
+/// index in `resources`), each resource's after those found before it was checked, as
+/// though each were checked on its own in catalog order. A call that fails as a whole
+/// is made again for each of its resources, so the error is the resource's own.
+fn provider_checks(
+    problems: Vec<Problem>,
+    resources: &[PreparedResource],
+    unchecked: &[(usize, usize)],
+    host: &dyn PluginHost,
+) -> Vec<Problem> {
+    let mut found: Vec<Vec<Problem>> = vec![Vec::new(); unchecked.len()];
+    let mut by_provider: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (position, &(_, idx)) in unchecked.iter().enumerate() {
+        by_provider
+            .entry(resources[idx].provider.as_str())
+            .or_default()
+            .push(position);
+    }
+    let mut providers: Vec<_> = by_provider.into_iter().collect();
+    providers.sort_unstable_by_key(|(_, positions)| positions[0]);
+    let problem = |resource: &PreparedResource, message: String| Problem {
+        resource: Some(resource.reference.clone()),
+        location: resource.source.clone(),
+        message: resource.secrets.scrub(&message),
+        help: None,
+    };
+    for (_, positions) in providers {
+        for chunk in positions.chunks(MAX_VALIDATE) {
+            let batch: Vec<&PreparedResource> = chunk
+                .iter()
+                .map(|&position| &resources[unchecked[position].1])
+                .collect();
+            match host.validate(&batch).outcome {
+                Ok(lists) => {
+                    for ((&position, resource), list) in chunk.iter().zip(&batch).zip(lists) {
+                        found[position]
+                            .extend(list.into_iter().map(|message| problem(resource, message)));
+                    }
+                }
+                Err(_) if chunk.len() > 1 => {
+                    for (&position, resource) in chunk.iter().zip(&batch) {
+                        match host.validate(&[resource]).outcome {
+                            Ok(lists) => found[position].extend(
+                                lists
+                                    .into_iter()
+                                    .flatten()
+                                    .map(|message| problem(resource, message)),
+                            ),
+                            Err(error) => {
+                                found[position].push(problem(resource, error.to_string()))
+                            }
+                        }
+                    }
+                }
+                Err(error) => found[chunk[0]].push(problem(batch[0], error.to_string())),
+            }
+        }
+    }
+    let mut merged = Vec::with_capacity(problems.len() + found.iter().map(Vec::len).sum::<usize>());
+    let mut before = problems.into_iter();
+    let mut taken = 0;
+    for (&(at, _), found) in unchecked.iter().zip(found) {
+        merged.extend(before.by_ref().take(at - taken));
+        taken = at;
+        merged.extend(found);
+    }
+    merged.extend(before);
+    merged
 }
 
 /// Two resources of one type with the same path as namevar (`file { 'a': path => '/x' }`

@@ -367,6 +367,34 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
     })
 }
 
+/// About how many bytes a resource takes in a guest's memory once lowered: its strings,
+/// and a node for each value. Batches are cut by it, to stay well within a plugin's
+/// memory limit whatever the resources hold.
+pub(crate) fn lowered_bytes(resource: &PreparedResource) -> usize {
+    fn value_bytes(value: &Value) -> usize {
+        NODE_BYTES
+            + match value {
+                Value::String(text) => text.len(),
+                Value::Array(items) => items.iter().map(value_bytes).sum(),
+                Value::Hash(entries) => entries
+                    .iter()
+                    .map(|(key, value)| key.len() + value_bytes(value))
+                    .sum(),
+                Value::Sensitive(inner) => value_bytes(inner),
+                Value::Undef | Value::Boolean(_) | Value::Integer(_) | Value::Float(_) => 0,
+            }
+    }
+    const NODE_BYTES: usize = 32;
+    resource.type_name.len()
+        + resource.title.len()
+        + resource
+            .attributes
+            .iter()
+            .chain(&resource.context)
+            .map(|(name, value)| name.len() + value_bytes(value))
+            .sum::<usize>()
+}
+
 pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
     wit::Resource {
         type_name: resource.type_name.clone(),
@@ -390,9 +418,6 @@ pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
     }
 }
 
-/// Checks the state `current-state` returned, which goes back to `plan` as it is: each
-/// value well formed, and of the data type the schema gives it when it names one of the
-/// type's attributes (observed values: an enumeration takes any string).
 /// A state the host holds (read in a batch) as the provider takes it back.
 pub(crate) fn attributes_to_wit(state: &[(String, Value)]) -> Vec<wit::Attribute> {
     state
@@ -418,6 +443,9 @@ pub(crate) fn attributes_from_wit(
         .collect()
 }
 
+/// Checks the state `current-state` returned, which goes back to `plan` as it is: each
+/// value well formed, and of the data type the schema gives it when it names one of the
+/// type's attributes (observed values: an enumeration takes any string).
 pub(crate) fn check_state(state: &[wit::Attribute], schema: &TypeSchema) -> Result<(), String> {
     if state.len() > 4096 {
         return Err(format!("the state has {} attributes", state.len()));

@@ -37,7 +37,7 @@ use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 use wconverge_catalog::TypeSchema;
 use wconverge_engine::{
-    Call, Change, GuardScript, InterpreterInfo, LogRecord, PluginError, PluginErrorKind,
+    Call, Change, Checked, GuardScript, InterpreterInfo, LogRecord, PluginError, PluginErrorKind,
     PluginHost, PreparedResource, ProviderChoice, ScriptOutput, State,
 };
 
@@ -581,16 +581,16 @@ impl Runtime {
         Call::new(outcome, logs)
     }
 
-    /// One `current-states` call for `batch` (resources that need exactly `grants`), on
-    /// an instance with those grants read-only.
-    fn read_states(
+    /// One `check` call for `batch` (resources that need exactly `grants`), on an
+    /// instance with those grants read-only.
+    fn check_batch(
         &self,
         plugin: &Plugin,
         schema: &TypeSchema,
         grants: &[Arc<Grant>],
         batch: &[&PreparedResource],
         logs: &mut Vec<LogRecord>,
-    ) -> Result<Vec<Result<State, String>>, PluginError> {
+    ) -> Result<Vec<Result<Checked, String>>, PluginError> {
         tracing::debug!(
             plugin = %plugin.policy.name,
             resources = batch.len(),
@@ -599,7 +599,7 @@ impl Runtime {
                 .map(|grant| grant.guest.as_str())
                 .collect::<Vec<_>>()
                 .join(" "),
-            "current-states"
+            "check"
         );
         let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Inspect, grants)?;
         instance.store.data_mut().subject = Some((
@@ -614,36 +614,35 @@ impl Runtime {
             .map(|resource| convert::resource_to_wit(resource))
             .collect();
         let called = plugin.call(&mut instance, |exports, store| {
-            exports.provider()?.call_current_states(store, &wits)
+            exports.provider()?.call_check(store, &wits)
         });
         logs.extend(called.logs);
-        let states = match called.outcome {
-            Ok(states) => {
-                plugin.put_back(instance);
-                states
-            }
-            Err(error) => return Err(error),
-        };
-        if states.len() != batch.len() {
+        let results = called.outcome?;
+        plugin.put_back(instance);
+        if results.len() != batch.len() {
             return Err(contract_error(
                 plugin,
                 format!(
-                    "`current-states` returned {} states for {} resources",
-                    states.len(),
+                    "`check` returned {} results for {} resources",
+                    results.len(),
                     batch.len()
                 ),
             ));
         }
-        states
+        results
             .into_iter()
             .zip(batch)
-            .map(|(state, resource)| match state {
-                Ok(state) => {
-                    convert::check_state(&state, schema)
+            .map(|(checked, resource)| match checked {
+                Ok(checked) => {
+                    convert::check_state(&checked.current, schema)
                         .map_err(|message| contract_error(plugin, message))?;
-                    convert::attributes_from_wit(&state)
-                        .map(Ok)
-                        .map_err(|message| contract_error(plugin, message))
+                    let state = convert::attributes_from_wit(&checked.current)
+                        .map_err(|message| contract_error(plugin, message))?;
+                    let changes = convert::changes_from_wit(&checked.changes, schema, &|text| {
+                        said(resource, text)
+                    })
+                    .map_err(|message| contract_error(plugin, message))?;
+                    Ok(Ok(Checked { state, changes }))
                 }
                 Err(message) => Ok(Err(said(resource, &message))),
             })
@@ -1147,20 +1146,75 @@ impl PluginHost for Runtime {
         }))
     }
 
-    fn validate(&self, resource: &PreparedResource) -> Call<Vec<String>> {
-        self.session(resource, Phase::Describe, |plugin, _, instance, logs| {
-            let wit = convert::resource_to_wit(resource);
-            let called = plugin.call(instance, |exports, store| {
-                exports.provider()?.call_validate(store, &wit)
-            });
-            logs.extend(called.logs);
-            let problems = called.outcome?;
-            Ok(problems
-                .iter()
-                .take(100)
-                .map(|problem| said(resource, problem))
-                .collect())
-        })
+    fn validate(&self, resources: &[&PreparedResource]) -> Call<Vec<Vec<String>>> {
+        let Some(first) = resources.first() else {
+            return Call::new(Ok(Vec::new()), Vec::new());
+        };
+        let mut logs = Vec::new();
+        let outcome = (|| {
+            let plugin = self.plugin(&first.provider)?;
+            let mut found = Vec::with_capacity(resources.len());
+            for batch in by_weight(resources, plugin.policy.limits.memory_bytes) {
+                for resource in batch {
+                    if resource.provider != first.provider {
+                        return Err(PluginError::new(
+                            &first.provider,
+                            PluginErrorKind::Load,
+                            format!(
+                                "{} is not a resource of provider `{}`",
+                                resource.reference, first.provider
+                            ),
+                        ));
+                    }
+                    schema_of(&plugin, resource)?;
+                }
+                tracing::debug!(
+                    plugin = %plugin.policy.name,
+                    resources = batch.len(),
+                    "validate"
+                );
+                let mut instance =
+                    plugin.instance(&self.engine, &self.shared, Phase::Describe, &[])?;
+                instance.store.data_mut().subject = Some((
+                    match batch {
+                        [one] => one.reference.to_string(),
+                        _ => format!("{} resources", batch.len()),
+                    },
+                    wconverge_engine::Secrets::union(
+                        batch.iter().map(|resource| resource.secrets()),
+                    ),
+                ));
+                let wits: Vec<_> = batch
+                    .iter()
+                    .map(|resource| convert::resource_to_wit(resource))
+                    .collect();
+                let called = plugin.call(&mut instance, |exports, store| {
+                    exports.provider()?.call_validate(store, &wits)
+                });
+                logs.extend(called.logs);
+                let lists = called.outcome?;
+                plugin.put_back(instance);
+                if lists.len() != batch.len() {
+                    return Err(contract_error(
+                        &plugin,
+                        format!(
+                            "`validate` returned {} lists of problems for {} resources",
+                            lists.len(),
+                            batch.len()
+                        ),
+                    ));
+                }
+                found.extend(lists.iter().zip(batch).map(|(problems, resource)| {
+                    problems
+                        .iter()
+                        .take(100)
+                        .map(|problem| said(resource, problem))
+                        .collect()
+                }));
+            }
+            Ok(found)
+        })();
+        Call::new(outcome, logs)
     }
 
     fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Vec<Change>> {
@@ -1168,6 +1222,12 @@ impl PluginHost for Runtime {
             resource,
             Phase::Inspect,
             |plugin, schema, instance, logs| {
+                tracing::debug!(
+                    plugin = %plugin.policy.name,
+                    resource = %resource.reference,
+                    read = current.is_none(),
+                    "plan"
+                );
                 let wit = convert::resource_to_wit(resource);
                 let state = match current {
                     // Read in a batch, and checked then.
@@ -1198,7 +1258,7 @@ impl PluginHost for Runtime {
         )
     }
 
-    fn current_states(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<State, String>>> {
+    fn check(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<Checked, String>>> {
         let Some(first) = resources.first() else {
             return Call::new(Ok(Vec::new()), Vec::new());
         };
@@ -1212,7 +1272,7 @@ impl PluginHost for Runtime {
                     format!("type `{}` does not read its states in batches", schema.name),
                 ));
             }
-            let mut results: Vec<Option<Result<State, String>>> = vec![None; resources.len()];
+            let mut results: Vec<Option<Result<Checked, String>>> = vec![None; resources.len()];
             // Each resource's directories, checked (and recorded) for it as for a call of
             // its own; resources are read together only when they need exactly the same
             // ones, so no call sees more than each of its resources needs.
@@ -1240,13 +1300,18 @@ impl PluginHost for Runtime {
                 }
             }
             for (grants, members) in groups {
-                let batch: Vec<&PreparedResource> = members
+                let group: Vec<&PreparedResource> = members
                     .iter()
                     .map(|&position| resources[position])
                     .collect();
-                let states = self.read_states(&plugin, schema, &grants, &batch, &mut logs)?;
-                for (position, state) in members.into_iter().zip(states) {
-                    results[position] = Some(state);
+                let mut members = members.into_iter();
+                for batch in by_weight(&group, plugin.policy.limits.memory_bytes) {
+                    let checked = self.check_batch(&plugin, schema, &grants, batch, &mut logs)?;
+                    // `checked` first: `zip` asks its first iterator first, and the
+                    // members of the next batch must not be consumed.
+                    for (checked, position) in checked.into_iter().zip(members.by_ref()) {
+                        results[position] = Some(checked);
+                    }
                 }
             }
             Ok(results
@@ -1283,6 +1348,33 @@ impl PluginHost for Runtime {
                 .map_err(|message| provider_error(plugin, said(resource, &message)))
         })
     }
+}
+
+/// `resources` cut into batches that each take at most an eighth of a plugin's memory
+/// limit (`memory_bytes`) once lowered into it, and hold at least one resource.
+fn by_weight<'r, 'p>(
+    resources: &'r [&'p PreparedResource],
+    memory_bytes: usize,
+) -> impl Iterator<Item = &'r [&'p PreparedResource]> {
+    let budget = memory_bytes / 8;
+    let mut rest = resources;
+    std::iter::from_fn(move || {
+        if rest.is_empty() {
+            return None;
+        }
+        let mut taken = 0;
+        let mut weight = 0;
+        for resource in rest {
+            weight += convert::lowered_bytes(resource);
+            if taken > 0 && weight > budget {
+                break;
+            }
+            taken += 1;
+        }
+        let (batch, after) = rest.split_at(taken);
+        rest = after;
+        Some(batch)
+    })
 }
 
 /// The `identity` (user, uid, group, gid, privileged) and `path` of this process.

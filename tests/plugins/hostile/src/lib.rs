@@ -44,6 +44,7 @@ impl Provider for Hostile {
                             "remove",
                             "lie_state",
                             "lie_plan",
+                            "trap_in_validate",
                         ]),
                         "What to do when applied.",
                     )
@@ -55,6 +56,14 @@ impl Provider for Hostile {
                     "The file to read or the program to launch.",
                 )),
         )
+    }
+
+    fn validate(resource: &Resource) -> Vec<String> {
+        // Validation runs many resources per call: the trap must cost this one alone.
+        if resource.get_str("action") == Some("trap_in_validate") {
+            panic!("deliberate panic in validate");
+        }
+        Vec::new()
     }
 
     fn current_state(resource: &Resource) -> Result<State> {
