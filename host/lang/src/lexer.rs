@@ -236,23 +236,76 @@ pub(crate) fn keyword(word: &str) -> Option<Kw> {
 /// Lexes a whole file. Errors are reported and lexing goes on, so one bad character
 /// does not hide the next problem.
 pub(crate) fn lex(file: u32, text: &str, diagnostics: &mut Vec<Diagnostic>) -> Vec<Token> {
-    let mut lexer = Lexer {
-        file,
-        text,
-        pos: 0,
-        diagnostics,
-        depth: 0,
-        after_heredocs: None,
-        escapes: None,
-    };
-    lexer.run(None)
+    let mut lexer = Lexer::new(file, text);
+    let tokens = lexer.run(None);
+    diagnostics.append(&mut lexer.diagnostics);
+    tokens
 }
 
-struct Lexer<'a, 'd> {
+/// The tokens of one file, lexed as the parser asks for them: the parser of a 10 MB
+/// manifest holds the tokens of one top-level statement at a time, not its million
+/// tokens at once. The sequence, and the problems reported, are those of [`lex`].
+pub(crate) struct Stream<'a> {
+    lexer: Lexer<'a>,
+    state: RunState,
+    done: bool,
+}
+
+impl<'a> Stream<'a> {
+    pub(crate) fn new(file: u32, text: &'a str) -> Self {
+        Stream {
+            lexer: Lexer::new(file, text),
+            state: RunState::default(),
+            done: false,
+        }
+    }
+
+    /// The next token; `Eof` at the end, and again after it.
+    pub(crate) fn next(&mut self) -> Token {
+        if self.done {
+            let end = self.lexer.text.len();
+            return Token {
+                tok: Tok::Eof,
+                span: self.lexer.span(end, end),
+                line_start: true,
+            };
+        }
+        let token = self.lexer.next_token(None, &mut self.state);
+        self.done = token.tok == Tok::Eof;
+        token
+    }
+
+    /// The problems found since the last call.
+    pub(crate) fn problems(&mut self) -> std::vec::Drain<'_, Diagnostic> {
+        self.lexer.diagnostics.drain(..)
+    }
+}
+
+/// What lexing one token needs of those before it.
+struct RunState {
+    /// Inside `${`: how many braces are open within it.
+    brace_depth: usize,
+    /// The next token is the first of its line.
+    line_start: bool,
+    /// A `/` next would start a regular expression (the token before is no operand).
+    regex_allowed: bool,
+}
+
+impl Default for RunState {
+    fn default() -> Self {
+        RunState {
+            brace_depth: 0,
+            line_start: true,
+            regex_allowed: true,
+        }
+    }
+}
+
+struct Lexer<'a> {
     file: u32,
     text: &'a str,
     pos: usize,
-    diagnostics: &'d mut Vec<Diagnostic>,
+    diagnostics: Vec<Diagnostic>,
     depth: usize,
     /// Where the next line starts when heredocs opened on this one: after their bodies.
     after_heredocs: Option<usize>,
@@ -261,7 +314,19 @@ struct Lexer<'a, 'd> {
     escapes: Option<String>,
 }
 
-impl Lexer<'_, '_> {
+impl<'a> Lexer<'a> {
+    fn new(file: u32, text: &'a str) -> Self {
+        Lexer {
+            file,
+            text,
+            pos: 0,
+            diagnostics: Vec::new(),
+            depth: 0,
+            after_heredocs: None,
+            escapes: None,
+        }
+    }
+
     fn span(&self, start: usize, end: usize) -> Span {
         Span::new(self.file, start, end)
     }
@@ -288,15 +353,27 @@ impl Lexer<'_, '_> {
     /// Lexes until the end of the text, or (inside `${`) until the matching `}`.
     fn run(&mut self, until_brace: Option<usize>) -> Vec<Token> {
         let mut tokens: Vec<Token> = Vec::new();
-        let mut brace_depth = 0usize;
-        let mut line_start = true;
+        let mut state = RunState::default();
+        loop {
+            let token = self.next_token(until_brace, &mut state);
+            let end = token.tok == Tok::Eof;
+            tokens.push(token);
+            if end {
+                return tokens;
+            }
+        }
+    }
+
+    /// The next token, `Eof` at the end of the text or (inside `${`) at the matching
+    /// `}`; a character that makes no token is reported and skipped.
+    fn next_token(&mut self, until_brace: Option<usize>, state: &mut RunState) -> Token {
         loop {
             // Whitespace and comments.
             loop {
                 let rest = self.rest();
                 let Some(c) = rest.chars().next() else { break };
                 if c == '\n' {
-                    line_start = true;
+                    state.line_start = true;
                     self.pos += 1;
                     // The bodies of the heredocs this line opened are not code.
                     if let Some(resume) = self.after_heredocs.take() {
@@ -310,7 +387,7 @@ impl Lexer<'_, '_> {
                     match comment.find("*/") {
                         Some(end) => {
                             if comment[..end].contains('\n') {
-                                line_start = true;
+                                state.line_start = true;
                             }
                             self.pos += end + 4;
                         }
@@ -339,42 +416,41 @@ impl Lexer<'_, '_> {
                         "close the interpolation with `}` before the string ends",
                     );
                 }
-                tokens.push(Token {
+                return Token {
                     tok: Tok::Eof,
                     span: self.span(start, start),
                     line_start: true,
-                });
-                return tokens;
+                };
             };
             if until_brace.is_some() {
                 if c == '{' {
-                    brace_depth += 1;
+                    state.brace_depth += 1;
                 } else if c == '}' {
-                    if brace_depth == 0 {
+                    if state.brace_depth == 0 {
                         self.pos += 1;
-                        tokens.push(Token {
+                        return Token {
                             tok: Tok::Eof,
                             span: self.span(start, start),
                             line_start: false,
-                        });
-                        return tokens;
+                        };
                     }
-                    brace_depth -= 1;
+                    state.brace_depth -= 1;
                 }
             }
-            let tok = self.token(c, start, tokens.last().map(|token| &token.tok));
-            if let Some(tok) = tok {
-                tokens.push(Token {
+            if let Some(tok) = self.token(c, start, state.regex_allowed) {
+                state.regex_allowed = regex_allowed(Some(&tok));
+                let token = Token {
                     tok,
                     span: self.span(start, self.pos),
-                    line_start,
-                });
-                line_start = false;
+                    line_start: state.line_start,
+                };
+                state.line_start = false;
+                return token;
             }
         }
     }
 
-    fn token(&mut self, c: char, start: usize, previous: Option<&Tok>) -> Option<Tok> {
+    fn token(&mut self, c: char, start: usize, regex_allowed: bool) -> Option<Tok> {
         if c == '$' {
             self.pos += 1;
             let name = self.qualified_name(|c| c.is_ascii_alphanumeric() || c == '_');
@@ -413,7 +489,7 @@ impl Lexer<'_, '_> {
         if c == '"' {
             return self.double_quoted(start);
         }
-        if c == '/' && regex_allowed(previous) {
+        if c == '/' && regex_allowed {
             return self.regex(start);
         }
         if c == '@' && self.rest().starts_with("@(") {

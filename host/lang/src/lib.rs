@@ -313,8 +313,7 @@ fn parse_one(
             program.files.push(Vec::new());
             return;
         }
-        let tokens = lexer::lex(file, &source.text, diagnostics);
-        let block = parser::parse_file(&source.text, tokens, program, diagnostics);
+        let block = parser::parse_text(file, &source.text, program, diagnostics);
         program.files.push(block);
     }
 }

@@ -54,7 +54,14 @@ pub(crate) struct Parser<'p> {
     /// Chained operators open around the current point, across nesting: each makes
     /// the tree one level deeper, so together they are bounded by `MAX_CHAIN`.
     chain_depth: usize,
+    /// Where the tokens after `tokens` come from, when they are lexed as parsing goes:
+    /// `tokens` then holds those of the top-level statement being parsed and
+    /// [`LOOKAHEAD`] more.
+    stream: Option<crate::lexer::Stream<'p>>,
 }
+
+/// How many tokens past the current one the parser looks at, at most.
+const LOOKAHEAD: usize = 3;
 
 /// Parses one file's tokens; definitions go into `program`, top-level statements are
 /// returned.
@@ -64,23 +71,88 @@ pub(crate) fn parse_file(
     program: &mut Program,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Block {
-    let mut parser = Parser {
-        text,
-        tokens,
-        pos: 0,
-        diagnostics,
-        program,
-        depth: 0,
-        namespace: Vec::new(),
-        context: vec![Context::Top],
-        open_blocks: 0,
-        in_interpolation: false,
-        chain_depth: 0,
-    };
+    Parser::new(text, tokens, None, program, diagnostics).statements(false)
+}
+
+/// Lexes and parses one file's text, lexing as parsing goes (the tokens of one top-level
+/// statement at a time); the same tree and problems as [`crate::lexer::lex`] then
+/// [`parse_file`].
+pub(crate) fn parse_text(
+    file: u32,
+    text: &str,
+    program: &mut Program,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Block {
+    let stream = crate::lexer::Stream::new(file, text);
+    let mut parser = Parser::new(text, Vec::new(), Some(stream), program, diagnostics);
+    parser.fill();
     parser.statements(false)
 }
 
-impl Parser<'_> {
+impl<'p> Parser<'p> {
+    fn new(
+        text: &'p str,
+        tokens: Vec<Token>,
+        stream: Option<crate::lexer::Stream<'p>>,
+        program: &'p mut Program,
+        diagnostics: &'p mut Vec<Diagnostic>,
+    ) -> Self {
+        Parser {
+            text,
+            tokens,
+            pos: 0,
+            diagnostics,
+            program,
+            depth: 0,
+            namespace: Vec::new(),
+            context: vec![Context::Top],
+            open_blocks: 0,
+            in_interpolation: false,
+            chain_depth: 0,
+            stream,
+        }
+    }
+
+    /// Lexes up to [`LOOKAHEAD`] tokens past the current one (or to the end).
+    fn fill(&mut self) {
+        let Some(stream) = &mut self.stream else {
+            return;
+        };
+        while self.tokens.len() <= self.pos + LOOKAHEAD
+            && self.tokens.last().is_none_or(|token| token.tok != Tok::Eof)
+        {
+            self.tokens.push(stream.next());
+            self.diagnostics.extend(stream.problems());
+        }
+    }
+
+    /// Forgets the tokens before the previous one, between top-level statements: no
+    /// parse looks back further than that.
+    fn forget_parsed(&mut self) {
+        if self.stream.is_some() && self.pos > 1 {
+            self.tokens.drain(..self.pos - 1);
+            self.pos = 1;
+        }
+    }
+
+    /// Moves to the end of the file (skipping the rest, after an error that leaves
+    /// nothing to parse sensibly); the rest is still lexed, for its problems.
+    fn skip_to_end(&mut self) {
+        if let Some(stream) = &mut self.stream {
+            loop {
+                let token = stream.next();
+                self.diagnostics.extend(stream.problems());
+                if token.tok == Tok::Eof {
+                    if self.tokens.last().is_none_or(|last| last.tok != Tok::Eof) {
+                        self.tokens.push(token);
+                    }
+                    break;
+                }
+            }
+        }
+        self.pos = self.tokens.len() - 1;
+    }
+
     fn peek(&self) -> &Tok {
         &self.tokens[self.pos.min(self.tokens.len() - 1)].tok
     }
@@ -101,12 +173,38 @@ impl Parser<'_> {
         self.tokens[self.pos.saturating_sub(1).min(self.tokens.len() - 1)].span
     }
 
-    fn bump(&mut self) -> Token {
-        let token = self.token().clone();
+    /// Moves past the current token; its span.
+    fn bump(&mut self) -> Span {
+        let span = self.span();
         if self.pos < self.tokens.len() - 1 {
             self.pos += 1;
         }
-        token
+        self.fill();
+        span
+    }
+
+    /// The current token, moved out of the token list (a name or a string goes into
+    /// the tree as it is, not copied) and left as `Eof`: call it only to move past the
+    /// token next. The parser never reads a token it has moved past, but for its span
+    /// and (to recover) its punctuation.
+    fn take(&mut self) -> Tok {
+        let idx = self.pos.min(self.tokens.len() - 1);
+        std::mem::replace(&mut self.tokens[idx].tok, Tok::Eof)
+    }
+
+    /// The current token, moved out when it holds text (a string, name, variable,
+    /// regular expression or interpolation), else copied: for a `match` whose every arm
+    /// that gets such a token moves past it.
+    fn take_text(&mut self) -> Tok {
+        match self.peek() {
+            Tok::Name(_)
+            | Tok::TypeRef(_)
+            | Tok::Var(_)
+            | Tok::Str(_)
+            | Tok::Interp(_)
+            | Tok::Regex(_) => self.take(),
+            other => other.clone(),
+        }
     }
 
     fn at(&self, punct: P) -> bool {
@@ -134,7 +232,7 @@ impl Parser<'_> {
 
     fn expect(&mut self, punct: P, what: &str) -> PResult<Span> {
         if self.at(punct) {
-            Ok(self.bump().span)
+            Ok(self.bump())
         } else {
             Err(self.unexpected(&format!("`{}` {what}", punct.text())))
         }
@@ -205,7 +303,7 @@ impl Parser<'_> {
             )
             .with_help("split the expression into several statements"),
         );
-        self.pos = self.tokens.len() - 1;
+        self.skip_to_end();
         Stop
     }
 
@@ -222,7 +320,7 @@ impl Parser<'_> {
                 .with_help("flatten the expression, or build it in steps with variables"),
             );
             // Skip everything: the rest of this file cannot be parsed sensibly.
-            self.pos = self.tokens.len() - 1;
+            self.skip_to_end();
             return Err(Stop);
         }
         Ok(())
@@ -237,6 +335,9 @@ impl Parser<'_> {
     fn statements(&mut self, in_block: bool) -> Block {
         let mut block = Vec::new();
         loop {
+            if !in_block {
+                self.forget_parsed();
+            }
             while self.eat(P::Semi) {}
             match self.peek() {
                 Tok::Eof => break,
@@ -343,7 +444,7 @@ impl Parser<'_> {
                 Tok::Punct(P::OutEdgeSub) => RelOp::Subscribe,
                 _ => break,
             };
-            let op_span = self.bump().span;
+            let op_span = self.bump();
             self.chain_depth += 1;
             if self.chain_depth > MAX_CHAIN {
                 return Err(self.chain_limit(op_span));
@@ -375,7 +476,7 @@ impl Parser<'_> {
                 return self.resource(Form::Regular, start);
             }
             Tok::TypeRef(name) if *self.peek_at(1) == Tok::Punct(P::LBrace) => {
-                let type_span = self.bump().span;
+                let type_span = self.bump();
                 // `File { mode => ... }` sets defaults; `File { '/a': ... }` declares.
                 if !self.attributes_follow(0) {
                     return self.resource_bodies(
@@ -541,6 +642,7 @@ impl Parser<'_> {
         }
         self.leave();
         self.expect_close(P::RBrace, "to close the resource", open)?;
+        bodies.shrink_to_fit();
         if bodies.is_empty() {
             return Err(self.error(
                 start.to(self.previous_span()),
@@ -576,8 +678,12 @@ impl Parser<'_> {
                 break;
             }
             let name_span = self.span();
-            let name = match self.peek().clone() {
-                Tok::Name(name) if !name.contains("::") => name,
+            let name = match self.peek() {
+                Tok::Name(name) if !name.contains("::") => match self.take() {
+                    Tok::Name(name) => name,
+                    // Just seen to be a name.
+                    _ => String::new(),
+                },
                 Tok::Keyword(Kw::True | Kw::False) | Tok::Keyword(Kw::Reserved) => {
                     return Err(self.unexpected("an attribute name"));
                 }
@@ -604,6 +710,8 @@ impl Parser<'_> {
                 break;
             }
         }
+        // Kept as long as the syntax tree: as long as it needs to be, no more.
+        ops.shrink_to_fit();
         Ok(ops)
     }
 
@@ -702,7 +810,7 @@ impl Parser<'_> {
     }
 
     fn class_definition(&mut self) -> PResult<Expr> {
-        let start = self.bump().span;
+        let start = self.bump();
         self.check_definition_place(start, "class", true)?;
         let (name, name_span) = self.definition_name("class")?;
         let params = self.params()?;
@@ -728,7 +836,7 @@ impl Parser<'_> {
             span: name_span,
             params,
             parent,
-            body,
+            body: std::cell::RefCell::new(body),
         });
         Ok(Expr {
             kind: ExprKind::Definition,
@@ -753,7 +861,7 @@ impl Parser<'_> {
         what: &str,
         allowed_in_class: bool,
     ) -> PResult<(DefineDef, Span)> {
-        let start = self.bump().span;
+        let start = self.bump();
         self.check_definition_place(start, keyword, allowed_in_class)?;
         let (name, name_span) = self.definition_name(what)?;
         let params = self.params()?;
@@ -801,7 +909,7 @@ impl Parser<'_> {
     /// words (`attr`, `has`, `invariant`, `abstract` and the settings) are keywords only
     /// here.
     fn type_definition(&mut self) -> PResult<Expr> {
-        let start = self.bump().span;
+        let start = self.bump();
         self.check_definition_place(start, "type", false)?;
         let span = self.span();
         let Tok::TypeRef(name) = self.peek().clone() else {
@@ -940,7 +1048,7 @@ impl Parser<'_> {
         }
         let mut settings = Vec::new();
         if self.at(P::LBrace) {
-            let open = self.bump().span;
+            let open = self.bump();
             self.enter()?;
             loop {
                 if self.at(P::RBrace) {
@@ -1030,7 +1138,7 @@ impl Parser<'_> {
     }
 
     fn node_definition(&mut self) -> PResult<Expr> {
-        let start = self.bump().span;
+        let start = self.bump();
         self.check_definition_place(start, "node", false)?;
         let mut matches = Vec::new();
         loop {
@@ -1207,7 +1315,7 @@ impl Parser<'_> {
             if bp < min_bp {
                 break;
             }
-            let op_span = self.bump().span;
+            let op_span = self.bump();
             if op == Infix::Append
                 || (op == Infix::Assign
                     && matches!(&lhs.kind, ExprKind::Access(target, keys)
@@ -1346,7 +1454,8 @@ impl Parser<'_> {
     fn primary(&mut self) -> PResult<Expr> {
         let span = self.span();
         let simple = |kind| Ok(Expr { kind, span });
-        match self.peek().clone() {
+        // Every arm that gets a token holding text moves past it.
+        match self.take_text() {
             Tok::Int(value) => {
                 self.bump();
                 simple(ExprKind::Int(value))
@@ -1392,7 +1501,7 @@ impl Parser<'_> {
             // resource declaration.
             Tok::Name(name) if name == "lazy" && *self.peek_at(1) == Tok::Punct(P::LBrace) => {
                 self.bump();
-                let open = self.bump().span;
+                let open = self.bump();
                 let inner = self.expr(BP_ASSIGN)?;
                 self.expect_close(P::RBrace, "to close the lazy block", open)?;
                 Ok(Expr {
@@ -1556,19 +1665,12 @@ impl Parser<'_> {
                             "put an expression between the braces, or remove them",
                         ));
                     }
-                    let mut inner = Parser {
-                        text: self.text,
-                        tokens,
-                        pos: 0,
-                        diagnostics: self.diagnostics,
-                        program: self.program,
-                        depth: self.depth,
-                        namespace: Vec::new(),
-                        context: vec![Context::Other],
-                        open_blocks: 0,
-                        in_interpolation: true,
-                        chain_depth: self.chain_depth,
-                    };
+                    let mut inner =
+                        Parser::new(self.text, tokens, None, self.program, self.diagnostics);
+                    inner.depth = self.depth;
+                    inner.context = vec![Context::Other];
+                    inner.in_interpolation = true;
+                    inner.chain_depth = self.chain_depth;
                     let expr = inner.expr(BP_ASSIGN)?;
                     if *inner.peek() != Tok::Eof {
                         return Err(inner.unexpected("`}` to end the interpolation"));
@@ -1653,7 +1755,7 @@ impl Parser<'_> {
     }
 
     fn if_expr(&mut self, unless: bool) -> PResult<Expr> {
-        let start = self.bump().span;
+        let start = self.bump();
         let cond = self.expr(BP_ASSIGN)?;
         let then = self.block(Context::Other)?;
         let otherwise = if self.at_kw(Kw::Elsif) {
@@ -1693,7 +1795,7 @@ impl Parser<'_> {
     }
 
     fn case_expr(&mut self) -> PResult<Expr> {
-        let start = self.bump().span;
+        let start = self.bump();
         let subject = self.expr(BP_ASSIGN)?;
         self.expect(P::LBrace, "to open the case")?;
         self.enter()?;
@@ -1719,7 +1821,8 @@ impl Parser<'_> {
     }
 
     fn collector(&mut self, type_name: String, start: Span) -> PResult<Expr> {
-        let exported = self.bump().tok == Tok::Punct(P::LLCollect);
+        let exported = self.at(P::LLCollect);
+        self.bump();
         let close = if exported { P::RRCollect } else { P::RCollect };
         let query = if self.at(close) {
             None

@@ -233,7 +233,9 @@ pub(crate) struct ClassDef {
     pub(crate) span: Span,
     pub(crate) params: Vec<Param>,
     pub(crate) parent: Option<(String, Span)>,
-    pub(crate) body: Block,
+    /// Taken when the class is evaluated, which happens once per compile: the syntax
+    /// tree of a class is freed as soon as it has given its resources.
+    pub(crate) body: std::cell::RefCell<Block>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -2484,6 +2484,8 @@ impl<'a> Evaluator<'a> {
                 return None;
             }
         }
+        // Kept until the catalog is built: exactly as many as it has.
+        attrs.shrink_to_fit();
         let order = self.next_order();
         let horizon = self.ctx.horizon.min(order.last().copied().unwrap_or(0));
         let idx = self.resources.len();
@@ -3026,7 +3028,9 @@ impl<'a> Evaluator<'a> {
         // A body whose parameters are not what their types say is not evaluated: it
         // would only report the consequences.
         if self.bind_params(&definition.params, idx, scope) {
-            self.block(&definition.body);
+            // A class is evaluated once: its body is not needed again.
+            let body = definition.body.take();
+            self.block(&body);
         }
         self.class_stack.pop();
         self.ctx = saved;
