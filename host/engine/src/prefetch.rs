@@ -72,6 +72,46 @@ impl Default for Inner {
     }
 }
 
+/// The resources a read is to read (now in flight), and the generation it began in.
+struct Claimed {
+    batch: Vec<usize>,
+    generation: u64,
+}
+
+/// Claims the resources to read with the one at `position`: those of its batch still to
+/// come, unread and not being read, as many as `next` allows; `None` when none is to be
+/// read in a batch now.
+fn claim(inner: &mut Inner, prepared: &Prepared, position: usize) -> Option<Claimed> {
+    if inner.next == 0 {
+        return None;
+    }
+    let order = prepared.graph.order();
+    let next = inner.next;
+    let Inner {
+        batches,
+        in_flight,
+        states,
+        ..
+    } = inner;
+    let batches = batches.get_or_insert_with(|| batches_of(prepared, order));
+    let &(batch, from) = batches.at.get(&position)?;
+    let batch: Vec<usize> = batches.members[batch][from..]
+        .iter()
+        .map(|&position| order[position])
+        .filter(|other| !in_flight.contains(other) && !states.contains_key(other))
+        .take(next)
+        .collect();
+    if batch.is_empty() {
+        return None;
+    }
+    in_flight.extend(batch.iter().copied());
+    inner.next = (next * 2).min(MAX_BATCH);
+    Some(Claimed {
+        batch,
+        generation: inner.generation,
+    })
+}
+
 impl Inner {
     fn end_read(&mut self, batch: &[usize]) {
         for idx in batch {
@@ -120,42 +160,67 @@ impl Prefetched {
         if !batched(prepared, resource) {
             return None;
         }
-        let (batch, generation) = {
-            let mut inner = self.inner.lock().expect("prefetch lock");
-            // Being read by another resource's call, which ends within its plugin's
-            // time limit: its result is as good as this resource's own read, and
-            // cheaper.
-            while inner.in_flight.contains(&idx) {
-                inner = self.read.wait(inner).expect("prefetch lock");
+        let mut read_ahead = true;
+        let mut inner = self.inner.lock().expect("prefetch lock");
+        while inner.in_flight.contains(&idx) {
+            // Another resource's call is reading this one's batch, and ends within its
+            // plugin's time limit: its result is as good as this resource's own read,
+            // and cheaper. Meanwhile this worker reads the next batch still unread, once
+            // (so two workers read two batches at a time), then waits.
+            if read_ahead {
+                read_ahead = false;
+                if let Some(claimed) = self.claim_ahead(&mut inner, prepared, position) {
+                    drop(inner);
+                    self.read(prepared, host, claimed, logs);
+                    inner = self.inner.lock().expect("prefetch lock");
+                    continue;
+                }
             }
-            if let Some(state) = inner.states.remove(&idx) {
-                return Some(state);
-            }
-            if inner.next == 0 {
-                return None;
-            }
-            let next = inner.next;
-            let Inner {
-                batches,
-                in_flight,
-                states,
-                ..
-            } = &mut *inner;
-            let batches = batches.get_or_insert_with(|| batches_of(prepared, order));
-            let &(batch, from) = batches.at.get(&position)?;
-            let batch: Vec<usize> = batches.members[batch][from..]
-                .iter()
-                .map(|&position| order[position])
-                .filter(|other| !in_flight.contains(other) && !states.contains_key(other))
-                .take(next)
-                .collect();
-            in_flight.extend(batch.iter().copied());
-            inner.next = (next * 2).min(MAX_BATCH);
-            (batch, inner.generation)
-        };
+            inner = self.read.wait(inner).expect("prefetch lock");
+        }
+        if let Some(state) = inner.states.remove(&idx) {
+            return Some(state);
+        }
+        let claimed = claim(&mut inner, prepared, position)?;
+        drop(inner);
+        self.read(prepared, host, claimed, logs);
+        self.inner
+            .lock()
+            .expect("prefetch lock")
+            .states
+            .remove(&idx)
+    }
+
+    /// Claims the batch of the first resource after `position` in the run order whose
+    /// state is neither read nor being read.
+    fn claim_ahead(
+        &self,
+        inner: &mut Inner,
+        prepared: &Prepared,
+        position: usize,
+    ) -> Option<Claimed> {
+        let order = prepared.graph.order();
+        let batches = inner.batches.as_ref()?;
+        let ahead =
+            (position + 1..order.len().min(position + 1 + 2 * MAX_BATCH)).find(|&other| {
+                batches.at.contains_key(&other)
+                    && !inner.in_flight.contains(&order[other])
+                    && !inner.states.contains_key(&order[other])
+            })?;
+        claim(inner, prepared, ahead)
+    }
+
+    /// Reads what `claimed` claimed and keeps it, unless the machine changed meanwhile.
+    fn read(
+        &self,
+        prepared: &Prepared,
+        host: &dyn PluginHost,
+        claimed: Claimed,
+        logs: &mut Vec<LogRecord>,
+    ) {
         let mut reading = Reading {
             prefetched: self,
-            batch,
+            batch: claimed.batch,
         };
         let resources: Vec<&PreparedResource> = reading
             .batch
@@ -168,17 +233,15 @@ impl Prefetched {
         let batch = std::mem::take(&mut reading.batch);
         inner.end_read(&batch);
         self.read.notify_all();
-        if inner.generation != generation {
+        if inner.generation != claimed.generation {
             // The machine changed while it was read.
-            return None;
+            return;
         }
-        match call.outcome {
-            Ok(states) if states.len() == batch.len() => {
-                // Added to what other batches read: their resources are still to come.
-                inner.states.extend(batch.into_iter().zip(states));
-                inner.states.remove(&idx)
-            }
-            _ => None,
+        if let Ok(states) = call.outcome
+            && states.len() == batch.len()
+        {
+            // Added to what other batches read: their resources are still to come.
+            inner.states.extend(batch.into_iter().zip(states));
         }
     }
 
