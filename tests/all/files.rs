@@ -641,3 +641,62 @@ fn issue_19_batches_of_large_files_are_cut_to_fit_the_plugin_memory() {
         "{validated:?}"
     );
 }
+
+/// Issue 19. Two workers on the files of four directories, each directory's files one
+/// after the other in the run order: while one worker reads a directory, the other, whose
+/// next file is in it, reads the next directory meanwhile. Each directory is still read
+/// once, in one call, no file is planned on its own, and a file changed by hand is the one
+/// converged.
+#[test]
+fn issue_19_two_workers_read_two_directories_at_once_and_each_once() {
+    let machine = Machine::new();
+    let dirs = ["a", "b", "c", "d"];
+    for dir in dirs {
+        std::fs::create_dir(machine.file(dir)).expect("dir");
+    }
+    let resources: Vec<Value> = (0..200)
+        .map(|index| {
+            serde_json::json!({
+                "type": "file",
+                "title": machine.file(&format!("{}/file-{index:03}", dirs[index / 50])),
+                "attributes": { "content": format!("line {index}\n") },
+            })
+        })
+        .collect();
+    let catalog = machine.catalog(Value::Array(resources));
+    let policy = machine.policy("");
+    let apply = || {
+        let mut command = machine.command(crate::support::WCONVERGE);
+        command
+            .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
+            .arg(&policy)
+            .args(["--format", "json", "--jobs", "2"])
+            .env("WCONVERGE_LOG", "debug");
+        crate::support::Run::of(&mut command)
+    };
+    assert_eq!(apply().code, 2);
+    for _ in 0..3 {
+        let noop = apply();
+        assert_eq!(noop.code, 0, "{noop:#?}");
+        let mut reads = state_reads(&noop.stderr);
+        reads.sort();
+        let expected: Vec<(usize, String)> =
+            dirs.iter().map(|dir| (50, machine.file(dir))).collect();
+        assert_eq!(reads, expected, "{noop:#?}");
+        assert_eq!(log_lines(&noop.stderr, " plan plugin="), 0, "{noop:#?}");
+    }
+    let tampered = machine.file("c/file-120");
+    std::fs::write(&tampered, "tampered\n").expect("tampered");
+    let run = apply();
+    assert_eq!(run.code, 2, "{run:#?}");
+    let report = run.json();
+    assert_eq!(report["summary"]["changed"], 1, "{}", run.stdout);
+    assert_eq!(
+        entry(&report, &format!("File[{tampered}]"))["status"],
+        "changed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&tampered).expect("restored"),
+        "line 120\n"
+    );
+}
