@@ -482,6 +482,41 @@ file { '@FILES@/www': ensure => directory, source => 'puppet:///modules/site/www
     );
 }
 
+/// A catalog of `count` files `DIR/file-NNN` (`dir_of` their index), each holding
+/// `line NNN` and mode 0640.
+fn numbered_files(
+    machine: &Machine,
+    count: usize,
+    dir_of: impl Fn(usize) -> &'static str,
+) -> std::path::PathBuf {
+    let resources: Vec<Value> = (0..count)
+        .map(|index| {
+            serde_json::json!({
+                "type": "file",
+                "title": machine.file(&format!("{}/file-{index:03}", dir_of(index))),
+                "attributes": { "content": format!("line {index}\n"), "mode": "0640" },
+            })
+        })
+        .collect();
+    machine.catalog(Value::Array(resources))
+}
+
+/// `apply CATALOG --policy POLICY --format json --jobs JOBS`, with the debug log.
+fn apply_logged(
+    machine: &Machine,
+    catalog: &Path,
+    policy: &Path,
+    jobs: &str,
+) -> crate::support::Run {
+    let mut command = machine.command(crate::support::WCONVERGE);
+    command
+        .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
+        .arg(policy)
+        .args(["--format", "json", "--jobs", jobs])
+        .env("WCONVERGE_LOG", "debug");
+    crate::support::Run::of(&mut command)
+}
+
 /// How many lines of a debug log hold `needle`.
 fn log_lines(stderr: &str, needle: &str) -> usize {
     stderr.lines().filter(|line| line.contains(needle)).count()
@@ -521,25 +556,10 @@ fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_
         std::fs::create_dir(machine.file(dir)).expect("dir");
     }
     // Interleaved: a, b, c, a, b, c...
-    let resources: Vec<Value> = (0..120)
-        .map(|index| {
-            serde_json::json!({
-                "type": "file",
-                "title": machine.file(&format!("{}/file-{index:03}", dirs[index % 3])),
-                "attributes": { "content": format!("line {index}\n"), "mode": "0640" },
-            })
-        })
-        .collect();
-    let catalog = machine.catalog(Value::Array(resources));
+    let catalog = numbered_files(&machine, 120, |index| dirs[index % 3]);
     let policy = machine.policy("");
     let apply = || {
-        let mut command = machine.command(crate::support::WCONVERGE);
-        command
-            .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
-            .arg(&policy)
-            .args(["--format", "json", "--jobs", "2"])
-            .env("WCONVERGE_LOG", "debug");
-        let run = crate::support::Run::of(&mut command);
+        let run = apply_logged(&machine, &catalog, &policy, "2");
         let reads = state_reads(&run.stderr);
         (run, reads)
     };
@@ -606,15 +626,7 @@ fn issue_19_batches_of_large_files_are_cut_to_fit_the_plugin_memory() {
     let catalog = machine.catalog(Value::Array(resources));
     // An eighth of 64 MiB: 8 MiB, so at most 7 files of 1 MiB and their names.
     let policy = machine.policy("[plugins.file.limits]\nmemory_mib = 64\n");
-    let apply = || {
-        let mut command = machine.command(crate::support::WCONVERGE);
-        command
-            .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
-            .arg(&policy)
-            .args(["--jobs", "1"])
-            .env("WCONVERGE_LOG", "debug");
-        crate::support::Run::of(&mut command)
-    };
+    let apply = || apply_logged(&machine, &catalog, &policy, "1");
     let first = apply();
     assert_eq!(first.code, 2, "{first:#?}");
     let second = apply();
@@ -654,26 +666,9 @@ fn issue_19_two_workers_read_two_directories_at_once_and_each_once() {
     for dir in dirs {
         std::fs::create_dir(machine.file(dir)).expect("dir");
     }
-    let resources: Vec<Value> = (0..200)
-        .map(|index| {
-            serde_json::json!({
-                "type": "file",
-                "title": machine.file(&format!("{}/file-{index:03}", dirs[index / 50])),
-                "attributes": { "content": format!("line {index}\n") },
-            })
-        })
-        .collect();
-    let catalog = machine.catalog(Value::Array(resources));
+    let catalog = numbered_files(&machine, 200, |index| dirs[index / 50]);
     let policy = machine.policy("");
-    let apply = || {
-        let mut command = machine.command(crate::support::WCONVERGE);
-        command
-            .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
-            .arg(&policy)
-            .args(["--format", "json", "--jobs", "2"])
-            .env("WCONVERGE_LOG", "debug");
-        crate::support::Run::of(&mut command)
-    };
+    let apply = || apply_logged(&machine, &catalog, &policy, "2");
     assert_eq!(apply().code, 2);
     for _ in 0..3 {
         let noop = apply();

@@ -395,6 +395,14 @@ pub(crate) fn lowered_bytes(resource: &PreparedResource) -> usize {
             .sum::<usize>()
 }
 
+/// Many resources, as one call takes them.
+pub(crate) fn resources_to_wit(resources: &[&PreparedResource]) -> Vec<wit::Resource> {
+    resources
+        .iter()
+        .map(|resource| resource_to_wit(resource))
+        .collect()
+}
+
 pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
     wit::Resource {
         type_name: resource.type_name.clone(),

@@ -602,17 +602,9 @@ impl Runtime {
             "check"
         );
         let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Inspect, grants)?;
-        instance.store.data_mut().subject = Some((
-            match batch {
-                [one] => one.reference.to_string(),
-                _ => format!("{} resources of type `{}`", batch.len(), schema.name),
-            },
-            wconverge_engine::Secrets::union(batch.iter().map(|resource| resource.secrets())),
-        ));
-        let wits: Vec<_> = batch
-            .iter()
-            .map(|resource| convert::resource_to_wit(resource))
-            .collect();
+        instance.store.data_mut().subject =
+            Some(batch_subject(batch, &format!(" of type `{}`", schema.name)));
+        let wits = convert::resources_to_wit(batch);
         let called = plugin.call(&mut instance, |exports, store| {
             exports.provider()?.call_check(store, &wits)
         });
@@ -1175,19 +1167,8 @@ impl PluginHost for Runtime {
                 );
                 let mut instance =
                     plugin.instance(&self.engine, &self.shared, Phase::Describe, &[])?;
-                instance.store.data_mut().subject = Some((
-                    match batch {
-                        [one] => one.reference.to_string(),
-                        _ => format!("{} resources", batch.len()),
-                    },
-                    wconverge_engine::Secrets::union(
-                        batch.iter().map(|resource| resource.secrets()),
-                    ),
-                ));
-                let wits: Vec<_> = batch
-                    .iter()
-                    .map(|resource| convert::resource_to_wit(resource))
-                    .collect();
+                instance.store.data_mut().subject = Some(batch_subject(batch, ""));
+                let wits = convert::resources_to_wit(batch);
                 let called = plugin.call(&mut instance, |exports, store| {
                     exports.provider()?.call_validate(store, &wits)
                 });
@@ -1348,6 +1329,19 @@ impl PluginHost for Runtime {
                 .map_err(|message| provider_error(plugin, said(resource, &message)))
         })
     }
+}
+
+/// What a call on many resources is about, for its logs and audit records: the one
+/// resource, or how many (`what` says of what); and the secrets of all of them, which
+/// are scrubbed from what the call writes.
+fn batch_subject(batch: &[&PreparedResource], what: &str) -> (String, wconverge_engine::Secrets) {
+    (
+        match batch {
+            [one] => one.reference.to_string(),
+            _ => format!("{} resources{what}", batch.len()),
+        },
+        wconverge_engine::Secrets::union(batch.iter().map(|resource| resource.secrets())),
+    )
 }
 
 /// `resources` cut into batches that each take at most an eighth of a plugin's memory
