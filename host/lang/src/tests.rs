@@ -403,47 +403,55 @@ fn nesting_below_the_limit_compiles() {
     assert!(compiled.catalog.is_some(), "{:?}", compiled.diagnostics);
 }
 
+/// Every fixture manifest (`test_data/ok`, `test_data/err`): its path and text.
+#[expect(clippy::disallowed_methods, reason = "tests read their fixtures")]
+fn fixtures() -> Vec<(std::path::PathBuf, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data");
+    let mut all = Vec::new();
+    for kind in ["ok", "err"] {
+        for entry in std::fs::read_dir(root.join(kind)).expect("fixtures") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|extension| extension == "wcv") {
+                let text = std::fs::read_to_string(&path).expect("fixture");
+                all.push((path, text));
+            }
+        }
+    }
+    all
+}
+
 /// Issue 19. Lexing as parsing goes (the tokens of one top-level statement at a time)
 /// gives the tree and the problems of lexing the whole file first: on every fixture and
 /// on broken prefixes of them. Only the order of the problems may differ (a lexing
 /// problem now comes where it is, among the parser's).
 #[test]
-#[expect(clippy::disallowed_methods, reason = "tests read their fixtures")]
 fn issue_19_streamed_lexing_parses_as_lexing_the_whole_file_first() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data");
     let mut checked = 0;
-    for kind in ["ok", "err"] {
-        for entry in std::fs::read_dir(root.join(kind)).expect("fixtures") {
-            let path = entry.expect("entry").path();
-            if path.extension().is_none_or(|extension| extension != "wcv") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("fixture");
-            for end in (0..=text.len())
-                .rev()
-                .step_by(13)
-                .filter(|end| text.is_char_boundary(*end))
-            {
-                let text = &text[..end];
-                let mut whole = (syntax::Program::default(), Vec::new());
-                let tokens = lexer::lex(0, text, &mut whole.1);
-                let whole_block = parser::parse_file(text, tokens, &mut whole.0, &mut whole.1);
-                let mut streamed = (syntax::Program::default(), Vec::new());
-                let streamed_block = parser::parse_text(0, text, &mut streamed.0, &mut streamed.1);
-                assert_eq!(whole_block, streamed_block, "{}", path.display());
-                assert_eq!(
-                    format!("{:?}", whole.0),
-                    format!("{:?}", streamed.0),
-                    "{}",
-                    path.display()
-                );
-                let sorted = |mut diagnostics: Vec<Diagnostic>| {
-                    diagnostics.sort_by(|a, b| (a.span, &a.message).cmp(&(b.span, &b.message)));
-                    diagnostics
-                };
-                assert_eq!(sorted(whole.1), sorted(streamed.1), "{}", path.display());
-                checked += 1;
-            }
+    for (path, text) in fixtures() {
+        for end in (0..=text.len())
+            .rev()
+            .step_by(13)
+            .filter(|end| text.is_char_boundary(*end))
+        {
+            let text = &text[..end];
+            let mut whole = (syntax::Program::default(), Vec::new());
+            let tokens = lexer::lex(0, text, &mut whole.1);
+            let whole_block = parser::parse_file(text, tokens, &mut whole.0, &mut whole.1);
+            let mut streamed = (syntax::Program::default(), Vec::new());
+            let streamed_block = parser::parse_text(0, text, &mut streamed.0, &mut streamed.1);
+            assert_eq!(whole_block, streamed_block, "{}", path.display());
+            assert_eq!(
+                format!("{:?}", whole.0),
+                format!("{:?}", streamed.0),
+                "{}",
+                path.display()
+            );
+            let sorted = |mut diagnostics: Vec<Diagnostic>| {
+                diagnostics.sort_by(|a, b| (a.span, &a.message).cmp(&(b.span, &b.message)));
+                diagnostics
+            };
+            assert_eq!(sorted(whole.1), sorted(streamed.1), "{}", path.display());
+            checked += 1;
         }
     }
     assert!(checked > 100, "{checked}");
@@ -452,33 +460,24 @@ fn issue_19_streamed_lexing_parses_as_lexing_the_whole_file_first() {
 /// Every prefix of every fixture is a broken manifest; none may panic, and each either
 /// compiles or reports an error with a span inside its text.
 #[test]
-#[expect(clippy::disallowed_methods, reason = "tests read their fixtures")]
 fn truncated_fixtures_never_panic() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data");
     let types = types();
-    for kind in ["ok", "err"] {
-        for entry in std::fs::read_dir(root.join(kind)).expect("fixtures") {
-            let path = entry.expect("entry").path();
-            if path.extension().is_none_or(|extension| extension != "wcv") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("fixture");
-            // Every prefix for the small files, every seventh for the large ones.
-            let step = if text.len() > 600 { 7 } else { 1 };
-            for end in (0..text.len())
-                .step_by(step)
-                .filter(|end| text.is_char_boundary(*end))
-            {
-                let sources = [Source::new("cut.wcv", &text[..end])];
-                let compiled = compile(&sources, "node1.example.com", &types);
-                for diagnostic in &compiled.diagnostics {
-                    assert!(
-                        diagnostic.span.end as usize <= end,
-                        "{}: span past the end",
-                        path.display()
-                    );
-                    render(diagnostic, &sources);
-                }
+    for (path, text) in fixtures() {
+        // Every prefix for the small files, every seventh for the large ones.
+        let step = if text.len() > 600 { 7 } else { 1 };
+        for end in (0..text.len())
+            .step_by(step)
+            .filter(|end| text.is_char_boundary(*end))
+        {
+            let sources = [Source::new("cut.wcv", &text[..end])];
+            let compiled = compile(&sources, "node1.example.com", &types);
+            for diagnostic in &compiled.diagnostics {
+                assert!(
+                    diagnostic.span.end as usize <= end,
+                    "{}: span past the end",
+                    path.display()
+                );
+                render(diagnostic, &sources);
             }
         }
     }
