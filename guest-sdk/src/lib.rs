@@ -173,7 +173,8 @@ pub trait Provider {
     fn describe() -> ProviderInfo;
 
     /// Problems the schema cannot express, one message each; empty when valid.
-    /// Runs before anything changes, without file system or process access.
+    /// Runs before anything changes, without file system or process access, for many
+    /// resources in one call.
     fn validate(resource: &Resource) -> Vec<String> {
         let _ = resource;
         Vec::new()
@@ -190,7 +191,9 @@ pub trait Provider {
     }
 
     /// The changes that would bring `current` to what `resource` declares; empty when in
-    /// sync.
+    /// sync. For a type that sets [`TypeSchema::batch_state`], it is called for many
+    /// resources at once, right after [`Provider::current_states`], with only read access:
+    /// it must depend on nothing but its arguments.
     fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>>;
 
     /// Makes the changes `plan` returned.

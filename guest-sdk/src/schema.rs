@@ -306,9 +306,12 @@ impl TypeSchema {
 
     /// The host reads the state of this type's resources many at once, through
     /// [`crate::Provider::current_states`] (one read of a database for all of them; one
-    /// call for the files of a directory). A batch holds only resources that need the
-    /// same directories, and comes without run context: a type whose state depends on
-    /// its run context must not ask for this.
+    /// call for the files of a directory), and plans each of them in the same call with
+    /// [`crate::Provider::plan`], before the run reaches them; a resource found in sync
+    /// then costs no call of its own. A batch holds only resources that need the same
+    /// directories, and comes without run context: a type whose state or plan depends on
+    /// its run context must not ask for this, and `plan` must depend on nothing but the
+    /// resource and the state it is given.
     pub fn batch_state(mut self) -> Self {
         self.batch_state = true;
         self
