@@ -219,8 +219,11 @@ pub struct Resource {
     pub title: String,
     #[serde(default)]
     pub attributes: Attributes,
+    /// Boxed: a catalog holds many resources, and the metaparameters are most of a
+    /// resource's size (a compile of 50,000 resources builds them all beside the
+    /// compiler's own).
     #[serde(default, skip_serializing_if = "Metaparams::is_empty")]
-    pub metaparams: Metaparams,
+    pub metaparams: Box<Metaparams>,
     /// Where the resource was declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLocation>,

@@ -55,10 +55,10 @@ pub(crate) fn implied_resources(catalog: &mut Catalog) {
                 ("user".to_owned(), Value::String(name)),
                 ("keep".to_owned(), Value::Array(keep)),
             ]),
-            metaparams: Metaparams {
+            metaparams: Box::new(Metaparams {
                 require,
                 ..Metaparams::default()
-            },
+            }),
             source,
         };
         catalog.resources.push(purge);

@@ -263,6 +263,10 @@ impl Evaluator<'_> {
                 }
             }
         }
+        // The edges and the catalog's resources are made from `self.resources` alone:
+        // what only the evaluation needed goes first, and they reuse its memory.
+        drop(children);
+        self.release_evaluation();
         if let Err(error) = bridge_empty_containers(&mut requests) {
             self.bridge_error(error);
         }
@@ -282,6 +286,7 @@ impl Evaluator<'_> {
                     .into(),
             );
         }
+        drop(requests);
         // The resources, in manifest order.
         let mut order: Vec<usize> = (0..self.resources.len())
             .filter(|&idx| {
@@ -305,6 +310,21 @@ impl Evaluator<'_> {
         }
     }
 
+    /// Frees what only the evaluation needed: the indices of resources, the scopes and
+    /// their variables, collectors, compiled regular expressions and templates.
+    fn release_evaluation(&mut self) {
+        self.index = HashMap::new();
+        self.aliases = HashMap::new();
+        self.by_type = HashMap::new();
+        self.scopes = Vec::new();
+        self.class_scopes = HashMap::new();
+        self.collectors = Vec::new();
+        self.regexes = HashMap::new();
+        self.captures = Vec::new();
+        self.templates = HashMap::new();
+        self.type_aliases = HashMap::new();
+    }
+
     /// Turns relationship requests into catalog edges.
     ///
     /// Ordering between two sets (`Class['a'] -> Class['b']`) would be every pair, which
@@ -317,12 +337,13 @@ impl Evaluator<'_> {
         requests: &[EdgeRequest],
         metaparam_refs: &HashMap<usize, Vec<(&'static str, usize)>>,
     ) -> (Vec<catalog::Edge>, Option<Span>) {
-        // Orderings between single resources, which every set reduction may rely on.
-        let mut successors: HashMap<usize, Vec<usize>> = HashMap::new();
-        let mut predecessors: HashMap<usize, Vec<usize>> = HashMap::new();
+        // Orderings between single resources, which every set reduction may rely on: as
+        // sorted pairs (a manifest of 50,000 resources has tens of thousands).
+        let mut successors: Vec<(usize, usize)> = Vec::new();
+        let mut predecessors: Vec<(usize, usize)> = Vec::new();
         let mut link = |from: usize, to: usize| {
-            successors.entry(from).or_default().push(to);
-            predecessors.entry(to).or_default().push(from);
+            successors.push((from, to));
+            predecessors.push((to, from));
         };
         for (&idx, refs) in metaparam_refs {
             for &(metaparam, target) in refs {
@@ -337,6 +358,8 @@ impl Evaluator<'_> {
                 link(*source, *target);
             }
         }
+        successors.sort_unstable();
+        predecessors.sort_unstable();
         // The members of `set` with no successor (or, `reverse`, no predecessor) in it.
         let ends = |set: &[usize], reverse: bool| -> Vec<usize> {
             if set.len() < 2 {
@@ -347,10 +370,12 @@ impl Evaluator<'_> {
             let ends: Vec<usize> = set
                 .iter()
                 .copied()
-                .filter(|idx| {
-                    !neighbours
-                        .get(idx)
-                        .is_some_and(|next| next.iter().any(|n| *n != *idx && members.contains(n)))
+                .filter(|&idx| {
+                    let from = neighbours.partition_point(|&(first, _)| first < idx);
+                    !neighbours[from..]
+                        .iter()
+                        .take_while(|&&(first, _)| first == idx)
+                        .any(|&(_, next)| next != idx && members.contains(&next))
                 })
                 .collect();
             // A set ordered in a cycle has no end; keep it whole (the cycle is
@@ -587,7 +612,7 @@ impl Evaluator<'_> {
             type_name: res.type_name.clone(),
             title: res.title.clone(),
             attributes,
-            metaparams,
+            metaparams: Box::new(metaparams),
             source: Some(self.location(res.span)),
         }
     }
