@@ -12,52 +12,63 @@ use crate::{
 const MAX_DEPTH: usize = 512;
 
 pub(crate) fn value_to_wit(value: &Value) -> wit::Value {
+    value_into_wit(value.clone())
+}
+
+/// The value as WIT nodes, its strings moved rather than copied (a state goes to the
+/// host this way, for every resource a batch checks).
+pub(crate) fn value_into_wit(value: Value) -> wit::Value {
     let mut nodes = Vec::new();
     push_value(value, &mut nodes);
     wit::Value { nodes }
 }
 
-fn push_value(value: &Value, nodes: &mut Vec<wit::ValueNode>) -> u32 {
+fn push_value(value: Value, nodes: &mut Vec<wit::ValueNode>) -> u32 {
     let idx = nodes.len();
     nodes.push(wit::ValueNode::Undef);
     let node = match value {
         Value::Undef => wit::ValueNode::Undef,
-        Value::Boolean(b) => wit::ValueNode::Boolean(*b),
-        Value::Integer(i) => wit::ValueNode::Integer(*i),
-        Value::Float(f) => wit::ValueNode::Float(*f),
-        Value::String(s) => wit::ValueNode::String(s.clone()),
-        Value::Array(items) => {
-            wit::ValueNode::Array(items.iter().map(|item| push_value(item, nodes)).collect())
-        }
+        Value::Boolean(b) => wit::ValueNode::Boolean(b),
+        Value::Integer(i) => wit::ValueNode::Integer(i),
+        Value::Float(f) => wit::ValueNode::Float(f),
+        Value::String(s) => wit::ValueNode::String(s),
+        Value::Array(items) => wit::ValueNode::Array(
+            items
+                .into_iter()
+                .map(|item| push_value(item, nodes))
+                .collect(),
+        ),
         Value::Hash(entries) => wit::ValueNode::Hash(
             entries
-                .iter()
+                .into_iter()
                 .map(|(key, value)| wit::HashEntry {
-                    key: key.clone(),
+                    key,
                     value: push_value(value, nodes),
                 })
                 .collect(),
         ),
-        Value::Sensitive(inner) => wit::ValueNode::Sensitive(push_value(inner, nodes)),
+        Value::Sensitive(inner) => wit::ValueNode::Sensitive(push_value(*inner, nodes)),
     };
     nodes[idx] = node;
     u32::try_from(idx).expect("a value has fewer than 2^32 nodes")
 }
 
-pub(crate) fn value_from_wit(value: &wit::Value) -> Result<Value, String> {
-    if value.nodes.is_empty() {
+/// A value from the host, its strings moved out of the nodes rather than copied.
+pub(crate) fn value_from_wit(value: wit::Value) -> Result<Value, String> {
+    let mut nodes = value.nodes;
+    if nodes.is_empty() {
         return Err("a value from the host has no nodes".to_owned());
     }
-    node_to_value(&value.nodes, 0, 0)
+    node_to_value(&mut nodes, 0, 0)
 }
 
-fn node_to_value(nodes: &[wit::ValueNode], idx: usize, depth: usize) -> Result<Value, String> {
+fn node_to_value(nodes: &mut [wit::ValueNode], idx: usize, depth: usize) -> Result<Value, String> {
     if depth > MAX_DEPTH {
         return Err(format!(
             "a value from the host nests deeper than {MAX_DEPTH}"
         ));
     }
-    let child = |child_idx: u32| -> Result<Value, String> {
+    let child = |nodes: &mut [wit::ValueNode], child_idx: u32| -> Result<Value, String> {
         let child_idx = child_idx as usize;
         if child_idx <= idx || child_idx >= nodes.len() {
             return Err(format!(
@@ -66,26 +77,29 @@ fn node_to_value(nodes: &[wit::ValueNode], idx: usize, depth: usize) -> Result<V
         }
         node_to_value(nodes, child_idx, depth + 1)
     };
-    Ok(match &nodes[idx] {
-        wit::ValueNode::Undef => Value::Undef,
-        wit::ValueNode::Boolean(b) => Value::Boolean(*b),
-        wit::ValueNode::Integer(i) => Value::Integer(*i),
-        wit::ValueNode::Float(f) => Value::Float(*f),
-        wit::ValueNode::String(s) => Value::String(s.clone()),
-        wit::ValueNode::Array(items) => Value::Array(
-            items
-                .iter()
-                .map(|item| child(*item))
-                .collect::<Result<_, _>>()?,
-        ),
-        wit::ValueNode::Hash(entries) => Value::Hash(
-            entries
-                .iter()
-                .map(|entry| Ok((entry.key.clone(), child(entry.value)?)))
-                .collect::<Result<_, String>>()?,
-        ),
-        wit::ValueNode::Sensitive(inner) => Value::Sensitive(Box::new(child(*inner)?)),
-    })
+    // Each node is its parent's alone (the host builds a tree): taken, not copied.
+    Ok(
+        match std::mem::replace(&mut nodes[idx], wit::ValueNode::Undef) {
+            wit::ValueNode::Undef => Value::Undef,
+            wit::ValueNode::Boolean(b) => Value::Boolean(b),
+            wit::ValueNode::Integer(i) => Value::Integer(i),
+            wit::ValueNode::Float(f) => Value::Float(f),
+            wit::ValueNode::String(s) => Value::String(s),
+            wit::ValueNode::Array(items) => Value::Array(
+                items
+                    .into_iter()
+                    .map(|item| child(nodes, item))
+                    .collect::<Result<_, _>>()?,
+            ),
+            wit::ValueNode::Hash(entries) => Value::Hash(
+                entries
+                    .into_iter()
+                    .map(|entry| Ok((entry.key, child(nodes, entry.value)?)))
+                    .collect::<Result<_, String>>()?,
+            ),
+            wit::ValueNode::Sensitive(inner) => Value::Sensitive(Box::new(child(nodes, inner)?)),
+        },
+    )
 }
 
 fn data_type_to_wit(data_type: &DataType) -> wit::DataType {
@@ -204,7 +218,7 @@ pub fn attributes_from_wit(
 ) -> Result<Vec<(String, Value)>, String> {
     attributes
         .into_iter()
-        .map(|attribute| Ok((attribute.name, value_from_wit(&attribute.value)?)))
+        .map(|attribute| Ok((attribute.name, value_from_wit(attribute.value)?)))
         .collect()
 }
 
@@ -212,7 +226,7 @@ fn attributes_to_wit(attributes: Vec<(String, Value)>) -> Vec<wit::Attribute> {
     attributes
         .into_iter()
         .map(|(name, value)| wit::Attribute {
-            value: value_to_wit(&value),
+            value: value_into_wit(value),
             name,
         })
         .collect()
@@ -239,8 +253,8 @@ fn change_to_wit(change: &Change) -> wit::Change {
 fn change_from_wit(change: wit::Change) -> Result<Change, String> {
     Ok(Change {
         attribute: change.attribute,
-        current: change.current.as_ref().map(value_from_wit).transpose()?,
-        desired: change.desired.as_ref().map(value_from_wit).transpose()?,
+        current: change.current.map(value_from_wit).transpose()?,
+        desired: change.desired.map(value_from_wit).transpose()?,
         message: change.message,
     })
 }
@@ -362,7 +376,7 @@ mod tests {
         ]);
         let wit = value_to_wit(&value);
         assert_eq!(wit.nodes.len(), 8);
-        assert_eq!(value_from_wit(&wit), Ok(value));
+        assert_eq!(value_from_wit(wit), Ok(value));
     }
 
     #[test]
@@ -371,7 +385,7 @@ mod tests {
             nodes: vec![wit::ValueNode::Array(vec![0])],
         };
         assert_eq!(
-            value_from_wit(&wit),
+            value_from_wit(wit),
             Err("a value from the host refers to node 0 from node 0".to_owned())
         );
     }
