@@ -58,6 +58,9 @@ pub(crate) struct Parser<'p> {
     /// `tokens` then holds those of the top-level statement being parsed and
     /// [`LOOKAHEAD`] more.
     stream: Option<crate::lexer::Stream<'p>>,
+    /// Attribute names, each kept once however often it is written: a manifest names
+    /// the same few attributes in every resource, and the evaluator shares them too.
+    names: std::collections::HashSet<std::rc::Rc<str>>,
 }
 
 /// How many tokens past the current one the parser looks at, at most.
@@ -110,7 +113,18 @@ impl<'p> Parser<'p> {
             in_interpolation: false,
             chain_depth: 0,
             stream,
+            names: std::collections::HashSet::new(),
         }
+    }
+
+    /// The attribute name, shared with its other occurrences.
+    fn intern(&mut self, name: String) -> std::rc::Rc<str> {
+        if let Some(existing) = self.names.get(name.as_str()) {
+            return std::rc::Rc::clone(existing);
+        }
+        let name: std::rc::Rc<str> = name.into();
+        self.names.insert(std::rc::Rc::clone(&name));
+        name
     }
 
     /// Lexes up to [`LOOKAHEAD`] tokens past the current one (or to the end).
@@ -700,6 +714,7 @@ impl<'p> Parser<'p> {
             };
             self.bump();
             let value = self.expr(BP_ASSIGN)?;
+            let name = self.intern(name);
             ops.push(AttrOp {
                 name,
                 name_span,

@@ -190,7 +190,7 @@ pub(crate) enum AttrOpKind {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct AttrOp {
-    pub(crate) name: String,
+    pub(crate) name: std::rc::Rc<str>,
     pub(crate) name_span: Span,
     pub(crate) kind: AttrOpKind,
     pub(crate) value: Expr,

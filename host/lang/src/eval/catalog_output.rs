@@ -515,6 +515,7 @@ impl Evaluator<'_> {
             }
         }
         metaparams.tags = self.tags_of(idx);
+        metaparams.tags.shrink_to_fit();
         // `noop => true` on a class or defined type instance covers what it contains,
         // unless a resource says otherwise.
         if self.resources[idx]
@@ -523,19 +524,19 @@ impl Evaluator<'_> {
         {
             metaparams.noop = self.container_noop(idx);
         }
-        let mut attributes = catalog::Attributes::default();
         // The attributes are not read again: move them into the catalog.
         let attrs = std::mem::take(&mut self.resources[idx].attrs);
+        let mut attributes = catalog::Attributes(Vec::with_capacity(attrs.len()));
         let type_name = self.resources[idx].type_name.clone();
         for attr in attrs {
             if attr.value == Val::Undef
-                || RELATIONSHIP_METAPARAMETERS.contains(&attr.name.as_str())
-                || attr.name == "tag"
+                || RELATIONSHIP_METAPARAMETERS.contains(&&*attr.name)
+                || &*attr.name == "tag"
             {
                 continue;
             }
             if let Some(at) = attr.value.node_write()
-                && !(type_name == NODE_BLOCK && attr.name == "block")
+                && !(type_name == NODE_BLOCK && &*attr.name == "block")
             {
                 self.error(
                     "node-write-at-run-time",
@@ -550,7 +551,7 @@ impl Evaluator<'_> {
                 );
                 continue;
             }
-            match attr.name.as_str() {
+            match &*attr.name {
                 "noop" => {
                     // Anything but a boolean was reported where it was given.
                     if let Val::Bool(noop) = attr.value {
@@ -559,10 +560,10 @@ impl Evaluator<'_> {
                 }
                 "guard_interpreter" | "requires" | "provider" => match attr.value {
                     // Chef's `guard_interpreter :default`, written as Puppet's `default`.
-                    Val::Default if attr.name == "guard_interpreter" => {
+                    Val::Default if &*attr.name == "guard_interpreter" => {
                         metaparams.guard_interpreter = Some("default".to_owned());
                     }
-                    Val::Str(text) => match attr.name.as_str() {
+                    Val::Str(text) => match &*attr.name {
                         "requires" => metaparams.requires = Some(text),
                         "provider" => metaparams.provider = Some(text),
                         _ => metaparams.guard_interpreter = Some(text),
@@ -582,7 +583,7 @@ impl Evaluator<'_> {
                 },
                 "only_if" | "not_if" => match attr.value.to_catalog() {
                     Ok(value) => {
-                        if attr.name == "only_if" {
+                        if &*attr.name == "only_if" {
                             metaparams.only_if = Some(value);
                         } else {
                             metaparams.not_if = Some(value);

@@ -71,7 +71,7 @@ struct Scope {
 
 struct DefaultEntry {
     type_name: String,
-    attribute: String,
+    attribute: std::rc::Rc<str>,
     value: Val,
     span: Span,
     /// When it was set, on the scale of `Evaluator::seq`.
@@ -94,7 +94,7 @@ enum Status {
 
 #[derive(Clone, Debug)]
 struct Attr {
-    name: String,
+    name: std::rc::Rc<str>,
     value: Val,
     span: Span,
     /// Set by a resource default: an override may replace it.
@@ -130,7 +130,7 @@ struct Res {
 
 impl Res {
     fn attr(&self, name: &str) -> Option<&Attr> {
-        self.attrs.iter().find(|attr| attr.name == name)
+        self.attrs.iter().find(|attr| &*attr.name == name)
     }
 
     fn reference(&self) -> String {
@@ -141,7 +141,7 @@ impl Res {
 /// An attribute operation with its value evaluated.
 #[derive(Clone)]
 struct Op {
-    name: String,
+    name: std::rc::Rc<str>,
     value: Val,
     span: Span,
     append: bool,
@@ -433,11 +433,15 @@ impl<'a> Evaluator<'a> {
         Vec<Source>,
     ) {
         self.load_definitions();
-        let program = Rc::clone(&self.program);
-        for file in &program.files {
-            self.block(file);
+        // The top-level statements run once: each file's are freed once they have run,
+        // so that what the defined types and collectors declare next reuses their memory.
+        let files = match Rc::get_mut(&mut self.program) {
+            Some(program) => std::mem::take(&mut program.files),
+            None => self.program.files.clone(),
+        };
+        for file in files {
+            self.block(&file);
         }
-        drop(program);
         self.evaluate_node();
         self.generate();
         // After the defined types' bodies, which read and write node attributes too.
@@ -1256,7 +1260,7 @@ impl<'a> Evaluator<'a> {
         let ops = attributes
             .into_iter()
             .map(|(name, value)| Op {
-                name: name.to_interpolated(),
+                name: name.to_interpolated().into(),
                 value,
                 span,
                 append: false,
@@ -2131,7 +2135,7 @@ impl<'a> Evaluator<'a> {
                         self.push_op(
                             &mut out,
                             Op {
-                                name,
+                                name: name.into(),
                                 value,
                                 span: op.value.span,
                                 append: false,
@@ -2469,7 +2473,7 @@ impl<'a> Evaluator<'a> {
                 .filter(|namevar| *namevar != "command"),
             Kind::Class(_) => None,
         };
-        let alias = namevar.and_then(|namevar| match attrs.iter().find(|a| a.name == namevar) {
+        let alias = namevar.and_then(|namevar| match attrs.iter().find(|a| &*a.name == namevar) {
             Some(Attr {
                 value: Val::Str(value),
                 span,
@@ -2552,8 +2556,12 @@ impl<'a> Evaluator<'a> {
     }
 
     /// The defaults for `type_name` visible from `scope`, the nearest first.
-    fn visible_defaults(&self, type_name: &str, scope: ScopeId) -> Vec<(String, Val, Span)> {
-        let mut out: Vec<(String, Val, Span)> = Vec::new();
+    fn visible_defaults(
+        &self,
+        type_name: &str,
+        scope: ScopeId,
+    ) -> Vec<(std::rc::Rc<str>, Val, Span)> {
+        let mut out: Vec<(std::rc::Rc<str>, Val, Span)> = Vec::new();
         let mut current = Some(scope);
         while let Some(id) = current {
             for entry in &self.scopes[id].defaults {
@@ -3528,7 +3536,7 @@ impl<'a> Evaluator<'a> {
         if !self.check_attribute(type_name, kind, &op.name, op.span) {
             return false;
         }
-        match op.name.as_str() {
+        match &*op.name {
             "tag" => self.check_tag_attribute(&op.value, op.span),
             "noop" => self.check_noop(&op.value, op.span),
             _ => {}
