@@ -225,7 +225,10 @@ fn schema_of<'s>(schemas: &'s Schemas, resource: &PreparedResource) -> Option<&'
 
 /// Checks the catalog against the schemas the host provides and builds the graph.
 /// Returns every problem found, not only the first.
-pub fn prepare(catalog: &Catalog, host: &dyn PluginHost) -> Result<Prepared, Vec<Problem>> {
+pub fn prepare(
+    catalog: &Catalog,
+    host: &(dyn PluginHost + Sync),
+) -> Result<Prepared, Vec<Problem>> {
     let mut problems = catalog.check();
     if !problems.is_empty() {
         return Err(problems);
@@ -418,9 +421,8 @@ fn provider_checks(
     problems: Vec<Problem>,
     resources: &[PreparedResource],
     unchecked: &[(usize, usize)],
-    host: &dyn PluginHost,
+    host: &(dyn PluginHost + Sync),
 ) -> Vec<Problem> {
-    let mut found: Vec<Vec<Problem>> = vec![Vec::new(); unchecked.len()];
     let mut by_provider: HashMap<&str, Vec<usize>> = HashMap::new();
     for (position, &(_, idx)) in unchecked.iter().enumerate() {
         by_provider
@@ -430,43 +432,96 @@ fn provider_checks(
     }
     let mut providers: Vec<_> = by_provider.into_iter().collect();
     providers.sort_unstable_by_key(|(_, positions)| positions[0]);
+    // The calls run on every core, each on an instance of its own: a few per core, so
+    // that the cores finish together.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    let chunks: Vec<&[usize]> = providers
+        .iter()
+        .flat_map(|(_, positions)| {
+            positions.chunks(positions.len().div_ceil(cores * 4).clamp(64, MAX_VALIDATE))
+        })
+        .collect();
     let problem = |resource: &PreparedResource, message: String| Problem {
         resource: Some(resource.reference.clone()),
         location: resource.source.clone(),
         message: resource.secrets.scrub(&message),
         help: None,
     };
-    for (_, positions) in providers {
-        for chunk in positions.chunks(MAX_VALIDATE) {
-            let batch: Vec<&PreparedResource> = chunk
+    // The problems of the resources of one chunk, by their position in `unchecked`.
+    let check = |chunk: &[usize]| -> Vec<(usize, Vec<Problem>)> {
+        let batch: Vec<&PreparedResource> = chunk
+            .iter()
+            .map(|&position| &resources[unchecked[position].1])
+            .collect();
+        match host.validate(&batch).outcome {
+            Ok(lists) => chunk
                 .iter()
-                .map(|&position| &resources[unchecked[position].1])
-                .collect();
-            match host.validate(&batch).outcome {
-                Ok(lists) => {
-                    for ((&position, resource), list) in chunk.iter().zip(&batch).zip(lists) {
-                        found[position]
-                            .extend(list.into_iter().map(|message| problem(resource, message)));
-                    }
-                }
-                Err(_) if chunk.len() > 1 => {
-                    for (&position, resource) in chunk.iter().zip(&batch) {
-                        match host.validate(&[resource]).outcome {
-                            Ok(lists) => found[position].extend(
-                                lists
-                                    .into_iter()
-                                    .flatten()
-                                    .map(|message| problem(resource, message)),
-                            ),
-                            Err(error) => {
-                                found[position].push(problem(resource, error.to_string()))
-                            }
-                        }
-                    }
-                }
-                Err(error) => found[chunk[0]].push(problem(batch[0], error.to_string())),
-            }
+                .zip(&batch)
+                .zip(lists)
+                .map(|((&position, resource), list)| {
+                    let found = list.into_iter().map(|message| problem(resource, message));
+                    (position, found.collect())
+                })
+                .collect(),
+            Err(_) if chunk.len() > 1 => chunk
+                .iter()
+                .zip(&batch)
+                .map(|(&position, resource)| {
+                    let found = match host.validate(&[resource]).outcome {
+                        Ok(lists) => lists
+                            .into_iter()
+                            .flatten()
+                            .map(|message| problem(resource, message))
+                            .collect(),
+                        Err(error) => vec![problem(resource, error.to_string())],
+                    };
+                    (position, found)
+                })
+                .collect(),
+            Err(error) => vec![(chunk[0], vec![problem(batch[0], error.to_string())])],
         }
+    };
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let work = || {
+        let mut checked = Vec::new();
+        while let Some(chunk) = chunks.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+        {
+            checked.extend(check(chunk));
+        }
+        checked
+    };
+    let workers = cores.min(chunks.len());
+    let checked = if workers <= 1 {
+        work()
+    } else {
+        std::thread::scope(|scope| {
+            // A plugin runs on its caller's stack: as much as the main thread has.
+            let handles: Vec<_> = (0..workers)
+                .map(|_| {
+                    std::thread::Builder::new()
+                        .name("wconverge-validate".to_owned())
+                        .stack_size(8 << 20)
+                        .spawn_scoped(scope, work)
+                })
+                .collect();
+            let mut checked = Vec::new();
+            for handle in handles {
+                match handle {
+                    Ok(handle) => checked.extend(
+                        handle
+                            .join()
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
+                    ),
+                    // No thread: this one checks what is left.
+                    Err(_) => checked.extend(work()),
+                }
+            }
+            checked
+        })
+    };
+    let mut found: Vec<Vec<Problem>> = vec![Vec::new(); unchecked.len()];
+    for (position, problems) in checked {
+        found[position] = problems;
     }
     let mut merged = Vec::with_capacity(problems.len() + found.iter().map(Vec::len).sum::<usize>());
     let mut before = problems.into_iter();
