@@ -574,13 +574,27 @@ impl Catalog {
                 )));
             }
         }
-        let mut seen: HashMap<ResourceRef, &Resource> = HashMap::new();
+        // By type and title; a type in capitals (reported) by its lowercase name, as its
+        // reference would have it.
+        let mut seen: HashMap<(std::borrow::Cow<'_, str>, &str), &Resource> =
+            HashMap::with_capacity(self.resources.len());
+        // Each type name is checked once, however many resources have it.
+        let mut type_names: HashMap<&str, Result<(), String>> = HashMap::new();
         for resource in &self.resources {
-            if let Err(message) = ResourceRef::parse(&format!("{}[x]", resource.type_name)) {
-                problems.push(Problem::of(resource, message));
+            let checked = type_names
+                .entry(resource.type_name.as_str())
+                .or_insert_with(|| {
+                    ResourceRef::parse(&format!("{}[x]", resource.type_name)).map(|_| ())
+                });
+            if let Err(message) = checked {
+                problems.push(Problem::of(resource, message.clone()));
                 continue;
             }
-            if resource.type_name != resource.type_name.to_ascii_lowercase() {
+            let lowercase = !resource
+                .type_name
+                .bytes()
+                .any(|byte| byte.is_ascii_uppercase());
+            if !lowercase {
                 problems.push(
                     Problem::of(
                         resource,
@@ -592,7 +606,14 @@ impl Catalog {
             if resource.title.is_empty() {
                 problems.push(Problem::of(resource, "the title is empty"));
             }
-            let reference = resource.reference();
+            let reference = (
+                if lowercase {
+                    std::borrow::Cow::Borrowed(resource.type_name.as_str())
+                } else {
+                    std::borrow::Cow::Owned(resource.type_name.to_ascii_lowercase())
+                },
+                resource.title.as_str(),
+            );
             if let Some(first) = seen.get(&reference) {
                 let first_at = first
                     .source
@@ -750,6 +771,20 @@ mod tests {
             "the catalog is invalid:\n  a.wcv:7: File[/a]: declared twice; first declared at \
              a.wcv:1\n  help: rename one of them, or merge the two declarations"
         );
+        // A type in capitals is the same type: its resource is a duplicate too. A bad
+        // type name is reported for each resource that has it.
+        let error = Catalog::from_json(
+            r#"{"format_version": 1, "resources": [
+                {"type": "file", "title": "/b"},
+                {"type": "File", "title": "/b"},
+                {"type": "bad type", "title": "/c"},
+                {"type": "bad type", "title": "/d"}]}"#,
+        )
+        .expect_err("problems");
+        let text = error.to_string();
+        assert!(text.contains("type `File` is not lowercase"), "{text}");
+        assert_eq!(text.matches("declared twice").count(), 1, "{text}");
+        assert_eq!(text.matches("is not a type name").count(), 2, "{text}");
         let error =
             Catalog::from_json(r#"{"format_version": 9, "resources": []}"#).expect_err("version");
         assert!(
