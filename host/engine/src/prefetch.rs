@@ -56,6 +56,8 @@ struct Inner {
     /// Catalog indices a read under way is reading: if their turn comes first, they wait
     /// for it.
     in_flight: HashSet<usize>,
+    /// Catalog indices whose turn has come (their state is not read for them again).
+    taken: HashSet<usize>,
     /// Counts the changes of the machine: a read that began before one is not kept.
     generation: u64,
 }
@@ -67,6 +69,7 @@ impl Default for Inner {
             batches: None,
             next: MAX_BATCH,
             in_flight: HashSet::new(),
+            taken: HashSet::new(),
             generation: 0,
         }
     }
@@ -78,9 +81,10 @@ struct Claimed {
     generation: u64,
 }
 
-/// Claims the resources to read with the one at `position`: those of its batch still to
-/// come, unread and not being read, as many as `next` allows; `None` when none is to be
-/// read in a batch now.
+/// Claims the resources to read with the one at `position`: it and those of its batch
+/// whose turn has not come, unread and not being read (before it in the run order too:
+/// another worker may have started one and not asked yet), as many as `next` allows;
+/// `None` when none is to be read in a batch now.
 fn claim(inner: &mut Inner, prepared: &Prepared, position: usize) -> Option<Claimed> {
     if inner.next == 0 {
         return None;
@@ -91,14 +95,20 @@ fn claim(inner: &mut Inner, prepared: &Prepared, position: usize) -> Option<Clai
         batches,
         in_flight,
         states,
+        taken,
         ..
     } = inner;
     let batches = batches.get_or_insert_with(|| batches_of(prepared, order));
-    let &(batch, from) = batches.at.get(&position)?;
-    let batch: Vec<usize> = batches.members[batch][from..]
+    let &(batch, _) = batches.at.get(&position)?;
+    let asking = order[position];
+    let batch: Vec<usize> = batches.members[batch]
         .iter()
         .map(|&position| order[position])
-        .filter(|other| !in_flight.contains(other) && !states.contains_key(other))
+        .filter(|&other| {
+            (other == asking || !taken.contains(&other))
+                && !in_flight.contains(&other)
+                && !states.contains_key(&other)
+        })
         .take(next)
         .collect();
     if batch.is_empty() {
@@ -162,6 +172,7 @@ impl Prefetched {
         }
         let mut read_ahead = true;
         let mut inner = self.inner.lock().expect("prefetch lock");
+        inner.taken.insert(idx);
         while inner.in_flight.contains(&idx) {
             // Another resource's call is reading this one's batch, and ends within its
             // plugin's time limit: its result is as good as this resource's own read,
@@ -192,7 +203,7 @@ impl Prefetched {
     }
 
     /// Claims the batch of the first resource after `position` in the run order whose
-    /// state is neither read nor being read.
+    /// turn has not come and whose state is neither read nor being read.
     fn claim_ahead(
         &self,
         inner: &mut Inner,
@@ -204,6 +215,7 @@ impl Prefetched {
         let ahead =
             (position + 1..order.len().min(position + 1 + 2 * MAX_BATCH)).find(|&other| {
                 batches.at.contains_key(&other)
+                    && !inner.taken.contains(&order[other])
                     && !inner.in_flight.contains(&order[other])
                     && !inner.states.contains_key(&order[other])
             })?;
