@@ -30,10 +30,15 @@ pub(crate) const MAX_BATCH: usize = 1024;
 type BatchKey = (String, String, Vec<(String, PathAccess, String)>);
 
 /// The batches of a run: for each, the run positions of its resources in order; and for
-/// each run position, its batch and its index in that batch's list.
+/// each run position, its batch.
 struct Batches {
     members: Vec<Vec<usize>>,
-    at: HashMap<usize, (usize, usize)>,
+    /// For each batch, where a claim starts looking: every member before it has had its
+    /// turn (turns only ever come, so it only moves on, and claims cost their batch's
+    /// length once in all, not once each).
+    taken_before: Vec<usize>,
+    /// For each run position of a batched resource, its batch.
+    at: HashMap<usize, usize>,
 }
 
 /// What was read, shared by the resources running at once: the read itself happens
@@ -99,9 +104,17 @@ fn claim(inner: &mut Inner, prepared: &Prepared, position: usize) -> Option<Clai
         ..
     } = inner;
     let batches = batches.get_or_insert_with(|| batches_of(prepared, order));
-    let &(batch, _) = batches.at.get(&position)?;
+    let &batch = batches.at.get(&position)?;
     let asking = order[position];
-    let batch: Vec<usize> = batches.members[batch]
+    let members = &batches.members[batch];
+    let from = &mut batches.taken_before[batch];
+    while members
+        .get(*from)
+        .is_some_and(|&member| order[member] != asking && taken.contains(&order[member]))
+    {
+        *from += 1;
+    }
+    let batch: Vec<usize> = members[*from..]
         .iter()
         .map(|&position| order[position])
         .filter(|&other| {
@@ -300,10 +313,11 @@ fn batches_of(prepared: &Prepared, order: &[usize]) -> Batches {
             batches.push(Vec::new());
             batches.len() - 1
         });
-        at.insert(position, (batch, batches[batch].len()));
+        at.insert(position, batch);
         batches[batch].push(position);
     }
     Batches {
+        taken_before: vec![0; batches.len()],
         members: batches,
         at,
     }

@@ -581,6 +581,46 @@ impl Runtime {
         Call::new(outcome, logs)
     }
 
+    /// One call of a provider export that takes many resources (`validate`, `check`), on
+    /// an instance for `access` (a phase and its grants), the call's subject the
+    /// resources of `batch` (`what` says of what): one result per resource, or the fault.
+    fn call_many<T>(
+        &self,
+        plugin: &Plugin,
+        access: (Phase, &[Arc<Grant>]),
+        batch: &[&PreparedResource],
+        what: &str,
+        (export, call): (
+            &str,
+            impl FnOnce(
+                &plugin::Exports,
+                &mut wasmtime::Store<PluginState>,
+                &[bindings::types::Resource],
+            ) -> wasmtime::Result<Vec<T>>,
+        ),
+        logs: &mut Vec<LogRecord>,
+    ) -> Result<Vec<T>, PluginError> {
+        let (phase, grants) = access;
+        let mut instance = plugin.instance(&self.engine, &self.shared, phase, grants)?;
+        instance.store.data_mut().subject = Some(batch_subject(batch, what));
+        let wits = convert::resources_to_wit(batch);
+        let called = plugin.call(&mut instance, |exports, store| call(exports, store, &wits));
+        logs.extend(called.logs);
+        let results = called.outcome?;
+        plugin.put_back(instance);
+        if results.len() != batch.len() {
+            return Err(contract_error(
+                plugin,
+                format!(
+                    "`{export}` returned {} results for {} resources",
+                    results.len(),
+                    batch.len()
+                ),
+            ));
+        }
+        Ok(results)
+    }
+
     /// One `check` call for `batch` (resources that need exactly `grants`), on an
     /// instance with those grants read-only.
     fn check_batch(
@@ -601,26 +641,16 @@ impl Runtime {
                 .join(" "),
             "check"
         );
-        let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Inspect, grants)?;
-        instance.store.data_mut().subject =
-            Some(batch_subject(batch, &format!(" of type `{}`", schema.name)));
-        let wits = convert::resources_to_wit(batch);
-        let called = plugin.call(&mut instance, |exports, store| {
-            exports.provider()?.call_check(store, &wits)
-        });
-        logs.extend(called.logs);
-        let results = called.outcome?;
-        plugin.put_back(instance);
-        if results.len() != batch.len() {
-            return Err(contract_error(
-                plugin,
-                format!(
-                    "`check` returned {} results for {} resources",
-                    results.len(),
-                    batch.len()
-                ),
-            ));
-        }
+        let results = self.call_many(
+            plugin,
+            (Phase::Inspect, grants),
+            batch,
+            &format!(" of type `{}`", schema.name),
+            ("check", |exports, store, wits| {
+                exports.provider()?.call_check(store, wits)
+            }),
+            logs,
+        )?;
         results
             .into_iter()
             .zip(batch)
@@ -1165,26 +1195,16 @@ impl PluginHost for Runtime {
                     resources = batch.len(),
                     "validate"
                 );
-                let mut instance =
-                    plugin.instance(&self.engine, &self.shared, Phase::Describe, &[])?;
-                instance.store.data_mut().subject = Some(batch_subject(batch, ""));
-                let wits = convert::resources_to_wit(batch);
-                let called = plugin.call(&mut instance, |exports, store| {
-                    exports.provider()?.call_validate(store, &wits)
-                });
-                logs.extend(called.logs);
-                let lists = called.outcome?;
-                plugin.put_back(instance);
-                if lists.len() != batch.len() {
-                    return Err(contract_error(
-                        &plugin,
-                        format!(
-                            "`validate` returned {} lists of problems for {} resources",
-                            lists.len(),
-                            batch.len()
-                        ),
-                    ));
-                }
+                let lists = self.call_many(
+                    &plugin,
+                    (Phase::Describe, &[]),
+                    batch,
+                    "",
+                    ("validate", |exports, store, wits| {
+                        exports.provider()?.call_validate(store, wits)
+                    }),
+                    &mut logs,
+                )?;
                 found.extend(lists.iter().zip(batch).map(|(problems, resource)| {
                     problems
                         .iter()
