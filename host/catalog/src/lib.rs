@@ -6,11 +6,13 @@
 //! prints text that others read and write.
 #![warn(clippy::disallowed_methods)]
 
+mod export;
 mod lazy;
 mod reference;
 mod schema;
 mod value;
 
+pub use export::{Collected, Export, ExportQuery, match_key};
 pub use lazy::{LAZY_KEY, Lazy};
 pub use reference::{ResourceRef, display_type_name};
 pub use schema::{

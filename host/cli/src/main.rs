@@ -7,6 +7,7 @@
 
 mod data;
 mod dirs;
+mod fleet;
 mod generate;
 mod input;
 mod lock;
@@ -100,15 +101,27 @@ enum Command {
         /// with `--jobs 1`.
         #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
         jobs: Option<u16>,
+        /// Keep the store's reports this many days (default: the config file's
+        /// `keep_reports`, else 14); older ones go when this run's report is stored.
+        #[arg(long, value_name = "DAYS")]
+        keep_reports: Option<u32>,
         #[command(flatten)]
         runtime: RuntimeArgs,
+        #[command(flatten)]
+        store: fleet::StoreArgs,
     },
     /// Compile manifests into a catalog and print it as JSON.
     Compile {
         #[command(flatten)]
         input: InputArgs,
+        /// Compile for the node `--node` names with the facts it last stored, not this
+        /// machine's: a fleet compiles centrally and applies on each node.
+        #[arg(long, requires = "node")]
+        facts_from_store: bool,
         #[command(flatten)]
         runtime: RuntimeArgs,
+        #[command(flatten)]
+        store: fleet::StoreArgs,
     },
     /// Check manifests or a catalog against the types' schemas and the graph, changing
     /// nothing.
@@ -117,6 +130,8 @@ enum Command {
         input: InputArgs,
         #[command(flatten)]
         runtime: RuntimeArgs,
+        #[command(flatten)]
+        store: fleet::StoreArgs,
     },
     /// Print the resource graph in application order.
     Graph {
@@ -126,6 +141,8 @@ enum Command {
         format: GraphFormat,
         #[command(flatten)]
         runtime: RuntimeArgs,
+        #[command(flatten)]
+        store: fleet::StoreArgs,
     },
     /// Show the resource types the plugins provide, or one type's schema.
     Types {
@@ -154,12 +171,39 @@ enum Command {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
-    /// Print this machine's facts, as the fact plugins of the policy gather them.
+    /// Print this machine's facts, as the fact plugins of the policy gather them; or,
+    /// with `--node`, the facts that node last stored.
     Facts {
         #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
         format: ReportFormat,
+        /// The node whose stored facts to print.
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
         #[command(flatten)]
         runtime: RuntimeArgs,
+        #[command(flatten)]
+        store: fleet::StoreArgs,
+    },
+    /// The runs' reports in the store, newest first; `reports show ID` prints one.
+    Reports {
+        #[command(subcommand)]
+        command: Option<fleet::ReportsCommand>,
+        /// Only this node's.
+        #[arg(long, value_name = "NAME")]
+        node: Option<String>,
+        /// Only those since then: an age (`12h`, `7d`), a date (`2026-11-25`) or a UTC
+        /// time (`2026-11-25T08:00:00Z`).
+        #[arg(long, value_name = "WHEN")]
+        since: Option<String>,
+        #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
+        format: ReportFormat,
+        #[command(flatten)]
+        store: fleet::StoreArgs,
+    },
+    /// Manage the store nodes share.
+    Store {
+        #[command(subcommand)]
+        command: fleet::StoreCommand,
     },
     /// Inspect the plugins of the policy.
     Plugins {
@@ -258,14 +302,22 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             format,
             state_dir,
             jobs,
+            keep_reports,
             runtime,
+            store,
         } => {
             signals::watch();
             let runtime = runtime_for(&runtime)?;
-            let Some((catalog, problems)) = load_with_sources(&input, &runtime)? else {
+            let state_dir = dirs::state_dir(state_dir)?;
+            let mut fleet = fleet::Fleet::new(&store, Some(&state_dir))?;
+            if let Some(days) = keep_reports {
+                fleet.keep_reports = days;
+            }
+            let Some((catalog, problems)) =
+                load_with_sources(&input, &runtime, &fleet, Publish::Yes)?
+            else {
                 return Ok(1);
             };
-            let state_dir = dirs::state_dir(state_dir)?;
             let _lock = dirs::RunLock::acquire(&state_dir)?;
             let Some(prepared) = prepare(&catalog, &runtime, problems)? else {
                 return Ok(1);
@@ -299,14 +351,38 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 // Puppet's detailed exit codes: 4, failures.
                 code |= 4;
             }
+            let node = catalog.node.clone().unwrap_or_else(dirs::host_name);
+            // A fleet's store gets every node's facts, for central compiles.
+            if fleet.explicit() && !fleet.facts_stored() {
+                let (groups, errors) = runtime.gather_facts();
+                for error in &errors {
+                    output::warning(&format!(
+                        "the stored facts lack the groups of a fact plugin that failed: {error}"
+                    ));
+                }
+                fleet.store_facts(&node, &groups);
+            }
+            fleet.send_report(&node, &report);
             // The process ends next, and its memory with it: a catalog of many
             // resources is not freed one value at a time first.
             std::mem::forget((catalog, prepared, report));
             Ok(code)
         }
-        Command::Compile { input, runtime } => {
+        Command::Compile {
+            input,
+            facts_from_store,
+            runtime,
+            store,
+        } => {
             let runtime = runtime_for(&runtime)?;
-            let Some(catalog) = load(&input, &runtime, &module_path(&input))? else {
+            let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
+            let publish = if facts_from_store {
+                Publish::FactsFromStore
+            } else {
+                Publish::Yes
+            };
+            let Some(catalog) = load(&input, &runtime, &module_path(&input), &fleet, publish)?
+            else {
                 return Ok(1);
             };
             output::json(&catalog);
@@ -314,9 +390,16 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             std::mem::forget(catalog);
             Ok(0)
         }
-        Command::Validate { input, runtime } => {
+        Command::Validate {
+            input,
+            runtime,
+            store,
+        } => {
             let runtime = runtime_for(&runtime)?;
-            let Some((catalog, problems)) = load_with_sources(&input, &runtime)? else {
+            let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
+            let Some((catalog, problems)) =
+                load_with_sources(&input, &runtime, &fleet, Publish::No)?
+            else {
                 return Ok(1);
             };
             Ok(match prepare(&catalog, &runtime, problems)? {
@@ -340,9 +423,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             input,
             format,
             runtime,
+            store,
         } => {
             let runtime = runtime_for(&runtime)?;
-            let Some((catalog, problems)) = load_with_sources(&input, &runtime)? else {
+            let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
+            let Some((catalog, problems)) =
+                load_with_sources(&input, &runtime, &fleet, Publish::No)?
+            else {
                 return Ok(1);
             };
             let Some(prepared) = prepare(&catalog, &runtime, problems)? else {
@@ -371,7 +458,13 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                     deny_warnings: false,
                     modulepath: None,
                 };
-                match load(&input, &runtime, &module_path(&input))? {
+                match load(
+                    &input,
+                    &runtime,
+                    &module_path(&input),
+                    &fleet::Fleet::none(),
+                    Publish::No,
+                )? {
                     Some(catalog) => catalog.types,
                     None => return Ok(1),
                 }
@@ -468,7 +561,54 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             facts,
             runtime,
         } => requirement(&program, facts.as_deref(), &runtime),
-        Command::Facts { format, runtime } => {
+        Command::Facts {
+            format,
+            node: Some(node),
+            runtime: _,
+            store,
+        } => {
+            let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
+            let store = fleet.store().map_err(anyhow::Error::msg)?;
+            let Some((facts, at)) = store.facts(&node)? else {
+                bail!(
+                    "the store {} has no facts of node `{node}`: a run of `wconverge apply` on                      it with this store (`--store`, or the config file's `store`) sends them",
+                    store.shown()
+                );
+            };
+            let groups = fleet::facts_from_json(&facts, &format!("the facts of node `{node}`"))
+                .map_err(anyhow::Error::msg)?;
+            match format {
+                ReportFormat::Human => {
+                    output::line(&format!(
+                        "# node {node}, facts stored {}",
+                        fleet::time_text(at)
+                    ));
+                    output::facts_human(&groups);
+                }
+                ReportFormat::Json => output::facts_json(&groups),
+            }
+            Ok(0)
+        }
+        Command::Reports {
+            command,
+            node,
+            since,
+            format,
+            store,
+        } => fleet::reports_command(
+            command.as_ref(),
+            node.as_deref(),
+            since.as_deref(),
+            matches!(format, ReportFormat::Json),
+            &store,
+        ),
+        Command::Store { command } => fleet::store_command(&command),
+        Command::Facts {
+            format,
+            node: None,
+            runtime,
+            store: _,
+        } => {
             let runtime = runtime_for(&runtime)?;
             let (groups, errors) = runtime.gather_facts();
             match format {
@@ -638,10 +778,23 @@ fn module_path(input: &InputArgs) -> Vec<PathBuf> {
     )
 }
 
+/// What a compile does with the store besides collecting other nodes' exports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Publish {
+    /// Nothing: an inspection (`validate`, `graph`).
+    No,
+    /// Store this node's exports, and its facts if the compile gathered them.
+    Yes,
+    /// As `Yes`, compiling with the node's stored facts rather than this machine's.
+    FactsFromStore,
+}
+
 fn load(
     input: &InputArgs,
     runtime: &Runtime,
     modulepath: &[PathBuf],
+    fleet: &fleet::Fleet,
+    publish: Publish,
 ) -> anyhow::Result<Option<Catalog>> {
     let n_manifests = input.files.iter().filter(|path| is_manifest(path)).count();
     if n_manifests == 0 {
@@ -704,18 +857,33 @@ fn load(
                     .iter()
                     .any(|name| source.text.contains(&format!("${name}")))
         });
-    let facts = if reads_facts {
+    let facts = if publish == Publish::FactsFromStore {
+        let store = fleet.store().map_err(anyhow::Error::msg)?;
+        let Some((facts, _)) = store.facts(&node)? else {
+            bail!(
+                "the store {} has no facts of node `{node}`: run `wconverge apply` on it with                  this store (`--store`, or the config file's `store`) first",
+                store.shown()
+            );
+        };
+        let groups = fleet::facts_from_json(&facts, &format!("the facts of node `{node}`"))
+            .map_err(anyhow::Error::msg)?;
+        wconverge_engine::facts_value(&groups)
+    } else if reads_facts {
         let (groups, errors) = runtime.gather_facts();
         for error in &errors {
             output::warning(&format!(
                 "`$facts` lacks the groups of a fact plugin that failed: {error}"
             ));
         }
+        if publish == Publish::Yes {
+            fleet.store_facts(&node, &groups);
+        }
         wconverge_engine::facts_value(&groups)
     } else {
         wconverge_catalog::Value::Hash(Vec::new())
     };
-    let compiled = wconverge_lang::compile_with_modules(&sources, &node, &types, &facts, &loader);
+    let compiled =
+        wconverge_lang::compile_with_store(&sources, &node, &types, &facts, &loader, fleet);
     let mut shown = sources;
     shown.extend(compiled.loaded.iter().cloned());
     output::diagnostics(&compiled.diagnostics, &shown);
@@ -731,6 +899,9 @@ fn load(
         ));
         return Ok(None);
     }
+    if publish != Publish::No && compiled.catalog.is_some() {
+        fleet.publish(&node, &compiled.exports);
+    }
     Ok(compiled.catalog)
 }
 
@@ -740,9 +911,11 @@ fn load(
 fn load_with_sources(
     input: &InputArgs,
     runtime: &Runtime,
+    fleet: &fleet::Fleet,
+    publish: Publish,
 ) -> anyhow::Result<Option<(Catalog, Vec<wconverge_catalog::Problem>)>> {
     let modulepath = module_path(input);
-    let Some(mut catalog) = load(input, runtime, &modulepath)? else {
+    let Some(mut catalog) = load(input, runtime, &modulepath, fleet, publish)? else {
         return Ok(None);
     };
     let problems = modules::resolve_sources(&mut catalog, &modulepath);

@@ -132,6 +132,41 @@ pub struct Compiled {
     /// was given: the files its diagnostics' spans point into are those sources, then
     /// these.
     pub loaded: Vec<Source>,
+    /// The resources this node exported (`@@`), for the store; complete only when the
+    /// catalog is.
+    pub exports: Vec<wconverge_catalog::Export>,
+    /// Whether the manifests collect exported resources (`<<| |>>`), which needs the
+    /// store.
+    pub collects_exports: bool,
+}
+
+/// The exported resources of other nodes, from the store: what a `<<| |>>` collector
+/// realizes besides the exports of this compile. The language itself reads nothing;
+/// the caller implements this.
+pub trait Exports: Sync {
+    /// The exports of `type_name` that match `query`, of every active node but
+    /// `excluding` (this one, whose exports come from this compile). `Err` says why the
+    /// store cannot answer: the collector is then an error, never an empty collection.
+    fn collect(
+        &self,
+        type_name: &str,
+        query: &wconverge_catalog::ExportQuery,
+        excluding: &str,
+    ) -> Result<Vec<wconverge_catalog::Collected>, String>;
+}
+
+/// No store: only this compile's exports are collected.
+pub struct NoExports;
+
+impl Exports for NoExports {
+    fn collect(
+        &self,
+        _type_name: &str,
+        _query: &wconverge_catalog::ExportQuery,
+        _excluding: &str,
+    ) -> Result<Vec<wconverge_catalog::Collected>, String> {
+        Ok(Vec::new())
+    }
 }
 
 /// Files a compile reads on demand, from a module path: Puppet's autoloader. The
@@ -248,7 +283,20 @@ pub fn compile_with_modules(
     facts: &wconverge_catalog::Value,
     loader: &dyn Loader,
 ) -> Compiled {
-    run_on_big_stack(|| compile_here(sources, node, types, facts, loader))
+    compile_with_store(sources, node, types, facts, loader, &NoExports)
+}
+
+/// As [`compile_with_modules`], with `<<| |>>` collecting the exports of other nodes
+/// from `exports` too.
+pub fn compile_with_store(
+    sources: &[Source],
+    node: &str,
+    types: &KnownTypes,
+    facts: &wconverge_catalog::Value,
+    loader: &dyn Loader,
+    exports: &dyn Exports,
+) -> Compiled {
+    run_on_big_stack(|| compile_here(sources, node, types, facts, loader, exports))
 }
 
 /// Parses only: the syntax diagnostics of every source.
@@ -324,6 +372,7 @@ fn compile_here(
     types: &KnownTypes,
     facts: &wconverge_catalog::Value,
     loader: &dyn Loader,
+    exports: &dyn Exports,
 ) -> Compiled {
     let mut modules = modules::Modules::new(sources, loader);
     // A class named only at run time (`include $role`) is loaded when the evaluation
@@ -338,14 +387,17 @@ fn compile_here(
         evaluator.set_facts(facts);
         evaluator.unreadable = modules.unreadable.clone();
         evaluator.loader = loader;
+        evaluator.exports = exports;
         evaluator.module_files = modules.module_of_file();
-        let (catalog, mut evaluated, missing, templates) = evaluator.run();
-        if modules.load_missing(&missing) {
+        let mut evaluated = evaluator.run();
+        if modules.load_missing(&evaluated.missing) {
             continue;
         }
-        diagnostics.append(&mut evaluated);
-        let mut compiled = modules.compiled(catalog, diagnostics);
-        compiled.loaded.extend(templates);
+        diagnostics.append(&mut evaluated.diagnostics);
+        let mut compiled = modules.compiled(evaluated.catalog, diagnostics);
+        compiled.loaded.extend(evaluated.templates);
+        compiled.exports = evaluated.exports;
+        compiled.collects_exports = evaluated.collects_exports;
         return compiled;
     }
 }

@@ -172,6 +172,8 @@ impl<'l> Modules<'l> {
             catalog,
             diagnostics,
             loaded,
+            exports: Vec::new(),
+            collects_exports: false,
         }
     }
 }

@@ -1104,3 +1104,159 @@ fn odd_templates_never_panic_and_every_span_is_inside_its_file() {
         }
     }
 }
+
+/// Other nodes' exports, held in memory: answers as a store does, by evaluating the
+/// query on each export (the store's own tests check it agrees with this).
+struct Fleet(Vec<wconverge_catalog::Collected>);
+
+impl Exports for Fleet {
+    fn collect(
+        &self,
+        type_name: &str,
+        query: &wconverge_catalog::ExportQuery,
+        excluding: &str,
+    ) -> Result<Vec<wconverge_catalog::Collected>, String> {
+        Ok(self
+            .0
+            .iter()
+            .filter(|collected| {
+                collected.node != excluding
+                    && collected.export.type_name == type_name
+                    && query.matches(&collected.export)
+            })
+            .cloned()
+            .collect())
+    }
+}
+
+fn exported(
+    node: &str,
+    type_name: &str,
+    title: &str,
+    tags: &[&str],
+) -> wconverge_catalog::Collected {
+    wconverge_catalog::Collected {
+        node: node.to_owned(),
+        export: wconverge_catalog::Export {
+            type_name: type_name.to_owned(),
+            title: title.to_owned(),
+            tags: tags.iter().map(|tag| (*tag).to_owned()).collect(),
+            attributes: wconverge_catalog::Attributes(vec![(
+                "content".to_owned(),
+                wconverge_catalog::Value::String(format!("from {node}\n")),
+            )]),
+            source: Some(wconverge_catalog::SourceLocation {
+                file: "site.wcv".to_owned(),
+                line: 7,
+                column: None,
+            }),
+        },
+    }
+}
+
+fn compile_in_fleet(text: &str, fleet: &Fleet) -> Compiled {
+    compile_with_store(
+        &[Source::new("test.wcv", text)],
+        "lb",
+        &types(),
+        &wconverge_catalog::Value::Hash(Vec::new()),
+        &NoModules,
+        fleet,
+    )
+}
+
+#[test]
+fn issue_20_exported_collectors_realize_other_nodes_exports_once() {
+    let fleet = Fleet(vec![
+        exported("web1", "file", "/lb/web1", &["file", "backend"]),
+        exported("web2", "file", "/lb/web2", &["file", "backend"]),
+        exported("web2", "file", "/lb/other", &["file"]),
+        // Its own exports come from the compile, never from the store.
+        exported("lb", "file", "/lb/stale", &["file", "backend"]),
+    ]);
+    let compiled = compile_in_fleet(
+        "@@file { '/lb/self': content => 'x', tag => 'backend' }\n\
+         File <<| tag == 'backend' |>> { mode => '0600' }\n\
+         File <<| title == '/lb/web2' |>>\n",
+        &fleet,
+    );
+    assert!(compiled.collects_exports);
+    let catalog = compiled
+        .catalog
+        .unwrap_or_else(|| panic!("{:?}", compiled.diagnostics));
+    let titles: Vec<&str> = catalog.resources.iter().map(|r| r.title.as_str()).collect();
+    assert_eq!(titles, ["/lb/self", "/lb/web1", "/lb/web2"]);
+    let web2 = &catalog.resources[2];
+    assert_eq!(
+        web2.attributes.get("mode").and_then(|v| v.as_str()),
+        Some("0600"),
+        "the collector's override applies to what it collects"
+    );
+    assert!(web2.metaparams.tags.contains(&"backend".to_owned()));
+    assert_eq!(
+        web2.source.as_ref().map(|at| at.file.as_str()),
+        Some("node web2: site.wcv")
+    );
+    // What this node exports goes to the store; what it collected does not.
+    let exports: Vec<&str> = compiled.exports.iter().map(|e| e.title.as_str()).collect();
+    assert_eq!(exports, ["/lb/self"]);
+    assert!(compiled.exports[0].tags.contains(&"backend".to_owned()));
+}
+
+#[test]
+fn issue_20_a_collected_export_that_clashes_is_an_error_naming_its_node() {
+    let fleet = Fleet(vec![exported("web1", "file", "/lb/web1", &["file"])]);
+    let compiled = compile_in_fleet(
+        "file { '/lb/web1': content => 'mine' }\nFile <<| |>>\n",
+        &fleet,
+    );
+    assert!(compiled.catalog.is_none());
+    let message = &compiled.diagnostics[0].message;
+    assert!(message.contains("exported by node `web1`"), "{message}");
+    assert!(message.contains("this node declares it"), "{message}");
+}
+
+struct Unreachable;
+
+impl Exports for Unreachable {
+    fn collect(
+        &self,
+        _type_name: &str,
+        _query: &wconverge_catalog::ExportQuery,
+        _excluding: &str,
+    ) -> Result<Vec<wconverge_catalog::Collected>, String> {
+        Err("connection refused".to_owned())
+    }
+}
+
+#[test]
+fn issue_20_a_store_that_cannot_answer_fails_the_collector_never_collects_nothing() {
+    let compiled = compile_with_store(
+        &[Source::new(
+            "test.wcv",
+            "file { '/a': content => 'x' }\nFile <<| |>>\n",
+        )],
+        "lb",
+        &types(),
+        &wconverge_catalog::Value::Hash(Vec::new()),
+        &NoModules,
+        &Unreachable,
+    );
+    assert!(compiled.catalog.is_none());
+    let diagnostic = &compiled.diagnostics[0];
+    assert_eq!(diagnostic.code, "wcv::store-unavailable");
+    assert!(diagnostic.message.contains("connection refused"));
+    // A plain collector never asks the store.
+    let plain = compile_with_store(
+        &[Source::new(
+            "test.wcv",
+            "file { '/a': content => 'x' }\nFile <| |>\n",
+        )],
+        "lb",
+        &types(),
+        &wconverge_catalog::Value::Hash(Vec::new()),
+        &NoModules,
+        &Unreachable,
+    );
+    assert!(plain.catalog.is_some() && !plain.collects_exports);
+}

@@ -61,6 +61,7 @@ impl Evaluator<'_> {
                 push_tag(&tag, &mut tags);
             }
         }
+        self.foreign_tags(idx, &mut tags);
         self.container_tags(res.container, &mut tags);
         tags
     }
@@ -263,6 +264,8 @@ impl Evaluator<'_> {
                 }
             }
         }
+        // This node's exports, before the catalog takes the attributes.
+        self.make_exports();
         // The edges and the catalog's resources are made from `self.resources` alone:
         // what only the evaluation needed goes first, and they reuse its memory.
         drop(children);
@@ -614,7 +617,10 @@ impl Evaluator<'_> {
             title: res.title.clone(),
             attributes,
             metaparams: Box::new(metaparams),
-            source: Some(self.location(res.span)),
+            source: Some(
+                self.foreign_source(idx)
+                    .unwrap_or_else(|| self.location(res.span)),
+            ),
         }
     }
 }
@@ -728,7 +734,7 @@ pub(super) fn valid_tag(tag: &str) -> bool {
 }
 
 /// Adds a tag, lowercased, unless it is there.
-fn push_tag(tag: &str, tags: &mut Vec<String>) {
+pub(super) fn push_tag(tag: &str, tags: &mut Vec<String>) {
     let tag = tag.to_ascii_lowercase();
     if !tags.contains(&tag) {
         tags.push(tag);

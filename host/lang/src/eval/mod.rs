@@ -13,6 +13,7 @@ use wconverge_catalog::{self as catalog, METAPARAMETERS, display_type_name};
 
 mod catalog_output;
 mod declared;
+mod exports;
 mod lazy;
 mod node;
 
@@ -126,6 +127,15 @@ struct Res {
     /// Declared from the node's scope (or below it): a defined type's body then sees
     /// the node's variables, as in Puppet.
     below_node: bool,
+    /// Collected from another node's exports: which node, and what it said of it.
+    foreign: Option<Box<Foreign>>,
+}
+
+/// What another node exported of a resource this compile collected.
+struct Foreign {
+    node: String,
+    tags: Vec<String>,
+    source: Option<catalog::SourceLocation>,
 }
 
 impl Res {
@@ -198,6 +208,8 @@ struct CollectorState {
     matched: HashSet<usize>,
     matched_list: Vec<usize>,
     span: Span,
+    /// An exported-resource collector has asked the store for other nodes' exports.
+    fetched: bool,
 }
 
 #[derive(Clone)]
@@ -235,6 +247,12 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) module_files: HashMap<u32, String>,
     /// Where modules' manifests and Hiera's files come from.
     pub(crate) loader: &'a dyn crate::Loader,
+    /// Other nodes' exported resources.
+    pub(crate) exports: &'a dyn crate::Exports,
+    /// This node's exported resources, made when the catalog is.
+    exported: Vec<catalog::Export>,
+    /// Whether a `<<| |>>` collector ran.
+    collects_exports: bool,
     pub(crate) hiera: crate::hiera::Hiera,
     /// Files read while evaluating (EPP templates), numbered after `sources`.
     pub(crate) extra_sources: Vec<Source>,
@@ -291,6 +309,21 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) initializing: Vec<(String, Vec<(String, Val)>)>,
 }
 
+/// What an evaluation produced.
+pub(crate) struct Evaluated {
+    /// Only when no diagnostic is an error.
+    pub(crate) catalog: Option<catalog::Catalog>,
+    pub(crate) diagnostics: Vec<Diagnostic>,
+    /// Classes and defined types used and not defined.
+    pub(crate) missing: Vec<String>,
+    /// The templates it read.
+    pub(crate) templates: Vec<Source>,
+    /// This node's exported resources.
+    pub(crate) exports: Vec<catalog::Export>,
+    /// Whether a `<<| |>>` collector ran.
+    pub(crate) collects_exports: bool,
+}
+
 impl<'a> Evaluator<'a> {
     pub(crate) fn new(
         program: Program,
@@ -308,6 +341,9 @@ impl<'a> Evaluator<'a> {
             unreadable: HashMap::new(),
             module_files: HashMap::new(),
             loader: &crate::NoModules,
+            exports: &crate::NoExports,
+            exported: Vec::new(),
+            collects_exports: false,
             hiera: crate::hiera::Hiera::default(),
             extra_sources: Vec::new(),
             templates: HashMap::new(),
@@ -424,14 +460,7 @@ impl<'a> Evaluator<'a> {
 
     /// Evaluates everything: the catalog (none if there is an error), the diagnostics,
     /// and the classes and defined types that were used and not defined.
-    pub(crate) fn run(
-        mut self,
-    ) -> (
-        Option<catalog::Catalog>,
-        Vec<Diagnostic>,
-        Vec<String>,
-        Vec<Source>,
-    ) {
+    pub(crate) fn run(mut self) -> Evaluated {
         self.load_definitions();
         // The top-level statements run once: each file's are freed once they have run,
         // so that what the defined types and collectors declare next reuses their memory.
@@ -450,12 +479,14 @@ impl<'a> Evaluator<'a> {
         self.program = Rc::new(Program::default());
         let catalog = self.finish();
         let failed = self.diagnostics.iter().any(Diagnostic::is_error);
-        (
-            if failed { None } else { Some(catalog) },
-            self.diagnostics,
-            self.missing,
-            self.extra_sources,
-        )
+        Evaluated {
+            catalog: if failed { None } else { Some(catalog) },
+            diagnostics: self.diagnostics,
+            missing: self.missing,
+            templates: self.extra_sources,
+            exports: self.exported,
+            collects_exports: self.collects_exports,
+        }
     }
 
     fn load_definitions(&mut self) {
@@ -2512,6 +2543,7 @@ impl<'a> Evaluator<'a> {
             exported: status == Status::Exported,
             horizon,
             below_node: self.reaches_node_scope(),
+            foreign: None,
         });
         self.index.insert(key, idx);
         // Look up before inserting: `entry` would allocate the key for every resource.
@@ -2790,6 +2822,7 @@ impl<'a> Evaluator<'a> {
             matched: HashSet::new(),
             matched_list: Vec::new(),
             span,
+            fetched: false,
         });
         self.collectors.len() - 1
     }
@@ -2846,6 +2879,11 @@ impl<'a> Evaluator<'a> {
 
     fn run_collector(&mut self, collector_idx: usize) -> bool {
         let type_name = self.collectors[collector_idx].type_name.clone();
+        if self.collectors[collector_idx].exported && !self.collectors[collector_idx].fetched {
+            self.collectors[collector_idx].fetched = true;
+            self.collects_exports = true;
+            self.collect_foreign(collector_idx);
+        }
         let candidates = self.by_type.get(&type_name).cloned().unwrap_or_default();
         // Every round looks at every candidate again: many collectors over many
         // resources is work.
@@ -3012,6 +3050,7 @@ impl<'a> Evaluator<'a> {
             exported: false,
             horizon: self.ctx.horizon,
             below_node: false,
+            foreign: None,
         });
         self.index.insert(("class".to_owned(), name.clone()), idx);
         let scope = self.new_scope(Some(parent_scope));

@@ -1,0 +1,818 @@
+//! Beyond one machine (DESIGN section 10): the store nodes share, as the commands use
+//! it. A compile publishes this node's exported resources and collects other nodes';
+//! a run stores its report (and the facts it gathered); `reports`, `facts --node`,
+//! `store` read and manage what is stored.
+//!
+//! Which store: `--store URL`, else the config file's `store`, else the SQLite file
+//! `store.sqlite` in the state directory. A report that cannot be stored is kept in the
+//! state directory's `spool/` and sent by the next run that reaches the store.
+
+use crate::{dirs, input, output};
+use anyhow::{Context, bail};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use wconverge_catalog::{Collected, Export, ExportQuery};
+use wconverge_store::{Location, Store};
+
+/// The config file when neither `--config` nor `$WCONVERGE_CONFIG` names one; read
+/// only if it exists.
+pub(crate) const DEFAULT_CONFIG: &str = "/etc/wconverge/wconverge.conf";
+/// The largest config file.
+const CONFIG_BYTES: u64 = 1 << 20;
+/// Reports are kept this many days unless `--keep-reports` or the config says.
+pub(crate) const KEEP_REPORTS_DAYS: u32 = 14;
+/// A run sends at most this many spooled reports before its own.
+const SPOOL_SENT_PER_RUN: usize = 1_000;
+/// The spool keeps at most this many reports; older ones are dropped, with a warning.
+const SPOOL_CAP: usize = 10_000;
+
+/// Where the store is.
+#[derive(clap::Args, Clone, Default)]
+pub(crate) struct StoreArgs {
+    /// The store nodes share for exported resources, facts and reports:
+    /// `postgres://HOST/DATABASE` (the password from the config file's
+    /// `store_password_file`, PGPASSFILE or PGPASSWORD; never in the URL) or
+    /// `sqlite:PATH`. Default: the config file's `store`, else `store.sqlite` in the state
+    /// directory.
+    #[arg(long, value_name = "URL", global = true)]
+    pub(crate) store: Option<String>,
+    /// The config file (default: $WCONVERGE_CONFIG, else /etc/wconverge/wconverge.conf
+    /// if it exists): `store = "..."`, `store_password_file = "..."`,
+    /// `keep_reports = DAYS`.
+    #[arg(long, value_name = "FILE", global = true)]
+    pub(crate) config: Option<PathBuf>,
+}
+
+/// The config file's settings.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Config {
+    store: Option<String>,
+    store_password_file: Option<PathBuf>,
+    keep_reports: Option<u32>,
+}
+
+impl Config {
+    /// Reads the config file the arguments or the environment name, or the default one
+    /// if it exists. It decides where reports and facts go, so it must be a regular
+    /// file no one but its owner (this user or root) can change.
+    pub(crate) fn load(args: &StoreArgs) -> anyhow::Result<Config> {
+        let named = args
+            .config
+            .clone()
+            .or_else(|| std::env::var_os("WCONVERGE_CONFIG").map(PathBuf::from));
+        let path = match named {
+            Some(path) => path,
+            None => {
+                let path = PathBuf::from(DEFAULT_CONFIG);
+                match read_config(&path) {
+                    Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
+                        return Ok(Config::default());
+                    }
+                    read => return parse_config(&path, read),
+                }
+            }
+        };
+        parse_config(&path, read_config(&path))
+    }
+
+    pub(crate) fn keep_reports(&self) -> u32 {
+        self.keep_reports.unwrap_or(KEEP_REPORTS_DAYS)
+    }
+}
+
+fn parse_config(path: &Path, read: std::io::Result<String>) -> anyhow::Result<Config> {
+    let text = read.with_context(|| format!("cannot read the config file `{}`", path.display()))?;
+    toml::from_str(&text).map_err(|error| {
+        anyhow::anyhow!(
+            "the config file `{}`: {}",
+            path.display(),
+            error.to_string().trim_end()
+        )
+    })
+}
+
+/// The config file's text: opened once, without following a link, then checked by its
+/// descriptor.
+fn read_config(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::MetadataExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    let metadata = file.metadata()?;
+    let invalid = |message: String| std::io::Error::new(std::io::ErrorKind::InvalidData, message);
+    if !metadata.file_type().is_file() {
+        return Err(invalid("it is not a regular file".to_owned()));
+    }
+    let me = rustix::process::geteuid().as_raw();
+    if metadata.uid() != me && metadata.uid() != 0 {
+        return Err(invalid(format!(
+            "it belongs to user {}, neither root nor the user running wconverge",
+            metadata.uid()
+        )));
+    }
+    if metadata.mode() & 0o022 != 0 {
+        return Err(invalid(format!(
+            "others may change it (mode {:04o}): `chmod go-w` it",
+            metadata.mode() & 0o7777
+        )));
+    }
+    let mut text = String::new();
+    file.take(CONFIG_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > CONFIG_BYTES {
+        return Err(invalid(format!("it is larger than {CONFIG_BYTES} bytes")));
+    }
+    Ok(text)
+}
+
+/// The store as a command uses it: opened when first needed, once.
+pub(crate) struct Fleet {
+    location: Option<Location>,
+    /// Named by `--store` or the config file: a fleet's store, which every run reports
+    /// to with its facts. The default SQLite file is used only as far as it is needed.
+    explicit: bool,
+    /// Why there is no store (no state directory, a bad URL).
+    missing: Option<String>,
+    store: OnceLock<Result<Store, String>>,
+    facts_stored: AtomicBool,
+    state_dir: Option<PathBuf>,
+    pub(crate) keep_reports: u32,
+}
+
+impl Fleet {
+    /// The store of `args` (or the config file, or the state directory's file).
+    pub(crate) fn new(args: &StoreArgs, state_dir: Option<&Path>) -> anyhow::Result<Fleet> {
+        let config = Config::load(args)?;
+        let keep_reports = config.keep_reports();
+        let named = args.store.clone().or(config.store);
+        let explicit = named.is_some();
+        let (location, missing) = match named {
+            Some(text) => (
+                Some(
+                    Location::parse(&text, config.store_password_file, &|name| {
+                        std::env::var(name).ok()
+                    })
+                    .map_err(anyhow::Error::msg)?,
+                ),
+                None,
+            ),
+            None => match state_dir {
+                Some(dir) => (Some(Location::Sqlite(dir.join("store.sqlite"))), None),
+                None => (None, Some("there is no state directory".to_owned())),
+            },
+        };
+        Ok(Fleet {
+            location,
+            explicit,
+            missing,
+            store: OnceLock::new(),
+            facts_stored: AtomicBool::new(false),
+            state_dir: state_dir.map(Path::to_path_buf),
+            keep_reports,
+        })
+    }
+
+    /// No store at all (`types --manifest`): nothing collected, nothing published.
+    pub(crate) fn none() -> Fleet {
+        Fleet {
+            location: None,
+            explicit: false,
+            missing: Some("this command uses no store".to_owned()),
+            store: OnceLock::new(),
+            facts_stored: AtomicBool::new(false),
+            state_dir: None,
+            keep_reports: KEEP_REPORTS_DAYS,
+        }
+    }
+
+    /// The store named by the command line or the config file, or `None` (the default
+    /// is used only where needed).
+    pub(crate) fn explicit(&self) -> bool {
+        self.explicit
+    }
+
+    /// The store, opened (and migrated) the first time.
+    pub(crate) fn store(&self) -> Result<&Store, String> {
+        self.store
+            .get_or_init(|| {
+                let location = self
+                    .location
+                    .as_ref()
+                    .ok_or_else(|| self.missing.clone().unwrap_or_default())?;
+                if let Location::Sqlite(path) = location {
+                    // The file's directory must be private: another user who could
+                    // write there could swap the file under root.
+                    let dir = path.parent().unwrap_or(Path::new("/"));
+                    wconverge_runtime::open_private_dir(dir).map_err(|why| {
+                        format!(
+                            "cannot use the store's directory `{}`: {why}",
+                            dir.display()
+                        )
+                    })?;
+                }
+                Store::open(location).map_err(|error| error.to_string())
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Whether the default store file exists: a node that exports nothing need not
+    /// create it, only clear what it exported before.
+    fn default_exists(&self) -> bool {
+        match &self.location {
+            Some(Location::Sqlite(path)) => path.exists(),
+            _ => false,
+        }
+    }
+
+    /// After a successful compile: `node`'s exports replace those it stored before.
+    /// A store that cannot be reached is a warning (the catalog is still good), said
+    /// only when it matters: when there are exports, or the store was named.
+    pub(crate) fn publish(&self, node: &str, exports: &[Export]) {
+        if exports.is_empty() && !self.explicit && !self.default_exists() {
+            return;
+        }
+        let result = self.store().and_then(|store| {
+            store
+                .replace_exports(node, exports)
+                .map_err(|error| error.to_string())
+        });
+        if let Err(why) = result {
+            if exports.is_empty() {
+                if self.explicit {
+                    output::warning(&format!(
+                        "the store is unreachable ({why}); this node's exports there were not \
+                         cleared"
+                    ));
+                }
+            } else {
+                output::warning(&format!(
+                    "this node's {} exported resource{} were not stored, so other nodes do not \
+                     collect them yet: {why}",
+                    exports.len(),
+                    if exports.len() == 1 { "" } else { "s" }
+                ));
+            }
+        }
+    }
+
+    /// Stores `node`'s facts (a warning if the store cannot take them).
+    pub(crate) fn store_facts(&self, node: &str, groups: &wconverge_runtime::FactGroups) {
+        if !self.explicit && !self.default_exists() && self.store.get().is_none() {
+            // The default store is not created for facts alone.
+            return;
+        }
+        let json = facts_object(groups).to_string();
+        match self.store().and_then(|store| {
+            store
+                .store_facts(node, &json)
+                .map_err(|error| error.to_string())
+        }) {
+            Ok(()) => self.facts_stored.store(true, Ordering::Relaxed),
+            Err(why) => output::warning(&format!("this node's facts were not stored: {why}")),
+        }
+    }
+
+    /// Whether this command stored the node's facts already.
+    pub(crate) fn facts_stored(&self) -> bool {
+        self.facts_stored.load(Ordering::Relaxed)
+    }
+
+    /// Stores a run's report (what `reports show` prints), after any spooled ones; a
+    /// report that cannot be stored is spooled, with a warning.
+    pub(crate) fn send_report(&self, node: &str, report: &wconverge_engine::report::Report) {
+        let at = wconverge_store::now();
+        let stored = StoredForm::of(report);
+        let text = match serde_json::to_string(&stored) {
+            Ok(text) => text,
+            Err(error) => {
+                output::warning(&format!("the run's report could not be written: {error}"));
+                return;
+            }
+        };
+        let status = status_of(report.exit_code);
+        let sent = self.store().and_then(|store| {
+            self.send_spooled(store);
+            store
+                .store_report(node, at, status, &text)
+                .map_err(|error| error.to_string())?;
+            let before = at.saturating_sub(i64::from(self.keep_reports) * 86_400);
+            store
+                .prune_reports(before)
+                .map_err(|error| error.to_string())?;
+            Ok(())
+        });
+        if let Err(why) = sent {
+            match self.spool(node, at, status, &text) {
+                Ok(path) => output::warning(&format!(
+                    "the run's report was not stored ({why}); it is kept in `{}` and sent by the \
+                     next run that reaches the store",
+                    path.display()
+                )),
+                Err(spool_error) => output::warning(&format!(
+                    "the run's report was not stored ({why}), nor kept: {spool_error}"
+                )),
+            }
+        }
+    }
+
+    fn spool_dir(&self) -> Option<PathBuf> {
+        self.state_dir.as_ref().map(|dir| dir.join("spool"))
+    }
+
+    /// Keeps a report in the spool: a file `0600`, written whole under a temporary name
+    /// and renamed, in a private directory.
+    fn spool(&self, node: &str, at: i64, status: &str, report: &str) -> anyhow::Result<PathBuf> {
+        let Some(dir) = self.spool_dir() else {
+            bail!("there is no state directory");
+        };
+        wconverge_runtime::open_private_dir(&dir).map_err(anyhow::Error::msg)?;
+        let mut pending = spooled(&dir)?;
+        pending.sort();
+        while pending.len() >= SPOOL_CAP {
+            let oldest = pending.remove(0);
+            output::warning(&format!(
+                "the spool holds {SPOOL_CAP} reports (the limit): dropping the oldest, `{}`",
+                oldest.display()
+            ));
+            let _ = std::fs::remove_file(&oldest);
+        }
+        let name = format!("{at:012}-{}.json", std::process::id());
+        let envelope = serde_json::json!({
+            "node": node,
+            "at": at,
+            "status": status,
+            "report": report,
+        });
+        let temporary = dir.join(format!(".{name}.tmp"));
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&temporary)
+            .with_context(|| format!("cannot create `{}`", temporary.display()))?;
+        file.write_all(envelope.to_string().as_bytes())
+            .and_then(|()| file.sync_all())
+            .with_context(|| format!("cannot write `{}`", temporary.display()))?;
+        let path = dir.join(name);
+        std::fs::rename(&temporary, &path)
+            .with_context(|| format!("cannot rename `{}`", temporary.display()))?;
+        Ok(path)
+    }
+
+    /// Sends the spooled reports, oldest first; each is removed once stored.
+    fn send_spooled(&self, store: &Store) {
+        let Some(dir) = self.spool_dir() else {
+            return;
+        };
+        if !dir.exists() {
+            return;
+        }
+        if let Err(why) = wconverge_runtime::open_private_dir(&dir) {
+            output::warning(&format!("the spool `{}` is not used: {why}", dir.display()));
+            return;
+        }
+        let Ok(mut pending) = spooled(&dir) else {
+            return;
+        };
+        pending.sort();
+        for path in pending.into_iter().take(SPOOL_SENT_PER_RUN) {
+            let sent = input::read_text(&path, "spooled report", input::FACTS_BYTES)
+                .and_then(|text| {
+                    serde_json::from_str::<serde_json::Value>(&text).map_err(|e| e.to_string())
+                })
+                .and_then(|envelope| {
+                    let field = |name: &str| envelope.get(name).cloned();
+                    match (
+                        field("node").and_then(|v| v.as_str().map(str::to_owned)),
+                        field("at").and_then(|v| v.as_i64()),
+                        field("status").and_then(|v| v.as_str().map(str::to_owned)),
+                        field("report").and_then(|v| v.as_str().map(str::to_owned)),
+                    ) {
+                        (Some(node), Some(at), Some(status), Some(report)) => store
+                            .store_report(&node, at, &status, &report)
+                            .map(|_| ())
+                            .map_err(|error| error.to_string()),
+                        _ => Err("it is not a spooled report".to_owned()),
+                    }
+                });
+            match sent {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&path);
+                }
+                Err(why) => {
+                    output::warning(&format!(
+                        "the spooled report `{}` was not sent: {why}",
+                        path.display()
+                    ));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The spooled reports' paths.
+fn spooled(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
+    let mut paths = Vec::new();
+    for entry in
+        std::fs::read_dir(dir).with_context(|| format!("cannot list `{}`", dir.display()))?
+    {
+        let entry = entry?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if !name.starts_with('.') && name.ends_with(".json") {
+            paths.push(entry.path());
+        }
+        if paths.len() > SPOOL_CAP * 2 {
+            bail!(
+                "`{}` holds more than {} reports; remove some",
+                dir.display(),
+                SPOOL_CAP * 2
+            );
+        }
+    }
+    Ok(paths)
+}
+
+impl wconverge_lang::Exports for Fleet {
+    fn collect(
+        &self,
+        type_name: &str,
+        query: &ExportQuery,
+        excluding: &str,
+    ) -> Result<Vec<Collected>, String> {
+        self.store()?
+            .collect(type_name, query, excluding)
+            .map_err(|error| error.to_string())
+    }
+}
+
+/// Puppet's words for a run's outcome.
+fn status_of(exit_code: i32) -> &'static str {
+    if exit_code & 4 != 0 {
+        "failed"
+    } else if exit_code & 2 != 0 {
+        "changed"
+    } else {
+        "unchanged"
+    }
+}
+
+/// A report as the store keeps it: the summary and every resource that did not stay
+/// unchanged (the summary counts those), as PuppetDB keeps a run's events. Sensitive
+/// values are redacted in the report already.
+#[derive(serde::Serialize)]
+struct StoredForm<'a> {
+    format_version: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    node: Option<&'a str>,
+    mode: &'static str,
+    duration_ms: f64,
+    summary: &'a wconverge_engine::report::Summary,
+    resources: Vec<&'a wconverge_engine::report::ResourceReport>,
+    exit_code: i32,
+}
+
+impl<'a> StoredForm<'a> {
+    fn of(report: &'a wconverge_engine::report::Report) -> StoredForm<'a> {
+        StoredForm {
+            format_version: report.format_version,
+            node: report.node.as_deref(),
+            mode: report.mode,
+            duration_ms: report.duration_ms,
+            summary: &report.summary,
+            resources: report
+                .resources
+                .iter()
+                .filter(|resource| resource.status != wconverge_engine::report::Status::Unchanged)
+                .collect(),
+            exit_code: report.exit_code,
+        }
+    }
+}
+
+/// Facts as JSON: each group a list of objects, as `facts --format json` prints them
+/// and `requirement --facts` reads them.
+pub(crate) fn facts_object(groups: &wconverge_runtime::FactGroups) -> serde_json::Value {
+    serde_json::Value::Object(
+        groups
+            .iter()
+            .map(|(group, records)| {
+                let records = records
+                    .iter()
+                    .map(|record| {
+                        serde_json::Value::Object(
+                            record
+                                .iter()
+                                .map(|(key, value)| {
+                                    (key.clone(), serde_json::Value::String(value.clone()))
+                                })
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                (group.clone(), serde_json::Value::Array(records))
+            })
+            .collect(),
+    )
+}
+
+/// Facts from their JSON form; `shown` names where they come from in errors.
+pub(crate) fn facts_from_json(
+    text: &str,
+    shown: &str,
+) -> Result<wconverge_runtime::FactGroups, String> {
+    let json: serde_json::Value =
+        serde_json::from_str(text).map_err(|error| format!("{shown}: not JSON: {error}"))?;
+    let groups = json.as_object().ok_or_else(|| {
+        format!("{shown}: the facts must be an object mapping each group to its records")
+    })?;
+    let mut facts = wconverge_runtime::FactGroups::new();
+    for (group, records) in groups {
+        let records = records
+            .as_array()
+            .ok_or_else(|| format!("{shown}: group `{group}` must be a list of records"))?;
+        let mut parsed = Vec::with_capacity(records.len());
+        for (index, record) in records.iter().enumerate() {
+            let record = record
+                .as_object()
+                .ok_or_else(|| format!("{shown}: record {index} of `{group}` must be an object"))?;
+            parsed.push(
+                record
+                    .iter()
+                    .map(|(key, value)| {
+                        value
+                            .as_str()
+                            .map(|value| (key.clone(), value.to_owned()))
+                            .ok_or_else(|| {
+                                format!(
+                                    "{shown}: `{group}` record {index}: `{key}` must be a string"
+                                )
+                            })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?,
+            );
+        }
+        facts.insert(group.clone(), parsed);
+    }
+    Ok(facts)
+}
+
+/// `wconverge store deactivate NODE`, `wconverge store nodes`.
+pub(crate) fn store_command(command: &StoreCommand) -> anyhow::Result<u8> {
+    match command {
+        StoreCommand::Deactivate { node, store } => {
+            let fleet = Fleet::new(store, dirs::state_dir(None).ok().as_deref())?;
+            let store = fleet.store().map_err(anyhow::Error::msg)?;
+            if store.deactivate(node)? {
+                output::line(&format!(
+                    "node `{node}` deactivated: its exported resources are collected no more \
+                     (until it compiles again)"
+                ));
+                Ok(0)
+            } else {
+                bail!(
+                    "the store {} knows no node `{node}`; `wconverge store nodes` lists them",
+                    store.shown()
+                )
+            }
+        }
+        StoreCommand::Nodes { store } => {
+            let fleet = Fleet::new(store, dirs::state_dir(None).ok().as_deref())?;
+            let store = fleet.store().map_err(anyhow::Error::msg)?;
+            let mut text = String::new();
+            for node in store.nodes()? {
+                text.push_str(&format!(
+                    "{}  exports={}  facts={}{}\n",
+                    node.name.escape_debug(),
+                    node.exports,
+                    node.facts_at.map_or_else(|| "none".to_owned(), time_text),
+                    node.deactivated
+                        .map(|at| format!("  deactivated={}", time_text(at)))
+                        .unwrap_or_default()
+                ));
+            }
+            output::text(&text);
+            Ok(0)
+        }
+    }
+}
+
+/// What `wconverge store` does.
+#[derive(clap::Subcommand)]
+pub(crate) enum StoreCommand {
+    /// Deactivate a node (a machine retired): its exported resources are collected no
+    /// more, until it compiles again.
+    Deactivate {
+        #[arg(value_name = "NODE")]
+        node: String,
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+    /// The nodes the store knows: how many resources each exports, when it last sent
+    /// facts, whether it is deactivated.
+    Nodes {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// `wconverge reports [--node N] [--since T]` and `wconverge reports show ID`.
+pub(crate) fn reports_command(
+    show: Option<&ReportsCommand>,
+    node: Option<&str>,
+    since: Option<&str>,
+    json: bool,
+    args: &StoreArgs,
+) -> anyhow::Result<u8> {
+    let fleet = Fleet::new(args, dirs::state_dir(None).ok().as_deref())?;
+    let store = fleet.store().map_err(anyhow::Error::msg)?;
+    if let Some(ReportsCommand::Show { id }) = show {
+        let Some(stored) = store.report(*id)? else {
+            bail!(
+                "the store {} has no report {id}; `wconverge reports` lists them",
+                store.shown()
+            );
+        };
+        let report: serde_json::Value = serde_json::from_str(&stored.report)
+            .with_context(|| format!("report {id} in the store is not JSON"))?;
+        output::json(&report);
+        return Ok(0);
+    }
+    let since = since.map(parse_since).transpose()?;
+    let reports = store.reports(node, since)?;
+    if json {
+        let list: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|report| {
+                serde_json::json!({
+                    "id": report.id,
+                    "node": report.node,
+                    "at": time_text(report.at),
+                    "status": report.status,
+                })
+            })
+            .collect();
+        output::json(&list);
+    } else {
+        let mut text = String::new();
+        for report in &reports {
+            text.push_str(&format!(
+                "{:>8}  {}  {}  {}\n",
+                report.id,
+                time_text(report.at),
+                report.node.escape_debug(),
+                report.status
+            ));
+        }
+        output::text(&text);
+    }
+    Ok(0)
+}
+
+/// What `wconverge reports` does besides listing.
+#[derive(clap::Subcommand)]
+pub(crate) enum ReportsCommand {
+    /// Print one stored report as JSON.
+    Show {
+        #[arg(value_name = "ID")]
+        id: i64,
+    },
+}
+
+/// `--since`: `30m`, `12h`, `7d` ago, or a date `2026-11-25`, or a time
+/// `2026-11-25T08:00:00Z` (UTC).
+pub(crate) fn parse_since(text: &str) -> anyhow::Result<i64> {
+    let now = wconverge_store::now();
+    let bad = || {
+        anyhow::anyhow!(
+            "`--since {text}`: give an age (`30m`, `12h`, `7d`), a date (`2026-11-25`) or a \
+             UTC time (`2026-11-25T08:00:00Z`)"
+        )
+    };
+    if let Some(unit) = text.chars().last().filter(char::is_ascii_alphabetic)
+        && text.len() > 1
+        && text[..text.len() - 1].bytes().all(|b| b.is_ascii_digit())
+    {
+        let count: i64 = text[..text.len() - 1].parse().map_err(|_| bad())?;
+        let seconds = match unit {
+            's' => 1,
+            'm' => 60,
+            'h' => 3_600,
+            'd' => 86_400,
+            'w' => 604_800,
+            _ => return Err(bad()),
+        };
+        return Ok(now.saturating_sub(count.saturating_mul(seconds)));
+    }
+    let (date, time) = match text.split_once('T') {
+        Some((date, time)) => (date, Some(time.strip_suffix('Z').ok_or_else(bad)?)),
+        None => (text, None),
+    };
+    let fields: Vec<i64> = date
+        .split('-')
+        .map(|field| field.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    let [year, month, day] = fields.as_slice() else {
+        return Err(bad());
+    };
+    if !(1..=12).contains(month) || !(1..=31).contains(day) {
+        return Err(bad());
+    }
+    let mut seconds = days_from_civil(*year, *month, *day) * 86_400;
+    if let Some(time) = time {
+        let fields: Vec<i64> = time
+            .split(':')
+            .map(|field| field.parse().map_err(|_| bad()))
+            .collect::<Result<_, _>>()?;
+        let [hours, minutes, secs] = fields.as_slice() else {
+            return Err(bad());
+        };
+        if *hours > 23 || *minutes > 59 || *secs > 60 {
+            return Err(bad());
+        }
+        seconds += hours * 3_600 + minutes * 60 + secs;
+    }
+    Ok(seconds)
+}
+
+/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar.
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+/// A time as `2026-11-25T08:00:00Z`.
+pub(crate) fn time_text(at: i64) -> String {
+    let days = at.div_euclid(86_400);
+    let seconds = at.rem_euclid(86_400);
+    // The inverse of `days_from_civil`.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z - era * 146_097;
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        seconds / 3_600,
+        seconds % 3_600 / 60,
+        seconds % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_print_and_parse_back() {
+        for at in [0, 951_782_400, 1_764_057_600, 1_795_000_123] {
+            let text = time_text(at);
+            assert_eq!(parse_since(&text).expect(&text), at, "{text}");
+        }
+        assert_eq!(time_text(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(parse_since("2026-11-25").expect("date"), 1_795_564_800);
+        let now = wconverge_store::now();
+        let day_ago = parse_since("1d").expect("age");
+        assert!((now - 86_400 - day_ago).abs() <= 1);
+        for bad in ["yesterday", "2026-13-01", "5y", "2026-11-25T25:00:00Z", "d"] {
+            assert!(parse_since(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn facts_read_back_as_they_were_written() {
+        let mut groups = wconverge_runtime::FactGroups::new();
+        groups.insert(
+            "os".to_owned(),
+            vec![vec![
+                ("family".to_owned(), "Debian".to_owned()),
+                ("release".to_owned(), "12".to_owned()),
+            ]],
+        );
+        let text = facts_object(&groups).to_string();
+        assert_eq!(facts_from_json(&text, "test").expect("facts"), groups);
+        assert!(facts_from_json("[1]", "test").is_err());
+    }
+}

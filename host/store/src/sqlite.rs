@@ -1,0 +1,185 @@
+//! The embedded back end: one SQLite file, in the state directory (private to root),
+//! `0600`, in write-ahead-log mode (readers never wait for a writer).
+
+use crate::STATEMENT_DEADLINE;
+use crate::backend::{Backend, Cell, Param};
+use rusqlite::types::ValueRef;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+
+pub(crate) struct Sqlite {
+    connection: rusqlite::Connection,
+}
+
+const MIGRATIONS: &[&[&str]] = &[&[
+    "CREATE TABLE nodes (name TEXT PRIMARY KEY, deactivated BIGINT, exports_digest TEXT, \
+     exports_at BIGINT, facts TEXT, facts_at BIGINT)",
+    "CREATE TABLE exports (id INTEGER PRIMARY KEY AUTOINCREMENT, \
+     node TEXT NOT NULL REFERENCES nodes (name), type TEXT NOT NULL, title TEXT NOT NULL, \
+     body TEXT NOT NULL, UNIQUE (node, type, title))",
+    "CREATE INDEX exports_by_type ON exports (type, node)",
+    "CREATE TABLE export_values (export BIGINT NOT NULL REFERENCES exports (id) ON DELETE CASCADE, \
+     attribute TEXT NOT NULL, key TEXT NOT NULL)",
+    "CREATE INDEX export_values_by_key ON export_values (attribute, key, export)",
+    "CREATE INDEX export_values_by_export ON export_values (export)",
+    "CREATE TABLE reports (id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, \
+     at BIGINT NOT NULL, status TEXT NOT NULL, body TEXT NOT NULL)",
+    "CREATE INDEX reports_by_node ON reports (node, at)",
+    "CREATE INDEX reports_by_time ON reports (at)",
+]];
+
+impl Sqlite {
+    /// Opens the store file at `path`, creating it `0600` if there is none. Its
+    /// directory is the caller's to trust (the state directory, checked private); the
+    /// file itself must be a regular file of this user that no one else can read.
+    pub(crate) fn open(path: &Path) -> Result<Sqlite, String> {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(0o600)
+            .custom_flags(libc_flags())
+            .open(path)
+            .map_err(|error| format!("cannot open it: {error}"))?;
+        let metadata = file
+            .metadata()
+            .map_err(|error| format!("cannot read what it is: {error}"))?;
+        if !metadata.file_type().is_file() {
+            return Err("it is not a regular file".to_owned());
+        }
+        if metadata.uid() != rustix::process::geteuid().as_raw() {
+            return Err(format!(
+                "it belongs to user {}, not to the user running wconverge; remove it or \
+                 `chown` it",
+                metadata.uid()
+            ));
+        }
+        if metadata.mode() & 0o077 != 0 {
+            return Err(format!(
+                "others may read or write it (mode {:04o}); it holds every node's facts and \
+                 reports: `chmod 600` it",
+                metadata.mode() & 0o7777
+            ));
+        }
+        drop(file);
+        let connection = rusqlite::Connection::open_with_flags(
+            path,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )
+        .map_err(|error| error.to_string())?;
+        connection
+            .busy_timeout(STATEMENT_DEADLINE)
+            .map_err(|error| error.to_string())?;
+        // Write-ahead log: readers never wait; `NORMAL`: a commit is not synced (a crash
+        // may lose the last runs' rows, never the file's consistency).
+        connection
+            .execute_batch(
+                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
+            )
+            .map_err(|error| busy_or(&error))?;
+        Ok(Sqlite { connection })
+    }
+}
+
+fn libc_flags() -> i32 {
+    // Never follow a link planted where the store file should be.
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32 | rustix::fs::OFlags::CLOEXEC.bits() as i32
+}
+
+/// SQLite's message, or what a busy store means.
+fn busy_or(error: &rusqlite::Error) -> String {
+    match error.sqlite_error_code() {
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
+            "another run held it for {} s (the limit): {error}",
+            STATEMENT_DEADLINE.as_secs()
+        ),
+        _ => error.to_string(),
+    }
+}
+
+/// `$N` parameters as SQLite's `?N`.
+fn rewrite(sql: &str) -> String {
+    sql.replace('$', "?")
+}
+
+fn bind(params: &[Param]) -> Vec<rusqlite::types::Value> {
+    params
+        .iter()
+        .map(|param| match param {
+            Param::Text(text) => rusqlite::types::Value::Text(text.clone()),
+            Param::Int(number) => rusqlite::types::Value::Integer(*number),
+        })
+        .collect()
+}
+
+impl Backend for Sqlite {
+    fn begin(&mut self) -> Result<(), String> {
+        // The write lock at once: two writers never deadlock upgrading their locks.
+        self.connection
+            .execute_batch("BEGIN IMMEDIATE")
+            .map_err(|error| busy_or(&error))
+    }
+
+    fn commit(&mut self) -> Result<(), String> {
+        self.connection
+            .execute_batch("COMMIT")
+            .map_err(|error| busy_or(&error))
+    }
+
+    fn rollback(&mut self) -> Result<(), String> {
+        self.connection
+            .execute_batch("ROLLBACK")
+            .map_err(|error| busy_or(&error))
+    }
+
+    fn execute(&mut self, sql: &str, params: &[Param]) -> Result<u64, String> {
+        let mut statement = self
+            .connection
+            .prepare_cached(&rewrite(sql))
+            .map_err(|error| busy_or(&error))?;
+        let changed = statement
+            .execute(rusqlite::params_from_iter(bind(params)))
+            .map_err(|error| busy_or(&error))?;
+        Ok(changed as u64)
+    }
+
+    fn query(&mut self, sql: &str, params: &[Param]) -> Result<Vec<Vec<Cell>>, String> {
+        let mut statement = self
+            .connection
+            .prepare_cached(&rewrite(sql))
+            .map_err(|error| busy_or(&error))?;
+        let columns = statement.column_count();
+        let mut rows = statement
+            .query(rusqlite::params_from_iter(bind(params)))
+            .map_err(|error| busy_or(&error))?;
+        let mut out = Vec::new();
+        while let Some(row) = rows.next().map_err(|error| busy_or(&error))? {
+            let mut cells = Vec::with_capacity(columns);
+            for column in 0..columns {
+                cells.push(
+                    match row.get_ref(column).map_err(|error| error.to_string())? {
+                        ValueRef::Null => Cell::Null,
+                        ValueRef::Integer(number) => Cell::Int(number),
+                        ValueRef::Text(text) => {
+                            Cell::Text(String::from_utf8_lossy(text).into_owned())
+                        }
+                        ValueRef::Real(_) | ValueRef::Blob(_) => {
+                            return Err("a column holds a value of an unexpected type".to_owned());
+                        }
+                    },
+                );
+            }
+            out.push(cells);
+        }
+        Ok(out)
+    }
+
+    fn lock_schema(&mut self) -> Result<(), String> {
+        // `BEGIN IMMEDIATE` holds the file's write lock already.
+        Ok(())
+    }
+
+    fn migrations(&self) -> &'static [&'static [&'static str]] {
+        MIGRATIONS
+    }
+}

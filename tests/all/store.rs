@@ -1,0 +1,528 @@
+//! Issue 20: the store nodes share. Three nodes (`--node`) of one machine directory
+//! share a store: the backends export their `@@file`, a load-balancer node collects
+//! them, a deactivated backend drops out of the next collection, and reports and facts
+//! are listed. On the embedded SQLite store and on a real PostgreSQL server.
+
+use crate::pg::Postgres;
+use crate::support::{Machine, Run};
+use std::path::Path;
+use wconverge_catalog::{Attributes, Export, ExportQuery, Value};
+use wconverge_store::{Location, Store};
+
+/// Backends `web1` and `web2` export a file in `files/lb/` tagged `lb_backend`;
+/// `lb` collects them. `db1` exports one outside `files/` (`../outside/db1`).
+const SITE: &str = r#"
+node 'web1', 'web2' {
+  @@file { "@FILES@/lb/${clientcert}":
+    content => "server ${clientcert}\n",
+    tag     => 'lb_backend',
+  }
+  @@file { "@FILES@/lb/ignored-${clientcert}":
+    content => "not collected\n",
+  }
+}
+node 'db1' {
+  @@file { "@FILES@/../outside/db1":
+    content => "db1\n",
+    tag     => 'lb_backend',
+  }
+}
+node 'lb' {
+  file { "@FILES@/lb": ensure => directory }
+  File <<| tag == 'lb_backend' and title != '@FILES@/lb/web9' |>>
+}
+"#;
+
+/// `wconverge ARGS... --policy POLICY --store STORE`, checked to exit with `code`.
+fn run(machine: &Machine, store: &str, code: i32, args: &[&str]) -> Run {
+    let mut all = args.to_vec();
+    all.extend(["--store", store]);
+    let run = machine.run(&all);
+    assert_eq!(run.code, code, "wconverge {all:?}:\n{run:#?}");
+    run
+}
+
+fn compile(machine: &Machine, store: &str, node: &str) -> Run {
+    let site = machine.root().join("site.wcv");
+    let policy = machine.root().join("policy.toml");
+    run(
+        machine,
+        store,
+        0,
+        &[
+            "compile",
+            site.to_str().expect("utf-8"),
+            "--node",
+            node,
+            "--policy",
+            policy.to_str().expect("utf-8"),
+        ],
+    )
+}
+
+/// The titles of the `file` resources of a catalog (`compile`'s output).
+fn files_of(compiled: &Run) -> Vec<String> {
+    let mut titles: Vec<String> = compiled.json()["resources"]
+        .as_array()
+        .expect("resources")
+        .iter()
+        .filter(|resource| resource["type"] == "file")
+        .map(|resource| resource["title"].as_str().expect("title").to_owned())
+        .collect();
+    titles.sort();
+    titles
+}
+
+/// The scenario on `store`: every acceptance point of issue 20 that holds for both
+/// back ends.
+fn three_nodes_share(machine: &Machine, store: &str) {
+    machine.manifest("site.wcv", SITE);
+    let policy = machine.policy("");
+    let lb_dir = machine.file("lb");
+    let site = machine.root().join("site.wcv");
+    for node in ["web1", "web2"] {
+        compile(machine, store, node);
+    }
+    // The load balancer collects both backends' tagged exports, not the untagged ones.
+    let collected = files_of(&compile(machine, store, "lb"));
+    assert_eq!(
+        collected,
+        [
+            lb_dir.clone(),
+            format!("{lb_dir}/web1"),
+            format!("{lb_dir}/web2")
+        ]
+    );
+    let apply = |node: &str, code: i32| {
+        run(
+            machine,
+            store,
+            code,
+            &[
+                "apply",
+                site.to_str().expect("utf-8"),
+                "--node",
+                node,
+                "--policy",
+                policy.to_str().expect("utf-8"),
+            ],
+        )
+    };
+    let applied = apply("lb", 2);
+    assert_eq!(
+        std::fs::read_to_string(format!("{lb_dir}/web2")).expect("collected file"),
+        "server web2\n",
+        "{applied:#?}"
+    );
+    // A node's exports are its own: compiling `lb` twice collects nothing twice, and
+    // an export of `lb` itself would come from its compile, not the store.
+    assert_eq!(files_of(&compile(machine, store, "lb")), collected);
+    // A backend deactivated drops out of the next collection.
+    let said = run(machine, store, 0, &["store", "deactivate", "web2"]);
+    assert!(said.stdout.contains("node `web2` deactivated"), "{said:#?}");
+    assert_eq!(
+        files_of(&compile(machine, store, "lb")),
+        [lb_dir.clone(), format!("{lb_dir}/web1")]
+    );
+    let listed = run(machine, store, 0, &["store", "nodes"]).stdout;
+    assert!(
+        listed.contains("web2  exports=2") && listed.contains("deactivated="),
+        "{listed}"
+    );
+    // It is back once it compiles again.
+    compile(machine, store, "web2");
+    assert_eq!(files_of(&compile(machine, store, "lb")), collected);
+    // Reports: the lb's run, listed and shown; another run of a backend.
+    apply("web1", 0);
+    let reports = run(machine, store, 0, &["reports", "--format", "json"]).json();
+    let reports = reports.as_array().expect("a list");
+    assert_eq!(reports.len(), 2, "{reports:#?}");
+    assert_eq!(reports[0]["node"], "web1");
+    assert_eq!(reports[1]["node"], "lb");
+    assert_eq!(reports[1]["status"], "changed");
+    let lb_only = run(
+        machine,
+        store,
+        0,
+        &["reports", "--node", "lb", "--since", "1h"],
+    )
+    .stdout;
+    assert_eq!(lb_only.lines().count(), 1, "{lb_only}");
+    let id = reports[1]["id"].to_string();
+    let shown = run(machine, store, 0, &["reports", "show", &id]).json();
+    assert_eq!(shown["node"], "lb");
+    assert_eq!(shown["summary"]["changed"], 3);
+    let resources = shown["resources"].as_array().expect("resources");
+    assert!(
+        resources.iter().any(
+            |resource| resource["resource"] == format!("File[{lb_dir}/web2]")
+                && resource["source"]["file"]
+                    .as_str()
+                    .is_some_and(|file| file.starts_with("node web2: "))
+        ),
+        "{shown:#}"
+    );
+    let missing = run(machine, store, 1, &["reports", "show", "999999"]);
+    assert!(missing.stderr.contains("no report 999999"), "{missing:#?}");
+    // Facts: a run against a named store sends them; `facts --node` reads them back.
+    let facts = run(
+        machine,
+        store,
+        0,
+        &["facts", "--node", "lb", "--format", "json"],
+    )
+    .json();
+    assert!(facts["identity"].is_array(), "{facts:#}");
+    let none = run(machine, store, 1, &["facts", "--node", "web2"]);
+    assert!(none.stderr.contains("no facts of node `web2`"), "{none:#?}");
+}
+
+#[test]
+fn issue_20_three_nodes_share_a_sqlite_store() {
+    let machine = Machine::new();
+    let store = format!(
+        "sqlite:{}",
+        machine.root().join("state/fleet.sqlite").display()
+    );
+    three_nodes_share(&machine, &store);
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(machine.root().join("state/fleet.sqlite"))
+        .expect("the store file")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn issue_20_three_nodes_share_a_postgresql_store() {
+    let postgres = Postgres::start();
+    let machine = Machine::new();
+    three_nodes_share(&machine, &postgres.url());
+    // The schema is PostgreSQL's: one version row, the exports in their tables.
+    assert_eq!(postgres.psql("SELECT version FROM wconverge_schema"), "1");
+    assert_eq!(
+        postgres.psql("SELECT count(*) FROM exports WHERE node = 'web1'"),
+        "2"
+    );
+}
+
+#[test]
+fn issue_20_a_collected_file_outside_the_local_policy_is_refused_at_validation() {
+    let machine = Machine::new();
+    machine.manifest("site.wcv", SITE);
+    let policy = machine.policy("");
+    let store = format!(
+        "sqlite:{}",
+        machine.root().join("state/fleet.sqlite").display()
+    );
+    compile(&machine, &store, "db1");
+    let outside = machine.root().join("outside");
+    std::fs::create_dir(&outside).expect("outside/");
+    let site = machine.root().join("site.wcv");
+    let refused = run(
+        &machine,
+        &store,
+        1,
+        &[
+            "apply",
+            site.to_str().expect("utf-8"),
+            "--node",
+            "lb",
+            "--policy",
+            policy.to_str().expect("utf-8"),
+        ],
+    );
+    let said = refused.all_output();
+    assert!(said.contains("/outside/db1"), "{said}");
+    assert!(
+        said.contains("node db1"),
+        "the export's origin is named: {said}"
+    );
+    assert!(
+        !outside.join("db1").exists() && !Path::new(&machine.file("lb")).exists(),
+        "nothing ran: {said}"
+    );
+}
+
+#[test]
+fn issue_20_an_unreachable_store_fails_a_collecting_compile_and_warns_otherwise() {
+    let machine = Machine::new();
+    machine.manifest("site.wcv", SITE);
+    machine.policy("");
+    let nowhere = format!(
+        "postgres://wconverge@/postgres?host={}",
+        machine.root().join("no-server").display()
+    );
+    let site = machine.root().join("site.wcv");
+    let policy = machine.root().join("policy.toml");
+    let args = |node: &'static str| {
+        vec![
+            "compile".to_owned(),
+            site.display().to_string(),
+            "--node".to_owned(),
+            node.to_owned(),
+            "--policy".to_owned(),
+            policy.display().to_string(),
+        ]
+    };
+    let lb = args("lb");
+    let failed = run(
+        &machine,
+        &nowhere,
+        1,
+        &lb.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert!(
+        failed
+            .stderr
+            .contains("cannot collect the exported resources of other nodes"),
+        "{failed:#?}"
+    );
+    assert!(
+        failed.stderr.contains("site.wcv:"),
+        "the collector is named: {failed:#?}"
+    );
+    assert!(failed.stdout.is_empty(), "no catalog: {failed:#?}");
+    let web1 = args("web1");
+    let warned = run(
+        &machine,
+        &nowhere,
+        0,
+        &web1.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    assert!(
+        warned
+            .stderr
+            .contains("2 exported resources were not stored"),
+        "{warned:#?}"
+    );
+}
+
+#[test]
+fn issue_20_a_report_that_cannot_be_stored_is_spooled_and_sent_by_the_next_run() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let catalog = machine.catalog(serde_json::json!([
+        { "type": "file", "title": machine.file("motd"), "attributes": { "content": "hi\n" } }
+    ]));
+    let postgres = Postgres::start();
+    let nowhere = format!(
+        "postgres://wconverge@/postgres?host={}",
+        machine.root().join("no-server").display()
+    );
+    let first = machine.apply(&catalog, &policy, &["--store", &nowhere]);
+    assert_eq!(first.code, 2, "{first:#?}");
+    assert!(first.stderr.contains("was not stored"), "{first:#?}");
+    let spool = machine.root().join("state/spool");
+    let spooled: Vec<_> = std::fs::read_dir(&spool).expect("spool").collect();
+    assert_eq!(spooled.len(), 1, "{first:#?}");
+    let second = machine.apply(&catalog, &policy, &["--store", &postgres.url()]);
+    assert_eq!(second.code, 0, "{second:#?}");
+    assert_eq!(std::fs::read_dir(&spool).expect("spool").count(), 0);
+    let statuses = postgres.psql("SELECT string_agg(status, ',' ORDER BY at, id) FROM reports");
+    assert_eq!(statuses, "changed,unchanged");
+    // Retention: a report older than `--keep-reports` goes when the next is stored.
+    postgres
+        .psql("INSERT INTO reports (node, at, status, body) VALUES ('old', 1000, 'changed', '{}')");
+    let third = machine.apply(
+        &catalog,
+        &policy,
+        &["--store", &postgres.url(), "--keep-reports", "1"],
+    );
+    assert_eq!(third.code, 0, "{third:#?}");
+    assert_eq!(
+        postgres.psql("SELECT count(*) FROM reports WHERE node = 'old'"),
+        "0"
+    );
+    assert_eq!(postgres.psql("SELECT count(*) FROM reports"), "3");
+}
+
+#[test]
+fn issue_20_a_node_compiles_centrally_from_its_stored_facts() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let store_path = machine.root().join("state/fleet.sqlite");
+    let store = format!("sqlite:{}", store_path.display());
+    let manifest = machine.manifest(
+        "release.wcv",
+        "file { '@FILES@/release': content => $facts['os']['release']['full'] }\n",
+    );
+    // The node has sent no facts yet.
+    let args = [
+        "compile",
+        manifest.to_str().expect("utf-8"),
+        "--node",
+        "far-away",
+        "--facts-from-store",
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ];
+    let none = run(&machine, &store, 1, &args);
+    assert!(
+        none.stderr.contains("no facts of node `far-away`"),
+        "{none:#?}"
+    );
+    // Facts as the node would send them, from another distribution than this machine's.
+    std::fs::create_dir_all(machine.root().join("state")).expect("state/");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            machine.root().join("state"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .expect("chmod");
+    }
+    Store::open(&Location::Sqlite(store_path))
+        .expect("store")
+        .store_facts(
+            "far-away",
+            r#"{"os": [{"family": "redhat", "name": "rocky", "release": "9.3"}]}"#,
+        )
+        .expect("facts");
+    let compiled = run(&machine, &store, 0, &args).json();
+    assert_eq!(compiled["node"], "far-away");
+    assert_eq!(compiled["resources"][0]["attributes"]["content"], "9.3");
+}
+
+/// Twenty runs of one node at once, each replacing its exports with one of two sets,
+/// while another connection collects: every collection sees one whole set, never a mix
+/// or half of one.
+#[test]
+fn issue_20_concurrent_runs_never_interleave_a_nodes_exports() {
+    let postgres = Postgres::start();
+    let location = Location::parse(&postgres.url(), None, &|_| None).expect("url");
+    let sets: Vec<Vec<Export>> = ["a", "b"]
+        .iter()
+        .map(|set| {
+            (0..10)
+                .map(|n| Export {
+                    type_name: "file".to_owned(),
+                    title: format!("/{set}/{n}"),
+                    tags: vec!["file".to_owned(), "backend".to_owned()],
+                    attributes: Attributes(vec![(
+                        "content".to_owned(),
+                        Value::String((*set).to_owned()),
+                    )]),
+                    source: None,
+                })
+                .collect()
+        })
+        .collect();
+    Store::open(&location)
+        .expect("store")
+        .replace_exports("web1", &sets[0])
+        .expect("first");
+    let done = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let writers: Vec<_> = (0..20)
+            .map(|n| {
+                let location = location.clone();
+                let sets = &sets;
+                scope.spawn(move || {
+                    let store = Store::open(&location).expect("store");
+                    for round in 0..5 {
+                        store
+                            .replace_exports("web1", &sets[(n + round) % 2])
+                            .expect("replace");
+                    }
+                })
+            })
+            .collect();
+        let reader = scope.spawn(|| {
+            let store = Store::open(&location).expect("store");
+            let query = ExportQuery::Compare {
+                attribute: "tag".to_owned(),
+                equal: true,
+                value: Value::String("backend".to_owned()),
+            };
+            let mut reads = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
+                let found = store.collect("file", &query, "lb").expect("collect");
+                let titles: Vec<String> = found.into_iter().map(|c| c.export.title).collect();
+                let whole = (0..10)
+                    .map(|n| format!("/{}/{n}", &titles[0][1..2]))
+                    .collect::<Vec<_>>();
+                let mut sorted = titles.clone();
+                sorted.sort();
+                let mut expected = whole.clone();
+                expected.sort();
+                assert_eq!(sorted, expected, "a collection saw a mix: {titles:?}");
+                reads += 1;
+                assert!(reads < 100_000, "the writers never finished");
+            }
+            reads
+        });
+        for writer in writers {
+            writer.join().expect("a writer");
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let reads = reader.join().expect("the reader");
+        assert!(reads > 0);
+    });
+    assert_eq!(
+        postgres.psql("SELECT count(*) FROM exports WHERE node = 'web1'"),
+        "10"
+    );
+    // Each export is found by its title, its two tags and its content.
+    assert_eq!(postgres.psql("SELECT count(*) FROM export_values"), "40");
+}
+
+#[test]
+fn issue_20_postgresql_over_tls_checks_the_server_and_presents_a_client_certificate() {
+    let (postgres, tls) = Postgres::start_tls();
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let catalog = machine.catalog(serde_json::json!([]));
+    let url = |ca: &Path, client: bool| {
+        let mut url = format!("{}?sslrootcert={}", postgres.tcp_url(), ca.display());
+        if client {
+            url.push_str(&format!(
+                "&sslcert={}&sslkey={}",
+                tls.client_cert.display(),
+                tls.client_key.display()
+            ));
+        }
+        url
+    };
+    let good = machine.apply(&catalog, &policy, &["--store", &url(&tls.ca, true)]);
+    assert_eq!(good.code, 0, "{good:#?}");
+    assert!(!good.stderr.contains("warning"), "{good:#?}");
+    assert_eq!(postgres.psql("SELECT count(*) FROM reports"), "1");
+    // A server whose certificate the given CA did not sign is refused.
+    let wrong_ca = machine.apply(&catalog, &policy, &["--store", &url(&tls.other_ca, true)]);
+    assert!(
+        wrong_ca.stderr.contains("was not stored") && wrong_ca.stderr.contains("certificate"),
+        "{wrong_ca:#?}"
+    );
+    // The server requires a client certificate.
+    let no_client = machine.apply(&catalog, &policy, &["--store", &url(&tls.ca, false)]);
+    assert!(
+        no_client.stderr.contains("was not stored"),
+        "{no_client:#?}"
+    );
+    // Without TLS, the server's rules refuse the connection.
+    let plain = machine.apply(&catalog, &policy, &["--store", &postgres.tcp_url()]);
+    assert!(plain.stderr.contains("was not stored"), "{plain:#?}");
+    // The refused runs' reports wait in the spool; the next good run sends them.
+    let again = machine.apply(&catalog, &policy, &["--store", &url(&tls.ca, true)]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    assert_eq!(postgres.psql("SELECT count(*) FROM reports"), "5");
+}
+
+#[test]
+fn issue_20_a_password_on_the_command_line_is_refused() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let catalog = machine.catalog(serde_json::json!([]));
+    let refused = machine.apply(
+        &catalog,
+        &policy,
+        &["--store", "postgres://wconverge:hunter2@db.example/fleet"],
+    );
+    assert_eq!(refused.code, 1, "{refused:#?}");
+    assert!(
+        refused.stderr.contains("store_password_file"),
+        "{refused:#?}"
+    );
+    assert!(!refused.stderr.contains("hunter2"), "{refused:#?}");
+}
