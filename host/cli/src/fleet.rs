@@ -553,7 +553,8 @@ pub(crate) fn facts_from_json(
                             .map(|value| (key.clone(), value.to_owned()))
                             .ok_or_else(|| {
                                 format!(
-                                    "{shown}: `{group}` record {index}: `{key}` must be a string"
+                                    "{shown}: `{group}` record {index}: `{key}` must be a \
+                                     string (every fact is a string; write \"{value}\")"
                                 )
                             })
                     })

@@ -723,39 +723,10 @@ fn requirement(text: &str, facts: Option<&Path>, runtime: &RuntimeArgs) -> anyho
 
 /// Facts from a JSON file: `{"group": [{"key": "value"}, ...]}`, every value a string.
 fn read_facts(path: &Path) -> Result<wconverge_program::Facts, String> {
-    let shown = path.display();
     let text = input::read_text(path, "file of facts", input::FACTS_BYTES)?;
-    let json: serde_json::Value =
-        serde_json::from_str(&text).map_err(|error| format!("{shown}: not JSON: {error}"))?;
-    let groups = json.as_object().ok_or_else(|| {
-        format!("{shown}: the facts must be an object mapping each group to its records")
-    })?;
-    let mut facts = wconverge_program::Facts::default();
-    for (group, records) in groups {
-        let records = records
-            .as_array()
-            .ok_or_else(|| format!("{shown}: group `{group}` must be a list of records"))?;
-        let mut parsed = Vec::with_capacity(records.len());
-        for (index, record) in records.iter().enumerate() {
-            let record = record
-                .as_object()
-                .ok_or_else(|| format!("{shown}: record {index} of `{group}` must be an object"))?;
-            parsed.push(
-                record
-                    .iter()
-                    .map(|(key, value)| {
-                        value.as_str().map(|value| (key.clone(), value.to_owned())).ok_or_else(|| {
-                            format!(
-                                "{shown}: `{group}` record {index}: `{key}` must be a string (every fact is a string; write \"{value}\")"
-                            )
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?,
-            );
-        }
-        facts.groups.insert(group.clone(), parsed);
-    }
-    Ok(facts)
+    Ok(wconverge_program::Facts {
+        groups: fleet::facts_from_json(&text, &path.display().to_string())?,
+    })
 }
 
 /// A manifest: `.wcv`, or Puppet's `.pp`.

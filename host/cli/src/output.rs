@@ -835,26 +835,7 @@ pub(crate) fn facts_human(groups: &wconverge_runtime::FactGroups) {
 
 /// Facts as JSON, in the form `requirement --facts` reads: each group a list of objects.
 pub(crate) fn facts_json(groups: &wconverge_runtime::FactGroups) {
-    let object: serde_json::Map<String, serde_json::Value> = groups
-        .iter()
-        .map(|(group, records)| {
-            let records = records
-                .iter()
-                .map(|record| {
-                    serde_json::Value::Object(
-                        record
-                            .iter()
-                            .map(|(key, value)| {
-                                (key.clone(), serde_json::Value::String(value.clone()))
-                            })
-                            .collect(),
-                    )
-                })
-                .collect();
-            (group.clone(), serde_json::Value::Array(records))
-        })
-        .collect();
-    json(&object);
+    json(&crate::fleet::facts_object(groups));
 }
 
 /// `plugins audit`: for each plugin of the policy, in its order, what it is and what it
