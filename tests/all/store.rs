@@ -204,6 +204,16 @@ fn issue_20_three_nodes_share_a_postgresql_store() {
         postgres.psql("SELECT count(*) FROM exports WHERE node = 'web1'"),
         "2"
     );
+    // A store a newer wconverge migrated is refused, not written.
+    postgres.psql("UPDATE wconverge_schema SET version = 99");
+    let refused = run(&machine, &postgres.url(), 1, &["reports"]);
+    assert!(
+        refused
+            .stderr
+            .contains("schema version 99, newer than this wconverge knows (1)")
+            && refused.stderr.contains("upgrade wconverge"),
+        "{refused:#?}"
+    );
 }
 
 #[test]

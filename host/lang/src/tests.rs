@@ -1260,3 +1260,35 @@ fn issue_20_a_store_that_cannot_answer_fails_the_collector_never_collects_nothin
     );
     assert!(plain.catalog.is_some() && !plain.collects_exports);
 }
+
+#[test]
+fn issue_20_an_export_no_compile_would_make_is_refused() {
+    let mut lazy = exported("web1", "file", "/lb/web1", &["file"]);
+    lazy.export.attributes.0.push((
+        "mode".to_owned(),
+        wconverge_catalog::Value::Hash(vec![(
+            wconverge_catalog::LAZY_KEY.to_owned(),
+            wconverge_catalog::Value::Hash(vec![(
+                "expression".to_owned(),
+                wconverge_catalog::Value::String("'0777'".to_owned()),
+            )]),
+        )]),
+    ));
+    let mut ordered = exported("web2", "file", "/lb/web2", &["file"]);
+    ordered.export.attributes.0.push((
+        "before".to_owned(),
+        wconverge_catalog::Value::String("File['/etc/passwd']".to_owned()),
+    ));
+    let compiled = compile_in_fleet("File <<| |>>\n", &Fleet(vec![lazy, ordered]));
+    assert!(compiled.catalog.is_none());
+    let messages: Vec<&str> = compiled
+        .diagnostics
+        .iter()
+        .map(|diagnostic| diagnostic.message.as_str())
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(messages[0].contains("node `web1`") && messages[0].contains("a lazy value in `mode`"));
+    assert!(
+        messages[1].contains("node `web2`") && messages[1].contains("the relationship `before`")
+    );
+}

@@ -89,6 +89,33 @@ impl Evaluator<'_> {
         }
         let mut attrs = Vec::with_capacity(export.attributes.0.len());
         for (name, value) in export.attributes.0 {
+            // wconverge never stores these in an export: whatever wrote them into the
+            // store was not a compile, and they would run code (a lazy value) or order
+            // this node's resources (a relationship) on another node's word.
+            if catalog::Lazy::within(&value)
+                || super::RELATIONSHIP_METAPARAMETERS.contains(&name.as_str())
+            {
+                self.error(
+                    "bad-export",
+                    span,
+                    format!(
+                        "`{}`, exported by node `{node}`, holds {}, which no compile exports; \
+                         it is refused",
+                        Val::reference(&key.0, &key.1).to_display(),
+                        if catalog::Lazy::within(&value) {
+                            format!("a lazy value in `{name}`")
+                        } else {
+                            format!("the relationship `{name}`")
+                        }
+                    ),
+                )
+                .help = Some(
+                    "the store's exports were written by something other than `wconverge \
+                     compile`: find out what, then have that node compile again"
+                        .into(),
+                );
+                return;
+            }
             let op = Op {
                 name: name.as_str().into(),
                 value: Val::from_catalog(&value),
