@@ -326,14 +326,33 @@ fn issue_20_a_report_that_cannot_be_stored_is_spooled_and_sent_by_the_next_run()
     let spool = machine.root().join("state/spool");
     let spooled: Vec<_> = std::fs::read_dir(&spool).expect("spool").collect();
     assert_eq!(spooled.len(), 1, "{first:#?}");
+    // A spooled file the store will never take is set aside; it holds up no other.
+    std::fs::write(spool.join("000000000001-1.json"), "not a report").expect("garbage");
     let second = machine.apply(&catalog, &policy, &["--store", &postgres.url()]);
     assert_eq!(second.code, 0, "{second:#?}");
-    assert_eq!(std::fs::read_dir(&spool).expect("spool").count(), 0);
+    assert!(second.stderr.contains("it is set aside"), "{second:#?}");
+    let left: Vec<String> = std::fs::read_dir(&spool)
+        .expect("spool")
+        .map(|entry| {
+            entry
+                .expect("entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(left, ["000000000001-1.bad"]);
     let statuses = postgres.psql("SELECT string_agg(status, ',' ORDER BY at, id) FROM reports");
     assert_eq!(statuses, "changed,unchanged");
-    // Retention: a report older than `--keep-reports` goes when the next is stored.
-    postgres
-        .psql("INSERT INTO reports (node, at, status, body) VALUES ('old', 1000, 'changed', '{}')");
+    // Retention: the node's report older than `--keep-reports` goes when it stores the
+    // next; another node's stays (each node prunes its own).
+    postgres.psql(
+        "INSERT INTO reports (node, at, status, body) SELECT node, 1000, 'changed', '{}' \
+         FROM reports LIMIT 1",
+    );
+    postgres.psql(
+        "INSERT INTO reports (node, at, status, body) VALUES ('other', 1000, 'changed', '{}')",
+    );
     let third = machine.apply(
         &catalog,
         &policy,
@@ -341,10 +360,10 @@ fn issue_20_a_report_that_cannot_be_stored_is_spooled_and_sent_by_the_next_run()
     );
     assert_eq!(third.code, 0, "{third:#?}");
     assert_eq!(
-        postgres.psql("SELECT count(*) FROM reports WHERE node = 'old'"),
-        "0"
+        postgres.psql("SELECT node FROM reports WHERE at = 1000"),
+        "other"
     );
-    assert_eq!(postgres.psql("SELECT count(*) FROM reports"), "3");
+    assert_eq!(postgres.psql("SELECT count(*) FROM reports"), "4");
 }
 
 #[test]

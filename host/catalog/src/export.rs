@@ -103,7 +103,7 @@ impl Export {
             if name == "title" || name == "tag" {
                 continue;
             }
-            match value.unwrap_sensitive() {
+            match value {
                 Value::Array(items) => {
                     for item in items {
                         if let Some(key) = match_key(item) {
@@ -124,46 +124,50 @@ impl Export {
     }
 }
 
+/// The version of [`match_key`]'s format: a store re-indexes exports written with
+/// another.
+pub const MATCH_KEY_FORMAT: u32 = 1;
+
 /// The match key of a value: equal for two values exactly when the language's `==`
-/// holds between them. `None` for `undef`, which no attribute equals. Arrays and hashes
-/// get a key from their members' keys, in order (hash keys sorted), so that equal
-/// collections match too.
+/// holds between them. `None` for `undef` and NaN, which nothing equals, and for a
+/// sensitive value, which is never indexed (a query cannot find a secret). Arrays and
+/// hashes get a key from their members' keys, in order (hash keys sorted), so that
+/// equal collections match too; every string in a key is prefixed with its length, so
+/// no two different values share one.
 pub fn match_key(value: &Value) -> Option<String> {
     let mut key = String::new();
-    write_key(value.unwrap_sensitive(), &mut key).then_some(key)
+    write_key(value, &mut key).then_some(key)
 }
 
 fn write_key(value: &Value, key: &mut String) -> bool {
     use std::fmt::Write;
     match value {
-        Value::Undef => return false,
+        Value::Undef | Value::Sensitive(_) => return false,
         Value::Boolean(flag) => key.push_str(if *flag { "b:true" } else { "b:false" }),
         Value::Integer(number) => {
             let _ = write!(key, "n:{number}");
         }
+        Value::Float(number) if number.is_nan() => return false,
         Value::Float(number) => {
             // `1 == 1.0`: a float with an integral value has the integer's key.
-            if number.fract() == 0.0 && number.abs() < 9.0e15 {
+            if number.fract() == 0.0 && number.abs() < 9.2e18 {
                 #[expect(
                     clippy::cast_possible_truncation,
-                    reason = "integral and within 2^53: exact"
+                    reason = "integral and within i64's range"
                 )]
                 let _ = write!(key, "n:{}", *number as i64);
             } else {
                 let _ = write!(key, "n:{number:?}");
             }
         }
-        Value::String(text) => {
-            key.push_str("s:");
-            key.push_str(&text.to_lowercase());
-        }
+        Value::String(text) => write_text(&text.to_lowercase(), key),
         Value::Array(items) => {
-            key.push_str("a:[");
+            let _ = write!(key, "a{}[", items.len());
             for item in items {
                 if !write_key(item, key) {
-                    key.push_str("u:");
+                    key.push('u');
                 }
-                key.push('\u{1f}');
+                key.push(',');
             }
             key.push(']');
         }
@@ -173,20 +177,25 @@ fn write_key(value: &Value, key: &mut String) -> bool {
                 .map(|(name, value)| (name.to_lowercase(), value))
                 .collect();
             sorted.sort_by(|a, b| a.0.cmp(&b.0));
-            key.push_str("h:{");
+            let _ = write!(key, "h{}{{", sorted.len());
             for (name, value) in sorted {
-                key.push_str(&name);
-                key.push('\u{1e}');
+                write_text(&name, key);
+                key.push('=');
                 if !write_key(value, key) {
-                    key.push_str("u:");
+                    key.push('u');
                 }
-                key.push('\u{1f}');
+                key.push(',');
             }
             key.push('}');
         }
-        Value::Sensitive(inner) => return write_key(inner, key),
     }
     true
+}
+
+/// A string as `s<bytes>:<text>`.
+fn write_text(text: &str, key: &mut String) {
+    use std::fmt::Write;
+    let _ = write!(key, "s{}:{text}", text.len());
 }
 
 #[cfg(test)]
@@ -230,11 +239,24 @@ mod tests {
         assert_eq!(key(Value::Undef), None);
         assert_eq!(
             key(Value::Sensitive(Box::new(Value::String("x".into())))),
-            key(Value::String("X".into()))
+            None
+        );
+        assert_eq!(key(Value::Float(f64::NAN)), None);
+        assert_eq!(
+            key(Value::Integer(1 << 60)),
+            key(Value::Float((1u64 << 60) as f64))
         );
         assert_ne!(
             key(Value::Array(vec![Value::String("a".into()), Value::Undef])),
             key(Value::Array(vec![Value::String("a".into())]))
+        );
+        // No separator inside a string makes two values one.
+        assert_ne!(
+            key(Value::Array(vec![Value::String("a,s1:b".into())])),
+            key(Value::Array(vec![
+                Value::String("a".into()),
+                Value::String("b".into())
+            ]))
         );
     }
 

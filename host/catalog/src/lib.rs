@@ -12,7 +12,7 @@ mod reference;
 mod schema;
 mod value;
 
-pub use export::{Collected, Export, ExportQuery, match_key};
+pub use export::{Collected, Export, ExportQuery, MATCH_KEY_FORMAT, match_key};
 pub use lazy::{LAZY_KEY, Lazy};
 pub use reference::{ResourceRef, display_type_name};
 pub use schema::{

@@ -86,13 +86,23 @@ impl Config {
 
 fn parse_config(path: &Path, read: std::io::Result<String>) -> anyhow::Result<Config> {
     let text = read.with_context(|| format!("cannot read the config file `{}`", path.display()))?;
-    toml::from_str(&text).map_err(|error| {
+    let config: Config = toml::from_str(&text).map_err(|error| {
         anyhow::anyhow!(
             "the config file `{}`: {}",
             path.display(),
             error.to_string().trim_end()
         )
-    })
+    })?;
+    if config
+        .keep_reports
+        .is_some_and(|days| !(1..=36_500).contains(&days))
+    {
+        bail!(
+            "the config file `{}`: `keep_reports` is a number of days from 1 to 36500",
+            path.display()
+        );
+    }
+    Ok(config)
 }
 
 /// The config file's text: opened once, without following a link, then checked by its
@@ -100,9 +110,15 @@ fn parse_config(path: &Path, read: std::io::Result<String>) -> anyhow::Result<Co
 fn read_config(path: &Path) -> std::io::Result<String> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
+    // Without blocking: a FIFO put in the file's place is refused below, not waited on.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .custom_flags(
+            (rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::NONBLOCK
+                | rustix::fs::OFlags::NOCTTY)
+                .bits() as i32,
+        )
         .open(path)?;
     let metadata = file.metadata()?;
     let invalid = |message: String| std::io::Error::new(std::io::ErrorKind::InvalidData, message);
@@ -296,15 +312,25 @@ impl Fleet {
             }
         };
         let status = status_of(report.exit_code);
+        if text.len() > wconverge_store::MAX_DOCUMENT_BYTES {
+            output::warning(&format!(
+                "the run's report takes {} bytes, more than the store keeps ({} MiB): it was \
+                 not stored",
+                text.len(),
+                wconverge_store::MAX_DOCUMENT_BYTES >> 20
+            ));
+            return;
+        }
         let sent = self.store().and_then(|store| {
             self.send_spooled(store);
             store
                 .store_report(node, at, status, &text)
                 .map_err(|error| error.to_string())?;
+            // Stored: a failure to prune is a warning, and the report is not spooled.
             let before = at.saturating_sub(i64::from(self.keep_reports) * 86_400);
-            store
-                .prune_reports(before)
-                .map_err(|error| error.to_string())?;
+            if let Err(error) = store.prune_reports(node, before) {
+                output::warning(&format!("old reports were not removed: {error}"));
+            }
             Ok(())
         });
         if let Err(why) = sent {
@@ -383,10 +409,11 @@ impl Fleet {
         };
         pending.sort();
         for path in pending.into_iter().take(SPOOL_SENT_PER_RUN) {
-            let sent = input::read_text(&path, "spooled report", input::FACTS_BYTES)
+            let sent = input::read_text(&path, "spooled report", SPOOLED_BYTES)
                 .and_then(|text| {
                     serde_json::from_str::<serde_json::Value>(&text).map_err(|e| e.to_string())
                 })
+                .map_err(Unsent::Unreadable)
                 .and_then(|envelope| {
                     let field = |name: &str| envelope.get(name).cloned();
                     match (
@@ -398,27 +425,56 @@ impl Fleet {
                         (Some(node), Some(at), Some(status), Some(report)) => store
                             .store_report(&node, at, &status, &report)
                             .map(|_| ())
-                            .map_err(|error| error.to_string()),
-                        _ => Err("it is not a spooled report".to_owned()),
+                            .map_err(|error| match error {
+                                wconverge_store::StoreError::Invalid(why) => {
+                                    Unsent::Unreadable(why)
+                                }
+                                other => Unsent::Store(other.to_string()),
+                            }),
+                        _ => Err(Unsent::Unreadable("it is not a spooled report".to_owned())),
                     }
                 });
             match sent {
                 Ok(()) => {
                     let _ = std::fs::remove_file(&path);
                 }
-                Err(why) => {
+                Err(Unsent::Store(why)) => {
+                    // The store fails now: the rest waits for the next run.
                     output::warning(&format!(
                         "the spooled report `{}` was not sent: {why}",
                         path.display()
                     ));
                     break;
                 }
+                Err(Unsent::Unreadable(why)) => {
+                    // It never will be sent: set aside, so that it holds up no other.
+                    let aside = path.with_extension("bad");
+                    let _ = std::fs::rename(&path, &aside);
+                    output::warning(&format!(
+                        "the spooled report `{}` cannot be read ({why}); it is set aside as `{}`",
+                        path.display(),
+                        aside.display()
+                    ));
+                }
             }
         }
     }
 }
 
-/// The spooled reports' paths.
+/// Why a spooled report was not sent.
+enum Unsent {
+    /// The store failed: try again next run.
+    Store(String),
+    /// The file is not a report the store takes: it never will be.
+    Unreadable(String),
+}
+
+/// A spooled report's file is at most this large: a report the store takes, escaped
+/// into its envelope.
+const SPOOLED_BYTES: u64 = 3 * wconverge_store::MAX_DOCUMENT_BYTES as u64;
+
+/// The spooled reports' paths. A temporary file a spooling run left behind (it died
+/// before its rename) is removed.
 fn spooled(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
     let mut paths = Vec::new();
     for entry in
@@ -427,7 +483,9 @@ fn spooled(dir: &Path) -> anyhow::Result<Vec<PathBuf>> {
         let entry = entry?;
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if !name.starts_with('.') && name.ends_with(".json") {
+        if name.starts_with('.') && name.ends_with(".tmp") {
+            let _ = std::fs::remove_file(entry.path());
+        } else if !name.starts_with('.') && name.ends_with(".json") {
             paths.push(entry.path());
         }
         if paths.len() > SPOOL_CAP * 2 {
@@ -724,7 +782,17 @@ pub(crate) fn parse_since(text: &str) -> anyhow::Result<i64> {
     let [year, month, day] = fields.as_slice() else {
         return Err(bad());
     };
-    if !(1..=12).contains(month) || !(1..=31).contains(day) {
+    let leap = year % 4 == 0 && (year % 100 != 0 || year % 400 == 0);
+    let days_in_month = match month {
+        2 if leap => 29,
+        2 => 28,
+        4 | 6 | 9 | 11 => 30,
+        _ => 31,
+    };
+    if !(1970..=9999).contains(year)
+        || !(1..=12).contains(month)
+        || !(1..=days_in_month).contains(day)
+    {
         return Err(bad());
     }
     let mut seconds = days_from_civil(*year, *month, *day) * 86_400;
@@ -797,7 +865,16 @@ mod tests {
         let now = wconverge_store::now();
         let day_ago = parse_since("1d").expect("age");
         assert!((now - 86_400 - day_ago).abs() <= 1);
-        for bad in ["yesterday", "2026-13-01", "5y", "2026-11-25T25:00:00Z", "d"] {
+        for bad in [
+            "yesterday",
+            "2026-13-01",
+            "2026-02-29",
+            "2026-04-31",
+            "99999999999999-01-01",
+            "5y",
+            "2026-11-25T25:00:00Z",
+            "d",
+        ] {
             assert!(parse_since(bad).is_err(), "{bad}");
         }
     }

@@ -103,7 +103,7 @@ enum Command {
         jobs: Option<u16>,
         /// Keep the store's reports this many days (default: the config file's
         /// `keep_reports`, else 14); older ones go when this run's report is stored.
-        #[arg(long, value_name = "DAYS")]
+        #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(1..=36_500))]
         keep_reports: Option<u32>,
         #[command(flatten)]
         runtime: RuntimeArgs,
@@ -571,7 +571,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             let store = fleet.store().map_err(anyhow::Error::msg)?;
             let Some((facts, at)) = store.facts(&node)? else {
                 bail!(
-                    "the store {} has no facts of node `{node}`: a run of `wconverge apply` on                      it with this store (`--store`, or the config file's `store`) sends them",
+                    "the store {} has no facts of node `{node}`: a run of `wconverge apply` on it with this store (`--store`, or the config file's `store`) sends them",
                     store.shown()
                 );
             };
@@ -832,7 +832,7 @@ fn load(
         let store = fleet.store().map_err(anyhow::Error::msg)?;
         let Some((facts, _)) = store.facts(&node)? else {
             bail!(
-                "the store {} has no facts of node `{node}`: run `wconverge apply` on it with                  this store (`--store`, or the config file's `store`) first",
+                "the store {} has no facts of node `{node}`: run `wconverge apply` on it with this store (`--store`, or the config file's `store`) first",
                 store.shown()
             );
         };

@@ -1289,6 +1289,26 @@ fn issue_20_an_export_no_compile_would_make_is_refused() {
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert!(messages[0].contains("node `web1`") && messages[0].contains("a lazy value in `mode`"));
     assert!(
-        messages[1].contains("node `web2`") && messages[1].contains("the relationship `before`")
+        messages[1].contains("node `web2`") && messages[1].contains("the metaparameter `before`")
+    );
+}
+
+#[test]
+fn issue_20_a_guard_on_an_exported_resource_is_refused_where_it_is_exported() {
+    let compiled = compile_in_fleet(
+        "@@file { '/lb/self': content => 'x', only_if => 'true', require => File['/a'] }\n\
+         file { '/a': content => 'a' }\n",
+        &Fleet(Vec::new()),
+    );
+    assert!(compiled.catalog.is_none());
+    let messages: Vec<&str> = compiled
+        .diagnostics
+        .iter()
+        .map(|diagnostic| diagnostic.message.as_str())
+        .collect();
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(
+        messages[0].contains("cannot carry `only_if`"),
+        "{messages:?}"
     );
 }

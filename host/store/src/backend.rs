@@ -27,9 +27,22 @@ impl Cell {
 }
 
 pub(crate) trait Backend {
-    fn begin(&mut self) -> Result<(), String>;
-    fn commit(&mut self) -> Result<(), String>;
-    fn rollback(&mut self) -> Result<(), String>;
+    /// Runs statements without parameters or results (`BEGIN`, `COMMIT`).
+    fn batch(&mut self, sql: &str) -> Result<(), String>;
+    /// The statement that starts a transaction.
+    fn begin_statement(&self) -> &'static str {
+        "BEGIN"
+    }
+    fn begin(&mut self) -> Result<(), String> {
+        let statement = self.begin_statement();
+        self.batch(statement)
+    }
+    fn commit(&mut self) -> Result<(), String> {
+        self.batch("COMMIT")
+    }
+    fn rollback(&mut self) -> Result<(), String> {
+        self.batch("ROLLBACK")
+    }
     /// Runs a statement; returns how many rows it changed.
     fn execute(&mut self, sql: &str, params: &[Param]) -> Result<u64, String>;
     /// Runs a query; returns its rows.

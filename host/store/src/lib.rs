@@ -42,6 +42,12 @@ pub const MAX_COMPARISONS: usize = 64;
 pub const MAX_LISTED_REPORTS: usize = 10_000;
 /// A stored report or set of facts is at most this large.
 pub const MAX_DOCUMENT_BYTES: usize = 64 << 20;
+/// An export is at most this large, as stored.
+pub const MAX_EXPORT_BYTES: usize = 1 << 20;
+/// A collection reads at most this many bytes of exports.
+pub const MAX_COLLECTED_BYTES: usize = 256 << 20;
+/// A listing of nodes shows at most this many.
+pub const MAX_LISTED_NODES: usize = 100_000;
 /// How long a statement may wait for a lock another run holds, or run.
 pub const STATEMENT_DEADLINE: Duration = Duration::from_secs(30);
 /// How long connecting to PostgreSQL may take.
@@ -150,15 +156,19 @@ impl Store {
         }
     }
 
+    /// The connection, for one thread at a time.
+    fn connection(&self) -> std::sync::MutexGuard<'_, Box<dyn Backend + Send>> {
+        self.backend
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     /// Runs `work` in one transaction: committed if it returns `Ok`, rolled back if not.
     fn transaction<T>(
         &self,
         work: impl FnOnce(&mut dyn Backend) -> Result<T, String>,
     ) -> Result<T, StoreError> {
-        let mut backend = self
-            .backend
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut backend = self.connection();
         backend.begin().map_err(|message| self.fail(message))?;
         match work(backend.as_mut()) {
             Ok(value) => {
@@ -176,10 +186,7 @@ impl Store {
         &self,
         work: impl FnOnce(&mut dyn Backend) -> Result<T, String>,
     ) -> Result<T, StoreError> {
-        let mut backend = self
-            .backend
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut backend = self.connection();
         work(backend.as_mut()).map_err(|message| self.fail(message))
     }
 
@@ -255,6 +262,18 @@ impl Store {
             .map(|export| serde_json::to_string(export).map_err(|error| error.to_string()))
             .collect::<Result<_, _>>()
             .map_err(StoreError::Invalid)?;
+        if let Some((export, body)) = exports
+            .iter()
+            .zip(&bodies)
+            .find(|(_, body)| body.len() > MAX_EXPORT_BYTES)
+        {
+            return Err(StoreError::Invalid(format!(
+                "`{}` of node `{node}` takes {} bytes as exported; an export may take at most \
+                 {MAX_EXPORT_BYTES} (1 MiB)",
+                wconverge_catalog::ResourceRef::new(&export.type_name, &export.title),
+                body.len()
+            )));
+        }
         let digest = digest_of(&bodies);
         // A run that exports what it exported last time writes nothing.
         let unchanged = self.read(|db| {
@@ -318,8 +337,11 @@ impl Store {
         let mut condition = String::new();
         write_condition(query, &mut condition, &mut params);
         let limit = MAX_COLLECTED + 1;
+        // An export larger than any compile writes is read as its size alone, and
+        // refused below.
         let sql = format!(
-            "SELECT e.node, e.body FROM exports e JOIN nodes n ON n.name = e.node \
+            "SELECT e.node, e.title, CASE WHEN length(e.body) <= {MAX_EXPORT_BYTES} THEN e.body \
+             ELSE NULL END FROM exports e JOIN nodes n ON n.name = e.node \
              WHERE e.type = $1 AND e.node <> $2 AND n.deactivated IS NULL AND ({condition}) \
              ORDER BY e.node, e.title LIMIT {limit}"
         );
@@ -330,17 +352,44 @@ impl Store {
                  resources (the limit); narrow its query"
             )));
         }
-        rows.into_iter()
-            .map(|row| match <[Cell; 2]>::try_from(row) {
-                Ok([Cell::Text(node), Cell::Text(body)]) => {
-                    let export: Export = serde_json::from_str(&body).map_err(|error| {
-                        self.fail(format!("an export of node `{node}` is unreadable: {error}"))
-                    })?;
-                    Ok(Collected { node, export })
-                }
-                _ => Err(self.fail("an export row has an unexpected shape".to_owned())),
-            })
-            .collect()
+        let mut read = 0usize;
+        let mut collected = Vec::with_capacity(rows.len());
+        for row in rows {
+            let Ok([Cell::Text(node), Cell::Text(title), body]) = <[Cell; 3]>::try_from(row) else {
+                return Err(self.fail("an export row has an unexpected shape".to_owned()));
+            };
+            let Cell::Text(body) = body else {
+                return Err(self.fail(format!(
+                    "an export of node `{node}` is larger than any compile writes \
+                     ({MAX_EXPORT_BYTES} bytes): the store was written by something other \
+                     than wconverge"
+                )));
+            };
+            read += body.len();
+            if read > MAX_COLLECTED_BYTES {
+                return Err(StoreError::Invalid(format!(
+                    "the collector of `{type_name}` reads more than {MAX_COLLECTED_BYTES} bytes \
+                     of exports (the limit); narrow its query"
+                )));
+            }
+            let export: Export = serde_json::from_str(&body).map_err(|error| {
+                self.fail(format!("an export of node `{node}` is unreadable: {error}"))
+            })?;
+            // What the row was found by must be what it holds: a row written by
+            // anything but this code could say one thing to the index and another to
+            // the collector.
+            if !export.type_name.eq_ignore_ascii_case(type_name)
+                || export.title != title
+                || !query.matches(&export)
+            {
+                return Err(self.fail(format!(
+                    "an export of node `{node}` (`{title}`) does not hold what it is indexed \
+                     by: the store was written by something other than wconverge"
+                )));
+            }
+            collected.push(Collected { node, export });
+        }
+        Ok(collected)
     }
 
     /// Deactivates `node`: its exports are collected no more, until it compiles again.
@@ -359,11 +408,19 @@ impl Store {
     pub fn nodes(&self) -> Result<Vec<Node>, StoreError> {
         self.read(|db| {
             let rows = db.query(
-                "SELECT n.name, n.deactivated, n.facts_at, \
-                 (SELECT COUNT(*) FROM exports e WHERE e.node = n.name) \
-                 FROM nodes n ORDER BY n.name",
+                &format!(
+                    "SELECT n.name, n.deactivated, n.facts_at, \
+                     (SELECT COUNT(*) FROM exports e WHERE e.node = n.name) \
+                     FROM nodes n ORDER BY n.name LIMIT {}",
+                    MAX_LISTED_NODES + 1
+                ),
                 &[],
             )?;
+            if rows.len() > MAX_LISTED_NODES {
+                return Err(format!(
+                    "it knows more than {MAX_LISTED_NODES} nodes, the most a listing shows"
+                ));
+            }
             rows.into_iter()
                 .map(|row| match <[Cell; 4]>::try_from(row) {
                     Ok([Cell::Text(name), deactivated, facts_at, Cell::Int(exports)]) => Ok(Node {
@@ -437,8 +494,8 @@ impl Store {
         })
     }
 
-    /// Reports, newest first, of `node` (or every node), ended at or after `since`; at
-    /// most [`MAX_LISTED_REPORTS`].
+    /// Reports, newest first, of `node` (or every node), ended at or after `since`; more
+    /// than [`MAX_LISTED_REPORTS`] is an error.
     pub fn reports(
         &self,
         node: Option<&str>,
@@ -451,14 +508,20 @@ impl Store {
         ];
         let sql = format!(
             "SELECT id, node, at, status FROM reports \
-             WHERE (CAST($2 AS BIGINT) = 0 OR node = $1) AND at >= $3 ORDER BY at DESC, id DESC LIMIT {MAX_LISTED_REPORTS}"
+             WHERE (CAST($2 AS BIGINT) = 0 OR node = $1) AND at >= $3 ORDER BY at DESC, id DESC LIMIT {}",
+            MAX_LISTED_REPORTS + 1
         );
-        self.read(|db| {
-            db.query(&sql, &params)?
-                .into_iter()
-                .map(summary_of)
-                .collect()
-        })
+        let rows = self.read(|db| db.query(&sql, &params))?;
+        if rows.len() > MAX_LISTED_REPORTS {
+            return Err(StoreError::Invalid(format!(
+                "more than {MAX_LISTED_REPORTS} reports match, the most a listing shows: \
+                 narrow it with `--node` or `--since`"
+            )));
+        }
+        rows.into_iter()
+            .map(summary_of)
+            .collect::<Result<_, _>>()
+            .map_err(|message| self.fail(message))
     }
 
     /// One report; `None` if there is none with this id.
@@ -481,10 +544,14 @@ impl Store {
         })
     }
 
-    /// Removes the reports that ended before `before`; returns how many.
-    pub fn prune_reports(&self, before: i64) -> Result<u64, StoreError> {
+    /// Removes `node`'s reports that ended before `before`; returns how many. Each node
+    /// prunes its own: one node's retention (or clock) never removes another's.
+    pub fn prune_reports(&self, node: &str, before: i64) -> Result<u64, StoreError> {
         self.transaction(|db| {
-            db.execute("DELETE FROM reports WHERE at < $1", &[Param::Int(before)])
+            db.execute(
+                "DELETE FROM reports WHERE node = $1 AND at < $2",
+                &[Param::Text(node.to_owned()), Param::Int(before)],
+            )
         })
     }
 }
@@ -636,6 +703,8 @@ fn write_condition(query: &ExportQuery, sql: &mut String, params: &mut Vec<Param
 fn digest_of(bodies: &[String]) -> String {
     use sha2::Digest;
     let mut hasher = sha2::Sha256::new();
+    // Exports indexed with another format of match keys are written again.
+    hasher.update(wconverge_catalog::MATCH_KEY_FORMAT.to_le_bytes());
     for body in bodies {
         hasher.update(body.len().to_le_bytes());
         hasher.update(body.as_bytes());

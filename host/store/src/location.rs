@@ -12,8 +12,8 @@ pub enum Location {
     Postgres(Box<PostgresSettings>),
 }
 
-/// How to reach PostgreSQL.
-#[derive(Debug, Clone)]
+/// How to reach PostgreSQL. Its `Debug` never shows the password.
+#[derive(Clone)]
 pub struct PostgresSettings {
     /// Parsed from the URL, with the `PG*` environment variables for what it leaves out.
     pub config: postgres::Config,
@@ -29,6 +29,18 @@ pub struct PostgresSettings {
     pub client_certificate: Option<(PathBuf, PathBuf)>,
 }
 
+impl fmt::Debug for PostgresSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresSettings")
+            .field("config", &self.config)
+            .field("password_file", &self.password_file)
+            .field("password", &self.password.as_ref().map(|_| "_"))
+            .field("ca", &self.ca)
+            .field("client_certificate", &self.client_certificate)
+            .finish()
+    }
+}
+
 impl Location {
     /// Parses `text` (from `--store` or the config file); `password_file` is the config
     /// file's `store_password_file`; `env` reads the environment (`PGHOST`, `PGPORT`,
@@ -42,11 +54,11 @@ impl Location {
         let text = text.trim();
         if let Some(path) = text.strip_prefix("sqlite:") {
             let path = path.strip_prefix("//").unwrap_or(path);
-            if path.is_empty() {
-                return Err(
-                    "`sqlite:` needs a file's path, like `sqlite:/var/lib/wconverge/store.sqlite`"
-                        .to_owned(),
-                );
+            if !path.starts_with('/') {
+                return Err(format!(
+                    "`sqlite:{path}`: give the file's absolute path, like \
+                     `sqlite:/var/lib/wconverge/store.sqlite`"
+                ));
             }
             return Ok(Location::Sqlite(PathBuf::from(path)));
         }
@@ -184,9 +196,19 @@ fn decode(value: &str) -> Result<String, String> {
     String::from_utf8(out).map_err(|_| format!("`{value}` is not UTF-8 once decoded"))
 }
 
-/// A URL as messages show it: without what follows `?`.
-fn shown_url(url: &str) -> &str {
-    url.split('?').next().unwrap_or(url)
+/// A URL as messages show it: without what follows `?`, and without a password.
+fn shown_url(url: &str) -> String {
+    let base = url.split('?').next().unwrap_or(url);
+    match base.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((user_info, host)) => {
+                let user = user_info.split(':').next().unwrap_or_default();
+                format!("{scheme}://{user}@{host}")
+            }
+            None => base.to_owned(),
+        },
+        None => base.to_owned(),
+    }
 }
 
 impl fmt::Display for Location {
@@ -229,6 +251,14 @@ mod tests {
             assert!(error.contains("store_password_file"), "{error}");
             assert!(!error.contains("secret"), "{error}");
         }
+        let unparsable = Location::parse("postgres://wc:secret@db.example:port/x", None, &no_env)
+            .expect_err("a bad port");
+        assert!(!unparsable.contains("secret"), "{unparsable}");
+        let settings = Location::parse("postgres://db/fleet", None, &|name| {
+            (name == "PGPASSWORD").then(|| "secret".to_owned())
+        })
+        .expect("url");
+        assert!(!format!("{settings:?}").contains("secret"));
     }
 
     #[test]

@@ -39,21 +39,52 @@ impl Postgres {
     pub(crate) fn connect(settings: &PostgresSettings) -> Result<Postgres, String> {
         let mut config = settings.config.clone();
         config.connect_timeout(CONNECT_DEADLINE);
+        // A server that stops answering is noticed: unacknowledged data and an idle
+        // connection both have deadlines at the TCP level, under the statement's.
+        config
+            .tcp_user_timeout(STATEMENT_DEADLINE)
+            .keepalives(true)
+            .keepalives_idle(std::time::Duration::from_secs(10))
+            .keepalives_interval(std::time::Duration::from_secs(5))
+            .keepalives_retries(3);
         if let Some(password) = password(settings)? {
             config.password(password);
         }
-        let client = match &settings.ca {
+        let tls = match &settings.ca {
             Some(ca) => {
                 config.ssl_mode(postgres::config::SslMode::Require);
-                let tls = tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(
+                Some(tokio_postgres_rustls::MakeRustlsConnect::new(tls_config(
                     ca,
                     settings.client_certificate.as_ref(),
-                )?);
-                config.connect(tls)
+                )?))
             }
-            None => config.connect(postgres::NoTls),
-        }
-        .map_err(|error| format!("cannot connect: {}", full_message(&error)))?;
+            None => None,
+        };
+        // `connect_timeout` bounds the socket's connect, not the name lookup, the TLS
+        // handshake or the authentication: the whole connect gets a deadline here. A
+        // connect past it is left behind on its thread; the command fails and exits.
+        let (sender, receiver) = std::sync::mpsc::channel();
+        std::thread::Builder::new()
+            .name("wconverge-store-connect".to_owned())
+            .spawn(move || {
+                let client = match tls {
+                    Some(tls) => config.connect(tls),
+                    None => config.connect(postgres::NoTls),
+                };
+                let _ = sender.send(client);
+            })
+            .map_err(|error| format!("cannot start connecting: {error}"))?;
+        let client = match receiver.recv_timeout(CONNECT_DEADLINE) {
+            Ok(client) => {
+                client.map_err(|error| format!("cannot connect: {}", full_message(&error)))?
+            }
+            Err(_) => {
+                return Err(format!(
+                    "cannot connect: no answer within {} s (the limit)",
+                    CONNECT_DEADLINE.as_secs()
+                ));
+            }
+        };
         let mut postgres = Postgres { client };
         // Every statement, lock wait included, has a deadline; so has a transaction
         // left open by a run that died.
@@ -78,25 +109,42 @@ fn password(settings: &PostgresSettings) -> Result<Option<Vec<u8>>, String> {
             .lines()
             .filter(|line| !line.trim().is_empty() && !line.starts_with('#'))
             .collect();
-        // One line without the pgpass format's four `:` is the password itself.
+        // One line that is not in the pgpass format is the password itself.
         if let [line] = lines.as_slice()
-            && line.matches(':').count() < 4
+            && pgpass_fields(line).is_none()
         {
             return Ok(Some(line.trim_end().as_bytes().to_vec()));
         }
-        let user = settings.config.get_user().unwrap_or_default();
-        let dbname = settings.config.get_dbname().unwrap_or(user);
+        let config = &settings.config;
+        let user = config.get_user().unwrap_or_default();
+        let dbname = config.get_dbname().unwrap_or(user);
+        // libpq's rule: a Unix socket is `localhost` to a pgpass file.
+        let host = match config.get_hosts().first() {
+            Some(postgres::config::Host::Tcp(host)) => host.clone(),
+            _ => "localhost".to_owned(),
+        };
+        let port = config
+            .get_ports()
+            .first()
+            .copied()
+            .unwrap_or(5432)
+            .to_string();
+        let wanted = [host.as_str(), port.as_str(), dbname, user];
         for line in lines {
-            let fields: Vec<&str> = line.splitn(5, ':').collect();
-            if let [_host, _port, db, login, password] = fields.as_slice()
-                && (*db == "*" || *db == dbname)
-                && (*login == "*" || *login == user)
+            let Some(fields) = pgpass_fields(line) else {
+                continue;
+            };
+            if fields[..4]
+                .iter()
+                .zip(wanted)
+                .all(|(field, wanted)| field == "*" || field == wanted)
             {
-                return Ok(Some(password.as_bytes().to_vec()));
+                return Ok(Some(fields[4].as_bytes().to_vec()));
             }
         }
         return Err(format!(
-            "the password file `{}` has no line for user `{user}` and database `{dbname}`",
+            "the password file `{}` has no line for `{host}:{port}`, database `{dbname}` and \
+             user `{user}`",
             file.display()
         ));
     }
@@ -106,60 +154,81 @@ fn password(settings: &PostgresSettings) -> Result<Option<Vec<u8>>, String> {
         .map(|password| password.as_bytes().to_vec()))
 }
 
-/// A file of secrets: a regular file of this user, no one else may read it.
+/// The five fields of a pgpass line (`host:port:database:user:password`, `\:` and `\\`
+/// escaped), or `None` if it has not five.
+fn pgpass_fields(line: &str) -> Option<[String; 5]> {
+    let mut fields = vec![String::new()];
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => fields.last_mut()?.push(chars.next().unwrap_or('\\')),
+            ':' if fields.len() < 5 => fields.push(String::new()),
+            other => fields.last_mut()?.push(other),
+        }
+    }
+    <[String; 5]>::try_from(fields).ok()
+}
+
+/// A file of secrets (a password, a key): as [`read_public`], and it must belong to this
+/// user (or root), have no other name, and be readable by no one else.
 fn read_secret(path: &std::path::Path) -> Result<String, String> {
+    let bytes = read_file(path, true)?;
+    String::from_utf8(bytes).map_err(|_| format!("`{}` is not UTF-8 text", path.display()))
+}
+
+/// A certificate file (PEM): a regular file, at most [`MAX_SECRET_BYTES`].
+fn read_public(path: &std::path::Path) -> Result<Vec<u8>, String> {
+    read_file(path, false)
+}
+
+/// Opens `path` once, without following a link, checks what it is by its descriptor
+/// (and, for a `secret`, that only its owner may read it), and reads it within the cap.
+fn read_file(path: &std::path::Path, secret: bool) -> Result<Vec<u8>, String> {
     use std::io::Read;
     use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+    let cannot = |error: std::io::Error| format!("cannot read `{}`: {error}", path.display());
+    // Without blocking: a FIFO in the file's place is refused below, not waited on.
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .custom_flags(
+            (rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::NONBLOCK
+                | rustix::fs::OFlags::NOCTTY)
+                .bits() as i32,
+        )
         .open(path)
-        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
-    let metadata = file
-        .metadata()
-        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
+        .map_err(cannot)?;
+    let metadata = file.metadata().map_err(cannot)?;
     if !metadata.file_type().is_file() {
         return Err(format!("`{}` is not a regular file", path.display()));
     }
-    if metadata.mode() & 0o077 != 0 {
+    let me = rustix::process::geteuid().as_raw();
+    if secret && metadata.uid() != me && metadata.uid() != 0 {
+        return Err(format!(
+            "`{}` holds a secret and belongs to user {}, neither root nor the user running \
+             wconverge",
+            path.display(),
+            metadata.uid()
+        ));
+    }
+    if secret && metadata.nlink() != 1 {
+        return Err(format!(
+            "`{}` holds a secret and has {} names (hard links): give it one",
+            path.display(),
+            metadata.nlink()
+        ));
+    }
+    if secret && metadata.mode() & 0o077 != 0 {
         return Err(format!(
             "`{}` holds a secret and others may read it (mode {:04o}): `chmod 600` it",
             path.display(),
             metadata.mode() & 0o7777
         ));
     }
-    let mut text = String::new();
-    file.take(MAX_SECRET_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
-    if text.len() as u64 > MAX_SECRET_BYTES {
-        return Err(format!(
-            "`{}` is larger than {MAX_SECRET_BYTES} bytes",
-            path.display()
-        ));
-    }
-    Ok(text)
-}
-
-/// A certificate file (PEM): a regular file, at most [`MAX_SECRET_BYTES`].
-fn read_public(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-        .open(path)
-        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
-    let metadata = file
-        .metadata()
-        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
-    if !metadata.file_type().is_file() {
-        return Err(format!("`{}` is not a regular file", path.display()));
-    }
     let mut bytes = Vec::new();
     file.take(MAX_SECRET_BYTES + 1)
         .read_to_end(&mut bytes)
-        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))?;
+        .map_err(cannot)?;
     if bytes.len() as u64 > MAX_SECRET_BYTES {
         return Err(format!(
             "`{}` is larger than {MAX_SECRET_BYTES} bytes",
@@ -239,21 +308,9 @@ fn bind(params: &[Param]) -> Vec<&(dyn ToSql + Sync)> {
 }
 
 impl Backend for Postgres {
-    fn begin(&mut self) -> Result<(), String> {
+    fn batch(&mut self, sql: &str) -> Result<(), String> {
         self.client
-            .batch_execute("BEGIN")
-            .map_err(|error| full_message(&error))
-    }
-
-    fn commit(&mut self) -> Result<(), String> {
-        self.client
-            .batch_execute("COMMIT")
-            .map_err(|error| full_message(&error))
-    }
-
-    fn rollback(&mut self) -> Result<(), String> {
-        self.client
-            .batch_execute("ROLLBACK")
+            .batch_execute(sql)
             .map_err(|error| full_message(&error))
     }
 
@@ -299,5 +356,26 @@ impl Backend for Postgres {
 
     fn migrations(&self) -> &'static [&'static [&'static str]] {
         MIGRATIONS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pgpass_lines_split_on_unescaped_colons() {
+        assert_eq!(
+            pgpass_fields(r"db.example:5432:fleet:wc:pa\:ss\\word"),
+            Some([
+                "db.example".to_owned(),
+                "5432".to_owned(),
+                "fleet".to_owned(),
+                "wc".to_owned(),
+                r"pa:ss\word".to_owned()
+            ])
+        );
+        assert_eq!(pgpass_fields("just-a-password"), None);
+        assert_eq!(pgpass_fields("a:b:c:d"), None);
     }
 }

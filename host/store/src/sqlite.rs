@@ -9,6 +9,9 @@ use std::path::Path;
 
 pub(crate) struct Sqlite {
     connection: rusqlite::Connection,
+    /// When the statement running now must have finished, in milliseconds since the
+    /// epoch: SQLite's progress handler interrupts it past then.
+    deadline: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
 const MIGRATIONS: &[&[&str]] = &[&[
@@ -38,7 +41,7 @@ impl Sqlite {
             .write(true)
             .create(true)
             .mode(0o600)
-            .custom_flags(libc_flags())
+            .custom_flags(open_flags())
             .open(path)
             .map_err(|error| format!("cannot open it: {error}"))?;
         let metadata = file
@@ -64,9 +67,19 @@ impl Sqlite {
         drop(file);
         let connection = rusqlite::Connection::open_with_flags(
             path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | rusqlite::OpenFlags::SQLITE_OPEN_NOFOLLOW,
         )
         .map_err(|error| error.to_string())?;
+        // The busy timeout bounds a wait for another writer's lock; this bounds how long
+        // a statement runs.
+        let deadline = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(u64::MAX));
+        let watched = std::sync::Arc::clone(&deadline);
+        connection.progress_handler(
+            10_000,
+            Some(move || now_ms() > watched.load(std::sync::atomic::Ordering::Relaxed)),
+        );
         connection
             .busy_timeout(STATEMENT_DEADLINE)
             .map_err(|error| error.to_string())?;
@@ -77,13 +90,36 @@ impl Sqlite {
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
             )
             .map_err(|error| busy_or(&error))?;
-        Ok(Sqlite { connection })
+        Ok(Sqlite {
+            connection,
+            deadline,
+        })
+    }
+
+    /// Gives the next statement [`STATEMENT_DEADLINE`] to run.
+    fn arm(&self) {
+        let deadline = now_ms()
+            .saturating_add(u64::try_from(STATEMENT_DEADLINE.as_millis()).unwrap_or(u64::MAX));
+        self.deadline
+            .store(deadline, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
-fn libc_flags() -> i32 {
-    // Never follow a link planted where the store file should be.
-    rustix::fs::OFlags::NOFOLLOW.bits() as i32 | rustix::fs::OFlags::CLOEXEC.bits() as i32
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| {
+            u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX)
+        })
+}
+
+fn open_flags() -> i32 {
+    // Never follow a link planted where the store file should be, nor wait on a FIFO.
+    (rustix::fs::OFlags::NOFOLLOW
+        | rustix::fs::OFlags::CLOEXEC
+        | rustix::fs::OFlags::NONBLOCK
+        | rustix::fs::OFlags::NOCTTY)
+        .bits() as i32
 }
 
 /// SQLite's message, or what a busy store means.
@@ -91,6 +127,10 @@ fn busy_or(error: &rusqlite::Error) -> String {
     match error.sqlite_error_code() {
         Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked) => format!(
             "another run held it for {} s (the limit): {error}",
+            STATEMENT_DEADLINE.as_secs()
+        ),
+        Some(rusqlite::ErrorCode::OperationInterrupted) => format!(
+            "a statement ran for more than {} s (the limit)",
             STATEMENT_DEADLINE.as_secs()
         ),
         _ => error.to_string(),
@@ -113,26 +153,20 @@ fn bind(params: &[Param]) -> Vec<rusqlite::types::Value> {
 }
 
 impl Backend for Sqlite {
-    fn begin(&mut self) -> Result<(), String> {
+    fn batch(&mut self, sql: &str) -> Result<(), String> {
+        self.arm();
+        self.connection
+            .execute_batch(sql)
+            .map_err(|error| busy_or(&error))
+    }
+
+    fn begin_statement(&self) -> &'static str {
         // The write lock at once: two writers never deadlock upgrading their locks.
-        self.connection
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(|error| busy_or(&error))
-    }
-
-    fn commit(&mut self) -> Result<(), String> {
-        self.connection
-            .execute_batch("COMMIT")
-            .map_err(|error| busy_or(&error))
-    }
-
-    fn rollback(&mut self) -> Result<(), String> {
-        self.connection
-            .execute_batch("ROLLBACK")
-            .map_err(|error| busy_or(&error))
+        "BEGIN IMMEDIATE"
     }
 
     fn execute(&mut self, sql: &str, params: &[Param]) -> Result<u64, String> {
+        self.arm();
         let mut statement = self
             .connection
             .prepare_cached(&rewrite(sql))
@@ -144,6 +178,7 @@ impl Backend for Sqlite {
     }
 
     fn query(&mut self, sql: &str, params: &[Param]) -> Result<Vec<Vec<Cell>>, String> {
+        self.arm();
         let mut statement = self
             .connection
             .prepare_cached(&rewrite(sql))

@@ -192,8 +192,10 @@ fn reports_and_facts_are_kept_listed_and_pruned() {
         (shown.report.as_str(), shown.summary.status.as_str()),
         ("{\"a\":1}", "changed")
     );
-    assert_eq!(store.prune_reports(1_600).expect("prune"), 2);
+    // A node prunes its own reports only.
+    assert_eq!(store.prune_reports("web1", 1_600).expect("prune"), 1);
     assert!(store.report(old).expect("gone").is_none());
+    assert_eq!(store.reports(Some("db1"), None).expect("db1").len(), 1);
     assert!(store.facts("web1").expect("none yet").is_none());
     store.store_facts("web1", "{\"os\":[]}").expect("facts");
     assert_eq!(
@@ -265,4 +267,39 @@ fn limits_are_errors_that_name_them() {
         .store_report("web1", 1, "changed", &large)
         .expect_err("too large");
     assert!(error.to_string().contains("64 MiB"), "{error}");
+}
+
+/// A row written by something other than this code: what the index says and what the
+/// row holds disagree, or it is larger than any compile writes. Collecting it is an
+/// error naming the node, never a resource the query did not ask for.
+#[test]
+fn rows_that_disagree_with_their_index_are_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = store(&dir);
+    store
+        .replace_exports("web1", &[export("file", "/a", &["backend"], vec![])])
+        .expect("replace");
+    let query = compare("tag", true, text("backend"));
+    assert_eq!(store.collect("file", &query, "lb").expect("clean").len(), 1);
+    let connection = rusqlite::Connection::open(dir.path().join("store.sqlite")).expect("open");
+    let swapped = serde_json::to_string(&export("exec", "/a", &["backend"], vec![])).expect("json");
+    connection
+        .execute("UPDATE exports SET body = ?1", [&swapped])
+        .expect("tamper");
+    let error = store
+        .collect("file", &query, "lb")
+        .expect_err("another type");
+    assert!(
+        error.to_string().contains("node `web1`") && error.to_string().contains("indexed"),
+        "{error}"
+    );
+    let huge = "x".repeat(MAX_EXPORT_BYTES + 1);
+    connection
+        .execute("UPDATE exports SET body = ?1", [&huge])
+        .expect("tamper");
+    let error = store.collect("file", &query, "lb").expect_err("too large");
+    assert!(
+        error.to_string().contains("larger than any compile writes"),
+        "{error}"
+    );
 }

@@ -90,11 +90,9 @@ impl Evaluator<'_> {
         let mut attrs = Vec::with_capacity(export.attributes.0.len());
         for (name, value) in export.attributes.0 {
             // wconverge never stores these in an export: whatever wrote them into the
-            // store was not a compile, and they would run code (a lazy value) or order
-            // this node's resources (a relationship) on another node's word.
-            if catalog::Lazy::within(&value)
-                || super::RELATIONSHIP_METAPARAMETERS.contains(&name.as_str())
-            {
+            // store was not a compile, and they would run code (a lazy value, a guard)
+            // or order this node's resources (a relationship) on another node's word.
+            if catalog::Lazy::within(&value) || catalog::METAPARAMETERS.contains(&name.as_str()) {
                 self.error(
                     "bad-export",
                     span,
@@ -105,7 +103,7 @@ impl Evaluator<'_> {
                         if catalog::Lazy::within(&value) {
                             format!("a lazy value in `{name}`")
                         } else {
-                            format!("the relationship `{name}`")
+                            format!("the metaparameter `{name}`")
                         }
                     ),
                 )
@@ -157,12 +155,7 @@ impl Evaluator<'_> {
                 source: export.source,
             })),
         });
-        match self.by_type.get_mut(&key.0) {
-            Some(list) => list.push(idx),
-            None => {
-                self.by_type.insert(key.0.clone(), vec![idx]);
-            }
-        }
+        self.index_by_type(&key.0, idx);
         self.index.insert(key, idx);
         if matches!(kind, Kind::Define(_)) {
             self.pending_defines.push_back(idx);
@@ -211,6 +204,7 @@ impl Evaluator<'_> {
             if !res.exported || res.foreign.is_some() || matches!(res.kind, Kind::Class(_)) {
                 continue;
             }
+            let in_catalog = res.status == Status::Realized;
             let mut attributes = catalog::Attributes(Vec::with_capacity(res.attrs.len()));
             let mut refused = Vec::new();
             for attr in &res.attrs {
@@ -218,6 +212,17 @@ impl Evaluator<'_> {
                     || super::RELATIONSHIP_METAPARAMETERS.contains(&&*attr.name)
                     || &*attr.name == "tag"
                 {
+                    continue;
+                }
+                if catalog::METAPARAMETERS.contains(&&*attr.name) {
+                    refused.push((
+                        attr.span,
+                        format!(
+                            "an exported resource cannot carry `{}`: it would act on the node \
+                             that collects it (a guard would run a command there)",
+                            attr.name
+                        ),
+                    ));
                     continue;
                 }
                 match attr.value.to_catalog() {
@@ -230,13 +235,23 @@ impl Evaluator<'_> {
                         ),
                     )),
                     Ok(value) => attributes.set(&attr.name, value),
-                    // Reported when the catalog is made, if the resource is in it.
+                    // A resource in the catalog has it reported when the catalog is made.
+                    Err(message) if !in_catalog => refused.push((
+                        attr.span,
+                        format!(
+                            "attribute `{}` of an exported resource: {message}",
+                            attr.name
+                        ),
+                    )),
                     Err(_) => {}
                 }
             }
             for (span, message) in refused {
-                self.error("lazy-export", span, message).help =
-                    Some("give the exported resource values known at compile time".into());
+                self.error("bad-export", span, message).help = Some(
+                    "export values known at compile time, with no metaparameter but `tag`; put \
+                     guards and relationships on the collecting node's side"
+                        .into(),
+                );
             }
             let res = &self.resources[idx];
             let export = catalog::Export {

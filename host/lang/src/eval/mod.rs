@@ -2546,6 +2546,15 @@ impl<'a> Evaluator<'a> {
             foreign: None,
         });
         self.index.insert(key, idx);
+        self.index_by_type(type_name, idx);
+        if status == Status::Realized && matches!(kind, Kind::Define(_)) {
+            self.pending_defines.push_back(idx);
+        }
+        Some(idx)
+    }
+
+    /// Files resource `idx` under its type, for the collectors.
+    fn index_by_type(&mut self, type_name: &str, idx: usize) {
         // Look up before inserting: `entry` would allocate the key for every resource.
         match self.by_type.get_mut(type_name) {
             Some(list) => list.push(idx),
@@ -2553,10 +2562,6 @@ impl<'a> Evaluator<'a> {
                 self.by_type.insert(type_name.to_owned(), vec![idx]);
             }
         }
-        if status == Status::Realized && matches!(kind, Kind::Define(_)) {
-            self.pending_defines.push_back(idx);
-        }
-        Some(idx)
     }
 
     /// A resource identified by `identity` (its title or its namevar) like the earlier
