@@ -237,6 +237,22 @@ impl Fleet {
             .map_err(Clone::clone)
     }
 
+    /// The store, for a command that only reads it (or manages what is in it): the
+    /// default SQLite file is not created for it.
+    pub(crate) fn existing_store(&self) -> anyhow::Result<&Store> {
+        if !self.explicit
+            && let Some(Location::Sqlite(path)) = &self.location
+            && !self.default_exists()
+        {
+            bail!(
+                "there is no store at `{}` yet: no run has stored anything there (name another \
+                 with `--store`, or the config file's `store`)",
+                path.display()
+            );
+        }
+        self.store().map_err(anyhow::Error::msg)
+    }
+
     /// Whether the default store file exists: a node that exports nothing need not
     /// create it, only clear what it exported before.
     fn default_exists(&self) -> bool {
@@ -629,7 +645,7 @@ pub(crate) fn store_command(command: &StoreCommand) -> anyhow::Result<u8> {
     match command {
         StoreCommand::Deactivate { node, store } => {
             let fleet = Fleet::new(store, dirs::state_dir(None).ok().as_deref())?;
-            let store = fleet.store().map_err(anyhow::Error::msg)?;
+            let store = fleet.existing_store()?;
             if store.deactivate(node)? {
                 output::line(&format!(
                     "node `{node}` deactivated: its exported resources are collected no more \
@@ -645,7 +661,7 @@ pub(crate) fn store_command(command: &StoreCommand) -> anyhow::Result<u8> {
         }
         StoreCommand::Nodes { store } => {
             let fleet = Fleet::new(store, dirs::state_dir(None).ok().as_deref())?;
-            let store = fleet.store().map_err(anyhow::Error::msg)?;
+            let store = fleet.existing_store()?;
             let mut text = String::new();
             for node in store.nodes()? {
                 text.push_str(&format!(
@@ -692,7 +708,7 @@ pub(crate) fn reports_command(
     args: &StoreArgs,
 ) -> anyhow::Result<u8> {
     let fleet = Fleet::new(args, dirs::state_dir(None).ok().as_deref())?;
-    let store = fleet.store().map_err(anyhow::Error::msg)?;
+    let store = fleet.existing_store()?;
     if let Some(ReportsCommand::Show { id }) = show {
         let Some(stored) = store.report(*id)? else {
             bail!(

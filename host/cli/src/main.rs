@@ -568,7 +568,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             store,
         } => {
             let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
-            let store = fleet.store().map_err(anyhow::Error::msg)?;
+            let store = fleet.existing_store()?;
             let Some((facts, at)) = store.facts(&node)? else {
                 bail!(
                     "the store {} has no facts of node `{node}`: a run of `wconverge apply` on it with this store (`--store`, or the config file's `store`) sends them",
@@ -829,7 +829,7 @@ fn load(
                     .any(|name| source.text.contains(&format!("${name}")))
         });
     let facts = if publish == Publish::FactsFromStore {
-        let store = fleet.store().map_err(anyhow::Error::msg)?;
+        let store = fleet.existing_store()?;
         let Some((facts, _)) = store.facts(&node)? else {
             bail!(
                 "the store {} has no facts of node `{node}`: run `wconverge apply` on it with this store (`--store`, or the config file's `store`) first",
