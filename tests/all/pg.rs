@@ -62,6 +62,27 @@ impl Postgres {
         (postgres, tls)
     }
 
+    /// A server on a Unix socket where user `wconverge` needs no password and every
+    /// other user one (SCRAM); `user` is created with `password`, and owns the database
+    /// `fleet`.
+    pub(crate) fn start_with_password(user: &str, password: &str) -> Postgres {
+        let postgres = Postgres::init();
+        std::fs::write(
+            postgres.data().join("pg_hba.conf"),
+            "local all wconverge trust\nlocal all all scram-sha-256\n",
+        )
+        .expect("pg_hba.conf");
+        postgres.run_server(&[]);
+        postgres.psql(&format!("CREATE ROLE {user} LOGIN PASSWORD '{password}'"));
+        postgres.psql(&format!("CREATE DATABASE fleet OWNER {user}"));
+        postgres
+    }
+
+    /// The Unix socket's directory.
+    pub(crate) fn socket_dir(&self) -> &Path {
+        self.dir.path()
+    }
+
     fn init() -> Postgres {
         let bin = server_binaries();
         let dir = tempfile::Builder::new()
@@ -168,8 +189,13 @@ impl Postgres {
         format!("postgres://wconverge@localhost:{port}/postgres")
     }
 
-    /// Runs SQL through `psql` on the Unix socket.
+    /// Runs SQL in database `postgres` through `psql` on the Unix socket.
     pub(crate) fn psql(&self, sql: &str) -> String {
+        self.psql_in("postgres", sql)
+    }
+
+    /// Runs SQL in `database` through `psql` on the Unix socket, as `wconverge`.
+    pub(crate) fn psql_in(&self, database: &str, sql: &str) -> String {
         let mut command = Command::new("psql");
         command
             .args([
@@ -182,7 +208,7 @@ impl Postgres {
                 "-U",
                 "wconverge",
                 "-d",
-                "postgres",
+                database,
             ])
             .arg("-h")
             .arg(self.dir.path())

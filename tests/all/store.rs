@@ -555,3 +555,96 @@ fn issue_20_a_password_on_the_command_line_is_refused() {
     );
     assert!(!refused.stderr.contains("hunter2"), "{refused:#?}");
 }
+
+/// The config file names the store and where its password is; a password also comes
+/// from PGPASSWORD or a pgpass file, never from the command line.
+#[test]
+fn issue_20_the_config_file_names_the_store_and_the_password_comes_from_a_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let postgres = Postgres::start_with_password("node1", "s3cret-pw");
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let catalog = machine.catalog(serde_json::json!([]));
+    let url = format!(
+        "postgres://node1@/fleet?host={}",
+        postgres.socket_dir().display()
+    );
+    let apply = |envs: &[(&str, &str)], args: &[&str]| {
+        let mut command = machine.command(crate::support::WCONVERGE);
+        command.args([
+            "apply",
+            catalog.to_str().expect("utf-8"),
+            "--policy",
+            policy.to_str().expect("utf-8"),
+        ]);
+        command.args(args);
+        for (name, value) in envs {
+            command.env(name, value);
+        }
+        Run::of(&mut command)
+    };
+    let private = |path: &Path, text: &str| {
+        std::fs::write(path, text).expect("write");
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+    };
+    // No password: the server refuses, and the report waits in the spool.
+    let refused = apply(&[], &["--store", &url]);
+    assert!(refused.stderr.contains("was not stored"), "{refused:#?}");
+    // The config file's store and password file.
+    let password_file = machine.root().join("store.password");
+    private(&password_file, "s3cret-pw\n");
+    let config = machine.root().join("wconverge.conf");
+    private(
+        &config,
+        &format!(
+            "store = \"{url}\"\nstore_password_file = \"{}\"\nkeep_reports = 30\n",
+            password_file.display()
+        ),
+    );
+    let configured = apply(&[], &["--config", config.to_str().expect("utf-8")]);
+    assert_eq!(configured.code, 0, "{configured:#?}");
+    assert!(!configured.stderr.contains("warning"), "{configured:#?}");
+    // The spooled report went too.
+    assert_eq!(
+        postgres.psql_in("fleet", "SELECT count(*) FROM reports"),
+        "2"
+    );
+    // A pgpass file, matched on host (a socket is `localhost`), port, database, user.
+    let pgpass = machine.root().join("pgpass");
+    private(
+        &pgpass,
+        "otherhost:5432:*:node1:wrong\nlocalhost:5432:fleet:node1:s3cret-pw\n",
+    );
+    let from_pgpass = apply(
+        &[("PGPASSFILE", pgpass.to_str().expect("utf-8"))],
+        &["--store", &url],
+    );
+    assert_eq!(from_pgpass.code, 0, "{from_pgpass:#?}");
+    assert!(!from_pgpass.stderr.contains("warning"), "{from_pgpass:#?}");
+    let from_env = apply(&[("PGPASSWORD", "s3cret-pw")], &["--store", &url]);
+    assert!(!from_env.stderr.contains("warning"), "{from_env:#?}");
+    assert_eq!(
+        postgres.psql_in("fleet", "SELECT count(*) FROM reports"),
+        "4"
+    );
+    // A password file others can read is refused, saying so, and never printed.
+    std::fs::set_permissions(&password_file, std::fs::Permissions::from_mode(0o644))
+        .expect("chmod");
+    let exposed = apply(&[], &["--config", config.to_str().expect("utf-8")]);
+    assert!(exposed.stderr.contains("chmod 600"), "{exposed:#?}");
+    // A config file others may change is refused before anything runs.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let writable = apply(&[], &["--config", config.to_str().expect("utf-8")]);
+    assert_eq!(writable.code, 1, "{writable:#?}");
+    assert!(writable.stderr.contains("chmod go-w"), "{writable:#?}");
+    for run in [
+        &refused,
+        &configured,
+        &from_pgpass,
+        &from_env,
+        &exposed,
+        &writable,
+    ] {
+        assert!(!run.all_output().contains("s3cret-pw"), "{run:#?}");
+    }
+}
