@@ -648,3 +648,25 @@ fn issue_20_the_config_file_names_the_store_and_the_password_comes_from_a_file()
         assert!(!run.all_output().contains("s3cret-pw"), "{run:#?}");
     }
 }
+
+/// A store file in a directory another user could write is never opened: that user
+/// could swap the file (or a link) under root between runs.
+#[test]
+fn issue_20_a_store_in_a_directory_others_can_write_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let catalog = machine.catalog(serde_json::json!([]));
+    let shared = machine.root().join("shared");
+    std::fs::create_dir(&shared).expect("shared/");
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o1777)).expect("chmod");
+    let store = format!("sqlite:{}", shared.join("store.sqlite").display());
+    let run = machine.apply(&catalog, &policy, &["--store", &store]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stderr.contains("cannot use the store's directory")
+            && run.stderr.contains("was not stored"),
+        "{run:#?}"
+    );
+    assert!(!shared.join("store.sqlite").exists());
+}

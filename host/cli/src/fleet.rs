@@ -224,12 +224,28 @@ impl Fleet {
                     // The file's directory must be private: another user who could
                     // write there could swap the file under root.
                     let dir = path.parent().unwrap_or(Path::new("/"));
-                    wconverge_runtime::open_private_dir(dir).map_err(|why| {
+                    let opened = wconverge_runtime::open_private_dir(dir).map_err(|why| {
                         format!(
                             "cannot use the store's directory `{}`: {why}",
                             dir.display()
                         )
                     })?;
+                    // Not even a sticky directory as /tmp: SQLite creates its side files
+                    // (`-wal`, `-shm`) there by name, and another user could plant them
+                    // first.
+                    let mode = rustix::fs::fstat(&opened)
+                        .map_err(|error| format!("cannot use `{}`: {error}", dir.display()))?
+                        .st_mode;
+                    if mode & 0o022 != 0 {
+                        return Err(format!(
+                            "cannot use the store's directory `{}`: others may create files in \
+                             it (mode {:04o}), and SQLite keeps side files there (`-wal`, \
+                             `-shm`) that another user could plant; use a directory only its \
+                             owner can write",
+                            dir.display(),
+                            mode & 0o7777
+                        ));
+                    }
                 }
                 Store::open(location).map_err(|error| error.to_string())
             })
