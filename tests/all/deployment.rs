@@ -182,7 +182,9 @@ fn a_flipped_byte_refuses_the_plugin_and_changes_nothing() {
     assert!(
         run.stderr.contains(&format!(
             "plugin `file_line` could not be loaded: digest mismatch: the policy pins sha256 \
-             {genuine}, but the component is sha256 {tampered}; refusing to load it"
+             {genuine}, but the component is sha256 {tampered}; refusing to load it (if you \
+             rebuilt it, review the change, then `wconverge plugins lock --policy FILE` pins \
+             the new digest)"
         )),
         "{run:#?}"
     );

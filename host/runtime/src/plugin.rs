@@ -299,7 +299,8 @@ impl Plugin {
                 &policy,
                 format!(
                     "digest mismatch: the policy pins sha256 {pinned}, but the component is \
-                     sha256 {digest}; refusing to load it"
+                     sha256 {digest}; refusing to load it (if you rebuilt it, review the \
+                     change, then `wconverge plugins lock --policy FILE` pins the new digest)"
                 ),
             ));
         }
