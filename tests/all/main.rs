@@ -8,6 +8,7 @@
 mod accounts;
 mod attacker;
 mod audit;
+mod authors;
 mod converge;
 mod deployment;
 mod entries;

@@ -13,6 +13,7 @@ mod input;
 mod lock;
 mod modules;
 mod output;
+mod plugin_test;
 mod signals;
 
 use anyhow::{Context, bail};
@@ -232,6 +233,10 @@ enum PluginsCommand {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// For a plugin's author: apply MANIFEST with PLUGIN.wasm in a throwaway root (the
+    /// read-write grants and paths rebased below a temporary directory), apply it again
+    /// (which must change nothing), then run noop (which must plan nothing).
+    Test(plugin_test::TestArgs),
     /// Pin every plugin of a policy file to the digest of its component as it is now
     /// (`sha256 = ...`), keeping the file's comments and layout; prints what changed.
     Lock {
@@ -662,6 +667,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             command: PluginsCommand::Lock { policy, plugin_dir },
         } => lock::lock(&policy, plugin_dir.as_deref(), wconverge_builtin::BUILTINS),
         Command::Plugins {
+            command: PluginsCommand::Test(args),
+        } => plugin_test::plugins_test(&args),
+        Command::Plugins {
             command: PluginsCommand::Audit { runtime },
         } => {
             let runtime = runtime_for(&runtime)?;
@@ -924,37 +932,57 @@ fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
 
 fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
     let policy = match &args.policy {
-        Some(path) => {
-            let text = input::read_text(path, "policy", input::POLICY_BYTES)
-                .map_err(anyhow::Error::msg)?;
-            let base = path.parent().map(|parent| {
-                if parent.as_os_str().is_empty() {
-                    Path::new(".")
-                } else {
-                    parent
-                }
-            });
-            Policy::parse(&text, &path.display().to_string(), base)?
+        Some(path) => read_policy(path, args.plugin_dir.as_deref())?,
+        None => {
+            let mut policy = Policy::builtin();
+            if let Some(dir) = &args.plugin_dir {
+                place_plugin_dir(&mut policy, dir)?;
+            }
+            policy
         }
-        None => Policy::builtin(),
     };
-    let mut policy = policy;
-    if let Some(dir) = &args.plugin_dir {
-        policy
-            .place_plugin_dir(dir)
-            .with_context(|| format!("cannot list the plugin directory `{}`", dir.display()))?;
-        if let Some(warning) = Policy::plugin_dir_warning(dir) {
-            output::warning(&warning);
+    runtime_with(policy, args)
+}
+
+/// The policy file at `path`, with its `plugin-dir` plugins found in `plugin_dir`.
+fn read_policy(path: &Path, plugin_dir: Option<&Path>) -> anyhow::Result<Policy> {
+    let text = input::read_text(path, "policy", input::POLICY_BYTES).map_err(anyhow::Error::msg)?;
+    let base = path.parent().map(|parent| {
+        if parent.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            parent
         }
-        for file in &policy.unclaimed {
-            output::warning(&format!(
-                "{} is not loaded: no plugin of the policy pins it; review it, add \
-                 `[plugins.NAME]` with `source = \"plugin-dir\"` and its grants to the policy, \
-                 then run `wconverge plugins lock`",
-                file.display()
-            ));
-        }
+    });
+    let mut policy = Policy::parse(&text, &path.display().to_string(), base)?;
+    if let Some(dir) = plugin_dir {
+        place_plugin_dir(&mut policy, dir)?;
     }
+    Ok(policy)
+}
+
+/// Finds the policy's `plugin-dir` plugins in `dir`, warning of what it holds and no
+/// plugin takes.
+fn place_plugin_dir(policy: &mut Policy, dir: &Path) -> anyhow::Result<()> {
+    policy
+        .place_plugin_dir(dir)
+        .with_context(|| format!("cannot list the plugin directory `{}`", dir.display()))?;
+    if let Some(warning) = Policy::plugin_dir_warning(dir) {
+        output::warning(&warning);
+    }
+    for file in &policy.unclaimed {
+        output::warning(&format!(
+            "{} is not loaded: no plugin of the policy pins it; review it, add \
+             `[plugins.NAME]` with `source = \"plugin-dir\"` and its grants to the policy, \
+             then run `wconverge plugins lock`",
+            file.display()
+        ));
+    }
+    Ok(())
+}
+
+/// A runtime over `policy`, with the cache and audit log `args` name.
+fn runtime_with(policy: Policy, args: &RuntimeArgs) -> anyhow::Result<Runtime> {
     let cache_dir = dirs::cache_dir(args.cache_dir.clone());
     let runtime = Runtime::new(RuntimeOptions {
         policy,

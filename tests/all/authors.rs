@@ -1,0 +1,184 @@
+//! Issue 21: the plugin author's kit. `wconverge plugins test` converges a manifest with
+//! the author's build in a throwaway root, twice, then in noop, and says whether the
+//! plugin is idempotent.
+
+use crate::support::{Machine, Run, WCONVERGE, cache_dir};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A directory the policy grants that does not exist on the machine: everything the
+/// test writes must land in its throwaway root instead.
+fn granted(machine: &Machine) -> PathBuf {
+    machine.root().join("granted")
+}
+
+fn plugins_test(
+    machine: &Machine,
+    plugin: &Path,
+    manifest: &Path,
+    policy: &Path,
+    extra: &[&str],
+) -> Run {
+    let mut command = Command::new(WCONVERGE);
+    command
+        .args(["plugins", "test"])
+        .arg(plugin)
+        .arg(manifest)
+        .arg("--policy")
+        .arg(policy)
+        .args(extra)
+        .env("WCONVERGE_CACHE_DIR", cache_dir())
+        .env("TMPDIR", machine.temp_dir());
+    Run::of(&mut command)
+}
+
+/// The third-party `file_line` provider, as its author builds it, with a fixture file
+/// whose content is sensitive.
+fn file_line_setup(machine: &Machine, replace: bool) -> (PathBuf, PathBuf, PathBuf) {
+    let dir = machine.root().join("build");
+    std::fs::create_dir(&dir).expect("build/");
+    let plugin = dir.join("file_line.wasm");
+    std::fs::copy(wconverge_tests::FILE_LINE, &plugin).expect("copied");
+    let granted = granted(machine);
+    let policy = machine.root().join("author-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[plugins.file]\nsource = \"builtin\"\n\
+             directories = [{{ path = \"{g}\", access = \"read-write\" }}]\n\n\
+             [plugins.file_line]\nsource = \"plugin-dir\"\n\
+             sha256 = \"{zeros}\"\n\
+             directories = [{{ path = \"{g}\", access = \"read-write\" }}]\n",
+            g = granted.display(),
+            zeros = "0".repeat(64)
+        ),
+    )
+    .expect("policy");
+    let manifest = machine.manifest(
+        "author.wcv",
+        &format!(
+            "file {{ '{g}/sshd_config':\n  content => Sensitive(\"Port 2222\\nPermitRootLogin yes\\n\"),\n  replace => {replace},\n}}\n\
+             file_line {{ 'no root login':\n  path    => '{g}/sshd_config',\n  line    => 'PermitRootLogin no',\n  match   => '^PermitRootLogin',\n  require => File['{g}/sshd_config'],\n}}\n",
+            g = granted.display()
+        ),
+    );
+    (plugin, manifest, policy)
+}
+
+#[test]
+fn issue_21_plugins_test_passes_an_idempotent_plugin_in_a_throwaway_root() {
+    let machine = Machine::new();
+    let (plugin, manifest, policy) = file_line_setup(&machine, false);
+    let run = plugins_test(
+        &machine,
+        &plugin,
+        &manifest,
+        &policy,
+        &["--verbose", "--keep"],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout.contains("testing plugin `file_line`"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains("apply: 2 resources, 2 changed"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains("apply again: 2 resources, 0 changed"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout
+            .contains("noop: 2 resources, 0 changed, 0 would change"),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("is idempotent"), "{run:#?}");
+    // --verbose shows each call, its input and its answer, never a sensitive value.
+    assert!(
+        run.stdout.contains("call plan File_line[no root login]"),
+        "{run:#?}"
+    );
+    assert!(
+        run.stdout.contains("line => \"PermitRootLogin no\""),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("content => [sensitive]"), "{run:#?}");
+    assert!(!run.stdout.contains("2222"), "{run:#?}");
+    // Nothing was written where the policy grants, only in the throwaway root.
+    assert!(!granted(&machine).exists(), "{run:#?}");
+    let kept = run
+        .stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("the throwaway root is kept: `"))
+        .and_then(|rest| rest.strip_suffix('`'))
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("the kept root is named: {run:#?}"));
+    let rebased = kept.join(granted(&machine).strip_prefix("/").expect("absolute"));
+    assert_eq!(
+        std::fs::read_to_string(rebased.join("sshd_config")).expect("converged"),
+        "Port 2222\nPermitRootLogin no\n"
+    );
+    std::fs::remove_dir_all(&kept).expect("the kept root is removed");
+}
+
+#[test]
+fn issue_21_plugins_test_fails_what_is_not_idempotent() {
+    let machine = Machine::new();
+    // The fixture replaces the line file_line fixed: the two fight on every run.
+    let (plugin, manifest, policy) = file_line_setup(&machine, true);
+    let run = plugins_test(&machine, &plugin, &manifest, &policy, &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stdout.contains(
+            "File_line[no root login] changed again, so its plan or its state is not idempotent"
+        ),
+        "{run:#?}"
+    );
+    assert!(
+        run.stderr.contains("plugin `file_line` failed its test"),
+        "{run:#?}"
+    );
+    // A plugin whose state never says its work is done.
+    let build = machine.root().join("hostile-build");
+    std::fs::create_dir(&build).expect("build/");
+    let hostile = build.join("hostile.wasm");
+    std::fs::copy(wconverge_tests::HOSTILE, &hostile).expect("copied");
+    let policy = machine.root().join("hostile-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[plugins.hostile]\nsource = \"{}\"\nsha256 = \"{}\"\n\
+             directories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+            hostile.display(),
+            "0".repeat(64),
+            granted(&machine).display()
+        ),
+    )
+    .expect("policy");
+    let manifest = machine.manifest(
+        "hostile.wcv",
+        &format!(
+            "hostile {{ '{}/x': action => 'behave' }}\n",
+            granted(&machine).display()
+        ),
+    );
+    let run = plugins_test(&machine, &hostile, &manifest, &policy, &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(run.stdout.contains("Hostile["), "{run:#?}");
+    assert!(run.stdout.contains("changed again"), "{run:#?}");
+    assert!(
+        run.stdout.contains("would change after two applies"),
+        "{run:#?}"
+    );
+    // A manifest with nothing of the plugin's is an error, not a pass.
+    let other = machine.manifest("other.wcv", "$nothing = 'here'\n");
+    let run = plugins_test(&machine, &hostile, &other, &policy, &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("declares no resource of the types plugin `hostile` provides"),
+        "{run:#?}"
+    );
+}
