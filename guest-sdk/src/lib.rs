@@ -91,7 +91,7 @@ pub use value::Value;
 pub mod wit {
     wit_bindgen::generate!({
         world: "provider",
-        path: "../wit",
+        path: "wit",
         pub_export_macro: true,
         default_bindings_module: "wconverge_sdk::wit",
     });

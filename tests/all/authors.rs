@@ -182,3 +182,47 @@ fn issue_21_plugins_test_fails_what_is_not_idempotent() {
         "{run:#?}"
     );
 }
+
+/// The SDK is a crate of its own: `cargo package` takes it with the WIT contract inside,
+/// and builds it from the package alone, as an author's dependency would be.
+#[test]
+fn issue_21_the_sdk_packages_on_its_own_with_its_wit() {
+    let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/Cargo.toml");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-package");
+    let output = Command::new(env!("CARGO"))
+        .args(["package", "--allow-dirty", "--manifest-path"])
+        .arg(&sdk)
+        .arg("--target-dir")
+        .arg(&target)
+        .output()
+        .expect("cargo runs");
+    assert!(
+        output.status.success(),
+        "cargo package failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let packaged = std::fs::read_dir(target.join("package"))
+        .expect("the package directory")
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| {
+            path.is_dir()
+                && path
+                    .file_name()
+                    .is_some_and(|name| name.to_string_lossy().starts_with("wconverge-sdk-"))
+        })
+        .expect("the unpacked crate");
+    for file in [
+        "wit/provider.wit",
+        "wit/types.wit",
+        "wit/host.wit",
+        "README.md",
+    ] {
+        assert!(packaged.join(file).is_file(), "{file} is in the package");
+    }
+    let readme = std::fs::read_to_string(packaged.join("README.md")).expect("README");
+    assert!(
+        readme.contains("export_provider!(Marker);"),
+        "the README has a whole provider"
+    );
+}

@@ -47,7 +47,7 @@
 pub mod wit {
     wit_bindgen::generate!({
         world: "fact-source",
-        path: "../../wit",
+        path: "wit",
         pub_export_macro: true,
         default_bindings_module: "wconverge_sdk_facts::wit",
     });
