@@ -226,3 +226,80 @@ fn issue_21_the_sdk_packages_on_its_own_with_its_wit() {
         "the README has a whole provider"
     );
 }
+
+/// `plugins new` writes a project that builds, whose unit test passes, and whose
+/// component passes `plugins test` with the manifest and policy it comes with.
+#[test]
+fn issue_21_plugins_new_writes_a_project_that_builds_tests_and_converges() {
+    let machine = Machine::new();
+    let project = machine.root().join("motd_file");
+    let mut new = Command::new(WCONVERGE);
+    new.args([
+        "plugins",
+        "new",
+        "motd_file",
+        "--type",
+        "managed_file",
+        "--dir",
+    ])
+    .arg(&project);
+    let written = Run::of(&mut new);
+    assert_eq!(written.code, 0, "{written:#?}");
+    assert!(
+        written
+            .stdout
+            .contains("cargo build --release --target wasm32-wasip2"),
+        "{written:#?}"
+    );
+    // One target directory for every run of this test: the SDK's dependencies build once.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("scaffold-target");
+    let cargo = |args: &[&str]| {
+        let output = Command::new(env!("CARGO"))
+            .args(args)
+            .current_dir(&project)
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .expect("cargo runs");
+        assert!(
+            output.status.success(),
+            "cargo {args:?} failed in the generated project:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let tested = cargo(&["test"]);
+    assert!(
+        tested.contains("converges_then_stays_quiet ... ok"),
+        "{tested}"
+    );
+    cargo(&["build", "--release", "--target", "wasm32-wasip2"]);
+    let component = target.join("wasm32-wasip2/release/motd_file.wasm");
+    let run = plugins_test(
+        &machine,
+        &component,
+        &project.join("test.wcv"),
+        &project.join("policy.toml"),
+        &[],
+    );
+    assert_eq!(run.code, 0, "{run:#?}");
+    assert!(
+        run.stdout.contains("apply: 2 resources, 1 changed"),
+        "{run:#?}"
+    );
+    assert!(run.stdout.contains("is idempotent"), "{run:#?}");
+    // Nothing of the author's is overwritten, and a name is checked.
+    let again = Run::of(
+        Command::new(WCONVERGE)
+            .args(["plugins", "new", "motd_file", "--dir"])
+            .arg(&project),
+    );
+    assert_eq!(again.code, 1, "{again:#?}");
+    assert!(again.stderr.contains("must not exist yet"), "{again:#?}");
+    let bad = Run::of(
+        Command::new(WCONVERGE)
+            .args(["plugins", "new", "Motd-File"])
+            .current_dir(machine.root()),
+    );
+    assert_eq!(bad.code, 1, "{bad:#?}");
+    assert!(bad.stderr.contains("is not a name"), "{bad:#?}");
+}

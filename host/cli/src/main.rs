@@ -14,6 +14,7 @@ mod lock;
 mod modules;
 mod output;
 mod plugin_test;
+mod scaffold;
 mod signals;
 
 use anyhow::{Context, bail};
@@ -233,6 +234,10 @@ enum PluginsCommand {
         #[command(flatten)]
         runtime: RuntimeArgs,
     },
+    /// For a plugin's author: write a ready provider project (one type, its schema,
+    /// state, plan and apply, a unit test, the guest SDK vendored, a manifest and a policy
+    /// to try it); it builds and its test passes as written.
+    New(scaffold::NewArgs),
     /// For a plugin's author: apply MANIFEST with PLUGIN.wasm in a throwaway root (the
     /// read-write grants and paths rebased below a temporary directory), apply it again
     /// (which must change nothing), then run noop (which must plan nothing).
@@ -669,6 +674,9 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Plugins {
             command: PluginsCommand::Test(args),
         } => plugin_test::plugins_test(&args),
+        Command::Plugins {
+            command: PluginsCommand::New(args),
+        } => scaffold::plugins_new(&args),
         Command::Plugins {
             command: PluginsCommand::Audit { runtime },
         } => {
