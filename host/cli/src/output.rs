@@ -673,6 +673,18 @@ pub(crate) fn plugin_inspect(summary: &PluginSummary) {
             _ => "wconverge:plugin/provider",
         }
     );
+    // The WIT version it was built against: that of the wconverge interfaces it imports.
+    let wit = summary
+        .imports
+        .iter()
+        .filter_map(|import| import.strip_prefix("wconverge:plugin/"))
+        .filter_map(|import| import.split_once('@').map(|(_, version)| version))
+        .next();
+    text.push_str(&format!(
+        "  wit: {} (this wconverge speaks {})\n",
+        wit.unwrap_or("-"),
+        wconverge_runtime::WIT_VERSION
+    ));
     let mut imports = summary.imports.clone();
     imports.sort();
     text.push_str("  imports:\n");

@@ -43,7 +43,7 @@ use wconverge_engine::{
 
 pub use cache::{open_private_dir, sha256_hex};
 pub use input::{ReadError, read_regular};
-pub use plugin::read_component;
+pub use plugin::{WIT_VERSION, read_component};
 
 /// A plugin's granted directories as they really are, with their access.
 type PolicyRoots = Vec<(PathBuf, Access)>;

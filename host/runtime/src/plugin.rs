@@ -25,7 +25,7 @@ use wconverge_engine::{Level, LogRecord, PluginError, PluginErrorKind};
 
 /// The WIT package version this host implements.
 pub(crate) const WIT_PACKAGE: &str = "wconverge:plugin";
-pub(crate) const WIT_VERSION: &str = "0.6.0";
+pub const WIT_VERSION: &str = "0.6.0";
 
 /// Imports a plugin may have. Nothing else is ever linked: no sockets, no HTTP.
 const ALLOWED_WASI: &[&str] = &[
