@@ -17,111 +17,47 @@ file system, no clocks, no network; everything it does on the machine is a launc
 host checks and records.
 """
 
-from typing import List, Optional
+from typing import List
 
 import wit_world
 from componentize_py_types import Err, Ok
 from wit_world.imports import log, process
 from wit_world.imports.types import (
     Attribute,
-    AttributeSchema,
     Behaviour,
     Change,
     Checked,
     Concurrency,
-    DataType,
-    PathAccess,
     ProviderInfo,
     Resource,
-    TypeNode_Enumeration,
-    TypeNode_String,
     TypeSchema,
-    Value,
-    ValueNode_String,
+)
+# The vendorable helpers of wconverge's Python SDK (`guest-sdk/python/`).
+from wconverge_sdk import (
+    attribute,
+    command,
+    enumeration,
+    exit_code,
+    failure,
+    get,
+    require,
+    string_of,
+    string_value,
 )
 
 VERSION = "1.0.0"
 GIT = "/usr/bin/git"
-STRING = DataType(nodes=[TypeNode_String()])
-
-
-def string_value(text: str) -> Value:
-    return Value(nodes=[ValueNode_String(value=text)])
-
-
-def string_of(value: Optional[Value]) -> Optional[str]:
-    if value is None or not value.nodes:
-        return None
-    root = value.nodes[0]
-    return root.value if isinstance(root, ValueNode_String) else None
-
-
-def attribute(name, doc, behaviour=Behaviour.PROPERTY, required=False, default=None,
-              data_type=STRING, path_access=PathAccess.NONE) -> AttributeSchema:
-    return AttributeSchema(
-        name=name,
-        doc=doc,
-        data_type=data_type,
-        min=1 if required else 0,
-        max=1,
-        default=None if default is None else string_value(default),
-        behaviour=behaviour,
-        sensitive=False,
-        unsettable=False,
-        path_access=path_access,
-        checks=[],
-        refers_to=None,
-        home_default=None,
-    )
-
-
-def get(resource: Resource, name: str) -> Optional[str]:
-    for attr in resource.attributes:
-        if attr.name == name:
-            return string_of(attr.value)
-    return None
-
-
-def require(resource: Resource, name: str) -> str:
-    value = get(resource, name)
-    if value is None:
-        raise Err(f"attribute `{name}` is missing")
-    return value
 
 
 def git(resource: Resource, *args: str) -> process.Output:
     """Runs `git config --file FILE ARGS...` as the resource's user."""
-    command = process.Command(
-        program=GIT,
-        args=["config", "--file", require(resource, "file"), *args],
-        cwd=None,
-        env=[],
-        user=get(resource, "user"),
-        group=None,
-        umask=None,
-        timeout_ms=60_000,
-        stdin=None,
-        architecture=None,
-    )
-    try:
-        return process.run(command)
-    except Err as error:
-        raise Err(f"cannot run git: {error.value.value}")
-
-
-def exit_code(output: process.Output) -> Optional[int]:
-    status = output.status
-    return status.value if isinstance(status, process.ExitStatus_Exited) else None
-
-
-def failure(output: process.Output, what: str) -> Err:
-    detail = output.stderr.decode("utf-8", "replace").strip()
-    return Err(f"{what} failed (status {output.status}): {detail}")
+    return command(GIT, ["config", "--file", require(resource, "file"), *args],
+                   user=get(resource, "user"))
 
 
 class WitWorld(wit_world.WitWorld):
     def describe(self) -> ProviderInfo:
-        ensure = DataType(nodes=[TypeNode_Enumeration(value=["present", "absent"])])
+        ensure = enumeration(["present", "absent"])
         return ProviderInfo(
             name="git_config",
             version=VERSION,

@@ -623,7 +623,7 @@ programs = [
     // A file outside the pattern's directory: refused before git runs.
     assert!(
         first.stdout.contains(
-            "Git_config[alias.x]: failed: cannot run git: plugin \
+            "Git_config[alias.x]: failed: cannot run /usr/bin/git: plugin \
          `git_config` may not run `/usr/bin/git config --file"
         ),
         "{first:#?}"

@@ -121,13 +121,16 @@ impl Guests {
     /// Builds the Python plugin in `dir` (relative to the root; its module `module`,
     /// the world `provider` of `wit/`) with componentize-py, the version that
     /// `dir/requirements.txt` pins, installed from PyPI into a virtual environment kept
-    /// in the guest target directory. `--stub-wasi`: the component imports no WASI at
-    /// all, only wconverge's interfaces.
+    /// in the guest target directory, with the Python SDK's helpers (`guest-sdk/python`)
+    /// on its path. `--stub-wasi`: the component imports no WASI at all, only
+    /// wconverge's interfaces.
     pub fn build_python(&self, dir: &str, module: &str, name: &str) -> Artifact {
         let dir = self.root.join(dir);
         let requirements = dir.join("requirements.txt");
         let wit = self.root.join("wit");
-        for path in [&dir, &requirements, &wit] {
+        // The helpers of the Python SDK, as an author vendors them.
+        let sdk = self.root.join("guest-sdk").join("python");
+        for path in [&dir, &requirements, &wit, &sdk] {
             println!("cargo:rerun-if-changed={}", path.display());
         }
         let venv = guest_target_dir().join("python");
@@ -162,6 +165,8 @@ impl Guests {
                 .args(["--world", "provider", "componentize", "--stub-wasi"])
                 .arg("--python-path")
                 .arg(&dir)
+                .arg("--python-path")
+                .arg(&sdk)
                 .arg(module)
                 .arg("--output")
                 .arg(&path)
