@@ -15,6 +15,9 @@ fn main() {
     artifacts.push(guests.build_outside("examples/third-party-provider", "file-line", "file-line"));
     // The second language: Python, built with componentize-py against `wit/`.
     artifacts.push(guests.build_python("examples/python-provider", "app", "git-config"));
+    // A Python provider with a bug: its exception must reach the report with its
+    // traceback.
+    artifacts.push(guests.build_python("tests/plugins/python-raising", "app", "python-raising"));
     let mut consts = String::new();
     for artifact in &artifacts {
         consts.push_str(&format!(

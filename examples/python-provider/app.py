@@ -40,6 +40,7 @@ from wconverge_sdk import (
     exit_code,
     failure,
     get,
+    reported,
     require,
     string_of,
     string_value,
@@ -113,6 +114,7 @@ class WitWorld(wit_world.WitWorld):
                 checked.append(error)
         return checked
 
+    @reported
     def current_state(self, resource: Resource) -> List[Attribute]:
         output = git(resource, "--get", require(resource, "key"))
         code = exit_code(output)
@@ -126,6 +128,7 @@ class WitWorld(wit_world.WitWorld):
             Attribute(name="value", value=string_value(value)),
         ]
 
+    @reported
     def plan(self, resource: Resource, current: List[Attribute]) -> List[Change]:
         now = {attr.name: string_of(attr.value) for attr in current}
         key = require(resource, "key")
@@ -142,6 +145,7 @@ class WitWorld(wit_world.WitWorld):
                        current=None if before is None else string_value(before),
                        desired=string_value(wanted), message=f"{key} set")]
 
+    @reported
     def apply(self, resource: Resource, changes: List[Change]) -> None:
         key = require(resource, "key")
         if get(resource, "ensure") == "absent":
@@ -152,5 +156,6 @@ class WitWorld(wit_world.WitWorld):
             raise failure(output, f"setting {key}")
         log.log(log.Level.DEBUG, f"git config {key} converged")
 
+    @reported
     def refresh(self, resource: Resource) -> None:
         return None

@@ -8,12 +8,17 @@ contract itself is the WIT; these helpers only make its values shorter to write:
     from wconverge_sdk import attribute, get, require, string_value
 
 A provider raises `componentize_py_types.Err(message)` to fail a resource: the message is
-the resource's error in the report. Nothing may print, read files or use the clock at run
+the resource's error in the report. Decorate the exports that return a result
+(`current_state`, `plan`, `apply`, `refresh`) with `@reported`, so that any other
+exception becomes that resource's error, with its traceback, rather than a trap that says
+only "unreachable". Nothing may print, read files or use the clock at run
 time when the component is built with `--stub-wasi` (as it should be): every action on
 the machine is a program launched through `command(...)`, which the policy checks.
 """
 
-from typing import List, Optional, Sequence
+import functools
+import traceback
+from typing import Callable, List, Optional, Sequence, TypeVar
 
 from componentize_py_types import Err
 from wit_world.imports import process
@@ -126,3 +131,37 @@ def failure(output: process.Output, what: str) -> Err:
     """A resource error saying `what` failed, with the program's stderr."""
     detail = output.stderr.decode("utf-8", "replace").strip()
     return Err(f"{what} failed (status {output.status}): {detail}")
+
+
+#: Frames a reported traceback shows at most (the innermost ones).
+MAX_FRAMES = 30
+
+F = TypeVar("F", bound=Callable)
+
+
+def describe_exception(error: BaseException) -> str:
+    """The exception as Python prints it, from the frames alone: built with
+    `--stub-wasi`, the component cannot read its source files for the lines' text."""
+    frames = [
+        f'  File "{frame.f_code.co_filename}", line {lineno}, in {frame.f_code.co_name}'
+        for frame, lineno in traceback.walk_tb(error.__traceback__)
+    ]
+    if len(frames) > MAX_FRAMES:
+        frames = [f"  ... {len(frames) - MAX_FRAMES} frames left out"] + frames[-MAX_FRAMES:]
+    summary = f"{type(error).__name__}: {error}"[:1000]
+    return "\n".join([summary, "Traceback (most recent call last):", *frames])
+
+
+def reported(method: F) -> F:
+    """Turns an exception in an export into the resource's error, with its traceback."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except Err:
+            raise
+        except Exception as error:  # noqa: BLE001 - every failure becomes the resource's
+            raise Err(describe_exception(error)) from None
+
+    return wrapper  # type: ignore[return-value]

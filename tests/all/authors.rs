@@ -303,3 +303,38 @@ fn issue_21_plugins_new_writes_a_project_that_builds_tests_and_converges() {
     assert_eq!(bad.code, 1, "{bad:#?}");
     assert!(bad.stderr.contains("is not a name"), "{bad:#?}");
 }
+
+/// A Python provider's bug (an exception its code does not catch) is its resource's
+/// error, with the exception and its traceback, and the other resources go on.
+#[test]
+fn issue_21_a_python_exception_is_reported_with_its_traceback() {
+    let machine = Machine::new();
+    let policy = machine.root().join("python-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[plugins.raising]\nsource = \"{}\"\nsha256 = \"{}\"\n",
+            wconverge_tests::PYTHON_RAISING,
+            crate::support::sha256_of(wconverge_tests::PYTHON_RAISING)
+        ),
+    )
+    .expect("policy");
+    let manifest = machine.manifest(
+        "raising.wcv",
+        "raising { 'bug': parts => '0' }\nraising { 'fine': parts => '2' }\n",
+    );
+    let report = machine.apply_with(&manifest, Some(&policy), &[], 4);
+    let bug = crate::support::entry(&report, "Raising[bug]");
+    let error = bug["error"].as_str().expect("an error");
+    for expected in [
+        "ZeroDivisionError: division by zero",
+        "Traceback (most recent call last):",
+        ", in plan",
+        ", in ratio",
+    ] {
+        assert!(error.contains(expected), "`{expected}` in: {error}");
+    }
+    assert!(!error.contains("unreachable"), "{error}");
+    let fine = crate::support::entry(&report, "Raising[fine]");
+    assert_eq!(fine["status"], "unchanged", "{report:#}");
+}
