@@ -172,6 +172,31 @@ fn issue_21_plugins_test_fails_what_is_not_idempotent() {
         run.stdout.contains("would change after two applies"),
         "{run:#?}"
     );
+    // A plugin that may launch programs would act on this machine: refused unless the
+    // author says so.
+    let launching = machine.root().join("launching-policy.toml");
+    std::fs::write(
+        &launching,
+        std::fs::read_to_string(&policy).expect("policy") + "programs = [\"/bin/true\"]\n",
+    )
+    .expect("policy");
+    let refused = plugins_test(&machine, &hostile, &manifest, &launching, &[]);
+    assert_eq!(refused.code, 1, "{refused:#?}");
+    assert!(
+        refused
+            .stderr
+            .contains("plugin `hostile` may launch programs")
+            && refused.stderr.contains("--allow-programs"),
+        "{refused:#?}"
+    );
+    let allowed = plugins_test(
+        &machine,
+        &hostile,
+        &manifest,
+        &launching,
+        &["--allow-programs"],
+    );
+    assert!(allowed.stdout.contains("changed again"), "{allowed:#?}");
     // A manifest with nothing of the plugin's is an error, not a pass.
     let other = machine.manifest("other.wcv", "$nothing = 'here'\n");
     let run = plugins_test(&machine, &hostile, &other, &policy, &[]);

@@ -7,8 +7,9 @@
 //!
 //! The plugin under test is loaded from PLUGIN.wasm, unpinned (its policy entry,
 //! named by the file's stem, gives its grants). Reads outside the read-write grants see
-//! the machine as the policy allows, and the programs a plugin launches run for real:
-//! this is a test bench, not a sandbox of its own.
+//! the machine as the policy allows. A plugin the manifest uses that may launch programs
+//! is refused unless `--allow-programs` says so: the programs would run for real, on
+//! this machine.
 
 use crate::{InputArgs, Publish, RuntimeArgs, fleet, output};
 use anyhow::{Context, bail};
@@ -42,6 +43,10 @@ pub(crate) struct TestArgs {
     /// Keep the throwaway root (its path is printed) instead of removing it.
     #[arg(long)]
     keep: bool,
+    /// Run even though a plugin the manifest uses may launch programs: they act on this
+    /// machine, outside the throwaway root (use a VM or a container).
+    #[arg(long)]
+    allow_programs: bool,
     /// Where compiled plugins are cached.
     #[arg(long, value_name = "DIR")]
     cache_dir: Option<PathBuf>,
@@ -118,6 +123,9 @@ pub(crate) fn plugins_test(args: &TestArgs) -> anyhow::Result<u8> {
     else {
         return Ok(1);
     };
+    if !args.allow_programs {
+        refuse_programs(&policy, &catalog)?;
+    }
     let mut schemas: Vec<&TypeSchema> = tested.types.iter().collect();
     schemas.extend(
         summaries
@@ -230,6 +238,27 @@ fn verdict(run: usize, report: &Report) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Refuses a test whose plugins may launch programs other than read-only queries: a
+/// program's arguments are not rebased, so it would act on this machine.
+fn refuse_programs(policy: &Policy, catalog: &Catalog) -> anyhow::Result<()> {
+    for entry in &policy.plugins {
+        let used = catalog
+            .resources
+            .iter()
+            .any(|resource| entry.provides.contains(&resource.type_name));
+        let launches = entry.programs.iter().any(|program| !program.query);
+        if used && launches {
+            bail!(
+                "plugin `{}` may launch programs, and a program's arguments are not rebased into \
+                 the throwaway root: it would act on this machine. Give `--allow-programs` to \
+                 run the test anyway (in a VM or a container)",
+                entry.name
+            );
+        }
+    }
+    Ok(())
 }
 
 /// Every directory the policy grants read-write, below `root` instead (created); what
