@@ -24,10 +24,12 @@ from componentize_py_types import Err, Ok
 from wit_world.imports import log, process
 from wit_world.imports.types import (
     Attribute,
+    BeforeAfter,
     Behaviour,
     Change,
     Checked,
     Concurrency,
+    Diff_BeforeAfter,
     ProviderInfo,
     Resource,
     TypeSchema,
@@ -136,14 +138,16 @@ class WitWorld(wit_world.WitWorld):
             if now.get("ensure") == "absent":
                 return []
             return [Change(attribute="ensure", current=string_value("present"),
-                           desired=string_value("absent"), message=f"{key} unset")]
+                           desired=string_value("absent"), message=f"{key} unset", diff=None)]
         wanted = require(resource, "value")
         if now.get("value") == wanted:
             return []
         before = now.get("value")
         return [Change(attribute="value",
                        current=None if before is None else string_value(before),
-                       desired=string_value(wanted), message=f"{key} set")]
+                       desired=string_value(wanted), message=f"{key} set",
+                       diff=None if before is None else Diff_BeforeAfter(
+                           value=BeforeAfter(before=before, after=wanted)))]
 
     @reported
     def apply(self, resource: Resource, changes: List[Change]) -> None:

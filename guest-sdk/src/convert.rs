@@ -3,7 +3,7 @@
 
 use crate::wit::wconverge::plugin::types as wit;
 use crate::{
-    Attribute, Behaviour, Change, DataType, PathAccess, Provider, ProviderInfo, Resource,
+    Attribute, Behaviour, Change, DataType, Diff, PathAccess, Provider, ProviderInfo, Resource,
     RunContext, State, TypeSchema, Value,
 };
 
@@ -247,6 +247,13 @@ fn change_to_wit(change: &Change) -> wit::Change {
         current: change.current.as_ref().map(value_to_wit),
         desired: change.desired.as_ref().map(value_to_wit),
         message: change.message.clone(),
+        diff: change.diff.as_ref().map(|diff| match diff {
+            Diff::Unified(text) => wit::Diff::Unified(text.clone()),
+            Diff::BeforeAfter { before, after } => wit::Diff::BeforeAfter(wit::BeforeAfter {
+                before: before.clone(),
+                after: after.clone(),
+            }),
+        }),
     }
 }
 
@@ -256,6 +263,13 @@ fn change_from_wit(change: wit::Change) -> Result<Change, String> {
         current: change.current.map(value_from_wit).transpose()?,
         desired: change.desired.map(value_from_wit).transpose()?,
         message: change.message,
+        diff: change.diff.map(|diff| match diff {
+            wit::Diff::Unified(text) => Diff::Unified(text),
+            wit::Diff::BeforeAfter(values) => Diff::BeforeAfter {
+                before: values.before,
+                after: values.after,
+            },
+        }),
     })
 }
 

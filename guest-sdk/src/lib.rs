@@ -72,7 +72,7 @@ mod schema;
 mod value;
 
 pub use process::LaunchError;
-pub use resource::{Change, Resource, State};
+pub use resource::{Change, Diff, Resource, State};
 pub use schema::{
     Attribute, Behaviour, Concurrency, DataType, PathAccess, ProviderInfo, RunContext, TypeSchema,
 };

@@ -178,6 +178,23 @@ pub struct Change {
     pub desired: Option<Value>,
     /// What happens, in words (`created with mode 0644`).
     pub message: String,
+    /// The difference itself, as data (`apply --show-diff` prints it; the host leaves
+    /// it out for a sensitive attribute). Set with [`Change::with_diff`].
+    pub diff: Option<Diff>,
+}
+
+/// How a change differs, beyond its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Diff {
+    /// A unified diff of a text: `---` and `+++` headers, then `@@` hunks.
+    Unified(String),
+    /// A value before and after, as text, when a unified diff would say no more.
+    BeforeAfter {
+        /// The value now.
+        before: String,
+        /// The value after the change.
+        after: String,
+    },
 }
 
 impl Change {
@@ -198,7 +215,21 @@ impl Change {
             current,
             desired,
             message: message.into(),
+            diff: None,
         }
+    }
+
+    /// The change with its difference as data: a unified diff of a file's content,
+    /// say. Never give one for a sensitive attribute's value (the host drops it).
+    ///
+    /// ```no_run
+    /// # use wconverge_sdk::{Change, Diff};
+    /// let change = Change::new("content", None, None, "content changed")
+    ///     .with_diff(Diff::Unified("--- a\n+++ b\n@@ -1 +1 @@\n-old\n+new\n".into()));
+    /// ```
+    pub fn with_diff(mut self, diff: Diff) -> Self {
+        self.diff = Some(diff);
+        self
     }
 
     /// `ensure` from `absent` to `present`: the thing is created.

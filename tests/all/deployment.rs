@@ -565,7 +565,7 @@ limits = { memory_mib = 64, process_timeout_seconds = 600 }
         "{imports:#?}"
     );
     assert!(
-        imports.contains(&"wconverge:plugin/process@0.6.0".to_owned()),
+        imports.contains(&"wconverge:plugin/process@0.7.0".to_owned()),
         "{imports:#?}"
     );
 }
@@ -648,6 +648,28 @@ programs = [
         "only the refused resource fails again: {second:#?}"
     );
     assert!(second.stdout.contains("3 unchanged"), "{second:#?}");
+    // A value that changes comes with its diff as data (WIT `change.diff`): before and
+    // after, which `--show-diff` prints.
+    let changed = machine.manifest(
+        "git2.wcv",
+        "git_config { 'core.pager': value => 'more', file => '@FILES@/gitconfig' }\n",
+    );
+    let third = machine.run(&[
+        "apply",
+        text(&changed),
+        "--policy",
+        text(&policy),
+        "--plugin-dir",
+        text(&dir),
+        "--show-diff",
+    ]);
+    assert_eq!(third.code, 2, "{third:#?}");
+    assert!(
+        third
+            .stdout
+            .contains("Git_config[core.pager]: core.pager set\n    - less\n    + more"),
+        "{third:#?}"
+    );
 
     let events = trail(&log);
     let launches: Vec<&Value> = events
@@ -673,8 +695,8 @@ programs = [
     let audit = audit_with_dir(&machine, &policy, &dir);
     assert!(
         audit.stdout.contains(
-            "  imports:\n    wconverge:plugin/file-metadata@0.6.0\n    wconverge:plugin/log@0.6.0\n    \
-             wconverge:plugin/process@0.6.0\n    wconverge:plugin/types@0.6.0\n  directories: none\n"
+            "  imports:\n    wconverge:plugin/file-metadata@0.7.0\n    wconverge:plugin/log@0.7.0\n    \
+             wconverge:plugin/process@0.7.0\n    wconverge:plugin/types@0.7.0\n  directories: none\n"
         ),
         "{audit:#?}"
     );

@@ -360,8 +360,8 @@ $node.default['fb_timers']['jobs'] = {{}}
     machine.apply_json(&plain(43), &policy, &[], 2);
     assert_eq!(read(&conf), "# paris\nversion = 43\npassword = public\n");
     assert!(read(&format!("{conf}.bak")).contains("version = 42"));
-    // Now world-readable: the next change shows as a diff.
-    let noop = machine.apply(&plain(44), &policy, &["--noop"]);
+    // Now world-readable: the next change has a diff, as data (WIT `change.diff`).
+    let noop = machine.apply(&plain(44), &policy, &["--noop", "--show-diff"]);
     assert_eq!(noop.code, 2, "{noop:#?}");
     // Indented under its resource's line, as every message of several lines is.
     let diff = format!(
@@ -369,6 +369,20 @@ $node.default['fb_timers']['jobs'] = {{}}
          +version = 44\n     password = public"
     );
     assert!(noop.stdout.contains(&diff), "{diff}\n{noop:#?}");
+    // Without `--show-diff`, the message alone; the JSON report has the diff as data.
+    let quiet = machine.apply(&plain(44), &policy, &["--noop"]);
+    assert!(!quiet.stdout.contains("+version = 44"), "{quiet:#?}");
+    let report = machine.apply_json(&plain(44), &policy, &["--noop"], 2);
+    let change = &crate::support::entry(&report, &format!("Template[{conf}]"))["changes"][0];
+    let unified = change["diff"]["unified"].as_str().expect("a unified diff");
+    assert!(
+        unified.contains("-version = 43\n+version = 44"),
+        "{change:#}"
+    );
+    assert!(
+        !change["message"].as_str().expect("message").contains("@@"),
+        "{change:#}"
+    );
 }
 
 #[test]

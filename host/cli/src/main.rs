@@ -92,6 +92,10 @@ enum Command {
         /// Report what would change; change nothing.
         #[arg(long)]
         noop: bool,
+        /// Print each change's diff under it (a unified diff of a file's content, a value
+        /// before and after), as its provider gave it; never a sensitive attribute's.
+        #[arg(long)]
+        show_diff: bool,
         #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
         format: ReportFormat,
         /// Where the run lock lives (default: /var/lib/wconverge as root, else
@@ -309,6 +313,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Apply {
             input,
             noop,
+            show_diff,
             format,
             state_dir,
             jobs,
@@ -350,7 +355,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             // One sync per directory the run changed, rather than one per file.
             let unsynced = runtime.sync_directories();
             match format {
-                ReportFormat::Human => output::report_human(&report),
+                ReportFormat::Human => output::report_human(&report, show_diff),
                 ReportFormat::Json => output::json(&report),
             }
             for problem in &unsynced {

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use wconverge_catalog::{Problem, TypeSchema, display_type_name};
 use wconverge_engine::Prepared;
-use wconverge_engine::report::{Report, ResourceReport, Status};
+use wconverge_engine::report::{DiffReport, Report, ResourceReport, Status};
 use wconverge_runtime::{PluginSummary, Suitability};
 
 /// Whether `c` must not reach a terminal as it is: a control character other than
@@ -228,7 +228,7 @@ pub(crate) fn problems(problems: &[Problem]) {
     }
 }
 
-fn describe_resource(resource: &ResourceReport) -> Vec<String> {
+fn describe_resource(resource: &ResourceReport, show_diff: bool) -> Vec<String> {
     let name = &resource.resource;
     let mut lines = Vec::new();
     match resource.status {
@@ -239,7 +239,18 @@ fn describe_resource(resource: &ResourceReport) -> Vec<String> {
                 ""
             };
             for change in &resource.changes {
-                lines.push(format!("{name}: {prefix}{}", change.message));
+                let mut line = format!("{name}: {prefix}{}", change.message);
+                match &change.diff {
+                    Some(DiffReport::Unified(text)) if show_diff => {
+                        line.push('\n');
+                        line.push_str(text.trim_end_matches('\n'));
+                    }
+                    Some(DiffReport::BeforeAfter { before, after }) if show_diff => {
+                        line.push_str(&format!("\n- {before}\n+ {after}"));
+                    }
+                    _ => {}
+                }
+                lines.push(line);
             }
         }
         Status::Failed => lines.push(format!(
@@ -303,10 +314,10 @@ fn describe_resource(resource: &ResourceReport) -> Vec<String> {
     lines
 }
 
-pub(crate) fn report_human(report: &Report) {
+pub(crate) fn report_human(report: &Report, show_diff: bool) {
     let mut text = String::new();
     for resource in &report.resources {
-        for line in describe_resource(resource) {
+        for line in describe_resource(resource, show_diff) {
             // A diff, or a message a plugin wrote over several lines, is indented.
             text.push_str(&continued(&line, "    "));
             text.push('\n');

@@ -216,6 +216,17 @@ pub struct Change {
     pub current: Option<Value>,
     pub desired: Option<Value>,
     pub message: String,
+    /// The difference itself, as the provider gave it.
+    pub diff: Option<Diff>,
+}
+
+/// How a change differs, beyond its message (WIT `diff`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Diff {
+    /// A unified diff of a text.
+    Unified(String),
+    /// A value before and after, as text.
+    BeforeAfter { before: String, after: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

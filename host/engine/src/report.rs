@@ -134,6 +134,18 @@ pub struct ChangeReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub to: Option<String>,
     pub message: String,
+    /// The provider's diff, secrets scrubbed; never for a sensitive attribute.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub diff: Option<DiffReport>,
+}
+
+/// A change's diff in the report: `{"unified": "..."}` or
+/// `{"before_after": {"before": "...", "after": "..."}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiffReport {
+    Unified(String),
+    BeforeAfter { before: String, after: String },
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -3,7 +3,8 @@
 
 use crate::redact::{REDACTED, Secrets};
 use crate::report::{
-    ChangeReport, GuardReport, LogReport, RefreshReport, Report, ResourceReport, Status, Summary,
+    ChangeReport, DiffReport, GuardReport, LogReport, RefreshReport, Report, ResourceReport,
+    Status, Summary,
 };
 use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
@@ -856,6 +857,7 @@ fn change_report(change: &Change, secrets: &Secrets, sensitive: &[&str]) -> Chan
             from: change.current.as_ref().map(|_| REDACTED.to_owned()),
             to: change.desired.as_ref().map(|_| REDACTED.to_owned()),
             message: format!("{} changed {REDACTED}", change.attribute),
+            diff: None,
         };
     }
     let shown = |value: &wconverge_catalog::Value| {
@@ -871,5 +873,61 @@ fn change_report(change: &Change, secrets: &Secrets, sensitive: &[&str]) -> Chan
         from: change.current.as_ref().map(shown),
         to: change.desired.as_ref().map(shown),
         message: secrets.scrub(&change.message),
+        diff: change.diff.as_ref().map(|diff| match diff {
+            crate::Diff::Unified(text) => DiffReport::Unified(secrets.scrub(text)),
+            crate::Diff::BeforeAfter { before, after } => DiffReport::BeforeAfter {
+                before: secrets.scrub(before),
+                after: secrets.scrub(after),
+            },
+        }),
+    }
+}
+
+#[cfg(test)]
+mod diff_tests {
+    use super::*;
+
+    fn change(attribute: &str, diff: crate::Diff) -> Change {
+        Change {
+            attribute: attribute.to_owned(),
+            current: None,
+            desired: None,
+            message: "changed".to_owned(),
+            diff: Some(diff),
+        }
+    }
+
+    /// A provider's diff reaches the report scrubbed of the resource's secrets, and
+    /// never for an attribute that is sensitive, whatever the provider sent.
+    #[test]
+    fn a_diff_is_scrubbed_and_never_shown_for_a_sensitive_attribute() {
+        let secrets = Secrets::new(vec!["hunter2".to_owned()]);
+        let unified = change(
+            "content",
+            crate::Diff::Unified("-password = old\n+password = hunter2\n".to_owned()),
+        );
+        let report = change_report(&unified, &secrets, &[]);
+        assert_eq!(
+            report.diff,
+            Some(DiffReport::Unified(
+                "-password = old\n+password = [redacted]\n".to_owned()
+            ))
+        );
+        let sensitive = change_report(&unified, &secrets, &["content"]);
+        assert_eq!(sensitive.diff, None);
+        let values = change(
+            "value",
+            crate::Diff::BeforeAfter {
+                before: "a".to_owned(),
+                after: "hunter2".to_owned(),
+            },
+        );
+        assert_eq!(
+            change_report(&values, &secrets, &[]).diff,
+            Some(DiffReport::BeforeAfter {
+                before: "a".to_owned(),
+                after: "[redacted]".to_owned()
+            })
+        );
     }
 }

@@ -180,6 +180,7 @@ impl PluginHost for MemoryHost {
                 current: Some("old".into()),
                 desired: Some("new".into()),
                 message: format!("state changed to new {secret}"),
+                diff: None,
             }],
         };
         Call::new(Ok(changes), logs)

@@ -67,7 +67,7 @@ pub mod fact_source {
 }
 
 /// Export names that tell the worlds apart.
-pub const FACTS_EXPORT: &str = "wconverge:plugin/facts@0.6.0";
-pub const SCRIPTS_EXPORT: &str = "wconverge:plugin/scripts@0.6.0";
-pub const LAUNCHING_EXPORT: &str = "wconverge:plugin/launching@0.6.0";
+pub const FACTS_EXPORT: &str = "wconverge:plugin/facts@0.7.0";
+pub const SCRIPTS_EXPORT: &str = "wconverge:plugin/scripts@0.7.0";
+pub const LAUNCHING_EXPORT: &str = "wconverge:plugin/launching@0.7.0";
 pub const PROVIDER_EXPORT: &str = "describe";

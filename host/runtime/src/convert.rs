@@ -546,6 +546,13 @@ pub(crate) fn changes_from_wit(
                 current,
                 desired,
                 message: said(&change.message),
+                diff: change.diff.as_ref().map(|diff| match diff {
+                    wit::Diff::Unified(text) => wconverge_engine::Diff::Unified(cut_diff(text)),
+                    wit::Diff::BeforeAfter(values) => wconverge_engine::Diff::BeforeAfter {
+                        before: cut_diff(&values.before),
+                        after: cut_diff(&values.after),
+                    },
+                }),
             })
         })
         .collect()
@@ -557,7 +564,35 @@ pub(crate) fn change_to_wit(change: &Change) -> wit::Change {
         current: change.current.as_ref().map(value_to_wit),
         desired: change.desired.as_ref().map(value_to_wit),
         message: change.message.clone(),
+        diff: change.diff.as_ref().map(|diff| match diff {
+            wconverge_engine::Diff::Unified(text) => wit::Diff::Unified(text.clone()),
+            wconverge_engine::Diff::BeforeAfter { before, after } => {
+                wit::Diff::BeforeAfter(wit::BeforeAfter {
+                    before: before.clone(),
+                    after: after.clone(),
+                })
+            }
+        }),
     }
+}
+
+/// A diff from a plugin is at most this large; the rest is cut, saying so.
+pub(crate) const MAX_DIFF_BYTES: usize = 256 << 10;
+
+/// A plugin's diff text, cut to [`MAX_DIFF_BYTES`] on a character boundary.
+fn cut_diff(text: &str) -> String {
+    if text.len() <= MAX_DIFF_BYTES {
+        return text.to_owned();
+    }
+    let mut end = MAX_DIFF_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n... (the diff is cut at {} KiB)",
+        &text[..end],
+        MAX_DIFF_BYTES >> 10
+    )
 }
 
 /// A message from a plugin, cut to [`MAX_MESSAGE_BYTES`] on a character boundary.

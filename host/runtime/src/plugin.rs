@@ -25,7 +25,7 @@ use wconverge_engine::{Level, LogRecord, PluginError, PluginErrorKind};
 
 /// The WIT package version this host implements.
 pub(crate) const WIT_PACKAGE: &str = "wconverge:plugin";
-pub const WIT_VERSION: &str = "0.6.0";
+pub const WIT_VERSION: &str = "0.7.0";
 
 /// Imports a plugin may have. Nothing else is ever linked: no sockets, no HTTP.
 const ALLOWED_WASI: &[&str] = &[
@@ -812,7 +812,7 @@ mod tests {
         let ok = [
             "wasi:io/poll@0.2.6",
             "wasi:filesystem/types@0.2.6",
-            "wconverge:plugin/log@0.6.0",
+            "wconverge:plugin/log@0.7.0",
         ]
         .map(str::to_owned);
         assert_eq!(check_imports(&ok), Ok(()));
@@ -826,7 +826,7 @@ mod tests {
             check_imports(&older),
             Err(
                 "it was built against wconverge:plugin@0.2.0, and this wconverge implements \
-                 wconverge:plugin@0.6.0; rebuild it against this version"
+                 wconverge:plugin@0.7.0; rebuild it against this version"
                     .to_owned()
             )
         );

@@ -415,7 +415,7 @@ fn metadata_and_content_changes(resource: &Resource, current: &State) -> Vec<Cha
         let desired = digest::sha256(content.as_bytes());
         let observed = current.get_str("content").unwrap_or_default();
         if desired != observed {
-            let mut message = format!("content changed '{observed}' to '{desired}'");
+            let message = format!("content changed '{observed}' to '{desired}'");
             let secret = resource.get("content").is_some_and(Value::is_sensitive);
             // Only what anyone on the machine may read anyway: the current file must be
             // world-readable (a private file may hold what a sensitive value put there)...
@@ -431,21 +431,21 @@ fn metadata_and_content_changes(resource: &Resource, current: &State) -> Vec<Cha
                         .flatten()
                         .is_some_and(|stat| stat.mode & 0o001 != 0)
                 });
+            let mut change = Change::new(
+                "content",
+                Some(observed.into()),
+                Some(desired.clone().into()),
+                message,
+            );
             if !secret
                 && public
                 && resource.get_bool("show_diff") != Some(false)
                 && let Some(path) = resource.get_str("path")
                 && let Some(diff) = diff::unified(path, content)
             {
-                message.push('\n');
-                message.push_str(&diff);
+                change = change.with_diff(wconverge_sdk::Diff::Unified(diff));
             }
-            changes.push(Change::new(
-                "content",
-                Some(observed.into()),
-                Some(desired.clone().into()),
-                message,
-            ));
+            changes.push(change);
         }
     }
     let current_mode = current.get_str("mode").and_then(parse_mode);
