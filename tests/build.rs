@@ -27,5 +27,9 @@ fn main() {
             artifact.path
         ));
     }
+    consts.push_str(&format!(
+        "/// componentize-py, as the Python plugins were built with it.\npub const COMPONENTIZE_PY: &str = {:?};\n",
+        guests.componentize_py()
+    ));
     wconverge_guest_build::write_out("test_plugins.rs", &consts);
 }

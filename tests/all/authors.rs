@@ -363,3 +363,90 @@ fn issue_21_a_python_exception_is_reported_with_its_traceback() {
     let fine = crate::support::entry(&report, "Raising[fine]");
     assert_eq!(fine["status"], "unchanged", "{report:#}");
 }
+
+/// `plugins new --lang python` writes a project whose unit test passes natively, which
+/// componentize-py builds, and whose component passes `plugins test`: its programs' path
+/// arguments are rebased into the throwaway root with its grants, so nothing is written
+/// where the policy points.
+#[test]
+fn issue_21_plugins_new_writes_a_python_project_that_tests_builds_and_converges() {
+    let machine = Machine::new();
+    let project = machine.root().join("py_file");
+    let written = Run::of(
+        Command::new(WCONVERGE)
+            .args([
+                "plugins",
+                "new",
+                "py_file",
+                "--lang",
+                "python",
+                "--type",
+                "managed_py",
+                "--dir",
+            ])
+            .arg(&project),
+    );
+    assert_eq!(written.code, 0, "{written:#?}");
+    let run = |program: &str, args: &[&str]| {
+        let output = Command::new(program)
+            .args(args)
+            .current_dir(&project)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .output()
+            .expect("runs");
+        assert!(
+            output.status.success(),
+            "{program} {args:?} failed in the generated project:\n{}\n{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let componentize = wconverge_tests::COMPONENTIZE_PY;
+    run(
+        componentize,
+        &["--wit-path", "wit", "--world", "provider", "bindings", "."],
+    );
+    let tested = run("python3", &["-m", "unittest", "test_app"]);
+    assert!(
+        tested.contains("Ran 1 test") && tested.contains("OK"),
+        "{tested}"
+    );
+    run(
+        componentize,
+        &[
+            "--wit-path",
+            "wit",
+            "--world",
+            "provider",
+            "componentize",
+            "--stub-wasi",
+            "app",
+            "--output",
+            "py_file.wasm",
+        ],
+    );
+    let component = project.join("py_file.wasm");
+    let policy = project.join("policy.toml");
+    let manifest = project.join("test.wcv");
+    let refused = plugins_test(&machine, &component, &manifest, &policy, &[]);
+    assert_eq!(refused.code, 1, "{refused:#?}");
+    assert!(refused.stderr.contains("--allow-programs"), "{refused:#?}");
+    let passed = plugins_test(
+        &machine,
+        &component,
+        &manifest,
+        &policy,
+        &["--allow-programs"],
+    );
+    assert_eq!(passed.code, 0, "{passed:#?}");
+    assert!(
+        passed.stdout.contains("apply: 2 resources, 1 changed"),
+        "{passed:#?}"
+    );
+    assert!(passed.stdout.contains("is idempotent"), "{passed:#?}");
+    assert!(
+        !Path::new("/var/lib/py_file").exists(),
+        "nothing outside the root"
+    );
+}

@@ -240,8 +240,9 @@ fn verdict(run: usize, report: &Report) -> Vec<String> {
     problems
 }
 
-/// Refuses a test whose plugins may launch programs other than read-only queries: a
-/// program's arguments are not rebased, so it would act on this machine.
+/// Refuses a test whose plugins may launch programs other than read-only queries: they
+/// run on this machine, and only their arguments that name a read-write directory are
+/// rebased.
 fn refuse_programs(policy: &Policy, catalog: &Catalog) -> anyhow::Result<()> {
     for entry in &policy.plugins {
         let used = catalog
@@ -251,9 +252,10 @@ fn refuse_programs(policy: &Policy, catalog: &Catalog) -> anyhow::Result<()> {
         let launches = entry.programs.iter().any(|program| !program.query);
         if used && launches {
             bail!(
-                "plugin `{}` may launch programs, and a program's arguments are not rebased into \
-                 the throwaway root: it would act on this machine. Give `--allow-programs` to \
-                 run the test anyway (in a VM or a container)",
+                "plugin `{}` may launch programs, which run on this machine: the arguments \
+                 that name a read-write directory are rebased into the throwaway root, but a \
+                 program may act elsewhere. Give `--allow-programs` to run the test anyway \
+                 (in a VM or a container, unless you know what its programs touch)",
                 entry.name
             );
         }
@@ -261,15 +263,32 @@ fn refuse_programs(policy: &Policy, catalog: &Catalog) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Every directory the policy grants read-write, below `root` instead (created); what
-/// it grants read-only stays as it is.
+/// Every directory the policy grants read-write, below `root` instead (created), and the
+/// argument patterns of programs that name them; what it grants read-only stays as it
+/// is.
 fn rebase_grants(policy: &mut Policy, root: &Path) -> anyhow::Result<()> {
+    let mut moved: Vec<(String, String)> = Vec::new();
     for entry in &mut policy.plugins {
         for grant in &mut entry.directories {
             if grant.access == Access::ReadWrite {
+                let from = grant.path.display().to_string();
                 grant.path = rebased(root, &grant.path);
                 std::fs::create_dir_all(&grant.path)
                     .with_context(|| format!("cannot create `{}`", grant.path.display()))?;
+                moved.push((from, grant.path.display().to_string()));
+            }
+        }
+    }
+    // A program's argument patterns that name a rebased directory name its new place,
+    // as the resources' paths do.
+    for entry in &mut policy.plugins {
+        for program in &mut entry.programs {
+            if let Some(patterns) = &mut program.args {
+                for pattern in patterns.iter_mut() {
+                    for (from, to) in &moved {
+                        *pattern = pattern.rebased(from, to);
+                    }
+                }
             }
         }
     }

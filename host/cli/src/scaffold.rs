@@ -19,7 +19,7 @@ pub(crate) struct NewArgs {
     /// The resource type it provides (default: NAME).
     #[arg(long = "type", value_name = "TYPE")]
     type_name: Option<String>,
-    /// The language of the project: only `rust` for now.
+    /// The language of the project: `rust` or `python`.
     #[arg(long, value_name = "LANG", default_value = "rust")]
     lang: String,
     /// Where to write the project (default: `./NAME`); it must not exist.
@@ -27,7 +27,8 @@ pub(crate) struct NewArgs {
     dir: Option<PathBuf>,
 }
 
-/// The guest SDK, as `cargo package` would ship it: its sources and the WIT contract.
+/// The guest SDK, as `cargo package` would ship it: its sources (and the WIT contract,
+/// [`WIT_FILES`]).
 const SDK_FILES: &[(&str, &str)] = &[
     ("src/lib.rs", include_str!("../../../guest-sdk/src/lib.rs")),
     (
@@ -59,6 +60,11 @@ const SDK_FILES: &[(&str, &str)] = &[
         "src/value.rs",
         include_str!("../../../guest-sdk/src/value.rs"),
     ),
+    ("README.md", include_str!("../../../guest-sdk/README.md")),
+];
+
+/// The WIT contract, as this wconverge speaks it.
+const WIT_FILES: &[(&str, &str)] = &[
     ("wit/facts.wit", include_str!("../../../wit/facts.wit")),
     ("wit/host.wit", include_str!("../../../wit/host.wit")),
     (
@@ -74,8 +80,12 @@ const SDK_FILES: &[(&str, &str)] = &[
         include_str!("../../../wit/provider.wit"),
     ),
     ("wit/types.wit", include_str!("../../../wit/types.wit")),
-    ("README.md", include_str!("../../../guest-sdk/README.md")),
 ];
+
+/// The Python side of the SDK, and the componentize-py the examples are built with.
+const PYTHON_SDK: &str = include_str!("../../../guest-sdk/python/wconverge_sdk.py");
+const PYTHON_REQUIREMENTS: &str =
+    include_str!("../../../examples/python-provider/requirements.txt");
 
 /// The vendored SDK's manifest: the SDK's own, its workspace settings written out.
 const SDK_MANIFEST: &str = r#"[package]
@@ -93,13 +103,11 @@ sha2 = { version = "0.10", default-features = false }
 "#;
 
 pub(crate) fn plugins_new(args: &NewArgs) -> anyhow::Result<u8> {
-    if args.lang != "rust" {
-        bail!(
-            "`--lang {}`: only `rust` projects are generated so far; for Python, start from \
-             `examples/python-provider/` in wconverge's repository",
-            args.lang
-        );
-    }
+    let python = match args.lang.as_str() {
+        "rust" => false,
+        "python" => true,
+        other => bail!("`--lang {other}`: give `rust` or `python`"),
+    };
     check_name(&args.name, "the plugin's name")?;
     let type_name = args.type_name.clone().unwrap_or_else(|| args.name.clone());
     check_name(&type_name, "`--type`")?;
@@ -114,11 +122,26 @@ pub(crate) fn plugins_new(args: &NewArgs) -> anyhow::Result<u8> {
             dir.display()
         )
     })?;
+    if python {
+        for (path, text) in python_files(&args.name, &type_name) {
+            write_new(&dir, path, &text)?;
+        }
+        for (path, text) in WIT_FILES {
+            write_new(&dir, path, text)?;
+        }
+        output::line(&format!(
+            "wrote the Python provider project `{}` (plugin `{}`, type `{type_name}`); its \
+             README has the commands to build, test and try it",
+            dir.display(),
+            args.name
+        ));
+        return Ok(0);
+    }
     let files = project_files(&args.name, &type_name);
     for (path, text) in &files {
         write_new(&dir, path, text)?;
     }
-    for (path, text) in SDK_FILES {
+    for (path, text) in SDK_FILES.iter().chain(WIT_FILES) {
         write_new(&dir.join("vendor/wconverge-sdk"), path, text)?;
     }
     write_new(
@@ -187,6 +210,76 @@ fn project_files(name: &str, type_name: &str) -> Vec<(&'static str, String)> {
         (".gitignore", "/target\n".to_owned()),
     ]
 }
+
+/// The Python project's own files.
+fn python_files(name: &str, type_name: &str) -> Vec<(&'static str, String)> {
+    let fill = |template: &str| {
+        template
+            .replace("@NAME@", name)
+            .replace("@TYPE@", type_name)
+            .replace("@Type@", &wconverge_catalog::display_type_name(type_name))
+    };
+    vec![
+        ("app.py", fill(include_str!("scaffold/app.py"))),
+        ("test_app.py", fill(include_str!("scaffold/test_app.py"))),
+        ("wconverge_sdk.py", PYTHON_SDK.to_owned()),
+        ("requirements.txt", PYTHON_REQUIREMENTS.to_owned()),
+        ("test.wcv", fill(TEST_WCV)),
+        ("policy.toml", fill(PYTHON_POLICY_TOML)),
+        ("README.md", fill(PYTHON_README_MD)),
+        (
+            ".gitignore",
+            "/venv\n/wit_world\n/componentize_py_*\n/poll_loop.py\n/*.wasm\n__pycache__/\n"
+                .to_owned(),
+        ),
+    ]
+}
+
+const PYTHON_POLICY_TOML: &str = r#"# The plugin's entry in a wconverge policy: what it may touch. It acts only through the
+# programs below, each with the arguments it may be given (`query`: it only reads, so it
+# may run while the state is read). Before deploying, pin the
+# reviewed build: `wconverge plugins lock --policy policy.toml --plugin-dir DIR` writes
+# its digest here (`plugins test` loads the build it is given, unpinned).
+[plugins.@NAME@]
+source = "plugin-dir"
+sha256 = "0000000000000000000000000000000000000000000000000000000000000000"
+provides = ["@TYPE@"]
+directories = [{ path = "/var/lib/@NAME@", access = "read-write" }]
+programs = [
+  { path = "/usr/bin/test", query = true, args = [["-e", "/var/lib/@NAME@/*"]] },
+  { path = "/usr/bin/cat", query = true, args = [["--", "/var/lib/@NAME@/*"]] },
+  { path = "/usr/bin/tee", args = [["--", "/var/lib/@NAME@/*"]] },
+  { path = "/usr/bin/rm", args = [["-f", "--", "/var/lib/@NAME@/*"]] },
+]
+"#;
+
+const PYTHON_README_MD: &str = r#"# @NAME@
+
+A wconverge provider of type `@TYPE@` (`@Type@` in manifests), in Python, written by
+`wconverge plugins new --lang python`. It is built with componentize-py (the version
+`requirements.txt` pins) against `wit/`, with `--stub-wasi`: the component has no file
+system of its own and acts only through the programs `policy.toml` lets it launch.
+
+```sh
+python3 -m venv venv && venv/bin/pip install -r requirements.txt
+venv/bin/componentize-py --wit-path wit --world provider bindings .   # wit_world, to import
+python3 -m unittest test_app                                          # the unit test
+venv/bin/componentize-py --wit-path wit --world provider \
+    componentize --stub-wasi app --output @NAME@.wasm
+wconverge plugins test @NAME@.wasm test.wcv --policy policy.toml --allow-programs
+```
+
+The unit test runs the provider natively, standing in for the host's `process.run` with
+the program run here. `plugins test` applies `test.wcv` with the component in a throwaway
+root (the policy's read-write directories, and the program arguments that name them,
+rebased below a temporary directory), applies it again (which must change nothing) and
+runs noop (which must plan nothing). `--allow-programs` says that you accept the programs
+running on this machine (their arguments stay inside the throwaway root).
+
+`wconverge_sdk.py` holds the helpers (values, schema attributes, launches, `@reported`
+for tracebacks); `wit/` is the contract, as the `wconverge` that wrote this project speaks
+it. `docs/writing-a-provider.md` in wconverge's repository is the guide.
+"#;
 
 const CARGO_TOML: &str = r#"[package]
 name = "@NAME@"

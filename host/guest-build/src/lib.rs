@@ -118,6 +118,15 @@ impl Guests {
 }
 
 impl Guests {
+    /// The componentize-py that [`Guests::build_python`] installed (call it after a
+    /// build): the tests build Python projects with it too.
+    pub fn componentize_py(&self) -> PathBuf {
+        guest_target_dir()
+            .join("python")
+            .join("bin")
+            .join("componentize-py")
+    }
+
     /// Builds the Python plugin in `dir` (relative to the root; its module `module`,
     /// the world `provider` of `wit/`) with componentize-py, the version that
     /// `dir/requirements.txt` pins, installed from PyPI into a virtual environment kept

@@ -63,6 +63,36 @@ impl ArgsPattern {
         Ok(ArgsPattern { elements: parsed })
     }
 
+    /// The pattern with every element that names `from` or a path below it naming the
+    /// same below `to` instead (`plugins test` moves a plugin's grants into a throwaway
+    /// root).
+    pub fn rebased(&self, from: &str, to: &str) -> ArgsPattern {
+        let moved = |text: &str| -> Option<String> {
+            let rest = text.strip_prefix(from)?;
+            (rest.is_empty() || rest.starts_with('/')).then(|| format!("{to}{rest}"))
+        };
+        let elements = self
+            .elements
+            .iter()
+            .map(|element| match element {
+                Element::Literal(text) => {
+                    Element::Literal(moved(text).unwrap_or_else(|| text.clone()))
+                }
+                Element::Glob(pieces) => {
+                    let mut pieces = pieces.clone();
+                    if let Some(first) = pieces.first_mut()
+                        && let Some(rebased) = moved(first)
+                    {
+                        *first = rebased;
+                    }
+                    Element::Glob(pieces)
+                }
+                other => other.clone(),
+            })
+            .collect();
+        ArgsPattern { elements }
+    }
+
     /// Whether every element is a literal: the pattern allows one command line only.
     pub fn is_literal(&self) -> bool {
         self.elements
@@ -309,5 +339,38 @@ mod tests {
         assert_eq!(pattern(&[]).to_string(), "(no arguments)");
         assert_eq!(display_args(&args(&["it's", "x"]), 100), r"'it'\''s' x");
         assert_eq!(display_args(&args(&["abcdef"]), 3), "abc…");
+    }
+}
+
+#[cfg(test)]
+mod rebase_tests {
+    use super::*;
+
+    #[test]
+    fn rebasing_moves_the_paths_below_a_directory_and_nothing_else() {
+        let pattern = ArgsPattern::parse(&[
+            "--".to_owned(),
+            "/var/lib/app/*".to_owned(),
+            "/var/lib/app".to_owned(),
+            "/var/lib/application".to_owned(),
+            "*".to_owned(),
+        ])
+        .expect("pattern");
+        let moved = pattern.rebased("/var/lib/app", "/tmp/root/var/lib/app");
+        let args = |list: &[&str]| list.iter().map(|arg| (*arg).to_owned()).collect::<Vec<_>>();
+        assert!(moved.matches(&args(&[
+            "--",
+            "/tmp/root/var/lib/app/motd",
+            "/tmp/root/var/lib/app",
+            "/var/lib/application",
+            "x"
+        ])));
+        assert!(!moved.matches(&args(&[
+            "--",
+            "/var/lib/app/motd",
+            "/tmp/root/var/lib/app",
+            "/var/lib/application",
+            "x"
+        ])));
     }
 }
