@@ -195,12 +195,7 @@ fn write_new(dir: &Path, path: &str, text: &str) -> anyhow::Result<()> {
 
 /// The project's own files: `NAME` the plugin, `TYPE` its type.
 fn project_files(name: &str, type_name: &str) -> Vec<(&'static str, String)> {
-    let fill = |template: &str| {
-        template
-            .replace("@NAME@", name)
-            .replace("@TYPE@", type_name)
-            .replace("@Type@", &wconverge_catalog::display_type_name(type_name))
-    };
+    let fill = |template: &str| fill(template, name, type_name);
     vec![
         ("Cargo.toml", fill(CARGO_TOML)),
         ("src/lib.rs", fill(LIB_RS)),
@@ -211,14 +206,18 @@ fn project_files(name: &str, type_name: &str) -> Vec<(&'static str, String)> {
     ]
 }
 
+/// A template with the plugin's name (`@NAME@`) and its type (`@TYPE@`, and `@Type@` as
+/// manifests write a reference) filled in.
+fn fill(template: &str, name: &str, type_name: &str) -> String {
+    template
+        .replace("@NAME@", name)
+        .replace("@TYPE@", type_name)
+        .replace("@Type@", &wconverge_catalog::display_type_name(type_name))
+}
+
 /// The Python project's own files.
 fn python_files(name: &str, type_name: &str) -> Vec<(&'static str, String)> {
-    let fill = |template: &str| {
-        template
-            .replace("@NAME@", name)
-            .replace("@TYPE@", type_name)
-            .replace("@Type@", &wconverge_catalog::display_type_name(type_name))
-    };
+    let fill = |template: &str| fill(template, name, type_name);
     vec![
         ("app.py", fill(include_str!("scaffold/app.py"))),
         ("test_app.py", fill(include_str!("scaffold/test_app.py"))),
