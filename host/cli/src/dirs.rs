@@ -110,9 +110,12 @@ impl RunLock {
 /// This host's name, as the kernel knows it: the default node name for `node`
 /// definitions.
 pub(crate) fn host_name() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|name| name.trim().to_owned())
+    // The kernel's own file, read as every input is: a regular file, within a cap (a
+    // host name is at most 64 bytes).
+    wconverge_runtime::read_regular(Path::new("/proc/sys/kernel/hostname"), 256)
         .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .map(|name| name.trim().to_owned())
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "localhost".to_owned())
 }

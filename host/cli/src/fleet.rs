@@ -105,45 +105,13 @@ fn parse_config(path: &Path, read: std::io::Result<String>) -> anyhow::Result<Co
     Ok(config)
 }
 
-/// The config file's text: opened once, without following a link, then checked by its
-/// descriptor.
+/// The config file's text: settings root acts on, so owned by root or this user and
+/// changed by no one else (checked by the descriptor it is read from).
 fn read_config(path: &Path) -> std::io::Result<String> {
-    use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
-    // Without blocking: a FIFO put in the file's place is refused below, not waited on.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(
-            (rustix::fs::OFlags::NOFOLLOW
-                | rustix::fs::OFlags::NONBLOCK
-                | rustix::fs::OFlags::NOCTTY)
-                .bits() as i32,
-        )
-        .open(path)?;
-    let metadata = file.metadata()?;
-    let invalid = |message: String| std::io::Error::new(std::io::ErrorKind::InvalidData, message);
-    if !metadata.file_type().is_file() {
-        return Err(invalid("it is not a regular file".to_owned()));
-    }
-    let me = rustix::process::geteuid().as_raw();
-    if metadata.uid() != me && metadata.uid() != 0 {
-        return Err(invalid(format!(
-            "it belongs to user {}, neither root nor the user running wconverge",
-            metadata.uid()
-        )));
-    }
-    if metadata.mode() & 0o022 != 0 {
-        return Err(invalid(format!(
-            "others may change it (mode {:04o}): `chmod go-w` it",
-            metadata.mode() & 0o7777
-        )));
-    }
-    let mut text = String::new();
-    file.take(CONFIG_BYTES + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > CONFIG_BYTES {
-        return Err(invalid(format!("it is larger than {CONFIG_BYTES} bytes")));
-    }
-    Ok(text)
+    let bytes =
+        wconverge_store::read_guarded(path, wconverge_store::Guard::Settings, CONFIG_BYTES)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "it is not UTF-8 text"))
 }
 
 /// The store as a command uses it: opened when first needed, once.
@@ -191,6 +159,12 @@ impl Fleet {
             state_dir: state_dir.map(Path::to_path_buf),
             keep_reports,
         })
+    }
+
+    /// The store of a command that takes no `--state-dir`: the default one's, if there
+    /// is one.
+    pub(crate) fn of(args: &StoreArgs) -> anyhow::Result<Fleet> {
+        Fleet::new(args, dirs::state_dir(None).ok().as_deref())
     }
 
     /// No store at all (`types --manifest`): nothing collected, nothing published.
@@ -660,7 +634,7 @@ pub(crate) fn facts_from_json(
 pub(crate) fn store_command(command: &StoreCommand) -> anyhow::Result<u8> {
     match command {
         StoreCommand::Deactivate { node, store } => {
-            let fleet = Fleet::new(store, dirs::state_dir(None).ok().as_deref())?;
+            let fleet = Fleet::of(store)?;
             let store = fleet.existing_store()?;
             if store.deactivate(node)? {
                 output::line(&format!(
@@ -676,7 +650,7 @@ pub(crate) fn store_command(command: &StoreCommand) -> anyhow::Result<u8> {
             }
         }
         StoreCommand::Nodes { store } => {
-            let fleet = Fleet::new(store, dirs::state_dir(None).ok().as_deref())?;
+            let fleet = Fleet::of(store)?;
             let store = fleet.existing_store()?;
             let mut text = String::new();
             for node in store.nodes()? {
@@ -723,7 +697,7 @@ pub(crate) fn reports_command(
     json: bool,
     args: &StoreArgs,
 ) -> anyhow::Result<u8> {
-    let fleet = Fleet::new(args, dirs::state_dir(None).ok().as_deref())?;
+    let fleet = Fleet::of(args)?;
     let store = fleet.existing_store()?;
     if let Some(ReportsCommand::Show { id }) = show {
         let Some(stored) = store.report(*id)? else {

@@ -390,7 +390,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             store,
         } => {
             let runtime = runtime_for(&runtime)?;
-            let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
+            let fleet = fleet::Fleet::of(&store)?;
             let publish = if facts_from_store {
                 Publish::FactsFromStore
             } else {
@@ -411,7 +411,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             store,
         } => {
             let runtime = runtime_for(&runtime)?;
-            let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
+            let fleet = fleet::Fleet::of(&store)?;
             let Some((catalog, problems)) =
                 load_with_sources(&input, &runtime, &fleet, Publish::No)?
             else {
@@ -441,7 +441,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             store,
         } => {
             let runtime = runtime_for(&runtime)?;
-            let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
+            let fleet = fleet::Fleet::of(&store)?;
             let Some((catalog, problems)) =
                 load_with_sources(&input, &runtime, &fleet, Publish::No)?
             else {
@@ -582,7 +582,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             runtime: _,
             store,
         } => {
-            let fleet = fleet::Fleet::new(&store, dirs::state_dir(None).ok().as_deref())?;
+            let fleet = fleet::Fleet::of(&store)?;
             let store = fleet.existing_store()?;
             let Some((facts, at)) = store.facts(&node)? else {
                 bail!(

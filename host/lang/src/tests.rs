@@ -1154,7 +1154,7 @@ fn exported(
     }
 }
 
-fn compile_in_fleet(text: &str, fleet: &Fleet) -> Compiled {
+fn compile_in_fleet(text: &str, fleet: &dyn Exports) -> Compiled {
     compile_with_store(
         &[Source::new("test.wcv", text)],
         "lb",
@@ -1231,15 +1231,8 @@ impl Exports for Unreachable {
 
 #[test]
 fn issue_20_a_store_that_cannot_answer_fails_the_collector_never_collects_nothing() {
-    let compiled = compile_with_store(
-        &[Source::new(
-            "test.wcv",
-            "file { '/a': content => 'x' }\nFile <<| |>>\n",
-        )],
-        "lb",
-        &types(),
-        &wconverge_catalog::Value::Hash(Vec::new()),
-        &NoModules,
+    let compiled = compile_in_fleet(
+        "file { '/a': content => 'x' }\nFile <<| |>>\n",
         &Unreachable,
     );
     assert!(compiled.catalog.is_none());
@@ -1247,17 +1240,7 @@ fn issue_20_a_store_that_cannot_answer_fails_the_collector_never_collects_nothin
     assert_eq!(diagnostic.code, "wcv::store-unavailable");
     assert!(diagnostic.message.contains("connection refused"));
     // A plain collector never asks the store.
-    let plain = compile_with_store(
-        &[Source::new(
-            "test.wcv",
-            "file { '/a': content => 'x' }\nFile <| |>\n",
-        )],
-        "lb",
-        &types(),
-        &wconverge_catalog::Value::Hash(Vec::new()),
-        &NoModules,
-        &Unreachable,
-    );
+    let plain = compile_in_fleet("file { '/a': content => 'x' }\nFile <| |>\n", &Unreachable);
     assert!(plain.catalog.is_some() && !plain.collects_exports);
 }
 

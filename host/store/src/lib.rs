@@ -17,10 +17,12 @@
 //! configuration (the `PG*` environment variables too) comes from the caller.
 
 mod backend;
+mod guarded;
 mod location;
 mod postgres_backend;
 mod sqlite;
 
+pub use guarded::{Guard, read_guarded};
 pub use location::{Location, PostgresSettings};
 
 use backend::{Backend, Cell, Param};
@@ -191,6 +193,24 @@ impl Store {
     }
 
     fn migrate(&self) -> Result<(), StoreError> {
+        // A store of this version (every run but the first) is only read here: no
+        // write lock, no transaction to commit.
+        let current = self.read(|db| {
+            Ok(
+                match db
+                    .query("SELECT version FROM wconverge_schema", &[])
+                    .ok()
+                    .and_then(|rows| rows.into_iter().next())
+                    .and_then(|row| row.into_iter().next())
+                {
+                    Some(Cell::Int(version)) => Some(version),
+                    _ => None,
+                },
+            )
+        })?;
+        if current == Some(SCHEMA_VERSION) {
+            return Ok(());
+        }
         let found = self.transaction(|db| {
             db.lock_schema()?;
             db.execute(

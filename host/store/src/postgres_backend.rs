@@ -3,6 +3,7 @@
 //! checked), with an optional client certificate.
 
 use crate::backend::{Backend, Cell, Param};
+use crate::guarded::{Guard, read_guarded};
 use crate::location::PostgresSettings;
 use crate::{CONNECT_DEADLINE, STATEMENT_DEADLINE};
 use postgres::types::{ToSql, Type};
@@ -169,73 +170,21 @@ fn pgpass_fields(line: &str) -> Option<[String; 5]> {
     <[String; 5]>::try_from(fields).ok()
 }
 
-/// A file of secrets (a password, a key): as [`read_public`], and it must belong to this
-/// user (or root), have no other name, and be readable by no one else.
+/// A file of secrets (a password, a key): it must belong to this user (or root), have
+/// no other name, and be readable by no one else.
 fn read_secret(path: &std::path::Path) -> Result<String, String> {
-    let bytes = read_file(path, true)?;
+    let bytes = read(path, Guard::Secret)?;
     String::from_utf8(bytes).map_err(|_| format!("`{}` is not UTF-8 text", path.display()))
 }
 
-/// A certificate file (PEM): a regular file, at most [`MAX_SECRET_BYTES`].
+/// A certificate file (PEM).
 fn read_public(path: &std::path::Path) -> Result<Vec<u8>, String> {
-    read_file(path, false)
+    read(path, Guard::Public)
 }
 
-/// Opens `path` once, without following a link, checks what it is by its descriptor
-/// (and, for a `secret`, that only its owner may read it), and reads it within the cap.
-fn read_file(path: &std::path::Path, secret: bool) -> Result<Vec<u8>, String> {
-    use std::io::Read;
-    use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
-    let cannot = |error: std::io::Error| format!("cannot read `{}`: {error}", path.display());
-    // Without blocking: a FIFO in the file's place is refused below, not waited on.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(
-            (rustix::fs::OFlags::NOFOLLOW
-                | rustix::fs::OFlags::NONBLOCK
-                | rustix::fs::OFlags::NOCTTY)
-                .bits() as i32,
-        )
-        .open(path)
-        .map_err(cannot)?;
-    let metadata = file.metadata().map_err(cannot)?;
-    if !metadata.file_type().is_file() {
-        return Err(format!("`{}` is not a regular file", path.display()));
-    }
-    let me = rustix::process::geteuid().as_raw();
-    if secret && metadata.uid() != me && metadata.uid() != 0 {
-        return Err(format!(
-            "`{}` holds a secret and belongs to user {}, neither root nor the user running \
-             wconverge",
-            path.display(),
-            metadata.uid()
-        ));
-    }
-    if secret && metadata.nlink() != 1 {
-        return Err(format!(
-            "`{}` holds a secret and has {} names (hard links): give it one",
-            path.display(),
-            metadata.nlink()
-        ));
-    }
-    if secret && metadata.mode() & 0o077 != 0 {
-        return Err(format!(
-            "`{}` holds a secret and others may read it (mode {:04o}): `chmod 600` it",
-            path.display(),
-            metadata.mode() & 0o7777
-        ));
-    }
-    let mut bytes = Vec::new();
-    file.take(MAX_SECRET_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(cannot)?;
-    if bytes.len() as u64 > MAX_SECRET_BYTES {
-        return Err(format!(
-            "`{}` is larger than {MAX_SECRET_BYTES} bytes",
-            path.display()
-        ));
-    }
-    Ok(bytes)
+fn read(path: &std::path::Path, guard: Guard) -> Result<Vec<u8>, String> {
+    read_guarded(path, guard, MAX_SECRET_BYTES)
+        .map_err(|error| format!("cannot read `{}`: {error}", path.display()))
 }
 
 fn tls_config(
