@@ -450,3 +450,91 @@ fn issue_21_plugins_new_writes_a_python_project_that_tests_builds_and_converges(
         "nothing outside the root"
     );
 }
+
+/// A plugin that writes, removes or reads outside the directories its call was granted
+/// is stopped by the host, which says so with the path and the grant: in the report with
+/// the resource, on the console and in the audit trail. Paths no grant holds (absolute
+/// or relative) reach the host instead of failing inside the guest as a bare "no such
+/// file".
+#[test]
+fn issue_21_the_host_reports_a_write_outside_the_grant_with_the_path_and_the_grant() {
+    let machine = Machine::new();
+    let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
+    let files = std::fs::canonicalize(machine.files_dir()).expect("files dir");
+    let root = std::fs::canonicalize(machine.root()).expect("root");
+    let escape = root.join("escape.txt");
+    let kept = root.join("kept.txt");
+    std::fs::write(&kept, "a secret the plugin must not read\n").expect("kept");
+    let hostile = |name: &str, action: &str, target: &str| {
+        serde_json::json!({ "type": "hostile", "title": machine.file(name),
+                            "attributes": { "action": action, "target": target } })
+    };
+    let catalog = machine.catalog(serde_json::json!([
+        hostile("absolute", "write_file", escape.to_str().expect("utf-8")),
+        hostile("relative", "write_file", "relative.txt"),
+        hostile("remove", "remove", kept.to_str().expect("utf-8")),
+        hostile("read", "read_file", kept.to_str().expect("utf-8")),
+        hostile("inside", "write_file", &machine.file("inside.txt")),
+    ]));
+    let log = machine.root().join("audit.jsonl");
+    let run = machine.apply(
+        &catalog,
+        &policy,
+        &["--audit-log", log.to_str().expect("utf-8")],
+    );
+    assert_eq!(run.code, 6, "four failed and one changed: {run:#?}");
+    assert!(!escape.exists(), "nothing was written outside the grant");
+    assert!(!Path::new("/relative.txt").exists());
+    assert_eq!(
+        std::fs::read_to_string(&kept).expect("still there"),
+        "a secret the plugin must not read\n"
+    );
+    assert!(!run.stdout.contains("a secret"), "{run:#?}");
+    assert!(Path::new(&machine.file("inside.txt")).exists());
+
+    let granted = format!("(granted: `{}` read-write)", files.display());
+    let hint = "a call gets the directories its resource's path attributes need, where \
+                `directories` in [plugins.hostile] allows them";
+    let expected = [
+        ("absolute", "open-for-writing", "writing", escape.clone()),
+        (
+            "relative",
+            "open-for-writing",
+            "writing",
+            PathBuf::from("/relative.txt"),
+        ),
+        ("remove", "remove-file", "writing", kept.clone()),
+        ("read", "open", "reading", kept.clone()),
+    ];
+    let events = crate::support::trail(&log);
+    for (name, operation, verb, target) in expected {
+        let resource = format!("Hostile[{}]", machine.file(name));
+        let reason = format!(
+            "{verb} `{}` is outside the directories granted to this call {granted}; {hint}",
+            target.display()
+        );
+        // With the resource in the report, so the author sees it where the failure is.
+        assert!(
+            run.stdout
+                .contains(&format!("{resource}: warning: host: {reason}")),
+            "{resource}: {run:#?}"
+        );
+        let denied: Vec<_> = events
+            .iter()
+            .filter(|event| event["resource"] == resource.as_str())
+            .filter(|event| event["decision"] == "denied")
+            .collect();
+        assert_eq!(denied.len(), 1, "{resource}: {events:#?}");
+        assert_eq!(denied[0]["operation"], operation);
+        assert_eq!(denied[0]["target"], target.display().to_string());
+        assert_eq!(denied[0]["reason"], reason.as_str());
+    }
+    // The guest sees an error of the sandbox, no longer "no such file".
+    let absolute = format!("Hostile[{}]: failed: writing", machine.file("absolute"));
+    assert!(
+        run.stdout
+            .lines()
+            .any(|line| line.starts_with(&absolute) && line.contains("Operation not permitted")),
+        "{run:#?}"
+    );
+}

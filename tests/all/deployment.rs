@@ -725,8 +725,11 @@ fn every_file_a_plugin_changes_and_every_write_refused_is_in_the_audit_trail() {
     let climb = format!("Hostile[{}]", machine.file("climb"));
     assert!(
         run.stderr.contains(&format!(
-            "warning: refused (plugin `hostile`, {climb}): not permitted: the directory is \
-             read-only in this call, or the path leads out of the directories granted to it"
+            "warning: refused (plugin `hostile`, {climb}): not permitted: `{}` leads out of \
+             the directories granted to this call, or its directory is read-only in this call \
+             (granted: `{}` read-write)",
+            outside.display(),
+            files.display()
         )),
         "{run:#?}"
     );

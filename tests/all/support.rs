@@ -195,7 +195,7 @@ programs = ["/usr/bin/setarch"]
 [plugins.facts-os]
 source = "builtin"
 provides = []
-directories = [{{ path = "/etc", access = "read" }}, {{ path = "/usr/lib", access = "read" }}]
+directories = [{{ path = "/etc", access = "read" }}, {{ path = "/usr/lib", access = "read" }}, {{ path = "/run", access = "read" }}]
 
 [plugins.facts-package]
 source = "builtin"

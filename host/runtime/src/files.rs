@@ -23,6 +23,14 @@
 //! - an instance may hold only [`MAX_OPEN`] descriptors at once, and directory listings
 //!   (which wasmtime-wasi keeps whole in host memory) only up to half its memory limit.
 //!
+//! Everything outside the grants is a directory of its own, mounted at `/`: a path no
+//! grant holds (`/etc/shadow`, or a relative path, which the guest resolves from `/`)
+//! reaches the host instead of failing inside the guest, and is refused here with the
+//! path and the directories the call was granted, in the call's log (which the report
+//! shows with the resource) and in the audit trail. That directory is an empty one this
+//! process made and removed, so it has no entries and none can be made in it, whatever
+//! this layer does not intercept.
+//!
 //! A file the plugin created exclusively (`O_CREAT | O_EXCL`, never through a link) is
 //! remembered with its descriptor, so `file-metadata` sets its mode and owner through
 //! that descriptor rather than by name.
@@ -32,8 +40,8 @@
 //! descriptor opened from one is that directory joined with the path it was opened by.
 
 use crate::grants::Grant;
-use crate::policy::PluginPolicy;
-use crate::state::PluginState;
+use crate::policy::{Access, PluginPolicy};
+use crate::state::{Phase, PluginState};
 use crate::trail::{Decision, Event, Trail};
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, ResolveFlags};
@@ -41,13 +49,13 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 use wasmtime::component::{HasData, Resource};
-use wasmtime_wasi::OpenMode;
 use wasmtime_wasi::filesystem::{Descriptor, Dir, File, WasiFilesystemCtxView};
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode as AsyncErrorCode;
 use wasmtime_wasi::p2::bindings::sync::filesystem::types as fs;
 use wasmtime_wasi::p2::bindings::sync::io::streams;
 use wasmtime_wasi::p2::{FsError, FsResult};
+use wasmtime_wasi::{FsPerms, OpenMode};
 use wconverge_engine::Secrets;
 use wconverge_engine::{Level, LogRecord};
 
@@ -87,6 +95,8 @@ pub(crate) struct Paths {
     listed: usize,
     /// What `fstat` said of directory descriptors, by resource index, in this call.
     directories: HashMap<u32, rustix::fs::Stat>,
+    /// The descriptors that stand for everything outside the grants, by resource index.
+    outside: Vec<u32>,
 }
 
 impl Paths {
@@ -104,7 +114,7 @@ impl Paths {
     /// Whether the plugin holds descriptors or listings beyond its preopens: an idle
     /// instance that does is not kept (it would hold them while other resources run).
     pub(crate) fn holds_more_than(&self, preopens: usize) -> bool {
-        self.open.len() > preopens || !self.listings.is_empty()
+        self.open.len() > preopens + self.outside.len() || !self.listings.is_empty()
     }
 }
 
@@ -149,6 +159,7 @@ pub(crate) struct View<'a> {
     shared: &'a crate::state::Shared,
     paths: &'a mut Paths,
     grants: &'a [Arc<Grant>],
+    phase: Phase,
     actor: Actor<'a>,
     /// The call's log, where a refusal is explained with the resource it concerns.
     logs: &'a mut Vec<LogRecord>,
@@ -168,6 +179,7 @@ fn view(state: &mut PluginState) -> View<'_> {
         subject,
         shared,
         logs,
+        phase,
         ..
     } = state;
     View {
@@ -178,6 +190,7 @@ fn view(state: &mut PluginState) -> View<'_> {
         shared,
         paths,
         grants,
+        phase: *phase,
         actor: Actor {
             policy,
             digest,
@@ -207,18 +220,143 @@ fn join(base: &Path, path: &str) -> PathBuf {
 }
 
 /// Whether an error is the sandbox's refusal rather than the file's state.
-fn refusal(error: &FsError) -> Option<&'static str> {
-    match error.downcast_ref()? {
-        AsyncErrorCode::NotPermitted | AsyncErrorCode::ReadOnly => Some(
-            "not permitted: the directory is read-only in this call, or the path leads out of \
-             the directories granted to it",
-        ),
-        AsyncErrorCode::Access => Some("access denied by the host"),
-        _ => None,
+fn refusal(error: &FsError) -> bool {
+    matches!(
+        error.downcast_ref(),
+        Some(AsyncErrorCode::NotPermitted | AsyncErrorCode::ReadOnly | AsyncErrorCode::Access)
+    )
+}
+
+/// An empty directory that stays empty: made by this process, opened, and removed, so
+/// nothing can be created in it. It backs the descriptor that stands for everything
+/// outside a call's grants.
+fn nowhere() -> std::io::Result<std::fs::File> {
+    static NOWHERE: std::sync::OnceLock<Result<OwnedFd, String>> = std::sync::OnceLock::new();
+    let made = NOWHERE.get_or_init(|| make_nowhere().map_err(|error| error.to_string()));
+    match made {
+        Ok(fd) => Ok(std::fs::File::from(
+            rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(std::io::Error::from)?,
+        )),
+        Err(message) => Err(std::io::Error::other(format!(
+            "cannot make the empty directory that stands for what is outside the grants: \
+             {message}"
+        ))),
     }
 }
 
+fn make_nowhere() -> std::io::Result<OwnedFd> {
+    let temp = std::env::temp_dir();
+    let parent = rustix::fs::open(
+        &temp,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )?;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |elapsed| elapsed.subsec_nanos());
+    for attempt in 0..16u32 {
+        let name = format!(
+            ".wconverge-nowhere-{}-{nanos}-{attempt}",
+            std::process::id()
+        );
+        match rustix::fs::mkdirat(&parent, name.as_str(), Mode::from_raw_mode(0o500)) {
+            Ok(()) => {}
+            Err(rustix::io::Errno::EXIST) => continue,
+            Err(errno) => return Err(errno.into()),
+        }
+        let opened = rustix::fs::openat(
+            &parent,
+            name.as_str(),
+            OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        );
+        let removed = rustix::fs::unlinkat(&parent, name.as_str(), AtFlags::REMOVEDIR);
+        let fd = opened?;
+        removed?;
+        // What was opened is the directory this process made (0500, so no one else
+        // could have put an entry in it, and its sticky parent keeps others from
+        // swapping it) and is gone from the tree: it can hold nothing, ever.
+        let stat = rustix::fs::fstat(&fd)?;
+        if FileType::from_raw_mode(stat.st_mode) != FileType::Directory
+            || stat.st_uid != rustix::process::geteuid().as_raw()
+            || stat.st_nlink != 0
+        {
+            return Err(std::io::Error::other(format!(
+                "`{}` changed under it",
+                temp.join(&name).display()
+            )));
+        }
+        return Ok(fd);
+    }
+    Err(std::io::Error::other(format!(
+        "{} names in `{}` were taken",
+        16,
+        temp.display()
+    )))
+}
+
 impl View<'_> {
+    /// Whether `fd` stands for everything outside the call's grants.
+    fn is_outside(&self, fd: &Resource<Descriptor>) -> bool {
+        self.paths.outside.contains(&fd.rep())
+    }
+
+    /// The directories this call was granted, with their access in it, in words.
+    fn granted(&self) -> String {
+        if self.grants.is_empty() {
+            return "granted: none".to_owned();
+        }
+        let each: Vec<String> = self
+            .grants
+            .iter()
+            .map(|grant| {
+                let access = if self.phase == Phase::Change && grant.access == Access::ReadWrite {
+                    "read-write"
+                } else {
+                    "read-only"
+                };
+                let real = grant.canonical.display().to_string();
+                if real == grant.guest {
+                    format!("`{real}` {access}")
+                } else {
+                    format!("`{}` (`{real}`) {access}", grant.guest)
+                }
+            })
+            .collect();
+        format!("granted: {}", each.join(", "))
+    }
+
+    /// Why the sandbox refused a change at `target`, in words.
+    fn refused_because(&self, target: &str, error: &FsError) -> String {
+        match error.downcast_ref() {
+            Some(AsyncErrorCode::Access) => "access denied by the host".to_owned(),
+            _ => format!(
+                "not permitted: `{target}` leads out of the directories granted to this call, \
+                 or its directory is read-only in this call ({})",
+                self.granted()
+            ),
+        }
+    }
+
+    /// Refuses what the plugin aimed at `target`, outside the directories of its call.
+    fn outside<T>(&mut self, operation: &'static str, target: &Path, writes: bool) -> FsResult<T> {
+        let name = &self.actor.policy.name;
+        let reason = format!(
+            "{} `{}` is outside the directories granted to this call ({}); a call gets the \
+             directories its resource's path attributes need, where `directories` in \
+             [plugins.{name}] allows them",
+            if writes { "writing" } else { "reading" },
+            target.display(),
+            self.granted(),
+        );
+        let code = if writes {
+            AsyncErrorCode::NotPermitted
+        } else {
+            AsyncErrorCode::Access
+        };
+        self.refuse(operation, target, code, reason)
+    }
+
     /// Where `fd` is, or what the guest knows of it.
     fn path_of(&self, fd: &Resource<Descriptor>, path: &str) -> PathBuf {
         match self.paths.open.get(&fd.rep()) {
@@ -253,10 +391,23 @@ impl View<'_> {
         if std::mem::take(&mut self.explained) && result.is_err() {
             return;
         }
+        let refused = result
+            .as_ref()
+            .err()
+            .filter(|error| refusal(error))
+            .map(|error| self.refused_because(target, error));
+        // Explained with the resource too, as `refuse` does.
+        if let Some(reason) = &refused
+            && self.logs.len() < 100
+        {
+            self.logs.push(LogRecord {
+                level: Level::Warning,
+                message: format!("host: {}", self.actor.scrub(reason)),
+            });
+        }
         let Some(trail) = self.actor.trail else {
             return;
         };
-        let refused = result.as_ref().err().and_then(refusal);
         if refused.is_none() && !trail.logs_allowed() {
             return;
         }
@@ -266,7 +417,7 @@ impl View<'_> {
             } else {
                 Decision::Allowed
             },
-            reason: refused.map(str::to_owned).or_else(|| {
+            reason: refused.or_else(|| {
                 result
                     .as_ref()
                     .err()
@@ -592,13 +743,20 @@ impl View<'_> {
 
 impl preopens::Host for View<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
-        let directories = preopens::Host::get_directories(&mut self.fs)?;
+        let mut directories = preopens::Host::get_directories(&mut self.fs)?;
         for (descriptor, guest) in &directories {
             if let Some(grant) = self.grants.iter().find(|grant| &grant.guest == guest) {
                 self.paths
                     .open
                     .insert(descriptor.rep(), grant.canonical.clone());
             }
+        }
+        if !self.grants.iter().any(|grant| grant.guest == "/") {
+            let dir = Dir::new(nowhere()?, FsPerms::ReadOnly, OpenMode::READ, true);
+            let descriptor = self.fs.table.push(Descriptor::Dir(dir))?;
+            self.paths.open.insert(descriptor.rep(), PathBuf::from("/"));
+            self.paths.outside.push(descriptor.rep());
+            directories.push((descriptor, "/".to_owned()));
         }
         Ok(directories)
     }
@@ -629,13 +787,17 @@ impl fs::HostDescriptor for View<'_> {
         let target = self.path_of(&fd, &path);
         let writes = flags.intersects(fs::DescriptorFlags::WRITE)
             || oflags.intersects(fs::OpenFlags::CREATE | fs::OpenFlags::TRUNCATE);
+        if self.is_outside(&fd) {
+            let operation = if writes { "open-for-writing" } else { "open" };
+            return self.outside(operation, &target, writes);
+        }
         let opened = if writes {
             self.change("open-for-writing", target.clone(), |view| {
                 view.open(&fd, path_flags, &path, oflags, flags, &target)
             })
         } else {
             let opened = self.open(&fd, path_flags, &path, oflags, flags, &target);
-            if opened.as_ref().err().and_then(refusal).is_some() {
+            if opened.as_ref().err().is_some_and(refusal) {
                 self.record("open", &target.display().to_string(), &opened);
             }
             opened
@@ -651,6 +813,7 @@ impl fs::HostDescriptor for View<'_> {
     fn drop(&mut self, fd: Resource<Descriptor>) -> wasmtime::Result<()> {
         let rep = fd.rep();
         self.paths.open.remove(&rep);
+        self.paths.outside.retain(|outside| *outside != rep);
         self.paths.directories.remove(&rep);
         self.paths.created.retain(|_, created| *created != rep);
         fs::HostDescriptor::drop(&mut self.fs, fd)
@@ -658,6 +821,9 @@ impl fs::HostDescriptor for View<'_> {
 
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
+        if self.is_outside(&fd) {
+            return self.outside("create-directory", &target, true);
+        }
         self.change("create-directory", target.clone(), |view| {
             let (dir, found) = view.parent_for_change("create-directory", &fd, &path, &target)?;
             rustix::fs::mkdirat(
@@ -671,6 +837,9 @@ impl fs::HostDescriptor for View<'_> {
 
     fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
+        if self.is_outside(&fd) {
+            return self.outside("remove-directory", &target, true);
+        }
         self.change("remove-directory", target.clone(), |view| {
             let (dir, found) = view.parent_for_change("remove-directory", &fd, &path, &target)?;
             rustix::fs::unlinkat(found.parent(&*dir.dir), &found.name, AtFlags::REMOVEDIR)
@@ -680,6 +849,9 @@ impl fs::HostDescriptor for View<'_> {
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
+        if self.is_outside(&fd) {
+            return self.outside("remove-file", &target, true);
+        }
         self.paths.created.remove(&target);
         self.change("remove-file", target.clone(), |view| {
             let (dir, found) = view.parent_for_change("remove-file", &fd, &path, &target)?;
@@ -700,6 +872,12 @@ impl fs::HostDescriptor for View<'_> {
     ) -> FsResult<()> {
         let from = self.path_of(&fd, &old_path);
         let to = self.path_of(&new_fd, &new_path);
+        if self.is_outside(&fd) {
+            return self.outside("rename", &from, true);
+        }
+        if self.is_outside(&new_fd) {
+            return self.outside("rename", &to, true);
+        }
         // A file the plugin created is checked to be what lands at the new name: in a
         // directory another user can write, the name could have been swapped.
         let created = self
@@ -770,6 +948,9 @@ impl fs::HostDescriptor for View<'_> {
         dest_path: String,
     ) -> FsResult<()> {
         let link = self.path_of(&fd, &dest_path);
+        if self.is_outside(&fd) {
+            return self.outside("symlink", &link, true);
+        }
         let target = PathBuf::from(format!("{} -> {src_path}", link.display()));
         self.change("symlink", target, |view| {
             view.symlink(&fd, &src_path, &dest_path, &link)
@@ -786,6 +967,12 @@ impl fs::HostDescriptor for View<'_> {
     ) -> FsResult<()> {
         let from = self.path_of(&fd, &old_path);
         let to = self.path_of(&new_descriptor, &new_path);
+        if self.is_outside(&fd) {
+            return self.outside("link", &from, false);
+        }
+        if self.is_outside(&new_descriptor) {
+            return self.outside("link", &to, true);
+        }
         let target = PathBuf::from(format!("{} -> {}", to.display(), from.display()));
         // The old name is never followed: a hard link to a link is a link.
         let _ = old_path_flags;
@@ -812,6 +999,9 @@ impl fs::HostDescriptor for View<'_> {
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
         let target = self.path_of(&fd, &path);
+        if self.is_outside(&fd) {
+            return self.outside("set-times", &target, true);
+        }
         // Links are not followed: the entry's own times change, whatever it points to.
         let _ = path_flags;
         self.change("set-times", target.clone(), |view| {
@@ -837,6 +1027,9 @@ impl fs::HostDescriptor for View<'_> {
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
         let target = self.path_of(&fd, "");
+        if self.is_outside(&fd) {
+            return self.outside("set-times", &target, true);
+        }
         self.change("set-times", target, |view| {
             fs::HostDescriptor::set_times(&mut view.fs, fd, atim, mtim)
         })
@@ -899,6 +1092,9 @@ impl fs::HostDescriptor for View<'_> {
         // wasmtime-wasi reads a whole directory into host memory when it is listed, so
         // each listing is counted first, against the instance's budget.
         let target = self.path_of(&fd, "");
+        if self.is_outside(&fd) {
+            return self.outside("list", &target, false);
+        }
         let budget = self.actor.policy.limits.memory_bytes / 2;
         let cost = match self.fs.table.get(&fd)? {
             Descriptor::Dir(dir) => {
@@ -941,11 +1137,18 @@ impl fs::HostDescriptor for View<'_> {
         path_flags: fs::PathFlags,
         path: String,
     ) -> FsResult<fs::DescriptorStat> {
+        if self.is_outside(&fd) {
+            let target = self.path_of(&fd, &path);
+            return self.outside("stat", &target, false);
+        }
         fs::HostDescriptor::stat_at(&mut self.fs, fd, path_flags, path)
     }
 
     fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
         let target = self.path_of(&fd, &path);
+        if self.is_outside(&fd) {
+            return self.outside("readlink", &target, false);
+        }
         let dir = self.directory(&fd)?;
         let found = self.beneath("readlink", &dir, &fd, &path, &target)?;
         let contents = rustix::fs::readlinkat(found.parent(&*dir.dir), &found.name, Vec::new())
@@ -1008,6 +1211,10 @@ impl fs::HostDescriptor for View<'_> {
         path_flags: fs::PathFlags,
         path: String,
     ) -> FsResult<fs::MetadataHashValue> {
+        if self.is_outside(&fd) {
+            let target = self.path_of(&fd, &path);
+            return self.outside("stat", &target, false);
+        }
         fs::HostDescriptor::metadata_hash_at(&mut self.fs, fd, path_flags, path)
     }
 }
