@@ -229,19 +229,24 @@ fn refusal(error: &FsError) -> bool {
 
 /// An empty directory that stays empty: made by this process, opened, and removed, so
 /// nothing can be created in it. It backs the descriptor that stands for everything
-/// outside a call's grants.
-fn nowhere() -> std::io::Result<std::fs::File> {
-    static NOWHERE: std::sync::OnceLock<Result<OwnedFd, String>> = std::sync::OnceLock::new();
-    let made = NOWHERE.get_or_init(|| make_nowhere().map_err(|error| error.to_string()));
-    match made {
-        Ok(fd) => Ok(std::fs::File::from(
-            rustix::io::fcntl_dupfd_cloexec(fd, 0).map_err(std::io::Error::from)?,
-        )),
-        Err(message) => Err(std::io::Error::other(format!(
-            "cannot make the empty directory that stands for what is outside the grants: \
-             {message}"
-        ))),
-    }
+/// outside a call's grants. `None` when it cannot be made (a read-only temporary
+/// directory): paths outside the grants then fail inside the guest, unexplained, as
+/// they would without it (warned once).
+fn nowhere() -> Option<std::fs::File> {
+    static NOWHERE: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    let made = NOWHERE.get_or_init(|| {
+        make_nowhere()
+            .inspect_err(|error| {
+                tracing::warn!(
+                    "cannot make the empty directory that stands for what is outside a \
+                     plugin's grants ({error}); a plugin's access outside its grants will \
+                     fail without the host's explanation"
+                );
+            })
+            .ok()
+    });
+    let fd = rustix::io::fcntl_dupfd_cloexec(made.as_ref()?, 0).ok()?;
+    Some(std::fs::File::from(fd))
 }
 
 fn make_nowhere() -> std::io::Result<OwnedFd> {
@@ -751,8 +756,10 @@ impl preopens::Host for View<'_> {
                     .insert(descriptor.rep(), grant.canonical.clone());
             }
         }
-        if !self.grants.iter().any(|grant| grant.guest == "/") {
-            let dir = Dir::new(nowhere()?, FsPerms::ReadOnly, OpenMode::READ, true);
+        if !self.grants.iter().any(|grant| grant.guest == "/")
+            && let Some(nowhere) = nowhere()
+        {
+            let dir = Dir::new(nowhere, FsPerms::ReadOnly, OpenMode::READ, true);
             let descriptor = self.fs.table.push(Descriptor::Dir(dir))?;
             self.paths.open.insert(descriptor.rep(), PathBuf::from("/"));
             self.paths.outside.push(descriptor.rep());
