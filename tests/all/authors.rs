@@ -538,3 +538,111 @@ fn issue_21_the_host_reports_a_write_outside_the_grant_with_the_path_and_the_gra
         "{run:#?}"
     );
 }
+
+/// The committed plugin built against WIT 0.6.0: its digest, so it cannot change
+/// unnoticed (`tests/fixtures/wit-0.6.0/README.md` says how it was built).
+const WIT_06_PLUGIN_SHA256: &str =
+    "38413186aa8390f8fc27729c4eb85f730a5b7c8f8cfa205cb14d2f28f781f534";
+
+/// A provider built against the previous WIT version (a committed binary) loads through
+/// the adapter and runs with the same sandbox as a current one: its changes are planned
+/// and applied, it logs, its launch is checked against the allowlist, its metadata call
+/// and its file writes go through the grants, and a write outside them is refused by the
+/// host. `plugins inspect` says which version it was built against.
+#[test]
+fn issue_21_a_provider_built_against_the_previous_wit_loads_through_the_adapter() {
+    let machine = Machine::new();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/wit-0.6.0/hostile.wasm")
+        .canonicalize()
+        .expect("the fixture is in the repository");
+    let digest = crate::support::sha256_of(fixture.to_str().expect("utf-8"));
+    assert_eq!(digest, WIT_06_PLUGIN_SHA256, "the fixture changed");
+    let policy = machine.root().join("previous.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[plugins.hostile]\nsource = \"{}\"\nsha256 = \"{digest}\"\n\
+             directories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+            fixture.display(),
+            machine.files_dir()
+        ),
+    )
+    .expect("policy");
+    let outside = std::fs::canonicalize(machine.root())
+        .expect("root")
+        .join("escape.txt");
+    let hostile = |name: &str, action: &str, target: &str| {
+        serde_json::json!({ "type": "hostile", "title": machine.file(name),
+                            "attributes": { "action": action, "target": target } })
+    };
+    let written = machine.file("written.txt");
+    let catalog = machine.catalog(serde_json::json!([
+        hostile("write", "write_file", &written),
+        hostile("stat", "stat", &written),
+        hostile("launch", "launch", "/usr/bin/id"),
+        hostile("outside", "write_file", outside.to_str().expect("utf-8")),
+        hostile("behave", "behave", ""),
+    ]));
+    let log = machine.root().join("audit.jsonl");
+    let run = machine.apply(
+        &catalog,
+        &policy,
+        &["--audit-log", log.to_str().expect("utf-8"), "--jobs", "1"],
+    );
+    assert_eq!(run.code, 6, "three changed and two failed: {run:#?}");
+    let resource = |name: &str| format!("Hostile[{}]", machine.file(name));
+    for line in [
+        // plan's change, converted from 0.6.0's record, and apply's log message.
+        format!("{}: write_file done", resource("write")),
+        format!("{}: notice: wrote `{written}`", resource("write")),
+        // file-metadata@0.6.0.
+        format!(
+            "{}: notice: stat of `{written}`: Some(FileStat {{ kind: File",
+            resource("stat")
+        ),
+        // process@0.6.0, checked against the policy as any launch.
+        format!(
+            "{}: failed: program `/usr/bin/id` is not on the allowlist of plugin `hostile`",
+            resource("launch")
+        ),
+        format!(
+            "{}: warning: host: writing `{}` is outside the directories granted to this call",
+            resource("outside"),
+            outside.display()
+        ),
+        format!("{}: behave done", resource("behave")),
+    ] {
+        assert!(run.stdout.contains(&line), "`{line}` in: {run:#?}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&written).expect("written"),
+        "written by the hostile plugin\n"
+    );
+    assert!(!outside.exists());
+    let events = crate::support::trail(&log);
+    assert!(
+        events
+            .iter()
+            .any(|event| event["operation"] == "open-for-writing"
+                && event["decision"] == "allowed"
+                && event["digest"] == WIT_06_PLUGIN_SHA256),
+        "{events:#?}"
+    );
+
+    let inspect = machine.run(&[
+        "plugins",
+        "inspect",
+        "hostile",
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(inspect.code, 0, "{inspect:#?}");
+    assert!(
+        inspect.stdout.contains(
+            "  wit: 0.6.0 (this wconverge speaks 0.7.0, and loads this version's providers \
+             through an adapter)\n"
+        ),
+        "{inspect:#?}"
+    );
+}

@@ -691,8 +691,13 @@ pub(crate) fn plugin_inspect(summary: &PluginSummary) {
         .filter_map(|import| import.strip_prefix("wconverge:plugin/"))
         .filter_map(|import| import.split_once('@').map(|(_, version)| version))
         .next();
+    let adapted = if wit == Some(wconverge_runtime::PREVIOUS_WIT_VERSION) {
+        ", and loads this version's providers through an adapter"
+    } else {
+        ""
+    };
     text.push_str(&format!(
-        "  wit: {} (this wconverge speaks {})\n",
+        "  wit: {} (this wconverge speaks {}{adapted})\n",
         wit.unwrap_or("-"),
         wconverge_runtime::WIT_VERSION
     ));

@@ -18,6 +18,7 @@ mod grants;
 mod input;
 mod plugin;
 pub mod policy;
+mod previous;
 mod process;
 mod spawn;
 mod state;
@@ -44,6 +45,7 @@ use wconverge_engine::{
 pub use cache::{open_private_dir, sha256_hex};
 pub use input::{ReadError, read_regular};
 pub use plugin::{WIT_VERSION, read_component};
+pub use previous::PREVIOUS_WIT_VERSION;
 
 /// A plugin's granted directories as they really are, with their access.
 type PolicyRoots = Vec<(PathBuf, Access)>;
@@ -210,6 +212,8 @@ impl Runtime {
         files::add_to_linker(&mut linker).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         clock::add_to_linker(&mut linker).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         bindings::Provider::add_to_linker::<_, HasSelf<_>>(&mut linker, |state| state)
+            .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
+        previous::add_to_linker(&mut linker)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         let cache = cache::Cache::new(options.cache_dir.as_deref(), &engine);
         let shared = Arc::new(Shared::default());

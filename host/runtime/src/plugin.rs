@@ -4,13 +4,12 @@
 use crate::bindings::fact_source::facts;
 use crate::bindings::interpreter::scripts;
 use crate::bindings::launcher::launching;
-use crate::bindings::{
-    FACTS_EXPORT, LAUNCHING_EXPORT, PROVIDER_EXPORT, Provider, ProviderIndices, SCRIPTS_EXPORT,
-};
+use crate::bindings::{FACTS_EXPORT, LAUNCHING_EXPORT, PROVIDER_EXPORT, SCRIPTS_EXPORT};
 use crate::cache::{Cache, sha256_hex};
 use crate::convert::schema_from_wit;
 use crate::grants::Grant;
 use crate::policy::{Access, PluginPolicy, Source};
+use crate::previous::{PREVIOUS_WIT_VERSION, ProviderExports, ProviderKind};
 use crate::state::{Phase, PluginState, Shared, Stop};
 use std::collections::HashMap;
 use std::path::Path;
@@ -109,7 +108,7 @@ pub(crate) struct Plugin {
     /// Where it is suitable: its resource program over facts, as it wrote it and parsed.
     pub(crate) requirement: Option<Requirement>,
     pre: InstancePre<PluginState>,
-    provider: Option<ProviderIndices>,
+    provider: Option<ProviderKind>,
     scripts: Option<scripts::GuestIndices>,
     launching: Option<launching::GuestIndices>,
     facts: Option<facts::GuestIndices>,
@@ -118,14 +117,14 @@ pub(crate) struct Plugin {
 
 /// The exports of one instance, by world.
 pub(crate) struct Exports {
-    provider: Option<Provider>,
+    provider: Option<ProviderExports>,
     scripts: Option<scripts::Guest>,
     launching: Option<launching::Guest>,
     facts: Option<facts::Guest>,
 }
 
 impl Exports {
-    pub(crate) fn provider(&self) -> wasmtime::Result<&Provider> {
+    pub(crate) fn provider(&self) -> wasmtime::Result<&ProviderExports> {
         self.provider
             .as_ref()
             .ok_or_else(|| wasmtime::format_err!("the plugin is not a provider"))
@@ -188,18 +187,29 @@ fn load_error(policy: &PluginPolicy, message: impl Into<String>) -> PluginError 
 }
 
 /// Checks a component's imports against what any plugin may import; the error names
-/// the first import that is refused.
+/// the first import that is refused. A plugin's host interfaces are all of this host's
+/// WIT version, or all of the previous one (loaded through `previous`).
 pub(crate) fn check_imports(imports: &[String]) -> Result<(), String> {
+    let mut built_against: Option<&str> = None;
     for import in imports {
         if ALLOWED_WASI.iter().any(|prefix| import.starts_with(prefix)) {
             continue;
         }
         if let Some(rest) = import.strip_prefix(&format!("{WIT_PACKAGE}/")) {
             let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
-            if version != WIT_VERSION {
+            if version != WIT_VERSION && version != PREVIOUS_WIT_VERSION {
                 return Err(format!(
                     "it was built against {WIT_PACKAGE}@{version}, and this wconverge \
-                     implements {WIT_PACKAGE}@{WIT_VERSION}; rebuild it against this version"
+                     implements {WIT_PACKAGE}@{WIT_VERSION} (and loads providers built \
+                     against {PREVIOUS_WIT_VERSION}); rebuild it against {WIT_VERSION}"
+                ));
+            }
+            if let Some(other) = built_against.replace(version)
+                && other != version
+            {
+                return Err(format!(
+                    "it imports {WIT_PACKAGE} interfaces of two versions, {other} and \
+                     {version}; rebuild it against {WIT_VERSION}"
                 ));
             }
             if ALLOWED_HOST.contains(&interface) {
@@ -214,6 +224,25 @@ pub(crate) fn check_imports(imports: &[String]) -> Result<(), String> {
         return Err(format!("it imports `{import}`, which is refused: {why}"));
     }
     Ok(())
+}
+
+/// Refuses a component that exports an interface of the previous WIT version: the
+/// adapter covers that version's providers (whose exports are plain functions), not its
+/// interpreters, launchers or fact sources, which would otherwise load as a plain
+/// provider, or not at all, without saying why.
+pub(crate) fn check_previous_exports(exports: &[String]) -> Result<(), String> {
+    let suffix = format!("@{PREVIOUS_WIT_VERSION}");
+    match exports
+        .iter()
+        .find(|export| export.starts_with(&format!("{WIT_PACKAGE}/")) && export.ends_with(&suffix))
+    {
+        Some(export) => Err(format!(
+            "it exports `{export}`: it was built against {WIT_PACKAGE}@{PREVIOUS_WIT_VERSION}, \
+             whose interpreters, launchers and fact sources this wconverge does not load (only \
+             its providers); rebuild it against {WIT_VERSION}"
+        )),
+        None => Ok(()),
+    }
 }
 
 /// The largest component file wconverge reads (the Python example is 18 MB).
@@ -320,6 +349,7 @@ impl Plugin {
             .map(|(name, _)| name.to_owned())
             .collect();
         let exported = |name: &str| exports.iter().any(|export| export == name);
+        check_previous_exports(&exports).map_err(|message| load_error(&policy, message))?;
         let pre = loader.linker.instantiate_pre(&component).map_err(|error| {
             load_error(
                 &policy,
@@ -356,7 +386,7 @@ impl Plugin {
             None
         };
         let provider = if exported(PROVIDER_EXPORT) || (launching.is_none() && facts.is_none()) {
-            Some(ProviderIndices::new(&pre).map_err(|error| world_error("provider", error))?)
+            Some(ProviderKind::new(&pre).map_err(|error| world_error("provider", error))?)
         } else {
             None
         };
@@ -478,7 +508,12 @@ impl Plugin {
             .map(|text| Requirement::parse(text).map_err(|message| load_error(&policy, message)))
             .transpose()?;
         plugin.put_back(instance);
-        tracing::debug!(plugin = %policy.name, elapsed = ?started.elapsed(), "loaded");
+        tracing::debug!(
+            plugin = %policy.name,
+            wit = plugin.provider.as_ref().map_or(WIT_VERSION, ProviderKind::version),
+            elapsed = ?started.elapsed(),
+            "loaded"
+        );
         Ok(plugin)
     }
 
@@ -826,7 +861,38 @@ mod tests {
             check_imports(&older),
             Err(
                 "it was built against wconverge:plugin@0.2.0, and this wconverge implements \
-                 wconverge:plugin@0.7.0; rebuild it against this version"
+                 wconverge:plugin@0.7.0 (and loads providers built against 0.6.0); rebuild \
+                 it against 0.7.0"
+                    .to_owned()
+            )
+        );
+        assert_eq!(
+            check_previous_exports(&["describe".to_owned(), "plan".to_owned()]),
+            Ok(())
+        );
+        assert_eq!(
+            check_previous_exports(&["wconverge:plugin/scripts@0.6.0".to_owned()]),
+            Err(
+                "it exports `wconverge:plugin/scripts@0.6.0`: it was built against \
+                 wconverge:plugin@0.6.0, whose interpreters, launchers and fact sources this \
+                 wconverge does not load (only its providers); rebuild it against 0.7.0"
+                    .to_owned()
+            )
+        );
+        let previous = [
+            "wconverge:plugin/log@0.6.0".to_owned(),
+            "wconverge:plugin/types@0.6.0".to_owned(),
+        ];
+        assert_eq!(check_imports(&previous), Ok(()));
+        let mixed = [
+            "wconverge:plugin/log@0.6.0".to_owned(),
+            "wconverge:plugin/process@0.7.0".to_owned(),
+        ];
+        assert_eq!(
+            check_imports(&mixed),
+            Err(
+                "it imports wconverge:plugin interfaces of two versions, 0.6.0 and 0.7.0; \
+                 rebuild it against 0.7.0"
                     .to_owned()
             )
         );
