@@ -59,6 +59,7 @@ def git(resource: Resource, *args: str) -> process.Output:
 
 
 class WitWorld(wit_world.WitWorld):
+    @reported
     def describe(self) -> ProviderInfo:
         ensure = enumeration(["present", "absent"])
         return ProviderInfo(
@@ -89,6 +90,7 @@ class WitWorld(wit_world.WitWorld):
             ],
         )
 
+    @reported
     def validate(self, resources: List[Resource]) -> List[List[str]]:
         return [self.problems(resource) for resource in resources]
 

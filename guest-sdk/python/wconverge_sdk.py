@@ -8,10 +8,12 @@ contract itself is the WIT; these helpers only make its values shorter to write:
     from wconverge_sdk import attribute, get, require, string_value
 
 A provider raises `componentize_py_types.Err(message)` to fail a resource: the message is
-the resource's error in the report. Decorate the exports that return a result
-(`current_state`, `plan`, `apply`, `refresh`) with `@reported`, so that any other
-exception becomes that resource's error, with its traceback, rather than a trap that says
-only "unreachable". Nothing may print, read files or use the clock at run
+the resource's error in the report. Decorate every export with `@reported`, so that any
+other exception is reported with its traceback rather than as a trap that says only
+"unreachable": in `current_state`, `plan`, `apply` and `refresh` it becomes the
+resource's error; in `validate`, a problem of each resource of the call; in `describe`,
+which has no error to give, it is logged before the plugin stops, and the host's load
+error shows it. Nothing may print, read files or use the clock at run
 time when the component is built with `--stub-wasi` (as it should be): every action on
 the machine is a program launched through `command(...)`, which the policy checks.
 """
@@ -21,7 +23,7 @@ import traceback
 from typing import Callable, List, Optional, Sequence, TypeVar
 
 from componentize_py_types import Err
-from wit_world.imports import process
+from wit_world.imports import log, process
 from wit_world.imports.types import (
     AttributeSchema,
     Behaviour,
@@ -153,7 +155,33 @@ def describe_exception(error: BaseException) -> str:
 
 
 def reported(method: F) -> F:
-    """Turns an exception in an export into the resource's error, with its traceback."""
+    """Reports an exception in an export with its traceback: as the resource's error
+    (`current_state`, `plan`, `apply`, `refresh`), as a problem of each resource of the
+    call (`validate`), or logged before the plugin stops (`describe`)."""
+
+    if method.__name__ == "validate":
+
+        @functools.wraps(method)
+        def validate(self, resources):
+            try:
+                return method(self, resources)
+            except Exception as error:  # noqa: BLE001 - validate has no error to give
+                problem = "the plugin failed: " + describe_exception(error)
+                return [[problem] for _ in resources]
+
+        return validate  # type: ignore[return-value]
+
+    if method.__name__ == "describe":
+
+        @functools.wraps(method)
+        def describe(*args, **kwargs):
+            try:
+                return method(*args, **kwargs)
+            except Exception as error:
+                log.log(log.Level.ERROR, describe_exception(error))
+                raise
+
+        return describe  # type: ignore[return-value]
 
     @functools.wraps(method)
     def wrapper(*args, **kwargs):

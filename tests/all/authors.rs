@@ -362,6 +362,26 @@ fn issue_21_a_python_exception_is_reported_with_its_traceback() {
     assert!(!error.contains("unreachable"), "{error}");
     let fine = crate::support::entry(&report, "Raising[fine]");
     assert_eq!(fine["status"], "unchanged", "{report:#}");
+
+    // In validate, which has no error to give, the exception is a problem of each
+    // resource of the call, with its traceback.
+    let manifest = machine.manifest("raising-validate.wcv", "raising { 'bug': parts => 'x' }\n");
+    let run = machine.run(&[
+        "validate",
+        manifest.to_str().expect("utf-8"),
+        "--policy",
+        policy.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    for expected in [
+        "Raising[bug]",
+        "the plugin failed: ValueError: invalid literal for int() with base 10: 'x'",
+        "Traceback (most recent call last):",
+        ", in validate",
+    ] {
+        assert!(run.stderr.contains(expected), "`{expected}` in: {run:#?}");
+    }
+    assert!(!run.stderr.contains("unreachable"), "{run:#?}");
 }
 
 /// `plugins new --lang python` writes a project whose unit test passes natively, which

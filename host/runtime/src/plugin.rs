@@ -452,11 +452,23 @@ impl Plugin {
                 default_on: info.default_on,
             });
         }
-        let info = plugin
-            .call(&mut instance, |exports, store| {
-                exports.provider()?.call_describe(store)
-            })
-            .outcome?;
+        let described = plugin.call(&mut instance, |exports, store| {
+            exports.provider()?.call_describe(store)
+        });
+        // `describe` has no error to give: what the plugin logged before it stopped (a
+        // Python SDK's traceback) is the explanation.
+        let info = described.outcome.map_err(|mut error| {
+            for record in described
+                .logs
+                .iter()
+                .filter(|record| record.level >= Level::Error)
+            {
+                error
+                    .message
+                    .push_str(&format!("; it logged: {}", record.message));
+            }
+            error
+        })?;
         for type_name in &policy.provides {
             let schema = info
                 .types

@@ -1,6 +1,7 @@
 """`raising`: a Python provider whose plan fails with an exception it does not catch, as
-a bug would. Built like an author's, with `wconverge_sdk.reported` on its exports: the
-exception becomes the resource's error, with its traceback."""
+a bug would, and whose validate does for `parts` that is not a number. Built like an
+author's, with `wconverge_sdk.reported` on its exports: the exception becomes the
+resource's error (a problem, in validate), with its traceback."""
 
 from typing import List
 
@@ -44,8 +45,11 @@ class WitWorld(wit_world.WitWorld):
             ],
         )
 
+    @reported
     def validate(self, resources: List[Resource]) -> List[List[str]]:
-        return [[] for _ in resources]
+        # A bug: `parts` that is not a number raises instead of being a problem.
+        return [[] if int(get(resource, "parts") or "1") >= 0 else ["negative"]
+                for resource in resources]
 
     def check(self, resources: List[Resource]) -> list:
         return []

@@ -44,6 +44,7 @@ VERSION = "0.1.0"
 
 
 class WitWorld(wit_world.WitWorld):
+    @reported
     def describe(self) -> ProviderInfo:
         return ProviderInfo(
             name="@NAME@",
@@ -70,6 +71,7 @@ class WitWorld(wit_world.WitWorld):
             ],
         )
 
+    @reported
     def validate(self, resources: List[Resource]) -> List[List[str]]:
         return [[] for _ in resources]
 
