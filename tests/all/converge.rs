@@ -622,3 +622,108 @@ fn issue_19_independent_resources_apply_at_once_with_the_report_of_one_at_a_time
         "refreshed"
     );
 }
+
+/// Issue 22: an `apply` whose output nobody reads (`wconverge apply | head`, or with
+/// stderr too) still converges every resource, finishes its audit trail and exits with
+/// the run's exit code; `/dev/full` as stdout makes a run that would succeed fail.
+#[test]
+fn issue_22_an_apply_whose_output_pipe_is_closed_finishes_and_exits_with_the_runs_code() {
+    fn text(path: &std::path::Path) -> &str {
+        path.to_str().expect("utf-8")
+    }
+    let machine = Machine::new();
+    let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
+    let last = machine.file("last");
+    let catalog = machine.catalog(serde_json::json!([
+        { "type": "file", "title": machine.file("first"), "attributes": { "content": "1\n" } },
+        { "type": "hostile", "title": machine.file("fails"),
+          "attributes": { "action": "write_file", "target": "/etc/not-granted" } },
+        { "type": "file", "title": last, "attributes": { "content": "2\n" } },
+    ]));
+    for (format, with_stderr) in [("human", false), ("json", false), ("human", true)] {
+        let _ = std::fs::remove_file(&last);
+        let log = machine
+            .root()
+            .join(format!("audit-{format}-{with_stderr}.jsonl"));
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        // Nobody will read: every write gets EPIPE.
+        drop(reader);
+        let mut command = machine.command(crate::support::WCONVERGE);
+        command
+            .args(["apply", text(&catalog), "--policy", text(&policy)])
+            .args(["--audit-log", text(&log), "--jobs", "1", "--format", format])
+            .stdout(writer.try_clone().expect("clone"));
+        if with_stderr {
+            command.stderr(writer);
+        } else {
+            drop(writer);
+        }
+        let status = command.status().expect("wconverge runs");
+        assert_eq!(
+            status.code(),
+            Some(6),
+            "{format}, stderr closed too: {with_stderr}: one failed, others changed"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&last).expect("the last resource ran"),
+            "2\n"
+        );
+        let events = crate::support::trail(&log);
+        assert!(
+            events
+                .iter()
+                .any(|event| event["operation"] == "open-for-writing"
+                    && event["decision"] == "denied"),
+            "{events:#?}"
+        );
+        assert!(
+            events.iter().any(|event| event["operation"] == "rename"
+                && event["target"]
+                    .as_str()
+                    .is_some_and(|target| target.ends_with(&format!(" -> {last}")))),
+            "{events:#?}"
+        );
+    }
+
+    // Output lost another way is said on stderr, and the run goes on; it turns a
+    // success (0) into a failure, and leaves any other code as it was.
+    let fine = machine.catalog(serde_json::json!([
+        { "type": "file", "title": machine.file("fine"), "attributes": { "content": "3\n" } },
+    ]));
+    let full = || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("/dev/full")
+    };
+    let lost = "wconverge: cannot write to stdout: No space left on device";
+    let changed = machine
+        .command(crate::support::WCONVERGE)
+        .args(["apply", text(&fine), "--policy", text(&policy)])
+        .stdout(full())
+        .output()
+        .expect("wconverge runs");
+    assert_eq!(changed.status.code(), Some(2), "{changed:#?}");
+    assert!(
+        String::from_utf8_lossy(&changed.stderr).contains(lost),
+        "{changed:#?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(machine.file("fine")).expect("converged"),
+        "3\n"
+    );
+    let compiled = machine
+        .command(crate::support::WCONVERGE)
+        .args([
+            "compile",
+            text(&machine.manifest("site.wcv", "notify { 'hi': }\n")),
+        ])
+        .stdout(full())
+        .output()
+        .expect("wconverge runs");
+    assert_eq!(compiled.status.code(), Some(1), "{compiled:#?}");
+    assert!(
+        String::from_utf8_lossy(&compiled.stderr).contains(lost),
+        "{compiled:#?}"
+    );
+}

@@ -300,6 +300,13 @@ fn main() -> ExitCode {
     let result = run(cli);
     let finished = finish_trails();
     match result.and_then(|code| finished.map(|()| code)) {
+        // A closed pipe leaves the exit code to the command (an `apply`'s is the run's);
+        // output lost any other way is a failure of a command that would have succeeded.
+        Ok(0)
+            if output::stdout_lost().is_some_and(|kind| kind != std::io::ErrorKind::BrokenPipe) =>
+        {
+            ExitCode::from(1)
+        }
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             output::error(&format!("{error:#}"));

@@ -1,6 +1,9 @@
-//! Everything the CLI prints. Reports and listings go to stdout, problems to stderr; a
-//! closed stdout (`wconverge ... | head`) ends the output quietly, as ripgrep does.
-#![expect(clippy::print_stderr, reason = "this module is where the CLI writes")]
+//! Everything the CLI prints. Reports and listings go to stdout, problems to stderr. A
+//! stream that cannot be written loses what would have gone there, and nothing else: a
+//! closed stdout (`wconverge apply | head`) ends the output quietly, as ripgrep does, but
+//! not the command, so an `apply` still converges, finishes its audit trail and exits
+//! with its run's code (see [`stdout_lost`]). Nothing here uses `eprintln!`, which panics
+//! when stderr is closed.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -68,8 +71,22 @@ fn continued(message: &str, indent: &str) -> String {
     message.replace('\n', &format!("\n{indent}"))
 }
 
-/// Writes to stdout; a broken pipe ends the process successfully.
+/// Why stdout was given up, once a write to it failed.
+static STDOUT_LOST: std::sync::OnceLock<std::io::ErrorKind> = std::sync::OnceLock::new();
+
+/// Why stdout was given up, if it was: nothing was written to it after that, and the
+/// command went on (an `apply` whose report no one reads still converges the machine and
+/// finishes its audit trail). A closed pipe (`wconverge apply | head`) is the reader's
+/// choice; any other failure means output was lost.
+pub(crate) fn stdout_lost() -> Option<std::io::ErrorKind> {
+    STDOUT_LOST.get().copied()
+}
+
+/// Writes to stdout, unless a write to it failed before.
 fn out(text: &str) {
+    if stdout_lost().is_some() {
+        return;
+    }
     let text = inert(text);
     let mut stdout = std::io::stdout().lock();
     let written = stdout
@@ -80,12 +97,13 @@ fn out(text: &str) {
     }
 }
 
-fn stdout_failed(error: &std::io::Error) -> ! {
-    if error.kind() == std::io::ErrorKind::BrokenPipe {
-        std::process::exit(0);
+/// Gives stdout up after `error`, saying why on stderr unless the reader closed it.
+fn stdout_failed(error: &std::io::Error) {
+    if STDOUT_LOST.set(error.kind()).is_ok() && error.kind() != std::io::ErrorKind::BrokenPipe {
+        err(&format!(
+            "wconverge: cannot write to stdout: {error}; nothing more is written there"
+        ));
     }
-    eprintln!("wconverge: cannot write to stdout: {error}");
-    std::process::exit(1);
 }
 
 /// Made inert as it is written, for output too big to hold whole: what `write` gets is
@@ -150,15 +168,18 @@ impl Write for InertStderr {
 pub(crate) fn parser_message(error: &clap::Error) {
     let text = error.render().to_string();
     if error.use_stderr() {
-        eprint!("{}", inert(&text));
+        let _ = write!(std::io::stderr(), "{}", inert(&text));
     } else {
         out(&text);
     }
 }
 
-/// Writes to stderr, made inert.
+/// Writes a line to stderr, made inert. A stderr that cannot be written (a closed pipe:
+/// `wconverge apply 2>&1 | head`) loses the line, but never stops the command midway,
+/// as `eprintln!`'s panic would.
 fn err(text: &str) {
-    eprintln!("{}", inert(text));
+    let mut stderr = std::io::stderr().lock();
+    let _ = writeln!(stderr, "{}", inert(text));
 }
 
 pub(crate) fn warning(message: &str) {
@@ -172,6 +193,9 @@ pub(crate) fn error(message: &str) {
 /// `value` as pretty JSON and a newline, written as it is serialized: a catalog of many
 /// resources is never whole in memory as text.
 pub(crate) fn json(value: &impl Serialize) {
+    if stdout_lost().is_some() {
+        return;
+    }
     // Buffered before it is made inert: the serializer writes in small pieces.
     let mut writer = std::io::BufWriter::with_capacity(
         64 * 1024,
@@ -199,19 +223,19 @@ pub(crate) fn diagnostics(
     }
     let n_errors = diagnostics.iter().filter(|d| d.is_error()).count();
     if n_errors > 0 {
-        eprintln!(
+        err(&format!(
             "error: {n_errors} error{} in the manifests; nothing was compiled or changed",
             if n_errors == 1 { "" } else { "s" }
-        );
+        ));
     }
 }
 
 pub(crate) fn problems(problems: &[Problem]) {
     let n_problems = problems.len();
-    eprintln!(
+    err(&format!(
         "error: the catalog has {n_problems} problem{}; nothing was changed",
         if n_problems == 1 { "" } else { "s" }
-    );
+    ));
     for problem in problems {
         let mut text = String::new();
         if let Some(location) = &problem.location {
