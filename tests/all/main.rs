@@ -13,6 +13,7 @@ mod converge;
 mod deployment;
 mod entries;
 mod files;
+mod golden;
 mod guards;
 mod hardening;
 mod manifest;
