@@ -3,6 +3,7 @@
 //! plugin is idempotent.
 
 use crate::support::{Machine, Run, WCONVERGE, cache_dir};
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -495,6 +496,7 @@ fn issue_21_the_host_reports_a_write_outside_the_grant_with_the_path_and_the_gra
         hostile("remove", "remove", kept.to_str().expect("utf-8")),
         hostile("read", "read_file", kept.to_str().expect("utf-8")),
         hostile("inside", "write_file", &machine.file("inside.txt")),
+        hostile("chmod", "chmod", kept.to_str().expect("utf-8")),
     ]));
     let log = machine.root().join("audit.jsonl");
     let run = machine.apply(
@@ -502,7 +504,7 @@ fn issue_21_the_host_reports_a_write_outside_the_grant_with_the_path_and_the_gra
         &policy,
         &["--audit-log", log.to_str().expect("utf-8")],
     );
-    assert_eq!(run.code, 6, "four failed and one changed: {run:#?}");
+    assert_eq!(run.code, 6, "five failed and one changed: {run:#?}");
     assert!(!escape.exists(), "nothing was written outside the grant");
     assert!(!Path::new("/relative.txt").exists());
     assert_eq!(
@@ -549,6 +551,25 @@ fn issue_21_the_host_reports_a_write_outside_the_grant_with_the_path_and_the_gra
         assert_eq!(denied[0]["target"], target.display().to_string());
         assert_eq!(denied[0]["reason"], reason.as_str());
     }
+    // The host's own file-metadata calls say the same.
+    let chmod = format!(
+        "Hostile[{}]: failed: `{}` is outside the directories granted to this call {granted}",
+        machine.file("chmod"),
+        kept.display()
+    );
+    assert!(run.stdout.contains(&chmod), "{run:#?}");
+    assert!(
+        events
+            .iter()
+            .any(|event| event["operation"] == "file-metadata"
+                && event["decision"] == "denied"
+                && event["target"] == kept.display().to_string()),
+        "{events:#?}"
+    );
+    assert_ne!(
+        std::fs::metadata(&kept).expect("kept").permissions().mode() & 0o7777,
+        0o4777
+    );
     // The guest sees an error of the sandbox, no longer "no such file".
     let absolute = format!("Hostile[{}]: failed: writing", machine.file("absolute"));
     assert!(

@@ -227,6 +227,31 @@ fn refusal(error: &FsError) -> bool {
     )
 }
 
+/// The directories a call was granted, with their access in its phase, in words:
+/// "granted: `/etc/ssh` read-only".
+pub(crate) fn granted(grants: &[Arc<Grant>], phase: Phase) -> String {
+    if grants.is_empty() {
+        return "granted: none".to_owned();
+    }
+    let each: Vec<String> = grants
+        .iter()
+        .map(|grant| {
+            let access = if phase == Phase::Change && grant.access == Access::ReadWrite {
+                "read-write"
+            } else {
+                "read-only"
+            };
+            let real = grant.canonical.display().to_string();
+            if real == grant.guest {
+                format!("`{real}` {access}")
+            } else {
+                format!("`{}` (`{real}`) {access}", grant.guest)
+            }
+        })
+        .collect();
+    format!("granted: {}", each.join(", "))
+}
+
 /// An empty directory that stays empty: made by this process, opened, and removed, so
 /// nothing can be created in it. It backs the descriptor that stands for everything
 /// outside a call's grants. `None` when it cannot be made (a read-only temporary
@@ -308,27 +333,7 @@ impl View<'_> {
 
     /// The directories this call was granted, with their access in it, in words.
     fn granted(&self) -> String {
-        if self.grants.is_empty() {
-            return "granted: none".to_owned();
-        }
-        let each: Vec<String> = self
-            .grants
-            .iter()
-            .map(|grant| {
-                let access = if self.phase == Phase::Change && grant.access == Access::ReadWrite {
-                    "read-write"
-                } else {
-                    "read-only"
-                };
-                let real = grant.canonical.display().to_string();
-                if real == grant.guest {
-                    format!("`{real}` {access}")
-                } else {
-                    format!("`{}` (`{real}`) {access}", grant.guest)
-                }
-            })
-            .collect();
-        format!("granted: {}", each.join(", "))
+        granted(self.grants, self.phase)
     }
 
     /// Why the sandbox refused a change at `target`, in words.

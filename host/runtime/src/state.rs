@@ -342,7 +342,10 @@ impl PluginState {
                 self.refused(
                     "file-metadata",
                     path,
-                    format!("`{path}` is outside the directories granted to this call"),
+                    format!(
+                        "`{path}` is outside the directories granted to this call ({})",
+                        crate::files::granted(&self.grants, self.phase)
+                    ),
                 )
             })
     }
