@@ -499,7 +499,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
                 version: env!("CARGO_PKG_VERSION").to_owned(),
                 imports: Vec::new(),
                 types: vec![wconverge_engine::node_block_schema()],
-                kind: "engine",
+                kind: wconverge_runtime::PluginKind::Engine,
                 inherits: Vec::new(),
                 default_on: Vec::new(),
                 requires: None,

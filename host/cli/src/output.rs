@@ -11,7 +11,7 @@ use std::io::Write;
 use wconverge_catalog::{Problem, TypeSchema, display_type_name};
 use wconverge_engine::Prepared;
 use wconverge_engine::report::{DiffReport, Report, ResourceReport, Status};
-use wconverge_runtime::{PluginSummary, Suitability};
+use wconverge_runtime::{PluginKind, PluginSummary, Suitability};
 
 /// Whether `c` must not reach a terminal as it is: a control character other than
 /// newline and tab (escape sequences start with one), or a bidirectional formatting
@@ -587,7 +587,7 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
         ));
     }
     let plugin = shown.plugin;
-    if plugin.kind == "interpreter" {
+    if plugin.kind == PluginKind::Interpreter {
         text.push_str(&format!(
             "  script type of interpreter plugin `{}`: its guards run with `{}` unless \
              `guard_interpreter` says otherwise, inheriting {}\n",
@@ -701,11 +701,12 @@ pub(crate) fn plugin_inspect(summary: &PluginSummary) {
             &summary.version
         },
         match summary.kind {
-            "interpreter" =>
+            PluginKind::Interpreter =>
                 "wconverge:plugin/interpreter (a provider whose script types run guards)",
-            "launcher" => "wconverge:plugin/launcher",
-            "facts" => "wconverge:plugin/fact-source",
-            _ => "wconverge:plugin/provider",
+            PluginKind::Launcher => "wconverge:plugin/launcher",
+            PluginKind::Facts => "wconverge:plugin/fact-source",
+            PluginKind::Provider => "wconverge:plugin/provider",
+            PluginKind::Engine => "none: built into wconverge",
         }
     );
     // The WIT version it was built against: that of the wconverge interfaces it imports.
@@ -734,7 +735,7 @@ pub(crate) fn plugin_inspect(summary: &PluginSummary) {
     if let Some(requires) = &summary.requires {
         text.push_str(&format!("  suitable where: {}\n", one_line(requires)));
     }
-    if summary.kind == "interpreter" {
+    if summary.kind == PluginKind::Interpreter {
         text.push_str(&format!(
             "  guards inherit: {}\n",
             if summary.inherits.is_empty() {
@@ -790,7 +791,7 @@ pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::
                 text.push_str(&format!(
                     "{}  {} {}{version}  sha256:{}  types: {}\n",
                     summary.name,
-                    summary.kind,
+                    summary.kind.as_str(),
                     summary.source,
                     summary.sha256,
                     if types.is_empty() {
@@ -799,7 +800,7 @@ pub(crate) fn plugins_list(summaries: &[Result<PluginSummary, wconverge_engine::
                         types.join(", ")
                     }
                 ));
-                if summary.kind == "interpreter" {
+                if summary.kind == PluginKind::Interpreter {
                     let default = if summary.default_on.is_empty() {
                         String::new()
                     } else {
@@ -920,7 +921,7 @@ pub(crate) fn plugins_audit(
         match summary {
             Ok(summary) => {
                 field(&mut text, "sha256", summary.sha256.clone());
-                field(&mut text, "kind", summary.kind.to_owned());
+                field(&mut text, "kind", summary.kind.as_str().to_owned());
                 list(
                     &mut text,
                     "provides",

@@ -114,8 +114,8 @@ pub struct PluginSummary {
     pub version: String,
     pub imports: Vec<String>,
     pub types: Vec<TypeSchema>,
-    /// What the plugin is: `provider`, `interpreter` or `launcher`.
-    pub kind: &'static str,
+    /// What the plugin is.
+    pub kind: PluginKind,
     /// For an interpreter: the attributes its guards inherit.
     pub inherits: Vec<String>,
     /// For an interpreter: the OS families where its first type is the `default` guard
@@ -123,6 +123,36 @@ pub struct PluginSummary {
     pub default_on: Vec<String>,
     /// Where it is suitable: its resource program over facts, if it declares one.
     pub requires: Option<String>,
+}
+
+/// What a plugin is, told by the world it exports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PluginKind {
+    /// Implements resource types (`wconverge:plugin/provider`).
+    Provider,
+    /// A provider whose script types also run guards (`wconverge:plugin/interpreter`).
+    Interpreter,
+    /// Launches programs of other architectures (`wconverge:plugin/launcher`).
+    Launcher,
+    /// Gathers facts (`wconverge:plugin/fact-source`).
+    Facts,
+    /// Not a plugin: the types built into the engine (`node_block`), listed as if from a
+    /// plugin of their own.
+    Engine,
+}
+
+impl PluginKind {
+    /// Its name in output and in the cache.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginKind::Provider => "provider",
+            PluginKind::Interpreter => "interpreter",
+            PluginKind::Launcher => "launcher",
+            PluginKind::Facts => "facts",
+            PluginKind::Engine => "engine",
+        }
+    }
 }
 
 /// The most directories `resolve_path` remembers; past it, it starts again.
@@ -1444,13 +1474,13 @@ fn summary_of(policy: &policy::PluginPolicy, plugin: &Plugin) -> PluginSummary {
         imports: plugin.imports.clone(),
         types,
         kind: if plugin.is_launcher() {
-            "launcher"
+            PluginKind::Launcher
         } else if plugin.fact_groups.is_some() {
-            "facts"
+            PluginKind::Facts
         } else if plugin.interpreter.is_some() {
-            "interpreter"
+            PluginKind::Interpreter
         } else {
-            "provider"
+            PluginKind::Provider
         },
         inherits: plugin
             .interpreter
@@ -1476,7 +1506,7 @@ struct CachedSummary {
     version: String,
     imports: Vec<String>,
     types: Vec<TypeSchema>,
-    kind: String,
+    kind: PluginKind,
     inherits: Vec<String>,
     default_on: Vec<String>,
     requires: Option<String>,
@@ -1488,7 +1518,7 @@ impl CachedSummary {
             version: summary.version.clone(),
             imports: summary.imports.clone(),
             types: summary.types.clone(),
-            kind: summary.kind.to_owned(),
+            kind: summary.kind,
             inherits: summary.inherits.clone(),
             default_on: summary.default_on.clone(),
             requires: summary.requires.clone(),
@@ -1503,12 +1533,7 @@ impl CachedSummary {
             version: self.version,
             imports: self.imports,
             types: self.types,
-            kind: match self.kind.as_str() {
-                "launcher" => "launcher",
-                "facts" => "facts",
-                "interpreter" => "interpreter",
-                _ => "provider",
-            },
+            kind: self.kind,
             inherits: self.inherits,
             default_on: self.default_on,
             requires: self.requires,
