@@ -274,6 +274,9 @@ fn nowhere() -> Option<std::fs::File> {
     Some(std::fs::File::from(fd))
 }
 
+/// How many names `make_nowhere` tries before it gives up.
+const NOWHERE_ATTEMPTS: u32 = 16;
+
 fn make_nowhere() -> std::io::Result<OwnedFd> {
     let temp = std::env::temp_dir();
     let parent = rustix::fs::open(
@@ -284,7 +287,7 @@ fn make_nowhere() -> std::io::Result<OwnedFd> {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |elapsed| elapsed.subsec_nanos());
-    for attempt in 0..16u32 {
+    for attempt in 0..NOWHERE_ATTEMPTS {
         let name = format!(
             ".wconverge-nowhere-{}-{nanos}-{attempt}",
             std::process::id()
@@ -319,16 +322,26 @@ fn make_nowhere() -> std::io::Result<OwnedFd> {
         return Ok(fd);
     }
     Err(std::io::Error::other(format!(
-        "{} names in `{}` were taken",
-        16,
+        "{NOWHERE_ATTEMPTS} names in `{}` were taken",
         temp.display()
     )))
 }
 
 impl View<'_> {
-    /// Whether `fd` stands for everything outside the call's grants.
-    fn is_outside(&self, fd: &Resource<Descriptor>) -> bool {
-        self.paths.outside.contains(&fd.rep())
+    /// Where `path` beneath `fd` is on the host, for `operation`; refused, with the path
+    /// and the call's grants, when `fd` stands for everything outside them.
+    fn target(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        path: &str,
+        operation: &'static str,
+        writes: bool,
+    ) -> FsResult<PathBuf> {
+        let target = self.path_of(fd, path);
+        if self.paths.outside.contains(&fd.rep()) {
+            return self.outside(operation, &target, writes);
+        }
+        Ok(target)
     }
 
     /// The directories this call was granted, with their access in it, in words.
@@ -796,13 +809,10 @@ impl fs::HostDescriptor for View<'_> {
         oflags: fs::OpenFlags,
         flags: fs::DescriptorFlags,
     ) -> FsResult<Resource<Descriptor>> {
-        let target = self.path_of(&fd, &path);
         let writes = flags.intersects(fs::DescriptorFlags::WRITE)
             || oflags.intersects(fs::OpenFlags::CREATE | fs::OpenFlags::TRUNCATE);
-        if self.is_outside(&fd) {
-            let operation = if writes { "open-for-writing" } else { "open" };
-            return self.outside(operation, &target, writes);
-        }
+        let operation = if writes { "open-for-writing" } else { "open" };
+        let target = self.target(&fd, &path, operation, writes)?;
         let opened = if writes {
             self.change("open-for-writing", target.clone(), |view| {
                 view.open(&fd, path_flags, &path, oflags, flags, &target)
@@ -832,10 +842,7 @@ impl fs::HostDescriptor for View<'_> {
     }
 
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        let target = self.path_of(&fd, &path);
-        if self.is_outside(&fd) {
-            return self.outside("create-directory", &target, true);
-        }
+        let target = self.target(&fd, &path, "create-directory", true)?;
         self.change("create-directory", target.clone(), |view| {
             let (dir, found) = view.parent_for_change("create-directory", &fd, &path, &target)?;
             rustix::fs::mkdirat(
@@ -848,10 +855,7 @@ impl fs::HostDescriptor for View<'_> {
     }
 
     fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        let target = self.path_of(&fd, &path);
-        if self.is_outside(&fd) {
-            return self.outside("remove-directory", &target, true);
-        }
+        let target = self.target(&fd, &path, "remove-directory", true)?;
         self.change("remove-directory", target.clone(), |view| {
             let (dir, found) = view.parent_for_change("remove-directory", &fd, &path, &target)?;
             rustix::fs::unlinkat(found.parent(&*dir.dir), &found.name, AtFlags::REMOVEDIR)
@@ -860,10 +864,7 @@ impl fs::HostDescriptor for View<'_> {
     }
 
     fn unlink_file_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
-        let target = self.path_of(&fd, &path);
-        if self.is_outside(&fd) {
-            return self.outside("remove-file", &target, true);
-        }
+        let target = self.target(&fd, &path, "remove-file", true)?;
         self.paths.created.remove(&target);
         self.change("remove-file", target.clone(), |view| {
             let (dir, found) = view.parent_for_change("remove-file", &fd, &path, &target)?;
@@ -882,14 +883,8 @@ impl fs::HostDescriptor for View<'_> {
         new_fd: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        let from = self.path_of(&fd, &old_path);
-        let to = self.path_of(&new_fd, &new_path);
-        if self.is_outside(&fd) {
-            return self.outside("rename", &from, true);
-        }
-        if self.is_outside(&new_fd) {
-            return self.outside("rename", &to, true);
-        }
+        let from = self.target(&fd, &old_path, "rename", true)?;
+        let to = self.target(&new_fd, &new_path, "rename", true)?;
         // A file the plugin created is checked to be what lands at the new name: in a
         // directory another user can write, the name could have been swapped.
         let created = self
@@ -959,10 +954,7 @@ impl fs::HostDescriptor for View<'_> {
         src_path: String,
         dest_path: String,
     ) -> FsResult<()> {
-        let link = self.path_of(&fd, &dest_path);
-        if self.is_outside(&fd) {
-            return self.outside("symlink", &link, true);
-        }
+        let link = self.target(&fd, &dest_path, "symlink", true)?;
         let target = PathBuf::from(format!("{} -> {src_path}", link.display()));
         self.change("symlink", target, |view| {
             view.symlink(&fd, &src_path, &dest_path, &link)
@@ -977,14 +969,8 @@ impl fs::HostDescriptor for View<'_> {
         new_descriptor: Resource<Descriptor>,
         new_path: String,
     ) -> FsResult<()> {
-        let from = self.path_of(&fd, &old_path);
-        let to = self.path_of(&new_descriptor, &new_path);
-        if self.is_outside(&fd) {
-            return self.outside("link", &from, false);
-        }
-        if self.is_outside(&new_descriptor) {
-            return self.outside("link", &to, true);
-        }
+        let from = self.target(&fd, &old_path, "link", false)?;
+        let to = self.target(&new_descriptor, &new_path, "link", true)?;
         let target = PathBuf::from(format!("{} -> {}", to.display(), from.display()));
         // The old name is never followed: a hard link to a link is a link.
         let _ = old_path_flags;
@@ -1010,10 +996,7 @@ impl fs::HostDescriptor for View<'_> {
         atim: fs::NewTimestamp,
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
-        let target = self.path_of(&fd, &path);
-        if self.is_outside(&fd) {
-            return self.outside("set-times", &target, true);
-        }
+        let target = self.target(&fd, &path, "set-times", true)?;
         // Links are not followed: the entry's own times change, whatever it points to.
         let _ = path_flags;
         self.change("set-times", target.clone(), |view| {
@@ -1038,10 +1021,7 @@ impl fs::HostDescriptor for View<'_> {
         atim: fs::NewTimestamp,
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
-        let target = self.path_of(&fd, "");
-        if self.is_outside(&fd) {
-            return self.outside("set-times", &target, true);
-        }
+        let target = self.target(&fd, "", "set-times", true)?;
         self.change("set-times", target, |view| {
             fs::HostDescriptor::set_times(&mut view.fs, fd, atim, mtim)
         })
@@ -1103,10 +1083,7 @@ impl fs::HostDescriptor for View<'_> {
     ) -> FsResult<Resource<fs::DirectoryEntryStream>> {
         // wasmtime-wasi reads a whole directory into host memory when it is listed, so
         // each listing is counted first, against the instance's budget.
-        let target = self.path_of(&fd, "");
-        if self.is_outside(&fd) {
-            return self.outside("list", &target, false);
-        }
+        let target = self.target(&fd, "", "list", false)?;
         let budget = self.actor.policy.limits.memory_bytes / 2;
         let cost = match self.fs.table.get(&fd)? {
             Descriptor::Dir(dir) => {
@@ -1149,18 +1126,12 @@ impl fs::HostDescriptor for View<'_> {
         path_flags: fs::PathFlags,
         path: String,
     ) -> FsResult<fs::DescriptorStat> {
-        if self.is_outside(&fd) {
-            let target = self.path_of(&fd, &path);
-            return self.outside("stat", &target, false);
-        }
+        self.target(&fd, &path, "stat", false)?;
         fs::HostDescriptor::stat_at(&mut self.fs, fd, path_flags, path)
     }
 
     fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
-        let target = self.path_of(&fd, &path);
-        if self.is_outside(&fd) {
-            return self.outside("readlink", &target, false);
-        }
+        let target = self.target(&fd, &path, "readlink", false)?;
         let dir = self.directory(&fd)?;
         let found = self.beneath("readlink", &dir, &fd, &path, &target)?;
         let contents = rustix::fs::readlinkat(found.parent(&*dir.dir), &found.name, Vec::new())
@@ -1223,10 +1194,7 @@ impl fs::HostDescriptor for View<'_> {
         path_flags: fs::PathFlags,
         path: String,
     ) -> FsResult<fs::MetadataHashValue> {
-        if self.is_outside(&fd) {
-            let target = self.path_of(&fd, &path);
-            return self.outside("stat", &target, false);
-        }
+        self.target(&fd, &path, "stat", false)?;
         fs::HostDescriptor::metadata_hash_at(&mut self.fs, fd, path_flags, path)
     }
 }
