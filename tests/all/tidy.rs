@@ -121,6 +121,24 @@ fn the_language_front_end_depends_on_no_host_crate_but_the_catalog() {
     );
 }
 
+/// The engine decides what to do and never how: the code a catalog carries runs through
+/// `wconverge_catalog::Code` (the language implements it, the CLI hands it over), and
+/// plugins through `PluginHost`.
+#[test]
+fn the_engine_depends_on_the_catalog_and_resource_programs_alone() {
+    let manifest = repository().join("Cargo.toml");
+    let ours: Vec<String> = dependencies(&manifest, "wconverge-engine", None, None)
+        .into_iter()
+        .filter(|name| name.starts_with("wconverge-"))
+        .collect();
+    assert_eq!(
+        ours,
+        ["wconverge-catalog", "wconverge-program"],
+        "wconverge-engine may know the catalog and resource programs and nothing else of \
+         the host"
+    );
+}
+
 #[test]
 fn plugins_depend_on_the_sdk_and_never_on_the_host() {
     let root = repository();

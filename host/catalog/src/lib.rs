@@ -6,12 +6,14 @@
 //! prints text that others read and write.
 #![warn(clippy::disallowed_methods)]
 
+mod code;
 mod export;
 mod lazy;
 mod reference;
 mod schema;
 mod value;
 
+pub use code::{Code, LazyUse, NODE_BLOCK};
 pub use export::{Collected, Export, ExportQuery, MATCH_KEY_FORMAT, match_key};
 pub use lazy::{LAZY_KEY, Lazy};
 pub use reference::{ResourceRef, display_type_name};

@@ -1095,7 +1095,9 @@ fn prepare(
 ) -> anyhow::Result<Option<Prepared>> {
     // Checking lazy values, and the checks and invariants of types, needs the
     // compiler's stack: take it once, rather than once per check.
-    let prepared = wconverge_lang::run_on_big_stack(|| wconverge_engine::prepare(catalog, runtime));
+    let prepared = wconverge_lang::run_on_big_stack(|| {
+        wconverge_engine::prepare(catalog, runtime, &wconverge_lang::Language)
+    });
     match prepared {
         Ok(prepared) if earlier.is_empty() => Ok(Some(prepared)),
         Ok(_) => {

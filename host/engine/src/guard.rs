@@ -4,7 +4,7 @@
 
 use crate::{GuardScript, PluginError, PluginHost, PreparedResource};
 use std::time::Duration;
-use wconverge_catalog::{Lazy, Problem, Resource, Value};
+use wconverge_catalog::{Code, Lazy, Problem, Resource, Value};
 
 /// A guard's default timeout, as an `exec`'s (Puppet).
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
@@ -73,13 +73,15 @@ impl Defaults {
 }
 
 /// The guards of `resource`, in evaluation order (every `only_if`, then every `not_if`),
-/// and the sensitive strings they carry. Every problem is reported, not only the first.
+/// the sensitive strings they carry, and whether a block guard reads `$facts`. Every
+/// problem is reported, not only the first.
 pub(crate) fn prepare(
     resource: &Resource,
     prepared: &PreparedResource,
     host: &dyn PluginHost,
+    code: &dyn Code,
     defaults: &mut Defaults,
-) -> Result<(Vec<Guard>, Vec<String>), Vec<Problem>> {
+) -> Result<(Vec<Guard>, Vec<String>, bool), Vec<Problem>> {
     let metaparams = &resource.metaparams;
     let mut written: Vec<(&'static str, bool, &Value)> = Vec::new();
     if let Some(value) = &metaparams.only_if {
@@ -109,7 +111,7 @@ pub(crate) fn prepare(
         }
     }
     if written.is_empty() && metaparams.guard_interpreter.is_none() {
-        return Ok((Vec::new(), Vec::new()));
+        return Ok((Vec::new(), Vec::new(), false));
     }
     let problem = |message: String| Problem::of(resource, message);
     // An array holds several guards; a sensitive array, several sensitive guards.
@@ -150,23 +152,27 @@ pub(crate) fn prepare(
     let mut guards = Vec::new();
     let mut secrets = Vec::new();
     let mut problems = Vec::new();
+    let mut reads_facts = false;
     for (metaparameter, negated, item) in &written {
         let (metaparameter, negated) = (*metaparameter, *negated);
         item.collect_secrets(false, &mut secrets);
         if let Some(lazy) = Lazy::from_value(item.unwrap_sensitive()) {
-            match lazy.and_then(|lazy| wconverge_lang::check_lazy(&lazy).map(|()| lazy)) {
-                Ok(lazy) => guards.push(Guard {
-                    metaparameter,
-                    negated,
-                    shown: if item.is_sensitive() {
-                        "[sensitive]".to_owned()
-                    } else {
-                        lazy.shown()
-                    },
-                    returns: Vec::new(),
-                    inherited: Vec::new(),
-                    body: GuardBody::Block(lazy),
-                }),
+            match lazy.and_then(|lazy| code.check_lazy(&lazy).map(|used| (lazy, used))) {
+                Ok((lazy, used)) => {
+                    reads_facts |= used.reads_facts;
+                    guards.push(Guard {
+                        metaparameter,
+                        negated,
+                        shown: if item.is_sensitive() {
+                            "[sensitive]".to_owned()
+                        } else {
+                            lazy.shown()
+                        },
+                        returns: Vec::new(),
+                        inherited: Vec::new(),
+                        body: GuardBody::Block(lazy),
+                    });
+                }
                 Err(message) => problems.push(problem(format!("`{metaparameter}`: {message}"))),
             }
             continue;
@@ -199,7 +205,7 @@ pub(crate) fn prepare(
     // Chef evaluates every `only_if` before any `not_if`.
     guards.sort_by_key(|guard| guard.negated);
     if problems.is_empty() {
-        Ok((guards, secrets))
+        Ok((guards, secrets, reads_facts))
     } else {
         Err(problems)
     }

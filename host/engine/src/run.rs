@@ -10,7 +10,7 @@ use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
 use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
-use wconverge_catalog::{NodeAttributes, RunContext, TypeSchema, Value};
+use wconverge_catalog::{Code, NodeAttributes, RunContext, TypeSchema, Value};
 
 /// Whether a run changes the machine. The harmless value is the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -45,7 +45,6 @@ pub fn run_with_jobs(
         prepared,
         host,
         mode,
-        declared: wconverge_lang::types::Declared::new(&prepared.types),
         node: RwLock::new(prepared.node_attributes.clone()),
         facts: OnceLock::new(),
         prefetched: crate::prefetch::Prefetched::default(),
@@ -91,7 +90,6 @@ pub(crate) struct Shared<'a> {
     pub(crate) prepared: &'a Prepared,
     pub(crate) host: &'a (dyn PluginHost + Sync),
     mode: Mode,
-    declared: wconverge_lang::types::Declared<'a>,
     /// The node attributes: as compiled, then as `node_block`s write them.
     node: RwLock<NodeAttributes>,
     /// Gathered at the first resource that needs them, once.
@@ -202,21 +200,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         let mut raw: Vec<LogRecord> = Vec::new();
         let mut record = |call_logs: Vec<LogRecord>| raw.extend(call_logs);
         // `$facts` for the lazy values that read it: this machine's, gathered once.
-        let reads_facts = resource
-            .lazy
-            .iter()
-            .map(|(_, lazy)| lazy)
-            .chain(
-                resource
-                    .guards
-                    .iter()
-                    .filter_map(|guard| match &guard.body {
-                        GuardBody::Block(lazy) => Some(lazy),
-                        GuardBody::Script(_) => None,
-                    }),
-            )
-            .any(|lazy| lazy.expression.contains("facts"));
-        let facts_value = if reads_facts {
+        let facts_value = if resource.reads_facts {
             match shared.facts() {
                 Ok(gathered) => Ok(crate::facts_value(&gathered.groups)),
                 Err(error) => Err(format!(
@@ -229,6 +213,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         let guarded = match &facts_value {
             Ok(facts_value) => guards(
                 host,
+                prepared.code,
                 resource,
                 &shared.node.read().expect("node attributes lock"),
                 facts_value,
@@ -244,6 +229,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             Guarded::Skip => Ok(Planned::SkippedByGuard),
             Guarded::Fail(message) => Err(message),
             Guarded::Apply if resource.provider == ENGINE => run_node_block(
+                prepared.code,
                 resource,
                 &mut shared.node.write().expect("node attributes lock"),
                 &facts_value,
@@ -252,7 +238,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             Guarded::Apply => resolve_lazy(
                 resource,
                 prepared.schema(resource),
-                &shared.declared,
+                (prepared.code, &prepared.types),
                 &shared.node.read().expect("node attributes lock"),
                 &facts_value,
             )
@@ -547,6 +533,7 @@ enum Planned {
 
 /// Runs a `node_block`'s body, which writes node attributes; each write is logged.
 fn run_node_block(
+    code: &dyn Code,
     resource: &PreparedResource,
     node: &mut NodeAttributes,
     facts: &Value,
@@ -557,7 +544,7 @@ fn run_node_block(
         .iter()
         .find(|(name, _)| name == "block")
         .ok_or("it has no `block`")?;
-    let written = wconverge_lang::run_node_block(block, node, facts)?;
+    let written = code.run_node_block(block, node, facts)?;
     record(
         written
             .into_iter()
@@ -642,7 +629,7 @@ fn home_defaults(
 fn resolve_lazy(
     resource: &PreparedResource,
     schema: Option<&TypeSchema>,
-    declared: &wconverge_lang::types::Declared<'_>,
+    (code, declared): (&dyn Code, &[TypeSchema]),
     node: &NodeAttributes,
     facts: &Value,
 ) -> Result<Option<PreparedResource>, String> {
@@ -657,7 +644,8 @@ fn resolve_lazy(
         let attribute = schema
             .attribute(name)
             .ok_or_else(|| format!("its type has no attribute `{name}`"))?;
-        let value = wconverge_lang::evaluate_lazy(lazy, node, facts)
+        let value = code
+            .evaluate_lazy(lazy, node, facts)
             .map_err(|message| format!("attribute `{name}`: {message}"))?;
         let value = match value {
             Value::Undef => match &attribute.default {
@@ -685,7 +673,7 @@ fn resolve_lazy(
                 lazy.location
             ));
         }
-        let value = match crate::validate::conform(schema, attribute, &value, declared) {
+        let value = match crate::validate::conform(schema, attribute, &value, code, declared) {
             Ok(instance) => instance.unwrap_or(value),
             Err(messages) => {
                 return Err(format!(
@@ -711,7 +699,7 @@ fn resolve_lazy(
             .position(|attribute| attribute.name == *name)
     });
     resolved.secrets.extend(secrets);
-    let broken = crate::validate::invariants(schema, &resolved.attributes);
+    let broken = crate::validate::invariants(code, schema, &resolved.attributes);
     if !broken.is_empty() {
         return Err(resolved.secrets.scrub(&broken.join("; ")));
     }
@@ -732,6 +720,7 @@ enum Guarded {
 /// false.
 fn guards(
     host: &dyn PluginHost,
+    code: &dyn Code,
     resource: &crate::PreparedResource,
     node: &NodeAttributes,
     facts: &Value,
@@ -746,14 +735,12 @@ fn guards(
             guard.interpreter()
         );
         let (exit_code, signal, succeeded) = match &guard.body {
-            GuardBody::Block(lazy) => {
-                match wconverge_lang::evaluate_lazy_truth(lazy, node, facts) {
-                    Ok(holds) => (None, None, holds),
-                    Err(message) => {
-                        return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
-                    }
+            GuardBody::Block(lazy) => match code.evaluate_lazy_truth(lazy, node, facts) {
+                Ok(holds) => (None, None, holds),
+                Err(message) => {
+                    return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
                 }
-            }
+            },
             GuardBody::Script(script) => {
                 let Call { outcome, logs } = host.run_guard(script);
                 record(logs);

@@ -236,7 +236,9 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
         std::thread::scope(|scope| {
             for _ in 0..jobs.min(n_resources.max(1)) {
                 // Each worker on a stack deep enough for the lazy values it may evaluate.
-                scope.spawn(|| wconverge_lang::run_on_big_stack(|| scheduler.work()));
+                scope.spawn(|| {
+                    shared.prepared.code.on_big_stack(&mut || scheduler.work());
+                });
             }
         });
     }

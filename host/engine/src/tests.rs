@@ -6,7 +6,15 @@ use crate::{
     Call, Change, GuardScript, InterpreterInfo, Level, LogRecord, Mode, PluginError,
     PluginErrorKind, PluginHost, ProviderChoice, ScriptOutput, ScriptStatus,
 };
-use crate::{PreparedResource, prepare, run};
+use crate::{PreparedResource, run};
+
+/// `crate::prepare` with the language running the catalog's code, as the CLI calls it.
+fn prepare(
+    catalog: &wconverge_catalog::Catalog,
+    host: &(dyn crate::PluginHost + Sync),
+) -> Result<crate::Prepared, Vec<wconverge_catalog::Problem>> {
+    crate::prepare(catalog, host, &wconverge_lang::Language)
+}
 use wconverge_catalog::{
     AttributeSchema, Behaviour, Catalog, DataType, PathAccess, TypeSchema, Value,
 };

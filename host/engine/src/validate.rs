@@ -8,11 +8,9 @@ use crate::redact::Secrets;
 use crate::{PluginErrorKind, PluginHost};
 use std::collections::HashMap;
 use wconverge_catalog::{
-    AttributeSchema, Behaviour, Catalog, DataType, Lazy, NodeAttributes, PathAccess, Problem,
-    Resource, ResourceRef, SourceLocation, TypeSchema, Value,
+    AttributeSchema, Behaviour, Catalog, Code, DataType, Lazy, NODE_BLOCK, NodeAttributes,
+    PathAccess, Problem, Resource, ResourceRef, SourceLocation, TypeSchema, Value,
 };
-use wconverge_lang::NODE_BLOCK;
-use wconverge_lang::types::Declared;
 
 /// The provider of the types built into the engine (`node_block`).
 pub const ENGINE: &str = "wconverge";
@@ -78,6 +76,8 @@ pub struct PreparedResource {
     /// What its type's schema asks for of the run (`node`, `facts`), filled in just
     /// before the provider sees the resource.
     pub context: Vec<(String, Value)>,
+    /// Whether its lazy values or block guards read `$facts` (from their syntax trees).
+    pub reads_facts: bool,
     pub(crate) secrets: Secrets,
 }
 
@@ -136,6 +136,8 @@ pub struct Prepared {
     pub graph: Graph,
     /// The paths resources write (namevars that are `read-write` paths), sorted.
     pub written_paths: Vec<String>,
+    /// What runs the code the catalog carries (lazy values, checks of types).
+    pub code: &'static dyn Code,
 }
 
 impl Prepared {
@@ -228,13 +230,13 @@ fn schema_of<'s>(schemas: &'s Schemas, resource: &PreparedResource) -> Option<&'
 pub fn prepare(
     catalog: &Catalog,
     host: &(dyn PluginHost + Sync),
+    code: &'static dyn Code,
 ) -> Result<Prepared, Vec<Problem>> {
     let mut problems = catalog.check();
     if !problems.is_empty() {
         return Err(problems);
     }
     let mut schemas = Schemas::new();
-    let declared = Declared::new(&catalog.types);
     // The provider each type gets, for each `provider` a resource asks for; `None` when
     // there is none, reported once, at the first resource that needed it.
     let mut chosen: HashMap<(String, Option<String>), Option<String>> = HashMap::new();
@@ -325,7 +327,7 @@ pub fn prepare(
             continue;
         };
         let schema = &schemas[type_name][&provider];
-        match prepare_resource(resource, schema, provider, &declared) {
+        match prepare_resource(resource, schema, provider, code, &catalog.types) {
             Ok(mut prepared) => {
                 if let Some(text) = &resource.metaparams.requires {
                     match wconverge_program::Program::parse(text) {
@@ -343,9 +345,10 @@ pub fn prepare(
                         })),
                     }
                 }
-                match guard::prepare(resource, &prepared, host, &mut defaults) {
-                    Ok((guards, secrets)) => {
+                match guard::prepare(resource, &prepared, host, code, &mut defaults) {
+                    Ok((guards, secrets, reads_facts)) => {
                         prepared.guards = guards;
+                        prepared.reads_facts |= reads_facts;
                         prepared.secrets.extend(secrets);
                         for guard in &mut prepared.guards {
                             if let crate::GuardBody::Script(script) = &mut guard.body {
@@ -407,6 +410,7 @@ pub fn prepare(
         },
         resources,
         schemas,
+        code,
     })
 }
 
@@ -607,7 +611,8 @@ pub(crate) fn conform(
     schema: &TypeSchema,
     attribute: &AttributeSchema,
     value: &Value,
-    declared: &Declared<'_>,
+    code: &dyn Code,
+    declared: &[TypeSchema],
 ) -> Result<Option<Value>, Vec<String>> {
     let name = &attribute.name;
     let secret = value.is_sensitive() || attribute.sensitive;
@@ -615,7 +620,8 @@ pub(crate) fn conform(
     value.collect_secrets(attribute.sensitive, &mut secrets);
     let scrub = Secrets::new(secrets);
     if matches!(attribute.data_type, DataType::Named(_)) {
-        return wconverge_lang::types::check_feature(schema, attribute, value, declared, 0)
+        return code
+            .instantiate(schema, attribute, value, declared)
             .map(Some)
             .map_err(|messages| {
                 messages
@@ -632,7 +638,7 @@ pub(crate) fn conform(
         };
         return Err(vec![format!("attribute `{name}` {message}{shown}")]);
     }
-    let rejected = wconverge_lang::types::run_checks(schema, attribute, value);
+    let rejected = code.run_checks(schema, attribute, value);
     if rejected.is_empty() {
         return Ok(None);
     }
@@ -643,11 +649,15 @@ pub(crate) fn conform(
 }
 
 /// What the invariants of `schema` reject in a resource's attributes.
-pub(crate) fn invariants(schema: &TypeSchema, attributes: &[(String, Value)]) -> Vec<String> {
+pub(crate) fn invariants(
+    code: &dyn Code,
+    schema: &TypeSchema,
+    attributes: &[(String, Value)],
+) -> Vec<String> {
     if schema.invariants.is_empty() {
         return Vec::new();
     }
-    wconverge_lang::types::run_invariants(schema, attributes)
+    code.run_invariants(schema, attributes)
         .into_iter()
         .map(|message| format!("`{}`: {message}", schema.name))
         .collect()
@@ -657,9 +667,11 @@ fn prepare_resource(
     resource: &Resource,
     schema: &TypeSchema,
     provider: String,
-    declared: &Declared<'_>,
+    code: &dyn Code,
+    declared: &[TypeSchema],
 ) -> Result<PreparedResource, Vec<Problem>> {
     let mut problems = Vec::new();
+    let mut reads_facts = false;
     let mut lazy_values: Vec<(String, Lazy)> = Vec::new();
     // Values of declared types, as instantiated (their defaults filled in).
     let mut instantiated: Vec<(String, Value)> = Vec::new();
@@ -705,8 +717,11 @@ fn prepare_resource(
         }
         if Lazy::within(value) {
             match Lazy::from_value(value) {
-                Some(Ok(lazy)) => match wconverge_lang::check_lazy(&lazy) {
-                    Ok(()) => lazy_values.push((name.to_owned(), lazy)),
+                Some(Ok(lazy)) => match code.check_lazy(&lazy) {
+                    Ok(used) => {
+                        reads_facts |= used.reads_facts;
+                        lazy_values.push((name.to_owned(), lazy));
+                    }
                     Err(message) => {
                         problems.push(Problem::of(
                             resource,
@@ -731,7 +746,7 @@ fn prepare_resource(
             }
             continue;
         }
-        match conform(schema, attribute, value, declared) {
+        match conform(schema, attribute, value, code, declared) {
             Ok(Some(instance)) => instantiated.push((name.to_owned(), instance)),
             Ok(None) => {}
             Err(messages) => problems.extend(
@@ -788,7 +803,7 @@ fn prepare_resource(
     if problems.is_empty() && lazy_values.is_empty() {
         let scrub = Secrets::new(secrets.clone());
         problems.extend(
-            invariants(schema, &attributes)
+            invariants(code, schema, &attributes)
                 .into_iter()
                 .map(|message| Problem::of(resource, scrub.scrub(&message))),
         );
@@ -808,6 +823,7 @@ fn prepare_resource(
         requirement: None,
         lazy: lazy_values,
         context: Vec::new(),
+        reads_facts,
         secrets: Secrets::new(secrets),
     })
 }

@@ -7,6 +7,7 @@
 //! are no errors.
 #![warn(clippy::disallowed_methods)]
 
+mod code;
 mod diagnostic;
 mod epp;
 mod eval;
@@ -21,6 +22,7 @@ mod syntax;
 pub mod types;
 mod value;
 
+pub use code::Language;
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
 pub use eval::{
     MAX_CLASS_DEPTH, MAX_COMPILE_WORK, MAX_DEFINE_DEPTH, MAX_EDGES, MAX_RESOURCES, MAX_ROUNDS,

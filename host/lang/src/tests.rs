@@ -714,6 +714,24 @@ fn a_lazy_value_from_a_catalog_is_bounded_and_checked() {
     }
 }
 
+/// Whether a lazy value reads `$facts` comes from its syntax tree, not its text: the run
+/// gathers facts only for those that do.
+#[test]
+fn a_lazy_value_reads_facts_when_its_tree_names_them() {
+    for (expression, reads) in [
+        ("$facts['os']['family']", true),
+        ("$facts['os']['family'] == 'debian'", true),
+        ("[1, 2].map |$x| { $facts['n'] + $x }", true),
+        ("'the facts are in'", false),
+        ("$node['facts_seen']", false),
+        ("$my_facts", false),
+    ] {
+        let lazy = lazy(expression, vec![("my_facts", 1.into())]);
+        let used = crate::check_lazy(&lazy).unwrap_or_else(|error| panic!("{expression}: {error}"));
+        assert_eq!(used.reads_facts, reads, "{expression}");
+    }
+}
+
 #[test]
 fn facts_are_a_top_scope_hash_of_record_lists() {
     use wconverge_catalog::Value;

@@ -11,7 +11,7 @@ use crate::diagnostic::Span;
 use crate::syntax::{Expr, ExprKind};
 use crate::value::{LazyVal, Val};
 use crate::{KnownTypes, Source};
-use wconverge_catalog::{Lazy, NodeAttributes, Value};
+use wconverge_catalog::{Lazy, LazyUse, NodeAttributes, Value};
 
 /// Functions that change or read the catalog, refused in a lazy expression (during the
 /// run there is no catalog to change or read).
@@ -73,13 +73,16 @@ struct Found {
     assigned: Vec<String>,
     /// Writes of node attributes (allowed only in a `node_block`'s body).
     node_writes: Vec<Span>,
+    /// Whether it reads `$facts`.
+    reads_facts: bool,
 }
 
 fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
     match &expr.kind {
         // `$node` and `$facts` are read during the run: the node's attributes then, and
         // the facts of the machine that applies the catalog.
-        ExprKind::Var(name) if name == "node" || name == "facts" => {}
+        ExprKind::Var(name) if name == "node" => {}
+        ExprKind::Var(name) if name == "facts" => found.reads_facts = true,
         ExprKind::NodeWrite { .. } => found.node_writes.push(expr.span),
         ExprKind::Var(name) => {
             if name.parse::<usize>().is_ok() {
@@ -193,8 +196,8 @@ impl Evaluator<'_> {
 
 /// Checks that a lazy value from a catalog parses as one expression that changes
 /// nothing; the error names where it was written and what is wrong.
-pub fn check_lazy(lazy: &Lazy) -> Result<(), String> {
-    crate::run_on_big_stack(|| parse_lazy(lazy, &block_label(lazy)).map(|_| ()))
+pub fn check_lazy(lazy: &Lazy) -> Result<LazyUse, String> {
+    crate::run_on_big_stack(|| parse_lazy(lazy, &block_label(lazy)).map(|(_, _, used)| used))
 }
 
 /// Evaluates a lazy value with the variables it captured, reading `node`'s attributes
@@ -233,7 +236,7 @@ fn block_label(lazy: &Lazy) -> String {
     format!("the lazy block at {}", lazy.location)
 }
 
-fn parse_lazy(lazy: &Lazy, label: &str) -> Result<(crate::syntax::Program, Expr), String> {
+fn parse_lazy(lazy: &Lazy, label: &str) -> Result<(crate::syntax::Program, Expr, LazyUse), String> {
     let at = &lazy.location;
     // Parsed as a value, as where it was written: `lazy { }` around it keeps a leading
     // `name {` from reading as a resource.
@@ -266,7 +269,10 @@ fn parse_lazy(lazy: &Lazy, label: &str) -> Result<(crate::syntax::Program, Expr)
             "{label} contains {what}, which cannot be evaluated during the run"
         ));
     }
-    Ok((program, expr))
+    let used = LazyUse {
+        reads_facts: found.reads_facts,
+    };
+    Ok((program, expr, used))
 }
 
 /// Evaluates a lazy value used as a guard: whether it holds (Puppet's truth, so a value
@@ -305,7 +311,7 @@ fn evaluate_in(
     label: &str,
 ) -> Result<(Val, Written), String> {
     let at = &lazy.location;
-    let (program, expr) = parse_lazy(lazy, label)?;
+    let (program, expr, _) = parse_lazy(lazy, label)?;
     let sources = [Source::new(at.to_string(), wrapped(lazy))];
     let types = KnownTypes::new();
     let mut evaluator = Evaluator::new(program, &sources, &types, "");

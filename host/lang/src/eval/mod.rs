@@ -21,7 +21,7 @@ pub(crate) use lazy::evaluate_code;
 pub use lazy::{check_lazy, evaluate_lazy, evaluate_lazy_truth, run_node_block};
 
 /// The type whose lazy `block` may write node attributes during the run.
-pub const NODE_BLOCK: &str = "node_block";
+pub use wconverge_catalog::NODE_BLOCK;
 
 /// A defined type instance may declare another at most this deep.
 pub const MAX_DEFINE_DEPTH: usize = 100;
