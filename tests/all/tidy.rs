@@ -252,10 +252,10 @@ fn every_rust_file_says_what_it_is_for() {
 }
 
 /// The types each built-in plugin provides in the built-in policy (`provides`, or the
-/// plugin's own name), read from its text in the runtime.
+/// plugin's own name), read from its text in the policy crate.
 fn builtin_types(root: &Path) -> Vec<(String, Vec<String>)> {
-    let source = std::fs::read_to_string(root.join("host/runtime/src/policy.rs"))
-        .expect("host/runtime/src/policy.rs");
+    let source = std::fs::read_to_string(root.join("host/policy/src/policy.rs"))
+        .expect("host/policy/src/policy.rs");
     let mut plugins: Vec<(String, Vec<String>)> = Vec::new();
     for line in source.lines() {
         if let Some(name) = line
@@ -358,14 +358,14 @@ fn guest_unit_tests_pass() {
 #[test]
 fn the_readme_shows_the_builtin_policy_as_it_is() {
     let root = repository();
-    let source = std::fs::read_to_string(root.join("host/runtime/src/policy.rs"))
-        .expect("host/runtime/src/policy.rs");
+    let source = std::fs::read_to_string(root.join("host/policy/src/policy.rs"))
+        .expect("host/policy/src/policy.rs");
     let start = "pub const DEFAULT_POLICY: &str = r#\"";
     let from = source.find(start).expect("DEFAULT_POLICY") + start.len();
     let policy = &source[from..from + source[from..].find("\"#;").expect("end of DEFAULT_POLICY")];
     let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     assert!(
         readme.contains(&format!("```toml\n{policy}```")),
-        "the README's built-in policy differs from DEFAULT_POLICY in host/runtime/src/policy.rs"
+        "the README's built-in policy differs from DEFAULT_POLICY in host/policy/src/policy.rs"
     );
 }

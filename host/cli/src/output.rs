@@ -1042,27 +1042,16 @@ pub(crate) fn plugins_audit(
                 limits.process_timeout_seconds
             ),
         );
+        let types = summary
+            .as_ref()
+            .map_or(&[][..], |summary| summary.types.as_slice());
         for flag in wconverge_runtime::audit::flags(plugin)
             .into_iter()
             .chain(wconverge_runtime::audit::writable_programs(plugin))
+            .chain(wconverge_runtime::audit::type_flags(types))
         {
             flagged += 1;
             text.push_str(&format!("  ! {}: {}\n", flag.severity, flag.message));
-        }
-        if let Ok(summary) = summary {
-            for schema in &summary.types {
-                if schema
-                    .context
-                    .contains(&wconverge_catalog::RunContext::NodeAttributes)
-                {
-                    flagged += 1;
-                    text.push_str(&format!(
-                        "  ! reads-secrets: type {} receives every node attribute during the \
-                         run, sensitive ones included\n",
-                        schema.name
-                    ));
-                }
-            }
         }
         text.push('\n');
     }

@@ -7,8 +7,6 @@
 //! before instantiation), programs only through the host's `process` import and only
 //! those the policy allows, and caps on memory, CPU time and output.
 
-pub mod arguments;
-pub mod audit;
 mod bindings;
 mod cache;
 mod clock;
@@ -17,13 +15,16 @@ mod files;
 mod grants;
 mod input;
 mod plugin;
-pub mod policy;
 mod previous;
 mod process;
 mod spawn;
 mod state;
 pub mod trail;
 mod walk;
+
+/// The policy, its argument patterns and its audit flags live in `wconverge-policy`,
+/// which needs no wasmtime; they keep their paths here.
+pub use wconverge_policy::{arguments, audit, policy};
 
 use crate::grants::{Grant, GrantCache, GrantError};
 use crate::plugin::{Instance, Loader, Plugin};

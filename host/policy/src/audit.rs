@@ -134,6 +134,27 @@ pub struct Flag {
     pub message: String,
 }
 
+/// The flags of the types a plugin provides, whatever its grants: a type whose
+/// resources receive every node attribute during the run (`context: node`) reads
+/// secrets, sensitive attributes included.
+pub fn type_flags(types: &[wconverge_catalog::TypeSchema]) -> Vec<Flag> {
+    types
+        .iter()
+        .filter(|schema| {
+            schema
+                .context
+                .contains(&wconverge_catalog::RunContext::NodeAttributes)
+        })
+        .map(|schema| Flag {
+            severity: "reads-secrets",
+            message: format!(
+                "type {} receives every node attribute during the run, sensitive ones included",
+                schema.name
+            ),
+        })
+        .collect()
+}
+
 /// The flags of one plugin's grants, in a stable order.
 pub fn flags(plugin: &PluginPolicy) -> Vec<Flag> {
     let mut flags = Vec::new();
