@@ -297,8 +297,9 @@ fn main() -> ExitCode {
         )
         .init();
     // The trails are finished whatever happened: a failed run's refusals matter most.
-    let result = run(cli);
-    let finished = finish_trails();
+    let trails = Trails::default();
+    let result = run(cli, &trails);
+    let finished = trails.finish();
     match result.and_then(|code| finished.map(|()| code)) {
         // A closed pipe leaves the exit code to the command (an `apply`'s is the run's);
         // output lost any other way is a failure of a command that would have succeeded.
@@ -315,7 +316,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> anyhow::Result<u8> {
+fn run(cli: Cli, trails: &Trails) -> anyhow::Result<u8> {
     match cli.command {
         Command::Apply {
             input,
@@ -329,7 +330,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             store,
         } => {
             signals::watch();
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             let state_dir = dirs::state_dir(state_dir)?;
             let mut fleet = fleet::Fleet::new(&store, Some(&state_dir))?;
             if let Some(days) = keep_reports {
@@ -396,7 +397,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             runtime,
             store,
         } => {
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             let fleet = fleet::Fleet::of(&store)?;
             let publish = if facts_from_store {
                 Publish::FactsFromStore
@@ -417,7 +418,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             runtime,
             store,
         } => {
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             let fleet = fleet::Fleet::of(&store)?;
             let Some((catalog, problems)) =
                 load_with_sources(&input, &runtime, &fleet, Publish::No)?
@@ -447,7 +448,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             runtime,
             store,
         } => {
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             let fleet = fleet::Fleet::of(&store)?;
             let Some((catalog, problems)) =
                 load_with_sources(&input, &runtime, &fleet, Publish::No)?
@@ -469,7 +470,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             manifests,
             runtime,
         } => {
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             let mut failed = false;
             let declared = if manifests.is_empty() {
                 Vec::new()
@@ -582,7 +583,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             program,
             facts,
             runtime,
-        } => requirement(&program, facts.as_deref(), &runtime),
+        } => requirement(&program, facts.as_deref(), &runtime, trails),
         Command::Facts {
             format,
             node: Some(node),
@@ -631,7 +632,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
             runtime,
             store: _,
         } => {
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             let (groups, errors) = runtime.gather_facts();
             match format {
                 ReportFormat::Human => output::facts_human(&groups),
@@ -645,7 +646,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Plugins {
             command: PluginsCommand::List { runtime },
         } => {
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             let summaries = runtime.plugin_summaries();
             let failed = summaries.iter().any(Result::is_err);
             output::plugins_list(&summaries);
@@ -654,7 +655,7 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         Command::Plugins {
             command: PluginsCommand::Inspect { name, runtime },
         } => {
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             if runtime.policy().plugin(&name).is_none() {
                 bail!("the policy has no plugin `{name}`; `wconverge plugins list` lists them");
             }
@@ -685,14 +686,14 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
         } => lock::lock(&policy, plugin_dir.as_deref(), wconverge_builtin::BUILTINS),
         Command::Plugins {
             command: PluginsCommand::Test(args),
-        } => plugin_test::plugins_test(&args),
+        } => plugin_test::plugins_test(&args, trails),
         Command::Plugins {
             command: PluginsCommand::New(args),
         } => scaffold::plugins_new(&args),
         Command::Plugins {
             command: PluginsCommand::Audit { runtime },
         } => {
-            let runtime = runtime_for(&runtime)?;
+            let runtime = runtime_for(&runtime, trails)?;
             let summaries = runtime.plugin_summaries();
             let failed = summaries.iter().any(Result::is_err);
             output::plugins_audit(runtime.policy(), &summaries);
@@ -702,7 +703,12 @@ fn run(cli: Cli) -> anyhow::Result<u8> {
 }
 
 /// `wconverge requirement`: 0 true, 1 false, 2 invalid (the program or the facts).
-fn requirement(text: &str, facts: Option<&Path>, runtime: &RuntimeArgs) -> anyhow::Result<u8> {
+fn requirement(
+    text: &str,
+    facts: Option<&Path>,
+    runtime: &RuntimeArgs,
+    trails: &Trails,
+) -> anyhow::Result<u8> {
     let program = match wconverge_program::Program::parse(text) {
         Ok(program) => program,
         Err(errors) => {
@@ -719,7 +725,7 @@ fn requirement(text: &str, facts: Option<&Path>, runtime: &RuntimeArgs) -> anyho
             }
         },
         None => {
-            let runtime = match runtime_for(runtime) {
+            let runtime = match runtime_for(runtime, trails) {
                 Ok(runtime) => runtime,
                 Err(error) => {
                     output::error(&format!("{error:#}"));
@@ -950,7 +956,7 @@ fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
     })
 }
 
-fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
+fn runtime_for(args: &RuntimeArgs, trails: &Trails) -> anyhow::Result<Runtime> {
     let policy = match &args.policy {
         Some(path) => read_policy(path, args.plugin_dir.as_deref())?,
         None => {
@@ -961,7 +967,7 @@ fn runtime_for(args: &RuntimeArgs) -> anyhow::Result<Runtime> {
             policy
         }
     };
-    runtime_with(policy, args)
+    runtime_with(policy, args, trails)
 }
 
 /// The policy file at `path`, with its `plugin-dir` plugins found in `plugin_dir`.
@@ -1001,8 +1007,9 @@ fn place_plugin_dir(policy: &mut Policy, dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A runtime over `policy`, with the cache and audit log `args` name.
-fn runtime_with(policy: Policy, args: &RuntimeArgs) -> anyhow::Result<Runtime> {
+/// A runtime over `policy`, with the cache and audit log `args` name; its trail is
+/// finished with the command's (`trails`).
+fn runtime_with(policy: Policy, args: &RuntimeArgs, trails: &Trails) -> anyhow::Result<Runtime> {
     let cache_dir = dirs::cache_dir(args.cache_dir.clone());
     let runtime = Runtime::new(RuntimeOptions {
         policy,
@@ -1016,7 +1023,7 @@ fn runtime_with(policy: Policy, args: &RuntimeArgs) -> anyhow::Result<Runtime> {
     };
     let trail = Arc::new(Trail::new(file, Box::new(output::warning)));
     runtime.set_trail(Arc::clone(&trail));
-    TRAILS.lock().expect("trails lock").push(trail);
+    trails.0.borrow_mut().push(trail);
     Ok(runtime)
 }
 
@@ -1072,18 +1079,22 @@ fn open_audit_log(path: &Path) -> anyhow::Result<std::fs::File> {
     Ok(file)
 }
 
-/// The audit trails of this invocation, finished when the command is done.
-static TRAILS: std::sync::Mutex<Vec<Arc<Trail>>> = std::sync::Mutex::new(Vec::new());
+/// The audit trails of one command's runtimes, finished when the command is done, how
+/// ever it ended (`main` owns them; every runtime the command makes adds its own).
+#[derive(Default)]
+pub(crate) struct Trails(std::cell::RefCell<Vec<Arc<Trail>>>);
 
-/// Ends every audit trail: the counts of suppressed refusals, and a flush. A trail that
-/// could not be written fails the command.
-fn finish_trails() -> anyhow::Result<()> {
-    for trail in std::mem::take(&mut *TRAILS.lock().expect("trails lock")) {
-        trail
-            .finish()
-            .context("cannot write the audit log; it is incomplete")?;
+impl Trails {
+    /// Ends every audit trail: the counts of suppressed refusals, and a flush. A trail
+    /// that could not be written fails the command.
+    fn finish(self) -> anyhow::Result<()> {
+        for trail in self.0.into_inner() {
+            trail
+                .finish()
+                .context("cannot write the audit log; it is incomplete")?;
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Validates the catalog; prints every problem (the `earlier` ones first) and returns

@@ -59,7 +59,7 @@ const RUNS: [(&str, Mode); 3] = [
     ("noop", Mode::Noop),
 ];
 
-pub(crate) fn plugins_test(args: &TestArgs) -> anyhow::Result<u8> {
+pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::Trails) -> anyhow::Result<u8> {
     let name = args
         .plugin
         .file_stem()
@@ -98,7 +98,7 @@ pub(crate) fn plugins_test(args: &TestArgs) -> anyhow::Result<u8> {
         audit_log: None,
         cache_dir: args.cache_dir.clone(),
     };
-    let runtime = crate::runtime_with(policy.clone(), &runtime_args)?;
+    let runtime = crate::runtime_with(policy.clone(), &runtime_args, trails)?;
     let summaries = runtime.plugin_summaries();
     let tested = summaries
         .iter()
@@ -158,7 +158,7 @@ pub(crate) fn plugins_test(args: &TestArgs) -> anyhow::Result<u8> {
     let mut failures = Vec::new();
     for (run, (label, mode)) in RUNS.into_iter().enumerate() {
         // A runtime of its own for each run: nothing one run learned is reused.
-        let runtime = crate::runtime_with(policy.clone(), &runtime_args)?;
+        let runtime = crate::runtime_with(policy.clone(), &runtime_args, trails)?;
         let Some(prepared) = crate::prepare(&catalog, &runtime, problems.clone())? else {
             return Ok(1);
         };
