@@ -1,0 +1,335 @@
+//! The engine's side of the runtime: `PluginHost` for `Runtime` (providers chosen,
+//! resources validated, checked, planned, applied and refreshed, guards run, facts and
+//! paths served).
+
+use super::*;
+
+impl PluginHost for Runtime {
+    fn interpreter(
+        &self,
+        type_name: &str,
+        requested: Option<&str>,
+    ) -> Result<Option<InterpreterInfo>, PluginError> {
+        Ok(self.choose(type_name, requested)?.and_then(|plugin| {
+            plugin.interpreter.as_ref().map(|info| InterpreterInfo {
+                script_type: type_name.to_owned(),
+                plugin: plugin.policy.name.clone(),
+                inherits: info.inherits.clone(),
+            })
+        }))
+    }
+
+    fn default_interpreter(&self) -> Result<Option<InterpreterInfo>, PluginError> {
+        for policy in self
+            .policy
+            .plugins
+            .iter()
+            .filter(|policy| !policy.provides.is_empty())
+        {
+            // A plugin that does not load is reported where its types are used.
+            let Ok(plugin) = self.plugin(&policy.name) else {
+                continue;
+            };
+            if let Some(info) = &plugin.interpreter
+                && self.suitability(&plugin).is_suitable()
+                && info
+                    .default_on
+                    .iter()
+                    .any(|family| family == std::env::consts::FAMILY)
+                && let Some(first) = plugin.type_order.first()
+            {
+                return Ok(Some(InterpreterInfo {
+                    script_type: first.clone(),
+                    plugin: policy.name.clone(),
+                    inherits: info.inherits.clone(),
+                }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// A requirement is evaluated only on complete facts: a plugin that failed could
+    /// have published the group it reads.
+    fn interrupted(&self) -> Option<String> {
+        interrupted()
+    }
+
+    /// The directory walked as a grant is (links followed only when root or this user
+    /// owns them), then the file's name.
+    fn resolve_path(&self, path: &str) -> Option<String> {
+        let (dir, name) = path.rsplit_once('/')?;
+        if !walk::plain_name(name) {
+            return None;
+        }
+        let dir = if dir.is_empty() { "/" } else { dir };
+        // Once per directory and run: a path only names a resource here (two names of
+        // one file are one resource), nothing is opened by it.
+        let mut resolved = self.resolved.lock().expect("resolved paths lock");
+        if !resolved.contains_key(dir) && resolved.len() >= MAX_RESOLVED_DIRS {
+            resolved.clear();
+        }
+        let canonical = resolved.entry(dir.to_owned()).or_insert_with(|| {
+            walk::walk(std::path::Path::new(dir), walk::Ancestors::Any)
+                .ok()
+                .map(|walked| walked.canonical)
+        });
+        Some(
+            canonical
+                .as_ref()?
+                .join(name)
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+
+    fn home_of(&self, user: &str) -> Option<String> {
+        process::lookup_user(user)
+            .ok()
+            .map(|entry| entry.dir.to_string_lossy().into_owned())
+            .filter(|dir| dir.starts_with('/') && dir != "/")
+    }
+
+    fn facts(&self) -> Result<wconverge_program::Facts, String> {
+        let (groups, errors) = self.gather_facts();
+        if errors.is_empty() {
+            Ok(wconverge_program::Facts { groups })
+        } else {
+            Err(errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "))
+        }
+    }
+
+    fn run_guard(&self, script: &GuardScript) -> Call<ScriptOutput> {
+        let mut logs = Vec::new();
+        let outcome = (|| {
+            // The plugin chosen before the run, so the guard runs with what was checked.
+            let plugin = self.plugin(&script.plugin)?;
+            if plugin.interpreter.is_none() || !plugin.schemas.contains_key(&script.interpreter) {
+                return Err(PluginError::new(
+                    &script.plugin,
+                    PluginErrorKind::Load,
+                    format!(
+                        "it is no interpreter of script type `{}`",
+                        script.interpreter
+                    ),
+                ));
+            }
+            let mut instance = plugin.instance(&self.engine, &self.shared, Phase::Guard, &[])?;
+            instance.store.data_mut().subject =
+                Some((script.subject.clone(), script.secrets.clone()));
+            // The host kills a program at the smaller of its timeout and the policy's limit.
+            let timeout = script.timeout.min(std::time::Duration::from_secs(
+                plugin.policy.limits.process_timeout_seconds,
+            ));
+            let wit = convert::script_to_wit(script, timeout);
+            let called = plugin.call(&mut instance, |exports, store| {
+                exports.scripts()?.call_run(store, &wit)
+            });
+            logs.extend(called.logs);
+            let result = called.outcome?;
+            plugin.put_back(instance);
+            result
+                .map(|output| convert::output_from_wit(output, timeout))
+                .map_err(|error| provider_error(&plugin, process::message(&error).to_owned()))
+        })();
+        Call::new(outcome, logs)
+    }
+
+    fn provider(
+        &self,
+        type_name: &str,
+        requested: Option<&str>,
+    ) -> Result<Option<ProviderChoice>, PluginError> {
+        Ok(self.choose(type_name, requested)?.and_then(|plugin| {
+            plugin.schemas.get(type_name).map(|schema| ProviderChoice {
+                plugin: plugin.policy.name.clone(),
+                schema: schema.clone(),
+            })
+        }))
+    }
+
+    fn validate(&self, resources: &[&PreparedResource]) -> Call<Vec<Vec<String>>> {
+        let Some(first) = resources.first() else {
+            return Call::new(Ok(Vec::new()), Vec::new());
+        };
+        let mut logs = Vec::new();
+        let outcome = (|| {
+            let plugin = self.plugin(&first.provider)?;
+            let mut found = Vec::with_capacity(resources.len());
+            for batch in by_weight(resources, plugin.policy.limits.memory_bytes) {
+                for resource in batch {
+                    if resource.provider != first.provider {
+                        return Err(PluginError::new(
+                            &first.provider,
+                            PluginErrorKind::Load,
+                            format!(
+                                "{} is not a resource of provider `{}`",
+                                resource.reference, first.provider
+                            ),
+                        ));
+                    }
+                    schema_of(&plugin, resource)?;
+                }
+                tracing::debug!(
+                    plugin = %plugin.policy.name,
+                    resources = batch.len(),
+                    "validate"
+                );
+                let lists = self.call_many(
+                    &plugin,
+                    (Phase::Describe, &[]),
+                    batch,
+                    "",
+                    ("validate", |exports, store, wits| {
+                        exports.provider()?.call_validate(store, wits)
+                    }),
+                    &mut logs,
+                )?;
+                found.extend(lists.iter().zip(batch).map(|(problems, resource)| {
+                    problems
+                        .iter()
+                        .take(100)
+                        .map(|problem| said(resource, problem))
+                        .collect()
+                }));
+            }
+            Ok(found)
+        })();
+        Call::new(outcome, logs)
+    }
+
+    fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Vec<Change>> {
+        self.session(
+            resource,
+            Phase::Inspect,
+            |plugin, schema, instance, logs| {
+                tracing::debug!(
+                    plugin = %plugin.policy.name,
+                    resource = %resource.reference,
+                    read = current.is_none(),
+                    "plan"
+                );
+                let wit = convert::resource_to_wit(resource);
+                let state = match current {
+                    // Read in a batch, and checked then.
+                    Some(state) => convert::attributes_to_wit(&state),
+                    None => {
+                        let called = plugin.call(instance, |exports, store| {
+                            exports.provider()?.call_current_state(store, &wit)
+                        });
+                        logs.extend(called.logs);
+                        let state = called
+                            .outcome?
+                            .map_err(|message| provider_error(plugin, said(resource, &message)))?;
+                        convert::check_state(&state, schema)
+                            .map_err(|message| contract_error(plugin, message))?;
+                        state
+                    }
+                };
+                let called = plugin.call(instance, |exports, store| {
+                    exports.provider()?.call_plan(store, &wit, &state)
+                });
+                logs.extend(called.logs);
+                let changes = called
+                    .outcome?
+                    .map_err(|message| provider_error(plugin, said(resource, &message)))?;
+                convert::changes_from_wit(&changes, schema, &|text| said(resource, text))
+                    .map_err(|message| contract_error(plugin, message))
+            },
+        )
+    }
+
+    fn check(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<Checked, String>>> {
+        let Some(first) = resources.first() else {
+            return Call::new(Ok(Vec::new()), Vec::new());
+        };
+        let mut logs = Vec::new();
+        let outcome = (|| {
+            let plugin = self.plugin(&first.provider)?;
+            let schema = schema_of(&plugin, first)?;
+            if !schema.batch_state {
+                return Err(contract_error(
+                    &plugin,
+                    format!("type `{}` does not read its states in batches", schema.name),
+                ));
+            }
+            let mut results: Vec<Option<Result<Checked, String>>> = vec![None; resources.len()];
+            // Each resource's directories, checked (and recorded) for it as for a call of
+            // its own; resources are read together only when they need exactly the same
+            // ones, so no call sees more than each of its resources needs.
+            let mut groups: Vec<(Vec<Arc<Grant>>, Vec<usize>)> = Vec::new();
+            for (position, resource) in resources.iter().enumerate() {
+                if resource.provider != first.provider || resource.type_name != first.type_name {
+                    results[position] = Some(Err(format!(
+                        "{} is not of type `{}` with provider `{}`",
+                        resource.reference, first.type_name, first.provider
+                    )));
+                    continue;
+                }
+                match self.grants_for(&plugin, resource, schema, Phase::Inspect) {
+                    Ok(grants) => {
+                        let same = |other: &Vec<Arc<Grant>>| {
+                            other.len() == grants.len()
+                                && other.iter().zip(&grants).all(|(a, b)| Arc::ptr_eq(a, b))
+                        };
+                        match groups.iter_mut().find(|(other, _)| same(other)) {
+                            Some((_, members)) => members.push(position),
+                            None => groups.push((grants, vec![position])),
+                        }
+                    }
+                    Err(error) => results[position] = Some(Err(error.to_string())),
+                }
+            }
+            for (grants, members) in groups {
+                let group: Vec<&PreparedResource> = members
+                    .iter()
+                    .map(|&position| resources[position])
+                    .collect();
+                let mut members = members.into_iter();
+                for batch in by_weight(&group, plugin.policy.limits.memory_bytes) {
+                    let checked = self.check_batch(&plugin, schema, &grants, batch, &mut logs)?;
+                    // `checked` first: `zip` asks its first iterator first, and the
+                    // members of the next batch must not be consumed.
+                    for (checked, position) in checked.into_iter().zip(members.by_ref()) {
+                        results[position] = Some(checked);
+                    }
+                }
+            }
+            Ok(results
+                .into_iter()
+                .map(|result| result.unwrap_or_else(|| Err("its state was not read".to_owned())))
+                .collect())
+        })();
+        Call::new(outcome, logs)
+    }
+
+    fn apply(&self, resource: &PreparedResource, changes: &[Change]) -> Call<()> {
+        self.session(resource, Phase::Change, |plugin, _, instance, logs| {
+            let wit = convert::resource_to_wit(resource);
+            let changes: Vec<_> = changes.iter().map(convert::change_to_wit).collect();
+            let called = plugin.call(instance, |exports, store| {
+                exports.provider()?.call_apply(store, &wit, &changes)
+            });
+            logs.extend(called.logs);
+            called
+                .outcome?
+                .map_err(|message| provider_error(plugin, said(resource, &message)))
+        })
+    }
+
+    fn refresh(&self, resource: &PreparedResource) -> Call<()> {
+        self.session(resource, Phase::Change, |plugin, _, instance, logs| {
+            let wit = convert::resource_to_wit(resource);
+            let called = plugin.call(instance, |exports, store| {
+                exports.provider()?.call_refresh(store, &wit)
+            });
+            logs.extend(called.logs);
+            called
+                .outcome?
+                .map_err(|message| provider_error(plugin, said(resource, &message)))
+        })
+    }
+}
