@@ -14,8 +14,10 @@ mod lock;
 mod modules;
 mod output;
 mod plugin_test;
+mod plugins_command;
 mod scaffold;
 mod signals;
+mod types_command;
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
@@ -469,116 +471,7 @@ fn run(cli: Cli, trails: &Trails) -> anyhow::Result<u8> {
             provider,
             manifests,
             runtime,
-        } => {
-            let runtime = runtime_for(&runtime, trails)?;
-            let mut failed = false;
-            let declared = if manifests.is_empty() {
-                Vec::new()
-            } else {
-                let input = InputArgs {
-                    files: manifests,
-                    node: None,
-                    deny_warnings: false,
-                    modulepath: None,
-                };
-                match load(
-                    &input,
-                    &runtime,
-                    &module_path(&input),
-                    &fleet::Fleet::none(),
-                    Publish::No,
-                )? {
-                    Some(catalog) => catalog.types,
-                    None => return Ok(1),
-                }
-            };
-            // The types built into the engine, as if from a plugin of their own.
-            let mut summaries = vec![wconverge_runtime::PluginSummary {
-                name: wconverge_engine::ENGINE.to_owned(),
-                source: "builtin".to_owned(),
-                sha256: String::new(),
-                version: env!("CARGO_PKG_VERSION").to_owned(),
-                imports: Vec::new(),
-                types: vec![wconverge_engine::node_block_schema()],
-                kind: wconverge_runtime::PluginKind::Engine,
-                inherits: Vec::new(),
-                default_on: Vec::new(),
-                requires: None,
-            }];
-            for summary in runtime.plugin_summaries() {
-                match summary {
-                    Ok(summary) => summaries.push(summary),
-                    Err(error) => {
-                        output::error(&error.to_string());
-                        failed = true;
-                    }
-                }
-            }
-            // Each type with its providers, in the policy's order. Facts are gathered
-            // only if a provider has a requirement.
-            let mut types: std::collections::BTreeMap<&str, Vec<output::TypeProvider>> =
-                std::collections::BTreeMap::new();
-            for summary in &summaries {
-                let suitability = match &summary.requires {
-                    None => Suitability::Everywhere,
-                    Some(_) => runtime
-                        .plugin_suitability(&summary.name)
-                        .unwrap_or_else(|error| Suitability::Unknown(error.to_string())),
-                };
-                for schema in &summary.types {
-                    types
-                        .entry(&schema.name)
-                        .or_default()
-                        .push(output::TypeProvider {
-                            plugin: summary,
-                            schema,
-                            suitability: suitability.clone(),
-                        });
-                }
-            }
-            match type_name {
-                None => output::types_list(&types, &declared),
-                Some(name)
-                    if provider.is_none()
-                        && !types.contains_key(name.as_str())
-                        && let Some(schema) = declared
-                            .iter()
-                            .find(|schema| schema.name.eq_ignore_ascii_case(&name)) =>
-                {
-                    output::declared_type_detail(schema);
-                }
-                Some(name) => {
-                    let Some(providers) = types.get(name.as_str()) else {
-                        bail!(
-                            "no plugin of the policy provides type `{name}`, and no manifest \
-                             given with --manifest declares it; `wconverge types` lists them"
-                        );
-                    };
-                    let shown = match &provider {
-                        Some(wanted) => providers
-                            .iter()
-                            .find(|candidate| candidate.plugin.name == *wanted)
-                            .with_context(|| {
-                                format!(
-                                    "no plugin named `{wanted}` provides type `{name}`; its \
-                                     providers are: {}",
-                                    providers
-                                        .iter()
-                                        .map(|candidate| candidate.plugin.name.as_str())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                )
-                            })?,
-                        None => providers
-                            .iter()
-                            .find(|candidate| candidate.suitability.is_suitable())
-                            .unwrap_or(&providers[0]),
-                    };
-                    output::type_detail(shown, providers);
-                }
-            }
-            Ok(u8::from(failed))
-        }
+        } => types_command::types(type_name, provider, manifests, &runtime, trails),
         Command::Requirement {
             program,
             facts,
@@ -645,42 +538,10 @@ fn run(cli: Cli, trails: &Trails) -> anyhow::Result<u8> {
         }
         Command::Plugins {
             command: PluginsCommand::List { runtime },
-        } => {
-            let runtime = runtime_for(&runtime, trails)?;
-            let summaries = runtime.plugin_summaries();
-            let failed = summaries.iter().any(Result::is_err);
-            output::plugins_list(&summaries);
-            Ok(u8::from(failed))
-        }
+        } => plugins_command::list(&runtime, trails),
         Command::Plugins {
             command: PluginsCommand::Inspect { name, runtime },
-        } => {
-            let runtime = runtime_for(&runtime, trails)?;
-            if runtime.policy().plugin(&name).is_none() {
-                bail!("the policy has no plugin `{name}`; `wconverge plugins list` lists them");
-            }
-            match runtime
-                .plugin_summaries()
-                .into_iter()
-                .flatten()
-                .find(|summary| summary.name == name)
-            {
-                Some(summary) => {
-                    output::plugin_inspect(&summary);
-                    Ok(0)
-                }
-                None => {
-                    // Its load error, as `plugins list` shows it.
-                    let error = runtime
-                        .plugin_summaries()
-                        .into_iter()
-                        .filter_map(Result::err)
-                        .find(|error| error.plugin == name)
-                        .map_or_else(|| "it could not be loaded".to_owned(), |e| e.to_string());
-                    bail!("{error}")
-                }
-            }
-        }
+        } => plugins_command::inspect(&name, &runtime, trails),
         Command::Plugins {
             command: PluginsCommand::Lock { policy, plugin_dir },
         } => lock::lock(&policy, plugin_dir.as_deref(), wconverge_builtin::BUILTINS),
@@ -692,13 +553,7 @@ fn run(cli: Cli, trails: &Trails) -> anyhow::Result<u8> {
         } => scaffold::plugins_new(&args),
         Command::Plugins {
             command: PluginsCommand::Audit { runtime },
-        } => {
-            let runtime = runtime_for(&runtime, trails)?;
-            let summaries = runtime.plugin_summaries();
-            let failed = summaries.iter().any(Result::is_err);
-            output::plugins_audit(runtime.policy(), &summaries);
-            Ok(u8::from(failed))
-        }
+        } => plugins_command::audit(&runtime, trails),
     }
 }
 
