@@ -222,6 +222,26 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
+/// A file a newcomer can hold: none of the host's is over 1,000 lines (split a big one
+/// into rooms by concern, as `eval/` and `parser/` are).
+#[test]
+fn no_file_of_the_host_is_over_a_thousand_lines() {
+    let mut files = Vec::new();
+    rust_files(&repository().join("host"), &mut files);
+    assert!(files.len() > 20, "found only {} files", files.len());
+    let long: Vec<String> = files
+        .iter()
+        .filter_map(|path| {
+            let lines = std::fs::read_to_string(path)
+                .expect("readable")
+                .lines()
+                .count();
+            (lines > 1_000).then(|| format!("{} ({lines} lines)", path.display()))
+        })
+        .collect();
+    assert!(long.is_empty(), "files of host/ over 1,000 lines: {long:?}");
+}
+
 #[test]
 fn every_rust_file_says_what_it_is_for() {
     let root = repository();

@@ -1,0 +1,332 @@
+//! Tests of launching: the policy checks of a request, argument patterns, routing through the launcher, and the launch itself with its limits.
+
+use super::*;
+use crate::policy::Policy;
+
+/// [`run`], then the launch cgroups kept for reuse are removed: a test process ends
+/// without the runtime's end, which would remove them.
+fn run_released(
+    checked: Checked,
+    names: Option<&ExecNames>,
+) -> Result<wit::Output, wit::LaunchError> {
+    let output = run(checked, names);
+    release_cgroups();
+    output
+}
+
+fn exec_policy() -> PluginPolicy {
+    Policy::builtin().plugin("sh").expect("sh").clone()
+}
+
+fn command(program: &str, args: &[&str]) -> wit::Command {
+    wit::Command {
+        program: program.to_owned(),
+        args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+        cwd: None,
+        env: Vec::new(),
+        user: None,
+        group: None,
+        umask: None,
+        timeout_ms: None,
+        stdin: None,
+        architecture: None,
+    }
+}
+
+fn refusal(result: Result<Checked, wit::LaunchError>) -> String {
+    match result {
+        Err(wit::LaunchError::Refused(message)) => message,
+        Err(other) => panic!("not a refusal: {other:?}"),
+        Ok(_) => panic!("allowed"),
+    }
+}
+
+/// A launcher with fixed answers, to test what the host accepts from one.
+struct Fixed {
+    policy: PluginPolicy,
+    route: Route,
+}
+
+impl Launcher for Fixed {
+    fn policy(&self) -> &PluginPolicy {
+        &self.policy
+    }
+    fn route(&self, _: &str, _: &[String], _: &str) -> Result<Route, String> {
+        Ok(self.route.clone())
+    }
+}
+
+fn routed(program: &str, args: &[&str]) -> LauncherSlot {
+    Ok(std::sync::Arc::new(Fixed {
+        policy: Policy::builtin()
+            .plugin("launcher")
+            .expect("launcher")
+            .clone(),
+        route: Route {
+            program: program.to_owned(),
+            args: args.iter().map(|arg| (*arg).to_owned()).collect(),
+            how: "test".to_owned(),
+            provided_by: "test".to_owned(),
+        },
+    }))
+}
+
+#[test]
+fn a_launcher_may_wrap_the_command_line_but_not_rewrite_it() {
+    let policy = exec_policy();
+    let mut request = command("/bin/sh", &["-c", "uname -m"]);
+    request.architecture = Some("i686".to_owned());
+    let wrap = routed("/usr/bin/setarch", &["i686", "/bin/sh", "-c", "uname -m"]);
+    let checked = check(&policy, Launch::Allowed, &request, || Some(&wrap)).expect("wraps");
+    assert_eq!(checked.program, "/usr/bin/setarch");
+    let rewrite = routed("/usr/bin/setarch", &["i686", "/bin/sh", "-c", "rm -rf /"]);
+    let refused = refusal(check(&policy, Launch::Allowed, &request, || Some(&rewrite)));
+    assert!(refused.contains("instead of wrapping it"), "{refused}");
+    // Options before the original command line may not name another program.
+    let smuggled = routed(
+        "/usr/bin/setarch",
+        &[
+            "i686",
+            "/usr/bin/python3",
+            "-c",
+            "x",
+            "/bin/sh",
+            "-c",
+            "uname -m",
+        ],
+    );
+    let refused = refusal(check(&policy, Launch::Allowed, &request, || {
+        Some(&smuggled)
+    }));
+    assert!(refused.contains("instead of wrapping it"), "{refused}");
+    // ...not even by a bare name that setarch would look up.
+    let bare = routed(
+        "/usr/bin/setarch",
+        &["i686", "chmod", "/bin/sh", "-c", "uname -m"],
+    );
+    let refused = refusal(check(&policy, Launch::Allowed, &request, || Some(&bare)));
+    assert!(refused.contains("instead of wrapping it"), "{refused}");
+    // Another build must be the same program.
+    let other = routed("/usr/bin/python3", &["-c", "uname -m"]);
+    let refused = refusal(check(&policy, Launch::Allowed, &request, || Some(&other)));
+    assert!(refused.contains("is another program"), "{refused}");
+    // While only inspecting, the wrapper must be a query too.
+    let refused = refusal(check(&policy, Launch::QueriesOnly, &request, || {
+        Some(&wrap)
+    }));
+    assert!(refused.contains("only inspects"), "{refused}");
+    let ungranted = routed("/usr/bin/qemu-i386", &["/bin/sh", "-c", "uname -m"]);
+    let refused = refusal(check(&policy, Launch::Allowed, &request, || {
+        Some(&ungranted)
+    }));
+    assert!(
+        refused.contains("not on the allowlist of plugin `launcher`"),
+        "{refused}"
+    );
+    let swapped = routed("/opt/other/sh", &["-c", "uname -m"]);
+    let refused = refusal(check(&policy, Launch::Allowed, &request, || Some(&swapped)));
+    assert!(
+        refused.contains("not on the allowlist of plugin `sh`"),
+        "{refused}"
+    );
+    let none: LauncherSlot = Err("the policy has no launcher".to_owned());
+    match check(&policy, Launch::Allowed, &request, || Some(&none)) {
+        Err(wit::LaunchError::Failed(message)) => {
+            assert!(message.contains("the policy has no launcher"), "{message}")
+        }
+        _ => panic!("no launcher must fail the launch"),
+    }
+}
+
+#[test]
+fn the_policy_decides_what_runs() {
+    let policy = exec_policy();
+    assert!(check(&policy, Launch::Allowed, &command("/bin/sh", &[]), || None).is_ok());
+    let relative = refusal(check(&policy, Launch::Allowed, &command("sh", &[]), || {
+        None
+    }));
+    assert!(relative.contains("no PATH lookup"), "{relative}");
+    let elsewhere = refusal(check(
+        &policy,
+        Launch::Allowed,
+        &command("/tmp/x", &[]),
+        || None,
+    ));
+    assert!(
+        elsewhere.contains("not on the allowlist of plugin `sh`"),
+        "{elsewhere}"
+    );
+    let inspecting = refusal(check(
+        &policy,
+        Launch::QueriesOnly,
+        &command("/bin/sh", &[]),
+        || None,
+    ));
+    assert!(inspecting.contains("only inspects"), "{inspecting}");
+    let mut preload = command("/bin/sh", &[]);
+    preload
+        .env
+        .push(("LD_PRELOAD".to_owned(), "/tmp/x.so".to_owned()));
+    let refused = refusal(check(&policy, Launch::Allowed, &preload, || None));
+    assert!(refused.contains("`LD_PRELOAD` may not be set"), "{refused}");
+}
+
+#[test]
+fn a_launch_that_names_no_user_runs_as_the_policys_run_as() {
+    let mut policy = exec_policy();
+    policy.users = Principals::Only(vec!["root".to_owned()]);
+    policy.run_as = Some("nobody".to_owned());
+    let nobody = lookup_user("nobody").expect("a `nobody` user");
+    let checked = check(&policy, Launch::Allowed, &command("/bin/sh", &[]), || None);
+    if rustix::process::geteuid().is_root() {
+        let checked = checked.expect("allowed");
+        assert_eq!(checked.uid, Some(nobody.uid.as_raw()));
+        assert_eq!(checked.gid, Some(nobody.gid.as_raw()));
+    } else {
+        // Not root: it cannot switch, and it does not run as itself instead.
+        let refused = refusal(checked);
+        assert!(
+            refused.contains("cannot run `/bin/sh` as user `nobody`"),
+            "{refused}"
+        );
+    }
+    // A user the launch names still needs `users`.
+    let mut named = command("/bin/sh", &[]);
+    named.user = Some("nobody".to_owned());
+    let refused = refusal(check(&policy, Launch::Allowed, &named, || None));
+    assert!(
+        refused.contains("may not run programs as user `nobody`"),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_program_runs_with_an_empty_environment_and_its_input() {
+    let mut request = command("/bin/sh", &["-c", "cat; echo \"[$HOME]\"; exit 3"]);
+    request.stdin = Some(b"fed\n".to_vec());
+    let output = run_released(
+        check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
+        None,
+    )
+    .expect("ran");
+    assert_eq!(output.status, wit::ExitStatus::Exited(3));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "fed\n[]\n");
+}
+
+#[test]
+fn without_pidfds_threads_supervise_a_launch_alike() {
+    PIDFDS_USABLE.store(false, std::sync::atomic::Ordering::Relaxed);
+    let mut request = command("/bin/sh", &["-c", "cat; echo out; echo err >&2; exit 4"]);
+    request.stdin = Some(b"in\n".to_vec());
+    let output = run_released(
+        check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
+        None,
+    );
+    let mut slow = command("/bin/sh", &["-c", "sleep 30"]);
+    slow.timeout_ms = Some(200);
+    let timed = run_released(
+        check(&exec_policy(), Launch::Allowed, &slow, || None).expect("allowed"),
+        None,
+    );
+    PIDFDS_USABLE.store(true, std::sync::atomic::Ordering::Relaxed);
+    let output = output.expect("ran");
+    assert_eq!(output.status, wit::ExitStatus::Exited(4));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "in\nout\n");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "err\n");
+    assert_eq!(timed.expect("ran").status, wit::ExitStatus::TimedOut);
+}
+
+#[test]
+fn a_program_given_no_input_reads_its_end_at_once() {
+    // `cat` reads until its input ends: with nothing to feed, the pipe is closed
+    // before the wait, so it ends long before its timeout.
+    let mut request = command("/bin/sh", &["-c", "cat; echo done"]);
+    request.timeout_ms = Some(5_000);
+    let started = Instant::now();
+    let output = run_released(
+        check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
+        None,
+    )
+    .expect("ran");
+    assert_eq!(output.status, wit::ExitStatus::Exited(0));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "done\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn the_timeout_kills_the_whole_group() {
+    let mut request = command("/bin/sh", &["-c", "sleep 30 & sleep 30"]);
+    request.timeout_ms = Some(200);
+    let started = Instant::now();
+    let output = run_released(
+        check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
+        None,
+    )
+    .expect("ran");
+    assert_eq!(output.status, wit::ExitStatus::TimedOut);
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn output_is_capped_and_marked_truncated() {
+    let mut policy = exec_policy();
+    policy.limits.output_bytes = 1000;
+    let request = command("/bin/sh", &["-c", "yes | head -c 100000"]);
+    let output = run_released(
+        check(&policy, Launch::Allowed, &request, || None).expect("allowed"),
+        None,
+    )
+    .expect("ran");
+    assert_eq!(output.stdout.len(), 1000);
+    assert!(output.stdout_truncated);
+    assert_eq!(output.status, wit::ExitStatus::Exited(0));
+}
+
+#[test]
+fn the_program_that_runs_is_the_file_that_was_checked_under_its_own_name() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let program = dir.path().join("tool");
+    std::os::unix::fs::symlink("/bin/sh", &program).expect("link");
+    let program = program.to_str().expect("utf-8").to_owned();
+    let mut policy = exec_policy();
+    policy.programs.push(crate::policy::ProgramGrant {
+        pattern: crate::policy::ProgramPattern::Exact(program.clone().into()),
+        args: None,
+        query: false,
+    });
+    let request = command(&program, &["-c", "cat /proc/$$/comm; echo \"$0\"; exit 3"]);
+    let checked = check(&policy, Launch::Allowed, &request, || None).expect("allowed");
+    assert_eq!(
+        checked.resolved().as_deref(),
+        std::fs::canonicalize("/bin/sh")
+            .ok()
+            .and_then(|p| p.to_str().map(str::to_owned))
+            .as_deref()
+    );
+    // The path now names another program: what was checked runs all the same.
+    std::fs::remove_file(&program).expect("unlinked");
+    std::os::unix::fs::symlink("/bin/false", &program).expect("relinked");
+    let names = ExecNames::create().expect("a directory for names");
+    let output = run_released(checked, Some(&names)).expect("ran");
+    assert_eq!(output.status, wit::ExitStatus::Exited(3));
+    assert_eq!(
+        String::from_utf8_lossy(&output.stdout),
+        format!("tool\n{program}\n")
+    );
+    let kept = std::fs::read_dir(&names.dir)
+        .expect("names dir")
+        .flat_map(|slot| std::fs::read_dir(slot.expect("slot").path()).expect("slot dir"))
+        .count();
+    assert_eq!(kept, 0, "the name is removed once the program runs");
+    let dir_of_names = names.dir.clone();
+    drop(names);
+    assert!(!dir_of_names.exists());
+}
