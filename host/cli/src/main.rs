@@ -19,6 +19,13 @@ mod scaffold;
 mod signals;
 mod types_command;
 
+// mimalloc (its version 2: its version 3 keeps more memory) rather than the C library's
+// allocator: a no-op of 5,000 files takes a fifth less time, and a compile of 50,000
+// resources two fifths less in as much memory (`cargo bench --bench floors`). Both
+// allocate and free many small values on several threads at once.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand, ValueEnum};
 use std::os::unix::fs::OpenOptionsExt;
