@@ -44,35 +44,42 @@ file_line { 'fine': path => '@FILES@/sshd_config', line => 'UseDNS no' }
     ]);
     assert_eq!(run.code, 1, "{run:#?}");
     let site = manifest.display().to_string();
-    for (at, resource, message) in [
+    // Each with its code (docs/diagnostics.md): the schema's types and checks, the
+    // declared type's invariant.
+    for (at, code, resource, message) in [
         (
             "1:8",
+            "attribute-value",
             "File[@FILES@/motd]",
             "attribute `ensure` expects Enum[",
         ),
         (
             "2:8",
+            "attribute-value",
             "File[@FILES@/issue]",
             "attribute `mode` expects String, got Integer",
         ),
         (
             "3:13",
+            "attribute-value",
             "File_line[two lines]",
             "attribute `line`: `line` is one line: it may not contain a newline",
         ),
         (
             "4:13",
+            "attribute-value",
             "File_line[relative]",
             "attribute `path`: `path` `sshd_config` is not an absolute path",
         ),
         (
             "5:13",
+            "invariant",
             "File_line[many]",
             "`file_line`: `multiple` replaces the lines `match` finds: set `match` too",
         ),
     ] {
         let resource = resource.replace("@FILES@", &machine.files_dir());
-        let wanted = format!("  {site}:{at}: {resource}: {message}");
+        let wanted = format!("  error[wcv::{code}]: {site}:{at}: {resource}: {message}");
         assert!(run.stderr.contains(&wanted), "{wanted}\n{run:#?}");
     }
     assert!(

@@ -7,6 +7,7 @@
 #![warn(clippy::disallowed_methods)]
 
 mod code;
+mod diagnostic_code;
 mod export;
 mod lazy;
 mod reference;
@@ -14,6 +15,7 @@ mod schema;
 mod value;
 
 pub use code::{Code, LazyUse, NODE_BLOCK};
+pub use diagnostic_code::DiagnosticCode;
 pub use export::{Collected, Export, ExportQuery, MATCH_KEY_FORMAT, match_key};
 pub use lazy::{LAZY_KEY, Lazy};
 pub use reference::{ResourceRef, display_type_name};
@@ -441,6 +443,8 @@ mod ref_string {
 /// do about it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem {
+    /// What kind of problem it is, from the registry (`docs/diagnostics.md`).
+    pub code: DiagnosticCode,
     pub resource: Option<ResourceRef>,
     pub location: Option<SourceLocation>,
     pub message: String,
@@ -448,8 +452,9 @@ pub struct Problem {
 }
 
 impl Problem {
-    pub fn new(message: impl Into<String>) -> Self {
+    pub fn new(code: DiagnosticCode, message: impl Into<String>) -> Self {
         Problem {
+            code,
             resource: None,
             location: None,
             message: message.into(),
@@ -457,8 +462,9 @@ impl Problem {
         }
     }
 
-    pub fn of(resource: &Resource, message: impl Into<String>) -> Self {
+    pub fn of(resource: &Resource, code: DiagnosticCode, message: impl Into<String>) -> Self {
         Problem {
+            code,
             resource: Some(resource.reference()),
             location: resource.source.clone(),
             message: message.into(),
@@ -474,6 +480,7 @@ impl Problem {
 
 impl fmt::Display for Problem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "error[{}]: ", self.code)?;
         if let Some(location) = &self.location {
             write!(f, "{location}: ")?;
         }
@@ -554,11 +561,14 @@ impl Catalog {
         let mut problems = Vec::new();
         if self.format_version != FORMAT_VERSION {
             problems.push(
-                Problem::new(format!(
-                    "catalog format version {} is not supported; this wconverge reads version \
+                Problem::new(
+                    DiagnosticCode::Catalog,
+                    format!(
+                        "catalog format version {} is not supported; this wconverge reads version \
                      {FORMAT_VERSION}",
-                    self.format_version
-                ))
+                        self.format_version
+                    ),
+                )
                 .with_help("compile the catalog with the same wconverge version that applies it"),
             );
             return problems;
@@ -568,14 +578,18 @@ impl Catalog {
             ("override", &self.node_attributes.override_),
         ] {
             if !matches!(value, Value::Hash(_)) {
-                problems.push(Problem::new(format!(
-                    "`node_attributes.{layer}` must be an object"
-                )));
+                problems.push(Problem::new(
+                    DiagnosticCode::Catalog,
+                    format!("`node_attributes.{layer}` must be an object"),
+                ));
             } else if Lazy::within(value) {
-                problems.push(Problem::new(format!(
-                    "`node_attributes.{layer}` holds a lazy value; node attributes hold plain \
+                problems.push(Problem::new(
+                    DiagnosticCode::Catalog,
+                    format!(
+                        "`node_attributes.{layer}` holds a lazy value; node attributes hold plain \
                      values"
-                )));
+                    ),
+                ));
             }
         }
         // By type and title; a type in capitals (reported) by its lowercase name, as its
@@ -591,7 +605,11 @@ impl Catalog {
                     ResourceRef::parse(&format!("{}[x]", resource.type_name)).map(|_| ())
                 });
             if let Err(message) = checked {
-                problems.push(Problem::of(resource, message.clone()));
+                problems.push(Problem::of(
+                    resource,
+                    DiagnosticCode::Catalog,
+                    message.clone(),
+                ));
                 continue;
             }
             let lowercase = !resource
@@ -602,13 +620,18 @@ impl Catalog {
                 problems.push(
                     Problem::of(
                         resource,
+                        DiagnosticCode::Catalog,
                         format!("type `{}` is not lowercase", resource.type_name),
                     )
                     .with_help("write types in lowercase in the catalog: `file`, not `File`"),
                 );
             }
             if resource.title.is_empty() {
-                problems.push(Problem::of(resource, "the title is empty"));
+                problems.push(Problem::of(
+                    resource,
+                    DiagnosticCode::Catalog,
+                    "the title is empty",
+                ));
             }
             let reference = (
                 if lowercase {
@@ -626,6 +649,7 @@ impl Catalog {
                 problems.push(
                     Problem::of(
                         resource,
+                        DiagnosticCode::DuplicateTitle,
                         format!("declared twice; first declared {first_at}"),
                     )
                     .with_help("rename one of them, or merge the two declarations"),
@@ -638,6 +662,7 @@ impl Catalog {
                     problems.push(
                         Problem::of(
                             resource,
+                            DiagnosticCode::Catalog,
                             format!("`{name}` is a metaparameter, not an attribute"),
                         )
                         .with_help(format!("move `{name}` into the resource's `metaparams`")),
@@ -772,8 +797,9 @@ mod tests {
         .expect_err("duplicate");
         assert_eq!(
             error.to_string(),
-            "the catalog is invalid:\n  a.wcv:7: File[/a]: declared twice; first declared at \
-             a.wcv:1\n  help: rename one of them, or merge the two declarations"
+            "the catalog is invalid:\n  error[wcv::duplicate-title]: a.wcv:7: File[/a]: declared \
+             twice; first declared at a.wcv:1\n  help: rename one of them, or merge the two \
+             declarations"
         );
         // A type in capitals is the same type: its resource is a duplicate too. A bad
         // type name is reported for each resource that has it.

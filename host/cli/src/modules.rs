@@ -5,6 +5,7 @@
 //! one machine finds the module files of the machine that applies it.
 
 use std::path::{Component, Path, PathBuf};
+use wconverge_catalog::DiagnosticCode;
 use wconverge_catalog::{Catalog, Problem, Value};
 
 const PREFIX: &str = "puppet:///modules/";
@@ -271,7 +272,9 @@ pub(crate) fn resolve_sources(catalog: &mut Catalog, modulepath: &[PathBuf]) -> 
                 }
             }
             Err((message, help)) => {
-                problems.push(Problem::of(resource, message).with_help(help));
+                problems.push(
+                    Problem::of(resource, DiagnosticCode::ModuleSource, message).with_help(help),
+                );
                 // Said once: the provider is not asked about a source it cannot reach.
                 resource.attributes.0.retain(|(name, _)| name != "source");
             }

@@ -244,7 +244,7 @@ pub(crate) fn problems(problems: &[Problem]) {
         if n_problems == 1 { "" } else { "s" }
     ));
     for problem in problems {
-        let mut text = String::new();
+        let mut text = format!("error[{}]: ", problem.code);
         if let Some(location) = &problem.location {
             text.push_str(&format!("{location}: "));
         }

@@ -6,6 +6,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
+use wconverge_catalog::DiagnosticCode;
 use wconverge_catalog::{Catalog, EdgeKind, Problem, ResourceRef};
 
 /// Resources (by catalog index) and the ordering edges between them.
@@ -73,6 +74,7 @@ impl Graph {
                         None => problems.push(
                             Problem::of(
                                 resource,
+                                DiagnosticCode::UnknownReference,
                                 format!(
                                     "`{metaparameter}` names {target}, which is not in the catalog"
                                 ),
@@ -96,6 +98,7 @@ impl Graph {
                         &edge.target
                     };
                     problems.push(Problem {
+                        code: DiagnosticCode::UnknownReference,
                         resource: None,
                         location: edge.declared.clone(),
                         message: format!(
@@ -145,8 +148,12 @@ impl Graph {
                         .map(|idx| graph.references[*idx].to_string())
                         .collect();
                     let resource = &catalog.resources[first];
-                    Problem::of(resource, format!("dependency cycle: {}", path.join(" -> ")))
-                        .with_help("remove one of these relationships; nothing was applied")
+                    Problem::of(
+                        resource,
+                        DiagnosticCode::DependencyCycle,
+                        format!("dependency cycle: {}", path.join(" -> ")),
+                    )
+                    .with_help("remove one of these relationships; nothing was applied")
                 })
                 .collect::<Vec<_>>()
         })?;

@@ -4,6 +4,7 @@
 
 use crate::{GuardScript, PluginError, PluginHost, PreparedResource};
 use std::time::Duration;
+use wconverge_catalog::DiagnosticCode;
 use wconverge_catalog::{Code, Lazy, Problem, Resource, Value};
 
 /// A guard's default timeout, as an `exec`'s (Puppet).
@@ -98,7 +99,13 @@ pub(crate) fn prepare(
             || prepared.get("unless").is_some()))
     .then(|| host.interpreter(&resource.type_name, Some(&prepared.provider)))
     .transpose()
-    .map_err(|error| vec![Problem::of(resource, error.to_string())])?
+    .map_err(|error| {
+        vec![Problem::of(
+            resource,
+            DiagnosticCode::ProviderUnavailable,
+            error.to_string(),
+        )]
+    })?
     .flatten();
     // Puppet's `onlyif` and `unless` are guards on script types (`exec`); another type's
     // attributes of those names are its own business.
@@ -113,7 +120,7 @@ pub(crate) fn prepare(
     if written.is_empty() && metaparams.guard_interpreter.is_none() {
         return Ok((Vec::new(), Vec::new(), false));
     }
-    let problem = |message: String| Problem::of(resource, message);
+    let problem = |message: String| Problem::of(resource, DiagnosticCode::Guard, message);
     // An array holds several guards; a sensitive array, several sensitive guards.
     let written: Vec<(&'static str, bool, Value)> = written
         .into_iter()
@@ -225,7 +232,13 @@ fn interpretation(
     defaults: &mut Defaults,
 ) -> Result<Interpretation, Box<Problem>> {
     let inheriting = |inherits: Vec<String>| if script_type { inherits } else { Vec::new() };
-    let host_error = |error: PluginError| Box::new(Problem::of(resource, error.to_string()));
+    let host_error = |error: PluginError| {
+        Box::new(Problem::of(
+            resource,
+            DiagnosticCode::ProviderUnavailable,
+            error.to_string(),
+        ))
+    };
     let default = |defaults: &mut Defaults| -> Result<Interpretation, Box<Problem>> {
         match defaults.get(host).map_err(host_error)? {
             Some(info) => Ok(Interpretation {
@@ -236,6 +249,7 @@ fn interpretation(
             None => Err(Box::new(
                 Problem::of(
                     resource,
+                    DiagnosticCode::GuardInterpreter,
                     format!(
                         "no installed interpreter is the `default` guard interpreter on this {} \
                          machine",
@@ -264,6 +278,7 @@ fn interpretation(
             None => Err(Box::new(
                 Problem::of(
                     resource,
+                    DiagnosticCode::GuardInterpreter,
                     format!("guard_interpreter `{name}` is not an installed interpreter"),
                 )
                 .with_help(

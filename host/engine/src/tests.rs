@@ -399,10 +399,10 @@ fn every_schema_problem_is_reported_before_anything_runs() {
     assert_eq!(
         messages,
         vec![
-            "Test[a]: `test` has no attribute `colour`\n  help: its attributes with provider `test` are: name, state, secret",
-            "Test[b]: attribute `state` expects String, got Integer (the value is 3)",
-            "Test[c]: state `invalid` is invalid",
-            "Nope[d]: unknown type `nope`; no plugin provides it\n  help: check the spelling, or add a plugin that provides it to the policy; `wconverge types` lists the types available",
+            "error[wcv::unknown-attribute]: Test[a]: `test` has no attribute `colour`\n  help: its attributes with provider `test` are: name, state, secret",
+            "error[wcv::attribute-value]: Test[b]: attribute `state` expects String, got Integer (the value is 3)",
+            "error[wcv::provider-check]: Test[c]: state `invalid` is invalid",
+            "error[wcv::no-provider]: Nope[d]: unknown type `nope`; no plugin provides it\n  help: check the spelling, or add a plugin that provides it to the policy; `wconverge types` lists the types available",
         ]
     );
     assert!(host.calls.lock().expect("calls").is_empty());
@@ -422,7 +422,7 @@ fn each_resource_runs_with_the_provider_it_was_given() {
     assert_eq!(messages.len(), 1, "{messages:#?}");
     assert!(
         messages[0].starts_with(
-            "Test[a]: plugin `other` is not suitable here\n  help: `wconverge types test` shows \
+            "error[wcv::provider-unavailable]: Test[a]: plugin `other` is not suitable here\n  help: `wconverge types test` shows \
              its providers"
         ),
         "{messages:#?}"
@@ -548,7 +548,7 @@ fn only_a_non_default_interpreter_inherits_and_guard_parameters_win() {
     .expect_err("unknown interpreter");
     assert_eq!(
         problems[0].to_string(),
-        "Test[a]: guard_interpreter `zsh` is not an installed interpreter\n  help: name a script type whose plugin is an interpreter (`sh`, `bash`, `exec`, `powershell_script`; `wconverge types` lists them) or `default`"
+        "error[wcv::guard-interpreter]: Test[a]: guard_interpreter `zsh` is not an installed interpreter\n  help: name a script type whose plugin is an interpreter (`sh`, `bash`, `exec`, `powershell_script`; `wconverge types` lists them) or `default`"
     );
     let problems = prepare(
         &catalog(r#"{"type": "test", "title": "a", "metaparams": {"only_if": {"command": "exit 0", "colour": "red"}, "not_if": {"command": "x", "returns": []}}}"#),

@@ -7,6 +7,7 @@ use crate::guard::{self, Defaults, Guard};
 use crate::redact::Secrets;
 use crate::{PluginErrorKind, PluginHost};
 use std::collections::HashMap;
+use wconverge_catalog::DiagnosticCode;
 use wconverge_catalog::{
     AttributeSchema, Behaviour, Catalog, Code, DataType, Lazy, NODE_BLOCK, NodeAttributes,
     PathAccess, Problem, Resource, ResourceRef, SourceLocation, TypeSchema, Value,
@@ -262,6 +263,7 @@ pub fn prepare(
                     Some(other) => {
                         problems.push(Problem::of(
                             resource,
+                            DiagnosticCode::ProviderUnavailable,
                             format!(
                                 "`provider => '{other}'`: `node_block` is built into wconverge; \
                                  its only provider is `{ENGINE}`"
@@ -287,6 +289,7 @@ pub fn prepare(
                         problems.push(
                             Problem::of(
                                 resource,
+                                DiagnosticCode::NoProvider,
                                 format!("unknown type `{type_name}`; no plugin provides it"),
                             )
                             .with_help(
@@ -297,8 +300,13 @@ pub fn prepare(
                         None
                     }
                     Err(error) => {
-                        problems.push(Problem::of(resource, error.to_string()).with_help(
-                            match error.kind {
+                        problems.push(
+                            Problem::of(
+                                resource,
+                                DiagnosticCode::ProviderUnavailable,
+                                error.to_string(),
+                            )
+                            .with_help(match error.kind {
                                 PluginErrorKind::Load => {
                                     "fix the plugin or its entry in the policy".to_owned()
                                 }
@@ -314,8 +322,8 @@ pub fn prepare(
                                      that suits this machine to the policy"
                                 ),
                                 _ => "report this to the plugin's author".to_owned(),
-                            },
-                        ));
+                            }),
+                        );
                         None
                     }
                 };
@@ -335,6 +343,7 @@ pub fn prepare(
                         Err(errors) => problems.extend(errors.into_iter().map(|error| {
                             let mut problem = Problem::of(
                                 resource,
+                                DiagnosticCode::RequiresProgram,
                                 format!(
                                     "`requires` line {}, column {}: {}",
                                     error.line, error.column, error.message
@@ -362,7 +371,12 @@ pub fn prepare(
                 if prepared.provider == ENGINE {
                     if !prepared.lazy.iter().any(|(name, _)| name == "block") {
                         problems.push(
-                            Problem::of(resource, "`block` must be a lazy value").with_help(
+                            Problem::of(
+                                resource,
+                                DiagnosticCode::LazyAttribute,
+                                "`block` must be a lazy value",
+                            )
+                            .with_help(
                                 "write `block => lazy { $node.default['key'] = value }`: the \
                                  block runs during the run",
                             ),
@@ -446,6 +460,7 @@ fn provider_checks(
         })
         .collect();
     let problem = |resource: &PreparedResource, message: String| Problem {
+        code: DiagnosticCode::ProviderCheck,
         resource: Some(resource.reference.clone()),
         location: resource.source.clone(),
         message: resource.secrets.scrub(&message),
@@ -584,6 +599,7 @@ fn same_namevar(
                 };
                 problems.push(
                     Problem {
+                        code: DiagnosticCode::SameNamevar,
                         resource: Some(resource.reference.clone()),
                         location: resource.source.clone(),
                         message: format!(
@@ -686,6 +702,7 @@ fn prepare_resource(
             problems.push(
                 Problem::of(
                     resource,
+                    DiagnosticCode::UnknownAttribute,
                     format!("`{}` has no attribute `{name}`", schema.name),
                 )
                 .with_help(format!(
@@ -700,8 +717,12 @@ fn prepare_resource(
         }
         if attribute.behaviour == Behaviour::ReadOnly {
             problems.push(
-                Problem::of(resource, format!("attribute `{name}` is read-only"))
-                    .with_help("remove it; the provider reports it, a manifest cannot set it"),
+                Problem::of(
+                    resource,
+                    DiagnosticCode::ReadOnlyAttribute,
+                    format!("attribute `{name}` is read-only"),
+                )
+                .with_help("remove it; the provider reports it, a manifest cannot set it"),
             );
             continue;
         }
@@ -709,6 +730,7 @@ fn prepare_resource(
             problems.push(
                 Problem::of(
                     resource,
+                    DiagnosticCode::LazyAttribute,
                     format!("`{name}` names the resource and cannot be lazy"),
                 )
                 .with_help("a namevar is known when the catalog is compiled; compute it there"),
@@ -725,17 +747,20 @@ fn prepare_resource(
                     Err(message) => {
                         problems.push(Problem::of(
                             resource,
+                            DiagnosticCode::LazyAttribute,
                             format!("attribute `{name}`: {message}"),
                         ));
                     }
                 },
                 Some(Err(message)) => problems.push(Problem::of(
                     resource,
+                    DiagnosticCode::LazyAttribute,
                     format!("attribute `{name}` holds a malformed lazy value: {message}"),
                 )),
                 None => problems.push(
                     Problem::of(
                         resource,
+                        DiagnosticCode::LazyAttribute,
                         format!("attribute `{name}` holds a lazy value inside another value"),
                     )
                     .with_help(
@@ -752,7 +777,7 @@ fn prepare_resource(
             Err(messages) => problems.extend(
                 messages
                     .into_iter()
-                    .map(|message| Problem::of(resource, message)),
+                    .map(|message| Problem::of(resource, DiagnosticCode::AttributeValue, message)),
             ),
         }
     }
@@ -781,6 +806,7 @@ fn prepare_resource(
                         problems.push(
                             Problem::of(
                                 resource,
+                                DiagnosticCode::RequiredAttribute,
                                 format!("attribute `{}` is required", attribute.name),
                             )
                             .with_help(format!("set `{}`: {}", attribute.name, attribute.doc)),
@@ -805,7 +831,9 @@ fn prepare_resource(
         problems.extend(
             invariants(code, schema, &attributes)
                 .into_iter()
-                .map(|message| Problem::of(resource, scrub.scrub(&message))),
+                .map(|message| {
+                    Problem::of(resource, DiagnosticCode::Invariant, scrub.scrub(&message))
+                }),
         );
     }
     if !problems.is_empty() {

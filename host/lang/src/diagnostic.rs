@@ -5,6 +5,7 @@
 
 use crate::Source;
 use std::fmt::Write as _;
+pub(crate) use wconverge_catalog::DiagnosticCode;
 
 /// A byte range in one source file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -50,8 +51,9 @@ pub enum Severity {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Diagnostic {
     pub severity: Severity,
-    /// A stable identifier, `wcv::` followed by a word: `wcv::duplicate-title`.
-    pub code: String,
+    /// What kind of problem it is, from the registry (`docs/diagnostics.md`); printed
+    /// as `wcv::duplicate-title`.
+    pub code: DiagnosticCode,
     pub message: String,
     pub span: Span,
     /// What the marker under the span says.
@@ -63,10 +65,14 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub(crate) fn error(code: &str, span: Span, message: impl Into<String>) -> Diagnostic {
+    pub(crate) fn error(
+        code: DiagnosticCode,
+        span: Span,
+        message: impl Into<String>,
+    ) -> Diagnostic {
         Diagnostic {
             severity: Severity::Error,
-            code: format!("wcv::{code}"),
+            code,
             message: message.into(),
             span,
             label: None,
@@ -277,9 +283,10 @@ mod tests {
     #[test]
     fn render_shows_the_line_and_a_marker() {
         let sources = vec![Source::new("site.wcv", "file { 'a':\n  bogus => 1,\n}\n")];
-        let diagnostic = Diagnostic::error("unknown-attribute", Span::new(0, 14, 19), "no")
-            .with_label("here")
-            .with_help("remove it");
+        let diagnostic =
+            Diagnostic::error(DiagnosticCode::UnknownAttribute, Span::new(0, 14, 19), "no")
+                .with_label("here")
+                .with_help("remove it");
         assert_eq!(
             render(&diagnostic, &sources),
             "error[wcv::unknown-attribute]: no\n --> site.wcv:2:3\n  |\n2 |   bogus => 1,\n  |   ^^^^^ here\n  = help: remove it\n"

@@ -15,6 +15,7 @@
 //! template's, and evaluated in a scope of its own under top scope, as Puppet does.
 
 use crate::Source;
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Diagnostic, Span};
 use crate::lexer::{Kw, P, Tok, Token};
 use crate::syntax::DefineDef;
@@ -41,8 +42,12 @@ pub(crate) fn parse(
         Ok(split) => split,
         Err((at, message)) => {
             diagnostics.push(
-                Diagnostic::error("epp-syntax", Span::new(file, at, at + 2), message)
-                    .with_help("close every `<%` with `%>`; write `<%%` for a literal `<%`"),
+                Diagnostic::error(
+                    DiagnosticCode::EppSyntax,
+                    Span::new(file, at, at + 2),
+                    message,
+                )
+                .with_help("close every `<%` with `%>`; write `<%%` for a literal `<%`"),
             );
             return None;
         }

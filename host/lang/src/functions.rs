@@ -2,6 +2,7 @@
 //! `require`, `realize`, `tag`, `defined`), logging (`notice`...`fail`), iteration with
 //! lambdas (`each`, `map`, `filter`, `reduce`) and a few for strings and collections.
 
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Severity, Span};
 use crate::eval::Evaluator;
 use crate::syntax::Lambda;
@@ -86,7 +87,7 @@ pub(crate) fn call(
     {
         evaluator.report(
             Severity::Error,
-            "unexpected-lambda",
+            DiagnosticCode::UnexpectedLambda,
             span,
             format!("`{name}` does not take a lambda"),
         );
@@ -138,7 +139,8 @@ pub(crate) fn call(
             } else {
                 Severity::Notice
             };
-            evaluator.report(severity, name, span, message);
+            let code = DiagnosticCode::of_message_function(name).unwrap_or(DiagnosticCode::Notice);
+            evaluator.report(severity, code, span, message);
             Val::Undef
         }
         "fail" => {
@@ -149,7 +151,7 @@ pub(crate) fn call(
                 .join(" ");
             evaluator.report(
                 Severity::Error,
-                "fail",
+                DiagnosticCode::Fail,
                 span,
                 format!("the manifest failed: {message}"),
             );
@@ -203,7 +205,7 @@ pub(crate) fn call(
                 Some(other) => {
                     evaluator.report(
                         Severity::Error,
-                        "bad-argument",
+                        DiagnosticCode::BadArgument,
                         span,
                         format!(
                             "`{name}` takes its parameters as a hash, not {} `{}`",
@@ -243,7 +245,7 @@ pub(crate) fn call(
             evaluator
                 .report(
                     Severity::Error,
-                    "erb",
+                    DiagnosticCode::Erb,
                     span,
                     format!(
                         "`{name}()` renders ERB, which is Ruby, and wconverge does not run Ruby"
@@ -266,7 +268,7 @@ pub(crate) fn call(
             evaluator
                 .report(
                     Severity::Warning,
-                    "deprecated",
+                    DiagnosticCode::Deprecated,
                     span,
                     format!("`{name}()` is deprecated"),
                 )
@@ -306,7 +308,7 @@ fn template_source(evaluator: &mut Evaluator<'_>, path: &str, span: Span) -> Opt
         evaluator
             .report(
                 Severity::Error,
-                "epp",
+                DiagnosticCode::Epp,
                 span,
                 format!("`epp('{path}')`: the path names no module"),
             )
@@ -319,7 +321,7 @@ fn template_source(evaluator: &mut Evaluator<'_>, path: &str, span: Span) -> Opt
         Some(Err(why)) => {
             evaluator.report(
                 Severity::Error,
-                "epp",
+                DiagnosticCode::Epp,
                 span,
                 format!("`epp('{path}')`: {why}"),
             );
@@ -329,7 +331,7 @@ fn template_source(evaluator: &mut Evaluator<'_>, path: &str, span: Span) -> Opt
             evaluator
                 .report(
                     Severity::Error,
-                    "epp",
+                    DiagnosticCode::Epp,
                     span,
                     format!("`epp('{path}')`: no module `{module}` in the module path has `templates/{file}`"),
                 )
@@ -382,7 +384,7 @@ fn lookup(
         Err(why) => {
             evaluator.report(
                 Severity::Error,
-                "bad-argument",
+                DiagnosticCode::BadArgument,
                 span,
                 format!("`lookup`: {why}"),
             );
@@ -405,7 +407,7 @@ fn lookup(
     evaluator
         .report(
             Severity::Error,
-            "lookup",
+            DiagnosticCode::Lookup,
             span,
             format!(
                 "`lookup` found no value for `{}` in Hiera's data",
@@ -454,7 +456,7 @@ fn sort(mut items: Vec<Val>) -> Result<Vec<Val>, String> {
 fn arity(evaluator: &mut Evaluator<'_>, name: &str, expected: &str, span: Span) -> Val {
     evaluator.report(
         Severity::Error,
-        "bad-argument",
+        DiagnosticCode::BadArgument,
         span,
         format!("`{name}` takes {expected}"),
     );
@@ -552,7 +554,7 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
             Err(message) => {
                 evaluator.report(
                     Severity::Error,
-                    "type-mismatch",
+                    DiagnosticCode::TypeMismatch,
                     span,
                     format!("`sort` {message}"),
                 );
@@ -563,7 +565,7 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
             evaluator
                 .report(
                     Severity::Error,
-                    "bad-argument",
+                    DiagnosticCode::BadArgument,
                     span,
                     format!("wrong arguments for `{name}`"),
                 )
@@ -576,7 +578,7 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
             evaluator
                 .report(
                     Severity::Error,
-                    "unknown-function",
+                    DiagnosticCode::UnknownFunction,
                     span,
                     format!("unknown function `{name}`"),
                 )
@@ -644,7 +646,7 @@ fn iterate(
         Val::Int(count) if count > MAX_ITERATIONS => {
             evaluator.report(
                 Severity::Error,
-                "iteration-limit",
+                DiagnosticCode::IterationLimit,
                 span,
                 format!("`{name}` over {count} steps is more than the limit of {MAX_ITERATIONS}"),
             );
@@ -653,7 +655,7 @@ fn iterate(
         other => {
             evaluator.report(
                 Severity::Error,
-                "bad-argument",
+                DiagnosticCode::BadArgument,
                 span,
                 format!(
                     "`{name}` iterates over an array, a hash or a count, not {} `{}`",

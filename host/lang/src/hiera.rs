@@ -9,6 +9,7 @@
 //! The files come through the caller's [`Loader`](crate::Loader), parsed; this module
 //! reads nothing itself.
 
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
 use crate::eval::Evaluator;
 use crate::value::Val;
@@ -395,8 +396,13 @@ impl Evaluator<'_> {
     }
 
     fn hiera_error(&mut self, span: Span, message: String) {
-        self.report(crate::diagnostic::Severity::Error, "hiera", span, message)
-            .help = Some("see docs/language.md, Hiera".into());
+        self.report(
+            crate::diagnostic::Severity::Error,
+            DiagnosticCode::Hiera,
+            span,
+            message,
+        )
+        .help = Some("see docs/language.md, Hiera".into());
     }
 
     /// The layers that may hold `key`, with their configs: the environment's, then the

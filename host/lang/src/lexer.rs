@@ -4,6 +4,7 @@
 //! Double-quoted strings are lexed into parts here: literal text, and the tokens of
 //! each `${...}` interpolation, so the parser can parse them as expressions.
 
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Diagnostic, Span};
 
 /// Interpolations nest at most this deep: `"${"${"..."}"}"`.
@@ -342,7 +343,7 @@ impl<'a> Lexer<'a> {
     fn error(&mut self, start: usize, end: usize, message: String, help: &str) {
         let span = self.span(start, end.max(start));
         self.diagnostics
-            .push(Diagnostic::error("syntax", span, message).with_help(help));
+            .push(Diagnostic::error(DiagnosticCode::Syntax, span, message).with_help(help));
     }
 
     /// An opening (a quote, a slash, `/*`, `${`) with no end before the text ends.

@@ -31,6 +31,7 @@ pub use eval::{
 };
 pub use parser::{MAX_CHAIN, MAX_NESTING};
 
+use crate::diagnostic::DiagnosticCode;
 use std::collections::HashMap;
 use wconverge_catalog::{Catalog, TypeSchema};
 
@@ -350,7 +351,7 @@ fn parse_one(
         if source.text.len() > MAX_SOURCE_BYTES {
             diagnostics.push(
                 Diagnostic::error(
-                    "too-large",
+                    DiagnosticCode::TooLarge,
                     Span::new(file, 0, 0),
                     format!(
                         "`{}` is larger than {} MiB",

@@ -9,6 +9,7 @@
 //! run time (`include $role`) is loaded when the evaluation misses it, and the compile
 //! starts again. An autoloaded file contributes only its definitions.
 
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Diagnostic, Severity, Span};
 use crate::syntax::{ExprKind, Program};
 use crate::{Compiled, Loader, MAX_LOADED_FILES, Source};
@@ -124,7 +125,7 @@ impl<'l> Modules<'l> {
                 self.limit_reported = true;
                 diagnostics.push(
                     Diagnostic::error(
-                        "module-limit",
+                        DiagnosticCode::ModuleLimit,
                         Span::new(0, 0, 0),
                         format!(
                             "the manifests load more than {MAX_LOADED_FILES} files from the \
@@ -196,7 +197,7 @@ fn only_definitions(
         let name = sources.get(file).map_or("", |source| source.name.as_str());
         diagnostics.push(
             Diagnostic::error(
-                "module-top-level-code",
+                DiagnosticCode::ModuleTopLevelCode,
                 first.span,
                 format!(
                     "`{name}` is a module's manifest, loaded for the class or defined type it \

@@ -12,6 +12,7 @@
 //! This file holds the parser's state and its handling of tokens; the grammar is in
 //! `statements`, `definitions` and `expressions`.
 
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Diagnostic, Span};
 use crate::lexer::{Kw, P, Part, Tok, Token};
 use crate::syntax::*;
@@ -276,7 +277,7 @@ impl<'p> Parser<'p> {
             let span = self.span();
             self.diagnostics.push(
                 Diagnostic::error(
-                    "syntax",
+                    DiagnosticCode::Syntax,
                     span,
                     format!("expected {expected}, found the `}}` that ends the interpolation"),
                 )
@@ -296,7 +297,7 @@ impl<'p> Parser<'p> {
         }
         self.diagnostics.push(
             Diagnostic::error(
-                "syntax",
+                DiagnosticCode::Syntax,
                 span,
                 format!("expected {expected}, found {found}"),
             )
@@ -308,14 +309,14 @@ impl<'p> Parser<'p> {
 
     fn error(&mut self, span: Span, message: impl Into<String>, help: &str) -> Stop {
         self.diagnostics
-            .push(Diagnostic::error("syntax", span, message).with_help(help));
+            .push(Diagnostic::error(DiagnosticCode::Syntax, span, message).with_help(help));
         Stop
     }
 
     fn chain_limit(&mut self, span: Span) -> Stop {
         self.diagnostics.push(
             Diagnostic::error(
-                "nesting-limit",
+                DiagnosticCode::NestingLimit,
                 span,
                 format!(
                     "more than {MAX_CHAIN} operators are chained in one expression (the limit)"
@@ -333,7 +334,7 @@ impl<'p> Parser<'p> {
             let span = self.span();
             self.diagnostics.push(
                 Diagnostic::error(
-                    "nesting-limit",
+                    DiagnosticCode::NestingLimit,
                     span,
                     format!("nesting is deeper than the limit of {MAX_NESTING} levels"),
                 )

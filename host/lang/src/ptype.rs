@@ -4,6 +4,7 @@
 //! (`type Port = Integer[0, 65535]`, and Stdlib's, built in), and whether a value
 //! matches one (`$x =~ Array[String]`, typed parameters, `assert_type`).
 
+use crate::diagnostic::DiagnosticCode;
 use crate::value::Val;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -500,7 +501,7 @@ impl crate::eval::Evaluator<'_> {
         let Some(ptype) = PType::of(expected) else {
             self.report(
                 crate::diagnostic::Severity::Error,
-                "not-a-type",
+                DiagnosticCode::NotAType,
                 span,
                 format!("`{}` is not a data type", expected.to_display()),
             );
@@ -509,7 +510,7 @@ impl crate::eval::Evaluator<'_> {
         match self.matches_type(value, &ptype, span, 0) {
             Ok(matched) => Some(matched),
             Err(message) => {
-                self.report(crate::diagnostic::Severity::Error, "unknown-type", span, message)
+                self.report(crate::diagnostic::Severity::Error, DiagnosticCode::UnknownType, span, message)
                     .help = Some(
                     "declare it with `type Name = ...` (or in a module's types/), or check its spelling"
                         .into(),

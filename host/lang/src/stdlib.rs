@@ -3,6 +3,7 @@
 //! the most used functions of puppetlabs-stdlib (`pick`, `str2bool`, `ensure_packages`,
 //! the legacy `is_*` and `validate_*`, which warn that they are deprecated).
 
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Severity, Span};
 use crate::eval::Evaluator;
 use crate::syntax::Lambda;
@@ -74,7 +75,7 @@ fn error(evaluator: &mut Evaluator<'_>, span: Span, name: &str, message: String)
     evaluator
         .report(
             Severity::Error,
-            "bad-argument",
+            DiagnosticCode::BadArgument,
             span,
             format!("`{name}`: {message}"),
         )
@@ -86,7 +87,7 @@ fn deprecated(evaluator: &mut Evaluator<'_>, span: Span, name: &str, instead: &s
     evaluator
         .report(
             Severity::Warning,
-            "deprecated",
+            DiagnosticCode::Deprecated,
             span,
             format!("`{name}()` is deprecated (puppetlabs-stdlib removed it)"),
         )
@@ -521,7 +522,7 @@ fn validate(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Spa
                 || format!("`{text}` does not match {}", Val::Array(list).to_display()),
                 |message| message.to_interpolated(),
             );
-            evaluator.report(Severity::Error, "validate", span, message);
+            evaluator.report(Severity::Error, DiagnosticCode::Validate, span, message);
         }
         return;
     }
@@ -534,7 +535,7 @@ fn validate(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Spa
         if !fits {
             evaluator.report(
                 Severity::Error,
-                "validate",
+                DiagnosticCode::Validate,
                 span,
                 format!(
                     "`{name}`: {} `{}` is not {}",

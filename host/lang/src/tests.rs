@@ -190,7 +190,7 @@ fn a_failed_statement_does_not_leak_nesting_levels() {
         compiled
             .diagnostics
             .iter()
-            .all(|d| d.code != "wcv::nesting-limit"),
+            .all(|d| d.code != crate::diagnostic::DiagnosticCode::NestingLimit),
         "{:?}",
         compiled.diagnostics.last()
     );
@@ -837,7 +837,7 @@ fn issue_20_a_store_that_cannot_answer_fails_the_collector_never_collects_nothin
     );
     assert!(compiled.catalog.is_none());
     let diagnostic = &compiled.diagnostics[0];
-    assert_eq!(diagnostic.code, "wcv::store-unavailable");
+    assert_eq!(diagnostic.code.to_string(), "wcv::store-unavailable");
     assert!(diagnostic.message.contains("connection refused"));
     // A plain collector never asks the store.
     let plain = compile_in_fleet("file { '/a': content => 'x' }\nFile <| |>\n", &Unreachable);

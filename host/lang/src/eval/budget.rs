@@ -2,6 +2,7 @@
 //! builds, each an error at the place past its limit.
 
 use super::*;
+use crate::diagnostic::DiagnosticCode;
 
 impl Evaluator<'_> {
     /// Counts `cost` of the compile's work; once [`MAX_COMPILE_WORK`] is done, reports it
@@ -13,7 +14,7 @@ impl Evaluator<'_> {
         self.work = self.work.saturating_add(cost);
         if self.work > MAX_COMPILE_WORK {
             self.error(
-                "work-limit",
+                DiagnosticCode::WorkLimit,
                 span,
                 format!(
                     "the manifests did more work than a compile may ({MAX_COMPILE_WORK} steps: \
@@ -70,7 +71,7 @@ impl Evaluator<'_> {
     }
 
     pub(crate) fn value_limit(&mut self, span: Span, message: String) {
-        self.error("value-limit", span, message).help = Some(
+        self.error(DiagnosticCode::ValueLimit, span, message).help = Some(
             "look for a value that grows in a loop, or that contains itself more than once".into(),
         );
     }
@@ -122,7 +123,7 @@ impl Evaluator<'_> {
         if cost >= budget {
             self.budget = Some(0);
             self.error(
-                "lazy-budget",
+                DiagnosticCode::LazyBudget,
                 span,
                 format!(
                     "it did more work than a lazy value may ({} steps and values read)",

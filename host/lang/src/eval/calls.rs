@@ -2,6 +2,7 @@
 //! functions written in the language, lambdas, and EPP templates.
 
 use super::*;
+use crate::diagnostic::DiagnosticCode;
 
 impl Evaluator<'_> {
     /// The program being evaluated (its definitions).
@@ -92,7 +93,7 @@ impl Evaluator<'_> {
         };
         if self.epp_output.len() >= crate::MAX_NESTING {
             self.error(
-                "epp-depth",
+                DiagnosticCode::EppDepth,
                 span,
                 format!(
                     "templates render templates more than {} deep (the limit)",
@@ -110,7 +111,7 @@ impl Evaluator<'_> {
                     Val::Str(key) => self.set_var(scope, &key, value, span),
                     other => {
                         self.error(
-                            "epp-parameters",
+                            DiagnosticCode::EppParameters,
                             span,
                             format!(
                                 "template parameters are named by strings, not {} `{}`",
@@ -135,7 +136,7 @@ impl Evaluator<'_> {
                         .map(|param| format!("${}", param.name))
                         .collect();
                     self.error(
-                        "epp-parameters",
+                        DiagnosticCode::EppParameters,
                         span,
                         format!(
                             "template `{name}` has no parameter `{}`",
@@ -173,7 +174,7 @@ impl Evaluator<'_> {
         let text = value.to_interpolated();
         let Some(output) = self.epp_output.last_mut() else {
             self.error(
-                "epp-outside",
+                DiagnosticCode::EppOutside,
                 span,
                 "this prints into an EPP template, and none is being rendered",
             );
@@ -235,7 +236,7 @@ impl Evaluator<'_> {
         let function = &program.functions[idx];
         if lambda.is_some() {
             self.error(
-                "unexpected-lambda",
+                DiagnosticCode::UnexpectedLambda,
                 span,
                 format!("function `{}` does not take a lambda", function.name),
             );
@@ -243,7 +244,7 @@ impl Evaluator<'_> {
         }
         if args.len() > function.params.len() {
             self.error(
-                "bad-argument",
+                DiagnosticCode::BadArgument,
                 span,
                 format!(
                     "function `{}` takes at most {} argument{}, not {}",
@@ -258,7 +259,7 @@ impl Evaluator<'_> {
         }
         if self.function_depth >= MAX_DEFINE_DEPTH {
             self.error(
-                "function-depth-limit",
+                DiagnosticCode::FunctionDepthLimit,
                 span,
                 format!("functions call functions more than {MAX_DEFINE_DEPTH} deep (the limit)"),
             )
@@ -291,7 +292,7 @@ impl Evaluator<'_> {
     pub(crate) fn report(
         &mut self,
         severity: Severity,
-        code: &str,
+        code: DiagnosticCode,
         span: Span,
         message: String,
     ) -> &mut Diagnostic {
@@ -318,7 +319,7 @@ impl Evaluator<'_> {
                 } if type_name == "class" => names.push(title),
                 other => {
                     self.error(
-                        "bad-argument",
+                        DiagnosticCode::BadArgument,
                         span,
                         format!(
                             "expected a class name, got {} `{}`",
@@ -388,7 +389,7 @@ impl Evaluator<'_> {
                 }
                 other => {
                     self.error(
-                        "bad-argument",
+                        DiagnosticCode::BadArgument,
                         span,
                         format!(
                             "`realize` takes resource references, not {} `{}`",

@@ -6,6 +6,7 @@ use super::{
     DiagnosticExt, EdgeRequest, Evaluator, Kind, NODE_BLOCK, Operand, RELATIONSHIP_METAPARAMETERS,
     Status,
 };
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
 use crate::syntax::RelOp;
 use crate::value::{Val, flatten_into};
@@ -21,13 +22,13 @@ impl Evaluator<'_> {
                 span,
             } => {
                 let reference = self.resources[empty].reference();
-                self.error("empty-container-ordering", span, format!("ordering through `{reference}`, which contains no resource, relates {n_pairs} pairs of resources (more than {MAX_BRIDGED_PAIRS})"))
+                self.error(DiagnosticCode::EmptyContainerOrdering, span, format!("ordering through `{reference}`, which contains no resource, relates {n_pairs} pairs of resources (more than {MAX_BRIDGED_PAIRS})"))
                     .help = Some(format!("give `{reference}` a resource (a `notify`, say) that the ordering can pass through, or relate the resources directly"));
             }
             BridgeError::Cycle { empty, leaf, span } => {
                 let reference = self.resources[empty].reference();
                 let leaf = self.resources[leaf].reference();
-                self.error("cycle", span, format!("`{leaf}` is ordered both before and after `{reference}`, which contains no resource: a cycle"))
+                self.error(DiagnosticCode::Cycle, span, format!("`{leaf}` is ordered both before and after `{reference}`, which contains no resource: a cycle"))
                     .help = Some("remove one of the two relationships".into());
             }
         }
@@ -148,7 +149,7 @@ impl Evaluator<'_> {
             Some(idx) => {
                 let declared = self.resources[idx].span;
                 self.error(
-                    "virtual-reference",
+                    DiagnosticCode::VirtualReference,
                     span,
                     format!("{what} `{reference}`, which is virtual and never realized"),
                 )
@@ -160,7 +161,7 @@ impl Evaluator<'_> {
             }
             None => {
                 self.error(
-                    "unknown-reference",
+                    DiagnosticCode::UnknownReference,
                     span,
                     format!("{what} `{reference}`, which is not declared"),
                 )
@@ -175,7 +176,7 @@ impl Evaluator<'_> {
         for pending in std::mem::take(&mut self.overrides) {
             let reference = Val::reference(&pending.target.0, &pending.target.1).to_display();
             self.error(
-                "unknown-reference",
+                DiagnosticCode::UnknownReference,
                 pending.span,
                 format!("override of `{reference}`, which is not declared"),
             )
@@ -186,7 +187,7 @@ impl Evaluator<'_> {
         for ((type_name, title), span) in std::mem::take(&mut self.realizes) {
             let reference = Val::reference(&type_name, &title).to_display();
             self.error(
-                "unknown-reference",
+                DiagnosticCode::UnknownReference,
                 span,
                 format!("`realize` of `{reference}`, which is not declared"),
             );
@@ -276,7 +277,7 @@ impl Evaluator<'_> {
         let (edges, overflow) = self.emit_edges(&requests, &metaparam_refs);
         if let Some(span) = overflow {
             self.error(
-                "edge-limit",
+                DiagnosticCode::EdgeLimit,
                 span,
                 format!(
                     "the relationships make more than {} edges (the limit); this one went past it",
@@ -487,11 +488,15 @@ impl Evaluator<'_> {
                         out.push((reference.type_name, title));
                     }
                     Err(message) => {
-                        self.error("bad-reference", span, format!("`{metaparam}`: {message}"));
+                        self.error(
+                            DiagnosticCode::BadReference,
+                            span,
+                            format!("`{metaparam}`: {message}"),
+                        );
                     }
                 },
                 other => {
-                    self.error("bad-reference", span, format!("`{metaparam}` takes resource references like `File['/etc/motd']`, not {} `{}`", other.type_name(), other.to_display()));
+                    self.error(DiagnosticCode::BadReference, span, format!("`{metaparam}` takes resource references like `File['/etc/motd']`, not {} `{}`", other.type_name(), other.to_display()));
                 }
             }
         }
@@ -542,7 +547,7 @@ impl Evaluator<'_> {
                 && !(type_name == NODE_BLOCK && &*attr.name == "block")
             {
                 self.error(
-                    "node-write-at-run-time",
+                    DiagnosticCode::NodeWriteAtRunTime,
                     at,
                     "only the `block` of a `node_block` may write node attributes during the run",
                 )
@@ -573,7 +578,7 @@ impl Evaluator<'_> {
                     },
                     other => {
                         self.error(
-                            "bad-metaparameter",
+                            DiagnosticCode::BadMetaparameter,
                             attr.span,
                             format!(
                                 "`{}` must be a string, not {} `{}`",
@@ -594,7 +599,7 @@ impl Evaluator<'_> {
                     }
                     Err(message) => {
                         self.error(
-                            "bad-value",
+                            DiagnosticCode::BadValue,
                             attr.span,
                             format!("`{}`: {message}", attr.name),
                         );
@@ -604,7 +609,7 @@ impl Evaluator<'_> {
                     match attr.value.to_catalog() {
                         Ok(value) => attributes.set(&attr.name, value),
                         Err(message) => {
-                            self.error("bad-value", attr.span, format!("attribute `{}`: {message}", attr.name))
+                            self.error(DiagnosticCode::BadValue, attr.span, format!("attribute `{}`: {message}", attr.name))
                             .help = Some("attribute values are strings, numbers, booleans, arrays and hashes".into());
                         }
                     }

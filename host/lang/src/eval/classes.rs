@@ -2,6 +2,7 @@
 //! type-checked, classes declared once, defined types evaluated in rounds (`generate`).
 
 use super::*;
+use crate::diagnostic::DiagnosticCode;
 
 impl Evaluator<'_> {
     pub(super) fn load_definitions(&mut self) {
@@ -11,7 +12,7 @@ impl Evaluator<'_> {
         for (idx, class) in program.classes.iter().enumerate() {
             if let Some(previous) = first.insert(format!("class {}", class.name), class.span) {
                 self.error(
-                    "duplicate-definition",
+                    DiagnosticCode::DuplicateDefinition,
                     class.span,
                     format!("class `{}` is defined twice", class.name),
                 )
@@ -27,7 +28,7 @@ impl Evaluator<'_> {
                 first.insert(format!("function {}", function.name), function.span)
             {
                 self.error(
-                    "duplicate-definition",
+                    DiagnosticCode::DuplicateDefinition,
                     function.span,
                     format!("function `{}` is defined twice", function.name),
                 )
@@ -37,7 +38,7 @@ impl Evaluator<'_> {
             }
             if crate::functions::is_builtin(&function.name) {
                 self.error(
-                    "function-shadows-builtin",
+                    DiagnosticCode::FunctionShadowsBuiltin,
                     function.span,
                     format!("`{}` is a built-in function", function.name),
                 )
@@ -50,7 +51,7 @@ impl Evaluator<'_> {
         for (idx, define) in program.defines.iter().enumerate() {
             if let Some(previous) = first.insert(format!("define {}", define.name), define.span) {
                 self.error(
-                    "duplicate-definition",
+                    DiagnosticCode::DuplicateDefinition,
                     define.span,
                     format!("defined type `{}` is defined twice", define.name),
                 )
@@ -60,7 +61,7 @@ impl Evaluator<'_> {
             }
             if self.types.contains(&define.name) {
                 self.error(
-                    "define-shadows-type",
+                    DiagnosticCode::DefineShadowsType,
                     define.span,
                     format!(
                         "defined type `{}` has the name of a type a plugin provides",
@@ -82,7 +83,7 @@ impl Evaluator<'_> {
         for param in params {
             if let Some(assign) = param.default.as_ref().and_then(find_assignment) {
                 self.error(
-                    "assignment-in-default",
+                    DiagnosticCode::AssignmentInDefault,
                     assign,
                     format!(
                         "the default of `${}` in {owner} assigns a variable",
@@ -96,7 +97,7 @@ impl Evaluator<'_> {
             }
             if let Some(previous) = seen.insert(&param.name, param.span) {
                 self.error(
-                    "duplicate-parameter",
+                    DiagnosticCode::DuplicateParameter,
                     param.span,
                     format!("parameter `${}` of {owner} is declared twice", param.name),
                 )
@@ -105,7 +106,7 @@ impl Evaluator<'_> {
             if METAPARAMETERS.contains(&param.name.as_str())
                 || ["title", "name"].contains(&param.name.as_str())
             {
-                self.error("reserved-parameter", param.span, format!("parameter `${}` of {owner} has a reserved name", param.name))
+                self.error(DiagnosticCode::ReservedParameter, param.span, format!("parameter `${}` of {owner} has a reserved name", param.name))
                     .help = Some("`title`, `name` and the metaparameters are set for every resource; rename the parameter".into());
             }
         }
@@ -125,9 +126,13 @@ impl Evaluator<'_> {
                     HostMatch::Default => "default".to_owned(),
                 };
                 if let Some(first) = seen.insert(key, *span) {
-                    self.error("duplicate-node", *span, "this node match is given twice")
-                        .with_related_mut(first, "first given here")
-                        .help = Some("merge the two node definitions".into());
+                    self.error(
+                        DiagnosticCode::DuplicateNode,
+                        *span,
+                        "this node match is given twice",
+                    )
+                    .with_related_mut(first, "first given here")
+                    .help = Some("merge the two node definitions".into());
                 }
             }
         }
@@ -167,7 +172,7 @@ impl Evaluator<'_> {
         let Some(definition) = chosen else {
             let span = program.nodes[0].span;
             self.error(
-                "no-node-match",
+                DiagnosticCode::NoNodeMatch,
                 span,
                 format!("no node definition matches the node `{}`", self.node),
             )
@@ -198,7 +203,7 @@ impl Evaluator<'_> {
         if self.class_stack.contains(&name) {
             let mut chain = self.class_stack.clone();
             chain.push(name.clone());
-            self.error("include-cycle", span, format!("class `{name}` is included while it is being evaluated: {}", chain.join(" → ")))
+            self.error(DiagnosticCode::IncludeCycle, span, format!("class `{name}` is included while it is being evaluated: {}", chain.join(" → ")))
                 .help = Some("classes that include each other in a loop never finish; move what both need into a third class".into());
             return None;
         }
@@ -206,7 +211,7 @@ impl Evaluator<'_> {
             if given.is_some() {
                 let first = self.resources[idx].span;
                 self.error(
-                    "duplicate-class",
+                    DiagnosticCode::DuplicateClass,
                     span,
                     format!("class `{name}` is already declared"),
                 )
@@ -220,7 +225,7 @@ impl Evaluator<'_> {
         }
         if self.class_stack.len() >= MAX_CLASS_DEPTH {
             self.error(
-                "class-depth-limit",
+                DiagnosticCode::ClassDepthLimit,
                 span,
                 format!("classes include each other more than {MAX_CLASS_DEPTH} deep (the limit)"),
             )
@@ -230,15 +235,23 @@ impl Evaluator<'_> {
         let Some(&def_idx) = self.classes.get(&name) else {
             self.missing.push(name.clone());
             if let Some(why) = self.unreadable.get(&name).cloned() {
-                self.error("unknown-class", span, format!("class `{name}`: {why}"))
-                    .help = Some("make the module's manifest readable".into());
+                self.error(
+                    DiagnosticCode::UnknownClass,
+                    span,
+                    format!("class `{name}`: {why}"),
+                )
+                .help = Some("make the module's manifest readable".into());
                 return None;
             }
             let mut known: Vec<&str> = self.classes.keys().map(String::as_str).collect();
             known.sort_unstable();
             let (module, file) = autoload_path(&name);
-            self.error("unknown-class", span, format!("unknown class `{name}`"))
-                .help = Some(if known.is_empty() {
+            self.error(
+                DiagnosticCode::UnknownClass,
+                span,
+                format!("unknown class `{name}`"),
+            )
+            .help = Some(if known.is_empty() {
                 format!(
                     "define it with `class {name} {{ ... }}`, or in `{file}` of module `{module}` in the module path (`--modulepath`)"
                 )
@@ -256,7 +269,7 @@ impl Evaluator<'_> {
         if let Some((parent, parent_span)) = &definition.parent {
             if self.inherits(parent, &name) || *parent == name {
                 self.error(
-                    "circular-inheritance",
+                    DiagnosticCode::CircularInheritance,
                     *parent_span,
                     format!("class `{name}` inherits from itself through `{parent}`"),
                 )
@@ -368,7 +381,7 @@ impl Evaluator<'_> {
             (Some(value), None) => value,
             (None, None) => {
                 self.error(
-                    "missing-parameter",
+                    DiagnosticCode::MissingParameter,
                     span,
                     format!("{owner} needs a value for parameter `${}`", param.name),
                 )
@@ -427,7 +440,7 @@ impl Evaluator<'_> {
             Some(true) => Some(value),
             Some(false) => {
                 self.error(
-                    "parameter-type",
+                    DiagnosticCode::ParameterType,
                     span,
                     format!(
                         "parameter `${}` expects {}, got {} `{}`",
@@ -505,7 +518,7 @@ impl Evaluator<'_> {
         if depth >= MAX_DEFINE_DEPTH {
             let span = self.resources[idx].span;
             let type_name = self.resources[idx].type_name.clone();
-            self.error("define-depth-limit", span, format!("defined type `{type_name}` is nested more than {MAX_DEFINE_DEPTH} deep (the limit)"))
+            self.error(DiagnosticCode::DefineDepthLimit, span, format!("defined type `{type_name}` is nested more than {MAX_DEFINE_DEPTH} deep (the limit)"))
                 .help = Some("a defined type that declares an instance of itself never ends; give the recursion a condition that stops it".into());
             return;
         }
@@ -560,7 +573,7 @@ impl Evaluator<'_> {
                     },
                     |c| c.span,
                 );
-                self.error("collector-round-limit", span, format!("collectors and defined types kept producing new resources after {MAX_ROUNDS} rounds (the limit)"))
+                self.error(DiagnosticCode::CollectorRoundLimit, span, format!("collectors and defined types kept producing new resources after {MAX_ROUNDS} rounds (the limit)"))
                     .help = Some("a collector realizes resources whose evaluation creates more for it to collect; narrow the collector's query".into());
                 return;
             }

@@ -2,6 +2,7 @@
 //! and `new(Type, { ... })`, which instantiates one.
 
 use super::{DiagnosticExt, Evaluator};
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
 use crate::syntax::{ExprKind, FeatureDef, SettingValue, TypeDef, TypeSpec};
 use crate::types::Declared;
@@ -50,7 +51,7 @@ impl Evaluator<'_> {
             if let Some(previous) = by_name.get(&key) {
                 let previous = previous.span;
                 self.error(
-                    "duplicate-definition",
+                    DiagnosticCode::DuplicateDefinition,
                     def.span,
                     format!("type `{}` is declared twice", def.name),
                 )
@@ -60,7 +61,7 @@ impl Evaluator<'_> {
             }
             if BUILTIN_TYPES.contains(&def.name.as_str()) {
                 self.error(
-                    "type-shadows-builtin",
+                    DiagnosticCode::TypeShadowsBuiltin,
                     def.span,
                     format!("`{}` is a built-in data type", def.name),
                 )
@@ -69,7 +70,7 @@ impl Evaluator<'_> {
             }
             if self.types.contains(&key) {
                 self.error(
-                    "type-shadows-resource",
+                    DiagnosticCode::TypeShadowsResource,
                     def.span,
                     format!(
                         "`{}` is the name of a resource type a plugin provides",
@@ -108,7 +109,7 @@ impl Evaluator<'_> {
         while let Some((parent, parent_span)) = &current.parent {
             let Some(next) = by_name.get(&parent.to_ascii_lowercase()).copied() else {
                 self.error(
-                    "unknown-type",
+                    DiagnosticCode::UnknownType,
                     *parent_span,
                     format!(
                         "type `{}` inherits `{parent}`, which no manifest declares",
@@ -126,7 +127,7 @@ impl Evaluator<'_> {
                     .chain(std::iter::once(next.name.as_str()))
                     .collect();
                 self.error(
-                    "circular-inheritance",
+                    DiagnosticCode::CircularInheritance,
                     def.span,
                     format!(
                         "type `{}` inherits itself: {}",
@@ -172,7 +173,7 @@ impl Evaluator<'_> {
                                 feature.name, def.name
                             )
                         };
-                        self.error("duplicate-feature", feature.span, message)
+                        self.error(DiagnosticCode::DuplicateFeature, feature.span, message)
                             .with_related_mut(previous, "declared here")
                             .help = Some(
                             "feature names are unique along the inheritance chain: rename it"
@@ -237,7 +238,7 @@ impl Evaluator<'_> {
                     (Some(basic), false) => basic,
                     (Some(_), true) => {
                         self.error(
-                            "has-needs-type",
+                            DiagnosticCode::HasNeedsType,
                             *span,
                             format!(
                                 "`has {}` refers to `{name}`, a data type, not a declared type",
@@ -251,7 +252,7 @@ impl Evaluator<'_> {
                         Some(known) if feature.has => DataType::Named(known.name.clone()),
                         Some(_) => {
                             self.error(
-                                "attr-needs-data-type",
+                                DiagnosticCode::AttrNeedsDataType,
                                 *span,
                                 format!("`attr {}` has the declared type `{name}`; an attribute holds a data type", feature.name),
                             )
@@ -260,7 +261,7 @@ impl Evaluator<'_> {
                         }
                         None => {
                             self.error(
-                                "unknown-type",
+                                DiagnosticCode::UnknownType,
                                 *span,
                                 format!("`{name}` is not a data type nor a declared type"),
                             )
@@ -299,7 +300,7 @@ impl Evaluator<'_> {
             };
             let bad = |evaluator: &mut Self, what: &str| {
                 evaluator.error(
-                    "bad-setting",
+                    DiagnosticCode::BadSetting,
                     expr.span,
                     format!("`{name}` of `{keyword} {}` must be {what}", feature.name),
                 );
@@ -342,7 +343,7 @@ impl Evaluator<'_> {
                 }
                 "set" | "get" | "setable" => {
                     self.error(
-                        "unsupported-setting",
+                        DiagnosticCode::UnsupportedSetting,
                         setting.span,
                         format!("`{name}` is not supported yet"),
                     )
@@ -355,7 +356,7 @@ impl Evaluator<'_> {
                 }
                 _ => {
                     self.error(
-                        "unknown-setting",
+                        DiagnosticCode::UnknownSetting,
                         setting.span,
                         format!("`{keyword} {}` has no setting `{name}`", feature.name),
                     )
@@ -378,7 +379,7 @@ impl Evaluator<'_> {
         };
         if attribute.max.is_some_and(|max| max < attribute.min) {
             self.error(
-                "bad-multiplicity",
+                DiagnosticCode::BadMultiplicity,
                 feature.span,
                 format!(
                     "`{}` has `max` {} below `min` {}",
@@ -395,7 +396,7 @@ impl Evaluator<'_> {
             && let Err(message) = attribute.check(default)
         {
             self.error(
-                "bad-default",
+                DiagnosticCode::BadDefault,
                 feature.span,
                 format!("the default of `{}` {message}", feature.name),
             );
@@ -403,7 +404,7 @@ impl Evaluator<'_> {
         }
         if attribute.derived.is_some() && attribute.default.is_some() {
             self.error(
-                "bad-setting",
+                DiagnosticCode::BadSetting,
                 feature.span,
                 format!(
                     "`{}` is derived and cannot also have a default",
@@ -430,7 +431,7 @@ impl Evaluator<'_> {
             }) => type_name,
             other => {
                 self.error(
-                    "bad-argument",
+                    DiagnosticCode::BadArgument,
                     span,
                     format!(
                         "`new` takes a declared type first, not {}",
@@ -459,7 +460,7 @@ impl Evaluator<'_> {
             }
             Some(other) => {
                 self.error(
-                    "bad-argument",
+                    DiagnosticCode::BadArgument,
                     span,
                     format!(
                         "`new` takes a hash of the features, not {}",
@@ -475,7 +476,7 @@ impl Evaluator<'_> {
             // `$t[feature] += value` appends to one; `$t` reads what is set so far.
             let Some((param, _)) = lambda.params.first() else {
                 self.error(
-                    "bad-argument",
+                    DiagnosticCode::BadArgument,
                     span,
                     "the lambda of `new` takes the object: `|$t| { $t[attr] = value }`",
                 );
@@ -521,7 +522,7 @@ impl Evaluator<'_> {
                     format!("declare it with `type {shown} {{ ... }}`")
                 };
                 self.error(
-                    "unknown-type",
+                    DiagnosticCode::UnknownType,
                     span,
                     format!("`{shown}` is not a declared type"),
                 )
@@ -530,7 +531,11 @@ impl Evaluator<'_> {
             }
             Err(Some((name, errors))) => {
                 for error in errors {
-                    self.error("invalid-object", span, format!("new({name}): {error}"));
+                    self.error(
+                        DiagnosticCode::InvalidObject,
+                        span,
+                        format!("new({name}): {error}"),
+                    );
                 }
                 Val::Undef
             }
@@ -545,7 +550,7 @@ impl Evaluator<'_> {
             Val::Str(key) => Some(key),
             other => {
                 self.error(
-                    "bad-argument",
+                    DiagnosticCode::BadArgument,
                     span,
                     format!("a feature name is a string, not {}", other.type_name()),
                 );
@@ -567,7 +572,7 @@ impl Evaluator<'_> {
                 Ok(value) => values.push((key, value)),
                 Err(message) => {
                     self.error(
-                        "bad-argument",
+                        DiagnosticCode::BadArgument,
                         span,
                         format!("the value of `{key}` {message}"),
                     );
@@ -606,7 +611,7 @@ impl Evaluator<'_> {
         if let Some(basic) = basic {
             if let Err(message) = basic.check(&catalog_value) {
                 self.error(
-                    "parameter-type",
+                    DiagnosticCode::ParameterType,
                     span,
                     format!("parameter `${param}` {message}"),
                 )
@@ -633,7 +638,7 @@ impl Evaluator<'_> {
         match result {
             None => {
                 self.error(
-                    "unknown-type",
+                    DiagnosticCode::UnknownType,
                     type_span,
                     format!("`{type_name}` is not a data type nor a declared type"),
                 )
@@ -644,7 +649,7 @@ impl Evaluator<'_> {
             Some(Err(errors)) => {
                 for error in errors {
                     self.error(
-                        "parameter-type",
+                        DiagnosticCode::ParameterType,
                         span,
                         format!("parameter `${param}` as a `{type_name}`: {error}"),
                     )
@@ -672,7 +677,7 @@ impl Evaluator<'_> {
             .rposition(|(param, _)| param == var)
         else {
             self.error(
-                "not-initializing",
+                DiagnosticCode::NotInitializing,
                 span,
                 format!("`${var}` is not an object being initialized, so it cannot be written"),
             )

@@ -3,6 +3,7 @@
 //! database), and the compile hands the store this node's own exports.
 
 use super::{Attr, CQuery, DiagnosticExt, Evaluator, Foreign, Kind, Op, Res, Status};
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
 use crate::value::Val;
 use wconverge_catalog as catalog;
@@ -15,7 +16,7 @@ impl Evaluator<'_> {
         let type_name = self.collectors[collector_idx].type_name.clone();
         let Some(query) = self.export_query(&self.collectors[collector_idx].query) else {
             self.error(
-                "bad-export-query",
+                DiagnosticCode::BadExportQuery,
                 span,
                 "this collector's query compares with a value the store cannot match (a \
                  regular expression, a data type or `default`)",
@@ -27,7 +28,7 @@ impl Evaluator<'_> {
             Ok(collected) => collected,
             Err(why) => {
                 self.error(
-                    "store-unavailable",
+                    DiagnosticCode::StoreUnavailable,
                     span,
                     format!("cannot collect the exported resources of other nodes: {why}"),
                 )
@@ -68,7 +69,7 @@ impl Evaluator<'_> {
                 None => "this node declares it".to_owned(),
             };
             self.error(
-                "duplicate-export",
+                DiagnosticCode::DuplicateExport,
                 span,
                 format!(
                     "`{reference}`, exported by node `{node}`{}, is collected here, and {from}",
@@ -94,7 +95,7 @@ impl Evaluator<'_> {
             // or order this node's resources (a relationship) on another node's word.
             if catalog::Lazy::within(&value) || catalog::METAPARAMETERS.contains(&name.as_str()) {
                 self.error(
-                    "bad-export",
+                    DiagnosticCode::BadExport,
                     span,
                     format!(
                         "`{}`, exported by node `{node}`, holds {}, which no compile exports; \
@@ -247,7 +248,7 @@ impl Evaluator<'_> {
                 }
             }
             for (span, message) in refused {
-                self.error("bad-export", span, message).help = Some(
+                self.error(DiagnosticCode::BadExport, span, message).help = Some(
                     "export values known at compile time, with no metaparameter but `tag`; put \
                      guards and relationships on the collecting node's side"
                         .into(),

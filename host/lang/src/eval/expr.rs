@@ -2,6 +2,7 @@
 //! types, regular expressions.
 
 use super::*;
+use crate::diagnostic::DiagnosticCode;
 
 impl Evaluator<'_> {
     pub(super) fn eval(&mut self, expr: &Expr) -> Val {
@@ -39,7 +40,7 @@ impl Evaluator<'_> {
                             let value = self.eval(inner);
                             if let Val::Lazy(_) = value {
                                 self.error(
-                                    "lazy-in-string",
+                                    DiagnosticCode::LazyInString,
                                     inner.span,
                                     "a lazy value has no text until the run",
                                 )
@@ -214,7 +215,7 @@ impl Evaluator<'_> {
                     Some(value) => self.eval(value),
                     None => {
                         self.error(
-                            "no-selector-match",
+                            DiagnosticCode::NoSelectorMatch,
                             span,
                             format!(
                                 "no option of the selector matches `{}`",
@@ -237,7 +238,7 @@ impl Evaluator<'_> {
                 Val::Undef
             }
             ExprKind::Collector(_) => {
-                self.error("collector-value", span, "a collector has no value here")
+                self.error(DiagnosticCode::CollectorValue, span, "a collector has no value here")
                     .help = Some("a collector stands alone as a statement, or as a whole side of a relationship (`Package <| |> -> Service['x']`), never inside an array or an expression".into());
                 Val::Undef
             }
@@ -313,7 +314,7 @@ impl Evaluator<'_> {
                 let message = error.to_string();
                 let first = message.lines().last().unwrap_or_default().trim().to_owned();
                 self.error(
-                    "regex",
+                    DiagnosticCode::Regex,
                     span,
                     format!("invalid regular expression `/{pattern}/`: {first}"),
                 )
@@ -366,7 +367,7 @@ impl Evaluator<'_> {
                 // `File['/etc/motd']['mode']` reads an attribute of a declared resource.
                 let [Val::Str(attribute)] = keys.as_slice() else {
                     self.error(
-                        "access",
+                        DiagnosticCode::Access,
                         span,
                         "a resource's attribute is read with one name: `File['a']['mode']`",
                     );
@@ -378,7 +379,7 @@ impl Evaluator<'_> {
                         .map_or(Val::Undef, |attr| attr.value.clone()),
                     None => {
                         self.error(
-                            "unknown-resource",
+                            DiagnosticCode::UnknownResource,
                             span,
                             format!(
                                 "`{}` is not declared (yet)",
@@ -394,7 +395,7 @@ impl Evaluator<'_> {
                     Some(Selection::One(at)) => items.get(at).cloned().unwrap_or(Val::Undef),
                     Some(Selection::Range(from, to)) => Val::Array(items[from..to].to_vec()),
                     None => {
-                        self.error("access", span, "an array is indexed by an integer: `$list[0]`, or sliced: `$list[1, 2]`");
+                        self.error(DiagnosticCode::Access, span, "an array is indexed by an integer: `$list[0]`, or sliced: `$list[1, 2]`");
                         Val::Undef
                     }
                 }
@@ -421,7 +422,7 @@ impl Evaluator<'_> {
                     Some(Selection::Range(from, to)) => Val::Str(chars[from..to].iter().collect()),
                     None => {
                         self.error(
-                            "access",
+                            DiagnosticCode::Access,
                             span,
                             "a string is indexed by an integer: `$text[0]`",
                         );
@@ -430,7 +431,7 @@ impl Evaluator<'_> {
                 }
             }
             other => {
-                self.error("access", span, format!("cannot index {} `{}`", other.type_name(), other.to_display()))
+                self.error(DiagnosticCode::Access, span, format!("cannot index {} `{}`", other.type_name(), other.to_display()))
                     .help = Some("only arrays, hashes, strings and types can be indexed; check the variable holds what you expect".into());
                 Val::Undef
             }
@@ -444,7 +445,7 @@ impl Evaluator<'_> {
             return match crate::ptype::PType::named(type_name, &keys) {
                 Ok(ptype) => Val::Type(Box::new(ptype)),
                 Err(message) => {
-                    self.error("bad-type", span, message).help =
+                    self.error(DiagnosticCode::BadType, span, message).help =
                         Some("see Puppet's data types in docs/language.md, Types".into());
                     Val::Undef
                 }
@@ -460,7 +461,7 @@ impl Evaluator<'_> {
                 }) => (type_name, keys.collect()),
                 _ => {
                     self.error(
-                        "access",
+                        DiagnosticCode::Access,
                         span,
                         "`Resource[...]` takes a type first: `Resource['file', '/tmp/a']`",
                     );
@@ -487,7 +488,7 @@ impl Evaluator<'_> {
                 }
                 other => {
                     self.error(
-                        "access",
+                        DiagnosticCode::Access,
                         span,
                         format!(
                             "a title must be a non-empty string, not {} `{}`",
@@ -518,7 +519,7 @@ impl Evaluator<'_> {
         }
         let mismatch = |this: &mut Self, verb: &str| {
             this.error(
-                "type-mismatch",
+                DiagnosticCode::TypeMismatch,
                 span,
                 format!(
                     "cannot {verb} {} `{}` and {} `{}`",
@@ -541,7 +542,7 @@ impl Evaluator<'_> {
                     _ => ordering.is_ge(),
                 }),
                 Err(message) => {
-                    self.error("type-mismatch", span, message);
+                    self.error(DiagnosticCode::TypeMismatch, span, message);
                     Val::Undef
                 }
             },
@@ -614,7 +615,7 @@ impl Evaluator<'_> {
                     Sub => a.checked_sub(b),
                     Mul => a.checked_mul(b),
                     Div if b == 0 => {
-                        self.error("arithmetic", span, "division by zero");
+                        self.error(DiagnosticCode::Arithmetic, span, "division by zero");
                         return Val::Undef;
                     }
                     // Rounded down, and the remainder takes the divisor's sign, as
@@ -627,7 +628,7 @@ impl Evaluator<'_> {
                         }
                     }),
                     Rem if b == 0 => {
-                        self.error("arithmetic", span, "division by zero");
+                        self.error(DiagnosticCode::Arithmetic, span, "division by zero");
                         return Val::Undef;
                     }
                     Rem => a.checked_rem(b).map(|remainder| {
@@ -721,7 +722,7 @@ impl Evaluator<'_> {
         match result {
             Ok(value) => value,
             Err(message) => {
-                self.error("arithmetic", span, message);
+                self.error(DiagnosticCode::Arithmetic, span, message);
                 Val::Undef
             }
         }
@@ -734,7 +735,11 @@ impl Evaluator<'_> {
         match operand {
             Val::Int(value) => value.checked_neg().map_or_else(
                 || {
-                    self.error("arithmetic", span, "integer overflow in negation");
+                    self.error(
+                        DiagnosticCode::Arithmetic,
+                        span,
+                        "integer overflow in negation",
+                    );
                     Val::Undef
                 },
                 Val::Int,
@@ -742,7 +747,7 @@ impl Evaluator<'_> {
             Val::Float(value) => Val::Float(-value),
             other => {
                 self.error(
-                    "type-mismatch",
+                    DiagnosticCode::TypeMismatch,
                     span,
                     format!(
                         "cannot negate {} `{}`",
@@ -765,7 +770,7 @@ impl Evaluator<'_> {
             Some(number) => Some(number),
             None => {
                 self.error(
-                    "arithmetic",
+                    DiagnosticCode::Arithmetic,
                     span,
                     format!("`{symbol}` needs numbers, and the string `{text}` is not one"),
                 )
@@ -816,7 +821,7 @@ impl Evaluator<'_> {
                             name.trim_start_matches("::").to_ascii_lowercase(),
                         )),
                         other => {
-                            self.error("bad-operand", expr.span, format!("a relationship operand must be a resource reference, a class name or a collector, not {} `{}`", other.type_name(), other.to_display()));
+                            self.error(DiagnosticCode::BadOperand, expr.span, format!("a relationship operand must be a resource reference, a class name or a collector, not {} `{}`", other.type_name(), other.to_display()));
                         }
                     }
                 }

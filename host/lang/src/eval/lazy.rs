@@ -7,6 +7,7 @@
 
 use super::Evaluator;
 use super::node::NodeState;
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
 use crate::syntax::{Expr, ExprKind};
 use crate::value::{LazyVal, Val};
@@ -149,7 +150,7 @@ impl Evaluator<'_> {
                     .to_owned()
             };
             self.error(
-                "lazy-changes-catalog",
+                DiagnosticCode::LazyChangesCatalog,
                 *at,
                 format!("{what} cannot be inside `lazy {{ }}`"),
             )
@@ -164,7 +165,7 @@ impl Evaluator<'_> {
             let value = self.lookup(&name, at);
             if value.contains_lazy() {
                 self.error(
-                    "lazy-in-lazy",
+                    DiagnosticCode::LazyInLazy,
                     at,
                     format!("`${name}` holds a lazy value, which another lazy value cannot read"),
                 )
@@ -172,7 +173,7 @@ impl Evaluator<'_> {
             }
             if let Err(message) = value.to_catalog() {
                 self.error(
-                    "lazy-variable",
+                    DiagnosticCode::LazyVariable,
                     at,
                     format!("`${name}` cannot be kept for the run: {message}"),
                 )

@@ -10,7 +10,7 @@
 //! (work and size limits), `catalog_output` (the catalog), `exports`, `declared`, `node`
 //! and `lazy` (values evaluated during the run).
 
-use crate::diagnostic::{Diagnostic, Severity, Span};
+use crate::diagnostic::{Diagnostic, DiagnosticCode, Severity, Span};
 use crate::syntax::*;
 use crate::value::{Val, flatten_into, numeric_string};
 use crate::{KnownTypes, Source};
@@ -411,7 +411,12 @@ impl<'a> Evaluator<'a> {
         }
     }
 
-    fn error(&mut self, code: &str, span: Span, message: impl Into<String>) -> &mut Diagnostic {
+    fn error(
+        &mut self,
+        code: DiagnosticCode,
+        span: Span,
+        message: impl Into<String>,
+    ) -> &mut Diagnostic {
         self.errors += 1;
         self.diagnostics
             .push(Diagnostic::error(code, span, message));

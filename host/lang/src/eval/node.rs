@@ -7,6 +7,7 @@
 //! read whose value a later write changes is reported: the bug the seed warns about.
 
 use super::Evaluator;
+use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Diagnostic, Severity, Span};
 use crate::syntax::{Expr, ExprKind, NodeLayer};
 use crate::value::Val;
@@ -172,7 +173,7 @@ impl Evaluator<'_> {
                 Val::Str(text) => path.push(text),
                 other => {
                     self.error(
-                        "node-attribute-key",
+                        DiagnosticCode::NodeAttributeKey,
                         key.span,
                         format!(
                             "node attribute keys are strings, not {} `{}`",
@@ -223,7 +224,7 @@ impl Evaluator<'_> {
                 (Val::Undef, _) => Val::Undef,
                 (other, key) => {
                     self.error(
-                        "access",
+                        DiagnosticCode::Access,
                         *at,
                         format!(
                             "cannot index {} `{}` with {} `{}`",
@@ -286,7 +287,7 @@ impl Evaluator<'_> {
         });
         if !self.attributes.writable {
             self.error(
-                "node-write-at-run-time",
+                DiagnosticCode::NodeWriteAtRunTime,
                 span,
                 "node attributes are written at compile time, or during the run only in the \
                  `block` of a `node_block`",
@@ -300,7 +301,7 @@ impl Evaluator<'_> {
         }
         if value.contains_lazy() {
             self.error(
-                "node-attribute-lazy",
+                DiagnosticCode::NodeAttributeLazy,
                 span,
                 "a node attribute cannot hold a lazy value",
             )
@@ -315,7 +316,7 @@ impl Evaluator<'_> {
             Ok(stored) => stored,
             Err(message) => {
                 self.error(
-                    "node-attribute-value",
+                    DiagnosticCode::NodeAttributeValue,
                     span,
                     format!("a node attribute cannot hold this value: {message}"),
                 );
@@ -324,7 +325,7 @@ impl Evaluator<'_> {
         };
         if path.len() + depth(&stored) > wconverge_catalog::MAX_DEPTH {
             self.error(
-                "node-attribute-value",
+                DiagnosticCode::NodeAttributeValue,
                 span,
                 format!(
                     "this write nests deeper than {} levels (its path and its value), the most \
@@ -348,7 +349,7 @@ impl Evaluator<'_> {
             let holder = &path[..depth];
             let held = Val::from_catalog(&self.attributes.attributes.get(holder));
             self.error(
-                "node-attribute-not-hash",
+                DiagnosticCode::NodeAttributeNotHash,
                 span,
                 format!(
                     "cannot write `$node{}`: `$node{}` holds {} `{}`, not a hash",
@@ -377,7 +378,7 @@ impl Evaluator<'_> {
     pub(super) fn node_layer_read(&mut self, layer: NodeLayer, span: Span) -> Val {
         let name = layer.keyword();
         self.error(
-            "node-layer-read",
+            DiagnosticCode::NodeLayerRead,
             span,
             format!("`$node.{name}` is for writing"),
         )
@@ -429,7 +430,7 @@ impl Evaluator<'_> {
             warned.push(read.span);
             let path = show_path(&read.path);
             let mut diagnostic = Diagnostic::error(
-                "stale-node-read",
+                DiagnosticCode::StaleNodeRead,
                 read.span,
                 format!(
                     "`$node{path}` is read at compile time, when it is `{}`; a later write \

@@ -2,6 +2,7 @@
 //! (lexical), overrides and the chains of relationship operators.
 
 use super::*;
+use crate::diagnostic::DiagnosticCode;
 
 impl Evaluator<'_> {
     pub(super) fn next_order(&mut self) -> Vec<u32> {
@@ -34,7 +35,7 @@ impl Evaluator<'_> {
                 let reference = self.resources[existing].reference();
                 let first = self.resources[existing].span;
                 self.error(
-                    "duplicate-title",
+                    DiagnosticCode::DuplicateTitle,
                     span,
                     format!(
                         "`{reference}` is declared already, without `{}` as given here",
@@ -78,7 +79,7 @@ impl Evaluator<'_> {
         known.extend(self.defines.keys().map(String::as_str));
         known.sort_unstable();
         self.error(
-            "unknown-type",
+            DiagnosticCode::UnknownType,
             span,
             format!("unknown resource type `{type_name}`"),
         )
@@ -98,7 +99,7 @@ impl Evaluator<'_> {
                 AttrOpKind::Splat => {
                     if let Some(first) = splat_seen {
                         self.error(
-                            "splat-twice",
+                            DiagnosticCode::SplatTwice,
                             op.name_span,
                             format!("`* =>` may appear only once in {where_}"),
                         )
@@ -112,7 +113,7 @@ impl Evaluator<'_> {
                         Val::Undef => Vec::new(),
                         other => {
                             self.error(
-                                "splat-not-hash",
+                                DiagnosticCode::SplatNotHash,
                                 op.value.span,
                                 format!(
                                     "`* =>` needs a hash of attributes, not {} `{}`",
@@ -126,7 +127,7 @@ impl Evaluator<'_> {
                     for (key, value) in entries {
                         let Val::Str(name) = key else {
                             self.error(
-                                "splat-not-hash",
+                                DiagnosticCode::SplatNotHash,
                                 op.value.span,
                                 format!(
                                     "`* =>` hash key `{}` is not an attribute name",
@@ -148,7 +149,7 @@ impl Evaluator<'_> {
                 }
                 AttrOpKind::Append if !allow_append => {
                     self.error(
-                        "append-in-resource",
+                        DiagnosticCode::AppendInResource,
                         op.name_span,
                         format!("`+>` cannot be used in {where_}"),
                     )
@@ -175,7 +176,7 @@ impl Evaluator<'_> {
         if let Some(first) = out.iter().find(|existing| existing.name == op.name) {
             let first = first.span;
             self.error(
-                "duplicate-attribute",
+                DiagnosticCode::DuplicateAttribute,
                 op.span,
                 format!("attribute `{}` is set twice", op.name),
             )
@@ -205,7 +206,7 @@ impl Evaluator<'_> {
             .contains(&name)
         {
             self.error(
-                "unsupported-metaparameter",
+                DiagnosticCode::UnsupportedMetaparameter,
                 span,
                 format!("`{name}` on a class or defined type instance is not supported"),
             )
@@ -223,7 +224,7 @@ impl Evaluator<'_> {
         }
         if UNSUPPORTED_METAPARAMETERS.contains(&name) {
             self.error(
-                "unsupported-metaparameter",
+                DiagnosticCode::UnsupportedMetaparameter,
                 span,
                 format!("`{name}` is a Puppet metaparameter that wconverge does not support"),
             )
@@ -262,7 +263,7 @@ impl Evaluator<'_> {
             _ => format!("type `{}`", display_type_name(type_name)),
         };
         self.error(
-            "unknown-attribute",
+            DiagnosticCode::UnknownAttribute,
             span,
             format!("{what} has no attribute `{name}`"),
         )
@@ -289,7 +290,7 @@ impl Evaluator<'_> {
         };
         if kind.is_none() && resource.form != Form::Regular {
             self.error(
-                "virtual-class",
+                DiagnosticCode::VirtualClass,
                 resource.type_span,
                 "a class cannot be virtual or exported",
             )
@@ -324,7 +325,7 @@ impl Evaluator<'_> {
             .collect();
         if let [first, second, ..] = default_bodies.as_slice() {
             self.error(
-                "duplicate-default-body",
+                DiagnosticCode::DuplicateDefaultBody,
                 second.title_span,
                 "a resource expression has two `default:` bodies",
             )
@@ -344,7 +345,7 @@ impl Evaluator<'_> {
                     Val::Str(title) if !title.is_empty() => title.clone(),
                     other => {
                         self.error(
-                            "bad-title",
+                            DiagnosticCode::BadTitle,
                             body.title_span,
                             format!(
                                 "a title must be a non-empty string, not {} `{}`",
@@ -358,7 +359,7 @@ impl Evaluator<'_> {
                 };
                 if let Some(first) = seen_titles.insert(title.clone(), body.title_span) {
                     self.error(
-                        "duplicate-title",
+                        DiagnosticCode::DuplicateTitle,
                         body.title_span,
                         format!("title `{title}` appears twice in one resource expression"),
                     )
@@ -422,7 +423,7 @@ impl Evaluator<'_> {
             let first_span = self.resources[first].span;
             let reference = self.resources[first].reference();
             self.error(
-                "duplicate-title",
+                DiagnosticCode::DuplicateTitle,
                 span,
                 format!("`{reference}` is declared twice"),
             )
@@ -467,7 +468,7 @@ impl Evaluator<'_> {
         if self.resources.len() >= MAX_RESOURCES {
             if !self.resource_limit_reported {
                 self.resource_limit_reported = true;
-                self.error("resource-limit", span, format!("the manifests declare more than {MAX_RESOURCES} resources (the limit)"))
+                self.error(DiagnosticCode::ResourceLimit, span, format!("the manifests declare more than {MAX_RESOURCES} resources (the limit)"))
                     .help = Some("a defined type that declares several instances of itself multiplies without end; check the recursion".into());
             }
             return None;
@@ -556,7 +557,7 @@ impl Evaluator<'_> {
             _ => "name".to_owned(),
         };
         self.error(
-            "duplicate-title",
+            DiagnosticCode::DuplicateTitle,
             span,
             format!(
                 "`{identity}` already identifies `{reference}`, by its title or its `{namevar}`"
@@ -597,8 +598,12 @@ impl Evaluator<'_> {
 
     pub(super) fn defaults_expr(&mut self, type_name: &str, ops: &[AttrOp], span: Span) {
         if type_name == "class" {
-            self.error("class-defaults", span, "defaults cannot be set for classes")
-                .help = Some("pass parameters to the class instead".into());
+            self.error(
+                DiagnosticCode::ClassDefaults,
+                span,
+                "defaults cannot be set for classes",
+            )
+            .help = Some("pass parameters to the class instead".into());
             return;
         }
         let Some(kind) = self.kind_of(type_name) else {
@@ -618,7 +623,7 @@ impl Evaluator<'_> {
             {
                 let first = first.span;
                 self.error(
-                    "default-redefined",
+                    DiagnosticCode::DefaultRedefined,
                     op.span,
                     format!(
                         "the default for `{}` of `{}` is already set in this scope",
@@ -667,7 +672,7 @@ impl Evaluator<'_> {
             } = item
             else {
                 self.error(
-                    "override-target",
+                    DiagnosticCode::OverrideTarget,
                     target.span,
                     format!(
                         "an override needs references to resources, like `File['a']`, not {} `{}`",
@@ -730,7 +735,7 @@ impl Evaluator<'_> {
             match kind {
                 Kind::Class(_) => {
                     self.error(
-                        "override-class",
+                        DiagnosticCode::OverrideClass,
                         first.span,
                         format!("`{reference}` is a class; its parameters cannot be overridden"),
                     )
@@ -741,7 +746,7 @@ impl Evaluator<'_> {
                     return;
                 }
                 Kind::Define(_) if self.resources[idx].evaluated => {
-                    self.error("override-too-late", first.span, format!("`{reference}` was already evaluated when this override was applied, so its body would not see it"))
+                    self.error(DiagnosticCode::OverrideTooLate, first.span, format!("`{reference}` was already evaluated when this override was applied, so its body would not see it"))
                         .help = Some("set the value where the instance is declared, or override it from the main manifest".into());
                     return;
                 }
@@ -756,7 +761,7 @@ impl Evaluator<'_> {
             let reference = self.resources[idx].reference();
             let value = if op.append {
                 if !may_replace {
-                    self.error("override-append", op.span, format!("`+>` cannot append to `{}` of `{reference}` here", op.name))
+                    self.error(DiagnosticCode::OverrideAppend, op.span, format!("`+>` cannot append to `{}` of `{reference}` here", op.name))
                         .help = Some("outside a class that inherits the class declaring the resource, an override may only set attributes that have no value; `+>` would change one".into());
                     continue;
                 }
@@ -767,7 +772,7 @@ impl Evaluator<'_> {
                     && existing.value != Val::Undef
                     && !may_replace
                 {
-                    self.error("override-set", op.span, format!("`{reference}` already has `{}` set", op.name))
+                    self.error(DiagnosticCode::OverrideSet, op.span, format!("`{reference}` already has `{}` set", op.name))
                         .with_related_mut(existing.span, "set here")
                         .help = Some("outside a class that inherits the class declaring the resource, an override may only set attributes that have no value; move the override into an inheriting class or change the declaration".into());
                     continue;
@@ -791,7 +796,7 @@ impl Evaluator<'_> {
     /// Reports a tag that is not made of the characters tags allow.
     pub(super) fn check_tag(&mut self, tag: &str, span: Span) {
         if !catalog_output::valid_tag(tag) {
-            self.error("bad-tag", span, format!("`{tag}` is not a valid tag"))
+            self.error(DiagnosticCode::BadTag, span, format!("`{tag}` is not a valid tag"))
                 .help = Some("tags are made of letters, digits, `_`, `-`, `.` and `:`, and start with a letter, digit or `_`".into());
         }
     }
@@ -816,7 +821,7 @@ impl Evaluator<'_> {
     pub(super) fn check_noop(&mut self, value: &Val, span: Span) {
         if !matches!(value, Val::Bool(_) | Val::Undef) {
             self.error(
-                "bad-metaparameter",
+                DiagnosticCode::BadMetaparameter,
                 span,
                 format!(
                     "`noop` must be true or false, not {} `{}`",
@@ -837,7 +842,7 @@ impl Evaluator<'_> {
                 Val::Undef => {}
                 other => {
                     self.error(
-                        "bad-tag",
+                        DiagnosticCode::BadTag,
                         span,
                         format!(
                             "a tag is a string, not {} `{}`",

@@ -2,6 +2,7 @@
 //! variables, assignment.
 
 use super::*;
+use crate::diagnostic::DiagnosticCode;
 
 impl Evaluator<'_> {
     pub(super) fn new_scope(&mut self, parent: Option<ScopeId>) -> ScopeId {
@@ -53,7 +54,7 @@ impl Evaluator<'_> {
             "assign it before this line, or check its spelling; a class's variable is read as `$class::name` after the class is included"
         };
         self.error(
-            "unknown-variable",
+            DiagnosticCode::UnknownVariable,
             span,
             format!("unknown variable `${name}`"),
         )
@@ -162,7 +163,7 @@ impl Evaluator<'_> {
         }
         if !self.class_scopes.contains_key(class) {
             self.error(
-                "unknown-variable",
+                DiagnosticCode::UnknownVariable,
                 span,
                 format!("`${name}` reads a variable of class `{class}`, which is not included"),
             )
@@ -170,7 +171,7 @@ impl Evaluator<'_> {
             return Val::Undef;
         }
         self.error(
-            "unknown-variable",
+            DiagnosticCode::UnknownVariable,
             span,
             format!("class `{class}` has no variable `${variable}`"),
         );
@@ -180,7 +181,7 @@ impl Evaluator<'_> {
     pub(super) fn assign(&mut self, name: &str, value: Val, span: Span) {
         if name.parse::<usize>().is_ok() {
             self.error(
-                "assign-match-variable",
+                DiagnosticCode::AssignMatchVariable,
                 span,
                 format!("`${name}` holds a regular expression match and cannot be assigned"),
             );
@@ -193,7 +194,7 @@ impl Evaluator<'_> {
     pub(super) fn set_var(&mut self, scope: ScopeId, name: &str, value: Val, span: Span) {
         if name == "node" {
             self.error(
-                "assign-node",
+                DiagnosticCode::AssignNode,
                 span,
                 "`$node` holds the node's attributes and cannot be assigned or shadowed",
             )
@@ -206,7 +207,7 @@ impl Evaluator<'_> {
         // Not in any scope, as a parameter neither: it would hide the machine's facts.
         if matches!(name, "facts" | "trusted" | "server_facts") {
             self.error(
-                "assign-facts",
+                DiagnosticCode::AssignFacts,
                 span,
                 format!("`${name}` holds facts about this node and cannot be assigned or shadowed"),
             )
@@ -218,7 +219,7 @@ impl Evaluator<'_> {
             if previous == Span::new(0, 0, 0) {
                 // Set before any manifest: a fact, or a variable `puppet apply` sets.
                 self.error(
-                    "reassigned-variable",
+                    DiagnosticCode::ReassignedVariable,
                     span,
                     format!("`${name}` is a fact (or a variable set for every node) at top scope, and cannot be assigned there"),
                 )
@@ -226,7 +227,7 @@ impl Evaluator<'_> {
                 return;
             }
             self.error(
-                "reassigned-variable",
+                DiagnosticCode::ReassignedVariable,
                 span,
                 format!("`${name}` is already assigned in this scope"),
             )

@@ -327,7 +327,7 @@ fn nesting_ten_thousand_deep_is_an_error_not_a_stack_overflow() {
     for case in cases {
         let error = first_error(&case);
         assert!(
-            error.code == "wcv::nesting-limit" || error.message.contains("nest"),
+            error.code.to_string() == "wcv::nesting-limit" || error.message.contains("nest"),
             "{case:.40}: {error:?}"
         );
     }
