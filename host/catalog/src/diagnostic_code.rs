@@ -166,21 +166,6 @@ registry! {
     GuardInterpreter = "guard-interpreter",
 }
 
-impl DiagnosticCode {
-    /// The code of a manifest's message function (`notice`, `info`, `debug`, `warning`,
-    /// `err`), by the function's name.
-    pub fn of_message_function(name: &str) -> Option<DiagnosticCode> {
-        Some(match name {
-            "notice" => DiagnosticCode::Notice,
-            "info" => DiagnosticCode::Info,
-            "debug" => DiagnosticCode::Debug,
-            "warning" => DiagnosticCode::Warning,
-            "err" => DiagnosticCode::Err,
-            _ => return None,
-        })
-    }
-}
-
 /// `wcv::NAME`, as it is printed.
 impl fmt::Display for DiagnosticCode {
     fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -236,16 +221,11 @@ mod tests {
     }
 
     #[test]
-    fn a_code_prints_with_its_prefix_and_message_functions_have_theirs() {
+    fn a_code_prints_with_its_prefix_and_names_are_lowercase_words() {
         assert_eq!(
             DiagnosticCode::DuplicateTitle.to_string(),
             "wcv::duplicate-title"
         );
-        assert_eq!(
-            DiagnosticCode::of_message_function("err"),
-            Some(DiagnosticCode::Err)
-        );
-        assert_eq!(DiagnosticCode::of_message_function("fail"), None);
         assert!(
             DiagnosticCode::ALL.iter().all(|code| code
                 .name()

@@ -478,16 +478,24 @@ impl Problem {
     }
 }
 
-impl fmt::Display for Problem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "error[{}]: ", self.code)?;
+impl Problem {
+    /// The problem without its help: `error[wcv::CODE]: LOCATION: RESOURCE: MESSAGE`.
+    pub fn headline(&self) -> String {
+        let mut text = format!("error[{}]: ", self.code);
         if let Some(location) = &self.location {
-            write!(f, "{location}: ")?;
+            text.push_str(&format!("{location}: "));
         }
         if let Some(resource) = &self.resource {
-            write!(f, "{resource}: ")?;
+            text.push_str(&format!("{resource}: "));
         }
-        f.write_str(&self.message)?;
+        text.push_str(&self.message);
+        text
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.headline())?;
         if let Some(help) = &self.help {
             write!(f, "\n  help: {help}")?;
         }

@@ -244,15 +244,7 @@ pub(crate) fn problems(problems: &[Problem]) {
         if n_problems == 1 { "" } else { "s" }
     ));
     for problem in problems {
-        let mut text = format!("error[{}]: ", problem.code);
-        if let Some(location) = &problem.location {
-            text.push_str(&format!("{location}: "));
-        }
-        if let Some(resource) = &problem.resource {
-            text.push_str(&format!("{resource}: "));
-        }
-        text.push_str(&problem.message);
-        err(&format!("  {}", continued(&text, "    ")));
+        err(&format!("  {}", continued(&problem.headline(), "    ")));
         if let Some(help) = &problem.help {
             err(&format!("    help: {}", continued(help, "      ")));
         }

@@ -134,12 +134,14 @@ pub(crate) fn call(
                 .map(Val::to_interpolated)
                 .collect::<Vec<_>>()
                 .join(" ");
-            let severity = if matches!(name, "warning" | "err") {
-                Severity::Warning
-            } else {
-                Severity::Notice
+            // Puppet's `err` does not stop the compile: a warning, as `warning` is.
+            let (severity, code) = match name {
+                "warning" => (Severity::Warning, DiagnosticCode::Warning),
+                "err" => (Severity::Warning, DiagnosticCode::Err),
+                "info" => (Severity::Notice, DiagnosticCode::Info),
+                "debug" => (Severity::Notice, DiagnosticCode::Debug),
+                _ => (Severity::Notice, DiagnosticCode::Notice),
             };
-            let code = DiagnosticCode::of_message_function(name).unwrap_or(DiagnosticCode::Notice);
             evaluator.report(severity, code, span, message);
             Val::Undef
         }
