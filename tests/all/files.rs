@@ -519,11 +519,23 @@ fn apply_logged(
 
 /// How many resources each `validate` call of the file plugin checked, from a debug log.
 fn validate_calls(stderr: &str) -> Vec<usize> {
-    stderr
+    counts(stderr, " validate plugin=file resources=")
+}
+
+/// How many resources each `validate` call that was answered from the cache (the same
+/// call found nothing wrong in an earlier run) would have checked, from a debug log.
+fn validated_before(stderr: &str) -> Vec<usize> {
+    counts(stderr, " validated before plugin=file resources=")
+}
+
+fn counts(stderr: &str, needle: &str) -> Vec<usize> {
+    let mut counts: Vec<usize> = stderr
         .lines()
-        .filter_map(|line| line.split(" validate plugin=file resources=").nth(1))
+        .filter_map(|line| line.split(needle).nth(1))
         .map(|count| count.trim().parse().expect("a count"))
-        .collect()
+        .collect();
+    counts.sort_unstable();
+    counts
 }
 
 /// How many lines of a debug log hold `needle`.
@@ -575,6 +587,9 @@ fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_
     let (first, reads) = apply();
     assert_eq!(first.code, 2, "{first:#?}");
     assert_eq!(first.json()["summary"]["changed"], 120, "{}", first.stdout);
+    // The provider validated them many at a time (calls of at least 64, spread over the
+    // cores).
+    assert_eq!(validate_calls(&first.stderr), [56, 64], "{first:#?}");
     // Once a file changed, the next read their own states until one is found in sync,
     // which none is: no batch is read for nothing (but by each of the two workers, at
     // most, before the first change).
@@ -582,12 +597,11 @@ fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_
 
     let (second, reads) = apply();
     assert_eq!(second.code, 0, "{second:#?}");
-    // Each batch planned its files too: none is planned on its own; and the provider
-    // validated them many at a time (calls of at least 64, spread over the cores).
+    // Each batch planned its files too: none is planned on its own; and the same calls
+    // of `validate` found nothing wrong in the first run, so they are not made again.
     assert_eq!(log_lines(&second.stderr, " plan plugin="), 0, "{second:#?}");
-    let mut validated = validate_calls(&second.stderr);
-    validated.sort_unstable();
-    assert_eq!(validated, [56, 64], "{second:#?}");
+    assert_eq!(validate_calls(&second.stderr), [0; 0], "{second:#?}");
+    assert_eq!(validated_before(&second.stderr), [56, 64], "{second:#?}");
     let mut expected: Vec<(usize, String)> =
         dirs.iter().map(|dir| (40, machine.file(dir))).collect();
     let mut seen = reads.clone();
@@ -648,12 +662,104 @@ fn issue_19_batches_of_large_files_are_cut_to_fit_the_plugin_memory() {
         reads.len() >= 4 && reads.iter().all(|(count, _)| *count <= 7),
         "{reads:?}"
     );
-    let validated = validate_calls(&second.stderr);
+    let validated = validate_calls(&first.stderr);
     assert_eq!(validated.iter().sum::<usize>(), 24, "{validated:?}");
     assert!(
         validated.len() >= 4 && validated.iter().all(|count| *count <= 7),
         "{validated:?}"
     );
+    assert_eq!(validated_before(&second.stderr), validated, "{second:#?}");
+}
+
+/// Issue 19. A `validate` call that found nothing wrong is remembered in the cache (for
+/// its component, engine, policy entry and exact input) and not made again for the same
+/// resources; one that found a problem is made, and the problem shown, on every run; and
+/// an entry that does not verify is not trusted but rebuilt.
+#[test]
+fn issue_19_a_clean_validate_is_remembered_and_a_problem_is_shown_on_every_run() {
+    let machine = Machine::new();
+    // A cache of this test's own, with the compiled code of the shared one (so nothing
+    // is compiled again), because its entry is tampered with below.
+    let cache = machine.root().join("cache");
+    let components = cache.join("components");
+    std::fs::create_dir_all(&components).expect("cache dir");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    std::fs::set_permissions(&components, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    for entry in
+        std::fs::read_dir(crate::support::cache_dir().join("components")).expect("the shared cache")
+    {
+        let path = entry.expect("entry").path();
+        if path
+            .extension()
+            .is_some_and(|extension| extension == "cwasm")
+        {
+            let copy = components.join(path.file_name().expect("a name"));
+            std::fs::copy(&path, &copy).expect("copied");
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).expect("mode");
+        }
+    }
+    let policy = machine.policy("");
+    let apply = |catalog: &Path| {
+        let mut command = machine.command(crate::support::WCONVERGE);
+        command
+            .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
+            .arg(&policy)
+            .args(["--format", "json", "--jobs", "1"])
+            .env("WCONVERGE_CACHE_DIR", &cache)
+            .env("WCONVERGE_LOG", "debug");
+        crate::support::Run::of(&mut command)
+    };
+
+    std::fs::create_dir(machine.file("a")).expect("dir");
+    let clean = numbered_files(&machine, 3, |_| "a");
+    let first = apply(&clean);
+    assert_eq!(first.code, 2, "{first:#?}");
+    assert_eq!(validate_calls(&first.stderr), [3], "{first:#?}");
+    let second = apply(&clean);
+    assert_eq!(second.code, 0, "{second:#?}");
+    assert_eq!(validate_calls(&second.stderr), [0; 0], "{second:#?}");
+    assert_eq!(validated_before(&second.stderr), [3], "{second:#?}");
+
+    // The remembered calls, tampered with: not trusted, and the calls made again.
+    let remembered: Vec<std::path::PathBuf> = std::fs::read_dir(&components)
+        .expect("the cache")
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "validated")
+        })
+        .collect();
+    assert_eq!(remembered.len(), 1, "{remembered:?}");
+    let mut bytes = std::fs::read(&remembered[0]).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&remembered[0], bytes).expect("tampered");
+    let third = apply(&clean);
+    assert_eq!(third.code, 0, "{third:#?}");
+    assert!(
+        third
+            .stderr
+            .contains("its digest does not match its content"),
+        "{third:#?}"
+    );
+    assert_eq!(validate_calls(&third.stderr), [3], "{third:#?}");
+    assert_eq!(validated_before(&apply(&clean).stderr), [3]);
+
+    // A problem the provider finds is found on every run.
+    let wrong = machine.catalog(serde_json::json!([{
+        "type": "file",
+        "title": machine.file("wrong"),
+        "attributes": { "content": "x\n", "backup": true },
+    }]));
+    for _ in 0..2 {
+        let run = apply(&wrong);
+        assert_eq!(run.code, 1, "{run:#?}");
+        assert!(
+            run.stderr.contains("backup => true names no suffix"),
+            "{run:#?}"
+        );
+        assert_eq!(validate_calls(&run.stderr), [1], "{run:#?}");
+    }
 }
 
 /// Issue 19. Two workers on the files of four directories, each directory's files one

@@ -96,6 +96,9 @@ struct State {
     outcomes: Vec<Option<Outcome>>,
     /// A worker panicked: the others stop taking resources, and the run panics with it.
     panicked: Option<Box<dyn std::any::Any + Send>>,
+    /// Workers waiting for a change: a finish wakes them only if there are any (a
+    /// wake-up is a system call even when no one waits).
+    sleeping: usize,
 }
 
 struct Scheduler<'a, 'b> {
@@ -145,7 +148,9 @@ impl Scheduler<'_, '_> {
                 let inputs = Inputs::of(prepared, idx, &state.statuses, &state.notified_by);
                 return Some((position, inputs));
             }
+            state.sleeping += 1;
             state = self.changed.wait(state).expect("scheduler lock");
+            state.sleeping -= 1;
         }
     }
 
@@ -173,7 +178,9 @@ impl Scheduler<'_, '_> {
             state.first_unfinished += 1;
         }
         state.outcomes[position] = Some(outcome);
-        self.changed.notify_all();
+        if state.sleeping > 0 {
+            self.changed.notify_all();
+        }
     }
 
     fn work(&self) {
@@ -225,6 +232,7 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
             n_finished: 0,
             outcomes: (0..n_resources).map(|_| None).collect(),
             panicked: None,
+            sleeping: 0,
         }),
         changed: Condvar::new(),
     };

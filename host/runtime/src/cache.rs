@@ -32,11 +32,18 @@ const MAGIC: &[u8] = b"wconverge-cwasm-2\n";
 /// (512 MiB of WebAssembly) is well below it.
 const MAX_ENTRY_BYTES: u64 = 2 << 30;
 
+/// The most `validate` calls remembered as clean, per component: the oldest are
+/// forgotten first. (Fewer in unit tests, which fill it.)
+const MAX_VALIDATED: usize = if cfg!(test) { 64 } else { 4096 };
+
 /// Where compiled components are kept, if anywhere.
 pub(crate) struct Cache {
     dir: Option<CacheDir>,
     /// Identifies the engine's code generation settings and wasmtime's version.
     engine_key: String,
+    /// By component digest: the fingerprints of the `validate` calls that found nothing
+    /// wrong, oldest first, as read from the entry once and added to since.
+    validated: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
 }
 
 /// The cache directory, walked and opened once.
@@ -90,7 +97,11 @@ impl Cache {
                 None
             }
         });
-        Cache { dir, engine_key }
+        Cache {
+            dir,
+            engine_key,
+            validated: std::sync::Mutex::default(),
+        }
     }
 
     /// The component for `wasm` (whose digest is `digest`), from the cache or compiled.
@@ -106,7 +117,7 @@ impl Cache {
         let name = format!("{digest}-{}.cwasm", self.engine_key);
         let shown = dir.path.join(&name);
         match read_trusted(&dir.fd, &name, digest, &self.engine_key) {
-            Ok(Some(code)) => match deserialize(engine, &code) {
+            Ok(Some(entry)) => match deserialize(engine, entry.code()) {
                 Ok(component) => return Ok(component),
                 Err(error) => tracing::warn!("rebuilding cache entry {}: {error}", shown.display()),
             },
@@ -135,7 +146,7 @@ impl Cache {
         let dir = self.dir.as_ref()?;
         let (name, key) = self.summary_name(digest, variant);
         match read_trusted(&dir.fd, &name, digest, &key) {
-            Ok(found) => found,
+            Ok(found) => found.map(Entry::into_code),
             Err(message) => {
                 tracing::warn!(
                     "rebuilding cache entry {}: {message}",
@@ -158,6 +169,85 @@ impl Cache {
                 dir.path.join(&name).display()
             );
         }
+    }
+
+    /// Whether a `validate` call of the component `digest` whose input had this
+    /// `fingerprint` (see `convert::fingerprint`) found nothing wrong in an earlier run:
+    /// the same component on the same engine gives the same answer for the same input,
+    /// so it need not be asked again. A call that found a problem or logged anything is
+    /// never remembered, so those are shown on every run.
+    pub(crate) fn validated(&self, digest: &str, fingerprint: &str) -> bool {
+        if self.dir.is_none() {
+            return false;
+        }
+        let mut validated = self.validated.lock().expect("validated lock");
+        validated
+            .entry(digest.to_owned())
+            .or_insert_with(|| self.read_validated(digest))
+            .iter()
+            .any(|known| known == fingerprint)
+    }
+
+    /// Remembers a `validate` call that found nothing wrong (see [`Cache::validated`]).
+    pub(crate) fn remember_validated(&self, digest: &str, fingerprint: &str) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let mut validated = self.validated.lock().expect("validated lock");
+        let known = validated
+            .entry(digest.to_owned())
+            .or_insert_with(|| self.read_validated(digest));
+        if known.iter().any(|known| known == fingerprint) {
+            return;
+        }
+        known.push(fingerprint.to_owned());
+        if known.len() > MAX_VALIDATED {
+            known.drain(..known.len() - MAX_VALIDATED);
+        }
+        let (name, key) = self.validated_name(digest);
+        let lines = known.join("\n");
+        if let Err(error) = write_entry_with(
+            &dir.fd,
+            &name,
+            (digest, &key),
+            lines.as_bytes(),
+            Durability::Unsynced,
+        ) {
+            tracing::warn!(
+                "cannot write cache entry {}: {error}",
+                dir.path.join(&name).display()
+            );
+        }
+    }
+
+    fn read_validated(&self, digest: &str) -> Vec<String> {
+        let Some(dir) = &self.dir else {
+            return Vec::new();
+        };
+        let (name, key) = self.validated_name(digest);
+        match read_trusted(&dir.fd, &name, digest, &key) {
+            Ok(Some(entry)) => String::from_utf8_lossy(entry.code())
+                .lines()
+                .map(str::to_owned)
+                .collect(),
+            Ok(None) => Vec::new(),
+            Err(message) => {
+                tracing::warn!(
+                    "rebuilding cache entry {}: {message}",
+                    dir.path.join(&name).display()
+                );
+                Vec::new()
+            }
+        }
+    }
+
+    /// The file name of the `validate` calls remembered for a component, and the engine
+    /// line it records (which says what it is, so it is never taken for anything else).
+    fn validated_name(&self, digest: &str) -> (String, String) {
+        (
+            format!("{digest}-{}.validated", self.engine_key),
+            format!("{}/validated", self.engine_key),
+        )
     }
 
     /// The entry's file name, and the engine line it records (which also says it is a
@@ -221,14 +311,31 @@ fn header(component: &str, engine_key: &str, code: &[u8]) -> Vec<u8> {
     header
 }
 
-/// The compiled code of the entry `name`, if there is a trustworthy one for `component`
-/// and this engine.
+/// An entry read and checked: its bytes, the code after the header.
+#[derive(Debug, PartialEq)]
+struct Entry {
+    bytes: Vec<u8>,
+    code_starts: usize,
+}
+
+impl Entry {
+    fn code(&self) -> &[u8] {
+        &self.bytes[self.code_starts..]
+    }
+
+    fn into_code(mut self) -> Vec<u8> {
+        self.bytes.drain(..self.code_starts);
+        self.bytes
+    }
+}
+
+/// The entry `name`, if there is a trustworthy one for `component` and this engine.
 fn read_trusted(
     dir: &OwnedFd,
     name: &str,
     component: &str,
     engine_key: &str,
-) -> Result<Option<Vec<u8>>, String> {
+) -> Result<Option<Entry>, String> {
     let fd = match rustix::fs::openat(
         dir,
         name,
@@ -272,11 +379,14 @@ fn read_trusted(
         .take(MAX_ENTRY_BYTES)
         .read_to_end(&mut bytes)
         .map_err(|error| format!("cannot read it: {error}"))?;
-    parse_entry(&bytes, component, engine_key).map(Some)
+    // The code is used where it was read: a copy of compiled code is megabytes.
+    let code_starts = parse_entry(&bytes, component, engine_key)?;
+    Ok(Some(Entry { bytes, code_starts }))
 }
 
-/// The code of an entry, checked against the component and engine it must be for.
-fn parse_entry(bytes: &[u8], component: &str, engine_key: &str) -> Result<Vec<u8>, String> {
+/// Where the code of an entry starts, the entry checked against the component and
+/// engine it must be for.
+fn parse_entry(bytes: &[u8], component: &str, engine_key: &str) -> Result<usize, String> {
     let rest = bytes
         .strip_prefix(MAGIC)
         .ok_or("it is not a wconverge cache entry of this version")?;
@@ -298,7 +408,7 @@ fn parse_entry(bytes: &[u8], component: &str, engine_key: &str) -> Result<Vec<u8
     if recorded_code != sha256_hex(code).as_bytes() {
         return Err("its digest does not match its content".to_owned());
     }
-    Ok(code.to_vec())
+    Ok(bytes.len() - code.len())
 }
 
 /// Writes the entry `name` through a temporary file created exclusively in the cache
@@ -309,6 +419,25 @@ fn write_entry(
     component: &str,
     engine_key: &str,
     code: &[u8],
+) -> std::io::Result<()> {
+    write_entry_with(dir, name, (component, engine_key), code, Durability::Synced)
+}
+
+/// Whether an entry is on disk before it is renamed into place.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Durability {
+    Synced,
+    /// Not synced: an entry that is only worth a little work (one lost in a crash, or
+    /// left torn and so failing its digest, costs that work again, nothing more).
+    Unsynced,
+}
+
+fn write_entry_with(
+    dir: &OwnedFd,
+    name: &str,
+    (component, engine_key): (&str, &str),
+    code: &[u8],
+    durability: Durability,
 ) -> std::io::Result<()> {
     let mut last = std::io::Error::from(std::io::ErrorKind::AlreadyExists);
     for attempt in 0..8u32 {
@@ -330,7 +459,10 @@ fn write_entry(
         let written = file
             .write_all(&header(component, engine_key, code))
             .and_then(|()| file.write_all(code))
-            .and_then(|()| file.sync_all())
+            .and_then(|()| match durability {
+                Durability::Synced => file.sync_all(),
+                Durability::Unsynced => Ok(()),
+            })
             .and_then(|()| {
                 rustix::fs::renameat(dir, temporary.as_str(), dir, name).map_err(Into::into)
             });
@@ -360,7 +492,7 @@ mod tests {
         let (dir, fd) = private_dir();
         write_entry(&fd, "entry", COMPONENT, ENGINE, b"native code").expect("written");
         assert_eq!(
-            read_trusted(&fd, "entry", COMPONENT, ENGINE),
+            read_trusted(&fd, "entry", COMPONENT, ENGINE).map(|entry| entry.map(Entry::into_code)),
             Ok(Some(b"native code".to_vec()))
         );
         let path = dir.path().join("entry");
@@ -372,6 +504,32 @@ mod tests {
             read_trusted(&fd, "entry", COMPONENT, ENGINE),
             Err("its digest does not match its content".to_owned())
         );
+    }
+
+    #[test]
+    fn clean_validate_calls_are_remembered_for_their_component_the_oldest_forgotten_first() {
+        // Created owner-only.
+        let dir = tempfile::tempdir().expect("temporary directory");
+        let engine = Engine::default();
+        let cache = Cache::new(Some(dir.path()), &engine);
+        assert!(!cache.validated("aaaa", "first"));
+        cache.remember_validated("aaaa", "first");
+        assert!(cache.validated("aaaa", "first"));
+        // Another run reads what this one remembered; another component has its own.
+        let again = Cache::new(Some(dir.path()), &engine);
+        assert!(again.validated("aaaa", "first"));
+        assert!(!again.validated("bbbb", "first"));
+        for n in 0..MAX_VALIDATED {
+            again.remember_validated("aaaa", &format!("call {n}"));
+        }
+        let later = Cache::new(Some(dir.path()), &engine);
+        assert!(!later.validated("aaaa", "first"), "the oldest is forgotten");
+        assert!(later.validated("aaaa", "call 0"));
+        assert!(later.validated("aaaa", &format!("call {}", MAX_VALIDATED - 1)));
+        // Without a cache directory nothing is remembered.
+        let none = Cache::new(None, &engine);
+        none.remember_validated("aaaa", "first");
+        assert!(!none.validated("aaaa", "first"));
     }
 
     #[test]

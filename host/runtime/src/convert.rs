@@ -426,6 +426,74 @@ pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
     }
 }
 
+/// What identifies the input of a `validate` call: the sha256 of the plugin's entry in
+/// the policy and of the resources exactly as they are lowered (type, title, attributes
+/// and context, every value with its kind), each part delimited by its length.
+pub(crate) fn fingerprint(
+    policy: &crate::policy::PluginPolicy,
+    resources: &[&PreparedResource],
+) -> String {
+    use sha2::Digest;
+    fn text(hasher: &mut sha2::Sha256, text: &str) {
+        hasher.update((text.len() as u64).to_le_bytes());
+        hasher.update(text.as_bytes());
+    }
+    fn value(hasher: &mut sha2::Sha256, of: &Value) {
+        match of {
+            Value::Undef => hasher.update([0]),
+            Value::Boolean(b) => hasher.update([1, u8::from(*b)]),
+            Value::Integer(i) => {
+                hasher.update([2]);
+                hasher.update(i.to_le_bytes());
+            }
+            Value::Float(f) => {
+                hasher.update([3]);
+                hasher.update(f.to_bits().to_le_bytes());
+            }
+            Value::String(s) => {
+                hasher.update([4]);
+                text(hasher, s);
+            }
+            Value::Array(items) => {
+                hasher.update([5]);
+                hasher.update((items.len() as u64).to_le_bytes());
+                for item in items {
+                    value(hasher, item);
+                }
+            }
+            Value::Hash(entries) => {
+                hasher.update([6]);
+                hasher.update((entries.len() as u64).to_le_bytes());
+                for (key, item) in entries {
+                    text(hasher, key);
+                    value(hasher, item);
+                }
+            }
+            Value::Sensitive(inner) => {
+                hasher.update([7]);
+                value(hasher, inner);
+            }
+        }
+    }
+    fn attributes(hasher: &mut sha2::Sha256, attributes: &[(String, Value)]) {
+        hasher.update((attributes.len() as u64).to_le_bytes());
+        for (name, item) in attributes {
+            text(hasher, name);
+            value(hasher, item);
+        }
+    }
+    let mut hasher = sha2::Sha256::new();
+    text(&mut hasher, &format!("{policy:?}"));
+    hasher.update((resources.len() as u64).to_le_bytes());
+    for resource in resources {
+        text(&mut hasher, &resource.type_name);
+        text(&mut hasher, &resource.title);
+        attributes(&mut hasher, &resource.attributes);
+        attributes(&mut hasher, &resource.context);
+    }
+    crate::cache::hex(&hasher.finalize())
+}
+
 /// A state the host holds (read in a batch) as the provider takes it back.
 pub(crate) fn attributes_to_wit(state: &[(String, Value)]) -> Vec<wit::Attribute> {
     state

@@ -173,11 +173,24 @@ impl PluginHost for Runtime {
                     }
                     schema_of(&plugin, resource)?;
                 }
+                // A call with the same input (and component, engine, policy) found
+                // nothing wrong in an earlier run: its answer would be the same.
+                let fingerprint = convert::fingerprint(&plugin.policy, batch);
+                if self.cache.validated(&plugin.digest, &fingerprint) {
+                    tracing::debug!(
+                        plugin = %plugin.policy.name,
+                        resources = batch.len(),
+                        "validated before"
+                    );
+                    found.extend(batch.iter().map(|_| Vec::new()));
+                    continue;
+                }
                 tracing::debug!(
                     plugin = %plugin.policy.name,
                     resources = batch.len(),
                     "validate"
                 );
+                let logged = logs.len();
                 let lists = self.call_many(
                     &plugin,
                     (Phase::Describe, &[]),
@@ -188,6 +201,9 @@ impl PluginHost for Runtime {
                     }),
                     &mut logs,
                 )?;
+                if logs.len() == logged && lists.iter().all(Vec::is_empty) {
+                    self.cache.remember_validated(&plugin.digest, &fingerprint);
+                }
                 found.extend(lists.iter().zip(batch).map(|(problems, resource)| {
                     problems
                         .iter()

@@ -588,6 +588,7 @@ impl Plugin {
             program_time: std::time::Duration::ZERO,
             stop: None,
             paths: crate::files::Paths::default(),
+            looked: crate::state::Looked::default(),
         };
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limits);

@@ -229,6 +229,21 @@ pub(crate) struct PluginState {
     pub(crate) stop: Option<Stop>,
     /// Where the instance's open file descriptors are, for the audit trail.
     pub(crate) paths: Paths,
+    /// Per call: what `file-metadata` last looked at, so that `sha256` after `stat` of
+    /// the same file does not look again.
+    pub(crate) looked: Looked,
+}
+
+/// What `file-metadata` saw earlier in the same call. Each is only a first look: the
+/// file is still checked by its descriptor once open, so reusing one is no weaker than
+/// looking again a moment later (the entry can change between any look and the open).
+#[derive(Default)]
+pub(crate) struct Looked {
+    /// The path `stat` last found, and what it was.
+    entry: Option<(String, FileType)>,
+    /// A granted directory's own status (by the grant's address), for the check that
+    /// a file in it was not moved in by another user.
+    grant_dir: Option<(usize, rustix::fs::Stat)>,
 }
 
 impl PluginState {
@@ -268,6 +283,7 @@ impl PluginState {
 
     pub(crate) fn begin_call(&mut self) {
         self.paths.begin_call();
+        self.looked = Looked::default();
         self.logs.clear();
         self.output_used = 0;
         self.call_started = Instant::now();
@@ -643,8 +659,10 @@ impl file_metadata::Host for PluginState {
             Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => return Ok(None),
             Err(error) => return Err(format!("cannot stat `{path}`: {error}")),
         };
+        let kind = FileType::from_raw_mode(stat.st_mode);
+        self.looked.entry = Some((path, kind));
         Ok(Some(file_metadata::FileStat {
-            kind: kind_of(FileType::from_raw_mode(stat.st_mode)),
+            kind: kind_of(kind),
             mode: stat.st_mode & 0o7777,
             uid: stat.st_uid,
             gid: stat.st_gid,
@@ -681,10 +699,22 @@ impl file_metadata::Host for PluginState {
         let parent = found.parent(&grant.fd);
         let shown = std::path::Path::new(&path);
         // A special file is refused before it is opened: opening a device can do things.
-        let kind = match found.entry.map(Ok).unwrap_or_else(|| {
-            rustix::fs::statat(parent, found.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+        // A `stat` of the same path earlier in this call (the usual order: metadata,
+        // then content when the size matches) already told what it is.
+        let looked = match &self.looked.entry {
+            Some((looked, kind)) if *looked == path => Some(*kind),
+            _ => None,
+        };
+        let kind = match looked.map(Ok).unwrap_or_else(|| {
+            found
+                .entry
+                .map(Ok)
+                .unwrap_or_else(|| {
+                    rustix::fs::statat(parent, found.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                })
+                .map(|stat| FileType::from_raw_mode(stat.st_mode))
         }) {
-            Ok(stat) => FileType::from_raw_mode(stat.st_mode),
+            Ok(kind) => kind,
             Err(rustix::io::Errno::NOENT) => return Ok(None),
             Err(error) => return Err(format!("cannot stat `{path}`: {error}")),
         };
@@ -713,8 +743,20 @@ impl file_metadata::Host for PluginState {
             // Swapped in after the look above.
             return Err(self.not_regular(&path, kind));
         }
-        let parent_stat =
-            rustix::fs::fstat(parent).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
+        // The granted directory's status is looked at once a call; a directory beneath
+        // it each time.
+        let grant_key = Arc::as_ptr(grant) as usize;
+        let parent_stat = match self.looked.grant_dir {
+            Some((key, stat)) if key == grant_key && found.parent.is_none() => stat,
+            _ => {
+                let stat = rustix::fs::fstat(parent)
+                    .map_err(|error| format!("cannot stat `{path}`: {error}"))?;
+                if found.parent.is_none() {
+                    self.looked.grant_dir = Some((grant_key, stat));
+                }
+                stat
+            }
+        };
         if let Some(reason) = crate::files::moved_in(&parent_stat, &stat, shown) {
             return Err(self.refused("file-metadata", &path, reason));
         }
@@ -748,6 +790,12 @@ impl file_metadata::Host for PluginState {
             };
             hasher.update(&buffer[..read]);
             hashed = hashed.saturating_add(read);
+            // A small file read whole in one go, to exactly the size its descriptor
+            // reported, with room to spare in the buffer: that was its end (a regular
+            // file reads short only there), so no read is made to find it.
+            if hashed == size && size < buffer.len() {
+                break;
+            }
         }
         Ok(Some(crate::cache::hex(&hasher.finalize())))
     }
