@@ -1091,7 +1091,10 @@ fn issue_16_the_compiled_code_cache_is_bound_to_its_component_and_private() {
     let entries: Vec<std::path::PathBuf> = std::fs::read_dir(cache.join("components"))
         .expect("cache written")
         .map(|entry| entry.expect("entry").path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "cwasm"))
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "cwasm")
+        })
         .collect();
     assert_eq!(entries.len(), 2, "{entries:?}");
     let hostile_digest = sha256_of(wconverge_tests::HOSTILE);

@@ -288,7 +288,10 @@ fn a_corrupted_cache_entry_is_rebuilt_not_trusted() {
     let entries: Vec<_> = std::fs::read_dir(private_cache.join("components"))
         .expect("cache written")
         .map(|entry| entry.expect("entry").path())
-        .filter(|path| path.extension().is_some_and(|extension| extension == "cwasm"))
+        .filter(|path| {
+            path.extension()
+                .is_some_and(|extension| extension == "cwasm")
+        })
         .collect();
     assert_eq!(entries.len(), 1, "{entries:?}");
     let mut bytes = std::fs::read(&entries[0]).expect("entry");

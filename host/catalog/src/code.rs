@@ -67,7 +67,12 @@ pub trait Code: Sync + std::fmt::Debug {
     /// What the invariants of `schema` reject in a resource's attributes.
     fn run_invariants(&self, schema: &TypeSchema, attributes: &[(String, Value)]) -> Vec<String>;
 
-    /// Runs `work` on a stack deep enough for any code (the calling thread's when it is
-    /// one already).
-    fn on_big_stack(&self, work: &mut (dyn FnMut() + Send));
+    /// Starts `work` on a new thread of `scope` whose stack is deep enough for any code
+    /// (so that the code it runs needs no thread of its own).
+    fn spawn_on_big_stack<'scope>(
+        &self,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        name: &str,
+        work: Box<dyn FnOnce() + Send + 'scope>,
+    ) -> std::io::Result<std::thread::ScopedJoinHandle<'scope, ()>>;
 }

@@ -242,11 +242,26 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
         scheduler.work();
     } else {
         std::thread::scope(|scope| {
-            for _ in 0..jobs.min(n_resources.max(1)) {
-                // Each worker on a stack deep enough for the lazy values it may evaluate.
-                scope.spawn(|| {
-                    shared.prepared.code.on_big_stack(&mut || scheduler.work());
-                });
+            let scheduler = &scheduler;
+            let workers: Vec<_> = (0..jobs.min(n_resources.max(1)))
+                .filter_map(|_| {
+                    // Each worker on a stack deep enough for the lazy values it may
+                    // evaluate.
+                    shared
+                        .prepared
+                        .code
+                        .spawn_on_big_stack(scope, "wconverge-apply", Box::new(|| scheduler.work()))
+                        .ok()
+                })
+                .collect();
+            if workers.is_empty() {
+                // No thread could be started: the run is one at a time, here.
+                scheduler.work();
+            }
+            for worker in workers {
+                if let Err(panic) = worker.join() {
+                    std::panic::resume_unwind(panic);
+                }
             }
         });
     }

@@ -514,8 +514,9 @@ fn provider_checks(
         work()
     } else {
         std::thread::scope(|scope| {
-            // A plugin runs on its caller's stack: as much as the main thread has.
-            let handles: Vec<_> = (0..workers)
+            // A plugin runs on its caller's stack: as much as the main thread has. This
+            // thread is one of the workers (a thread costs its memory).
+            let handles: Vec<_> = (1..workers)
                 .map(|_| {
                     std::thread::Builder::new()
                         .name("wconverge-validate".to_owned())
@@ -523,7 +524,7 @@ fn provider_checks(
                         .spawn_scoped(scope, work)
                 })
                 .collect();
-            let mut checked = Vec::new();
+            let mut checked = work();
             for handle in handles {
                 match handle {
                     Ok(handle) => checked.extend(

@@ -66,7 +66,12 @@ impl Code for Language {
         crate::run_on_big_stack(|| types::run_invariants(schema, attributes))
     }
 
-    fn on_big_stack(&self, work: &mut (dyn FnMut() + Send)) {
-        crate::run_on_big_stack(work);
+    fn spawn_on_big_stack<'scope>(
+        &self,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        name: &str,
+        work: Box<dyn FnOnce() + Send + 'scope>,
+    ) -> std::io::Result<std::thread::ScopedJoinHandle<'scope, ()>> {
+        crate::spawn_on_big_stack(scope, name, work)
     }
 }

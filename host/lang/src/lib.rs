@@ -307,6 +307,22 @@ pub fn check_syntax(sources: &[Source]) -> Vec<Diagnostic> {
     run_on_big_stack(|| parse_all(sources).1)
 }
 
+/// Starts `work` on a new thread of `scope` with the compiler's stack (so that what it
+/// compiles or evaluates runs there, with no thread of its own).
+pub fn spawn_on_big_stack<'scope, T: Send + 'scope>(
+    scope: &'scope std::thread::Scope<'scope, '_>,
+    name: &str,
+    work: impl FnOnce() -> T + Send + 'scope,
+) -> std::io::Result<std::thread::ScopedJoinHandle<'scope, T>> {
+    std::thread::Builder::new()
+        .name(name.to_owned())
+        .stack_size(COMPILER_STACK_BYTES)
+        .spawn_scoped(scope, || {
+            ON_BIG_STACK.set(true);
+            work()
+        })
+}
+
 /// Runs `work` on a thread with the compiler's stack, or right here when this thread is
 /// such a thread already. A caller that evaluates many lazy values (the run loop) runs
 /// itself this way once, rather than pay for a thread per value.
@@ -314,21 +330,15 @@ pub fn run_on_big_stack<T: Send>(work: impl FnOnce() -> T + Send) -> T {
     if ON_BIG_STACK.get() {
         return work();
     }
-    std::thread::scope(|scope| {
-        match std::thread::Builder::new()
-            .name("wconverge-compile".into())
-            .stack_size(COMPILER_STACK_BYTES)
-            .spawn_scoped(scope, || {
-                ON_BIG_STACK.set(true);
-                work()
-            }) {
+    std::thread::scope(
+        |scope| match spawn_on_big_stack(scope, "wconverge-compile", work) {
             Ok(handle) => match handle.join() {
                 Ok(value) => value,
                 Err(panic) => std::panic::resume_unwind(panic),
             },
             Err(error) => panic!("cannot start the compiler thread: {error}"),
-        }
-    })
+        },
+    )
 }
 
 fn parse_all(sources: &[Source]) -> (syntax::Program, Vec<Diagnostic>) {
