@@ -11,7 +11,9 @@
 //! is refused unless `--allow-programs` says so: the programs would run for real, on
 //! this machine.
 
-use crate::{InputArgs, Publish, RuntimeArgs, fleet, output};
+use crate::catalog::{InputArgs, Publish, load_with_sources, prepare};
+use crate::setup::{RuntimeArgs, read_policy, runtime_with};
+use crate::{fleet, output};
 use anyhow::{Context, bail};
 use std::path::{Path, PathBuf};
 use wconverge_catalog::{Behaviour, Catalog, PathAccess, TypeSchema, Value};
@@ -59,7 +61,7 @@ const RUNS: [(&str, Mode); 3] = [
     ("noop", Mode::Noop),
 ];
 
-pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::Trails) -> anyhow::Result<u8> {
+pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::setup::Trails) -> anyhow::Result<u8> {
     let name = args
         .plugin
         .file_stem()
@@ -79,7 +81,7 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::Trails) -> anyhow::R
         .prefix("wcv-plugin-test-")
         .tempdir()
         .context("cannot make the throwaway root")?;
-    let mut policy = crate::read_policy(&args.policy, args.plugin_dir.as_deref())?;
+    let mut policy = read_policy(&args.policy, args.plugin_dir.as_deref())?;
     let Some(entry) = policy.plugins.iter_mut().find(|entry| entry.name == name) else {
         bail!(
             "the policy `{}` has no plugin `{name}`: add `[plugins.{name}]` with the grants \
@@ -98,7 +100,7 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::Trails) -> anyhow::R
         audit_log: None,
         cache_dir: args.cache_dir.clone(),
     };
-    let runtime = crate::runtime_with(policy.clone(), &runtime_args, trails)?;
+    let runtime = runtime_with(policy.clone(), &runtime_args, trails)?;
     let summaries = runtime.plugin_summaries();
     let tested = summaries
         .iter()
@@ -120,7 +122,7 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::Trails) -> anyhow::R
         modulepath: None,
     };
     let Some((mut catalog, problems)) =
-        crate::load_with_sources(&input, &runtime, &fleet::Fleet::none(), Publish::No)?
+        load_with_sources(&input, &runtime, &fleet::Fleet::none(), Publish::No)?
     else {
         return Ok(1);
     };
@@ -158,8 +160,8 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::Trails) -> anyhow::R
     let mut failures = Vec::new();
     for (run, (label, mode)) in RUNS.into_iter().enumerate() {
         // A runtime of its own for each run: nothing one run learned is reused.
-        let runtime = crate::runtime_with(policy.clone(), &runtime_args, trails)?;
-        let Some(prepared) = crate::prepare(&catalog, &runtime, problems.clone())? else {
+        let runtime = runtime_with(policy.clone(), &runtime_args, trails)?;
+        let Some(prepared) = prepare(&catalog, &runtime, problems.clone())? else {
             return Ok(1);
         };
         let report = if args.verbose {

@@ -1,7 +1,9 @@
 //! `wconverge plugins list`, `inspect` and `audit`: what the policy's plugins are, from
 //! their summaries (`lock`, `test` and `new` have modules of their own).
 
-use super::*;
+use crate::output;
+use crate::setup::{RuntimeArgs, Trails, runtime_for};
+use anyhow::bail;
 
 /// Every plugin of the policy with its types; exit 1 if one failed to load.
 pub(crate) fn list(runtime: &RuntimeArgs, trails: &Trails) -> anyhow::Result<u8> {

@@ -2,7 +2,12 @@
 //! policy's plugins provide (and the engine's own, and those manifests declare), each
 //! with its providers, their schemas and where each is suitable.
 
-use super::*;
+use crate::catalog::{InputArgs, Publish, load, module_path};
+use crate::setup::{RuntimeArgs, Trails, runtime_for};
+use crate::{fleet, output};
+use anyhow::{Context, bail};
+use std::path::PathBuf;
+use wconverge_runtime::Suitability;
 
 /// Lists the types, or shows one with its providers; exit 1 if a plugin failed to load.
 pub(crate) fn types(

@@ -1,0 +1,252 @@
+//! The catalog a command works on: manifests compiled (with the facts and modules they
+//! read, and the store's exports), or a catalog read from JSON; then prepared, every
+//! problem printed.
+
+use crate::{dirs, fleet, generate, input, modules, output};
+use anyhow::bail;
+use std::path::{Path, PathBuf};
+use wconverge_catalog::Catalog;
+use wconverge_engine::Prepared;
+use wconverge_runtime::Runtime;
+
+/// What to converge: manifests, or a catalog compiled earlier.
+#[derive(clap::Args)]
+pub(crate) struct InputArgs {
+    /// Manifests (`.wcv` or Puppet's `.pp`, evaluated together in the order given), or
+    /// one catalog in JSON (docs/catalog-format.md).
+    #[arg(required = true, value_name = "FILE")]
+    pub(crate) files: Vec<PathBuf>,
+    /// The node's name, matched against `node` definitions (default: this host's name).
+    #[arg(long, value_name = "NAME")]
+    pub(crate) node: Option<String>,
+    /// Treat the manifests' warnings (a node attribute read before a later write
+    /// changes it, say) as errors: nothing is compiled or applied while one remains.
+    #[arg(long)]
+    pub(crate) deny_warnings: bool,
+    /// The modules: directories separated by `:`, searched in order, for classes and
+    /// defined types (NAME/manifests/...) and `puppet:///modules/NAME/PATH` sources
+    /// (NAME/files/PATH, resolved when applying). Default: the environment.conf's
+    /// `modulepath`, else `modules/` next to the main manifest (and at the
+    /// environment's root when that is `manifests/`).
+    #[arg(long, value_name = "DIRS")]
+    pub(crate) modulepath: Option<String>,
+}
+
+/// A manifest: `.wcv`, or Puppet's `.pp`.
+fn is_manifest(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|extension| extension == "wcv" || extension == "pp")
+}
+
+/// The module path of the input: `--modulepath`, or the main manifest's environment's.
+pub(crate) fn module_path(input: &InputArgs) -> Vec<PathBuf> {
+    modules::module_path(
+        input.modulepath.as_deref(),
+        input
+            .files
+            .first()
+            .filter(|path| is_manifest(path))
+            .map(PathBuf::as_path),
+    )
+}
+
+/// What a compile does with the store besides collecting other nodes' exports.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Publish {
+    /// Nothing: an inspection (`validate`, `graph`).
+    No,
+    /// Store this node's exports, and its facts if the compile gathered them.
+    Yes,
+    /// As `Yes`, compiling with the node's stored facts rather than this machine's.
+    FactsFromStore,
+}
+
+/// The catalog to work on: compiled from the manifests, or read from a JSON file.
+/// `None` when the manifests have errors (already printed).
+pub(crate) fn load(
+    input: &InputArgs,
+    runtime: &Runtime,
+    modulepath: &[PathBuf],
+    fleet: &fleet::Fleet,
+    publish: Publish,
+) -> anyhow::Result<Option<Catalog>> {
+    let n_manifests = input.files.iter().filter(|path| is_manifest(path)).count();
+    if n_manifests == 0 {
+        let [path] = input.files.as_slice() else {
+            bail!(
+                "give one catalog (JSON) or any number of manifests (`.wcv`, `.pp`), not {} catalogs",
+                input.files.len()
+            );
+        };
+        if input.node.is_some() {
+            bail!("`--node` applies to manifests; a compiled catalog is already for one node");
+        }
+        return read_catalog(path).map(Some);
+    }
+    if n_manifests != input.files.len() {
+        bail!("give either manifests (`.wcv`, `.pp`) or one catalog (JSON), not both");
+    }
+    let mut sources = Vec::with_capacity(input.files.len());
+    for path in &input.files {
+        let text = input::read_text(path, "manifest", input::MANIFEST_BYTES)
+            .map_err(anyhow::Error::msg)?;
+        sources.push(wconverge_lang::Source::new(
+            path.display().to_string(),
+            text,
+        ));
+    }
+    let mut schemas = vec![wconverge_engine::node_block_schema()];
+    for summary in runtime.plugin_summaries() {
+        match summary {
+            Ok(summary) => schemas.extend(summary.types),
+            Err(error) => bail!("{error}"),
+        }
+    }
+    let types = wconverge_lang::KnownTypes::from_schemas(&schemas);
+    let node = match &input.node {
+        Some(node) => node.clone(),
+        None => dirs::host_name(),
+    };
+    // `$facts`: this machine's, as the fact plugins of the policy gather them; only for
+    // manifests that can read them, and a plugin that fails leaves out its groups.
+    let loader = modules::ModuleLoader::new(
+        modulepath,
+        input
+            .files
+            .first()
+            .map(|main| modules::environment_root(main)),
+    );
+    // Puppet code (a `.pp` manifest, a module) may read facts anywhere, under their
+    // own names too (`$::osfamily`); a `.wcv` manifest reads them only where it says so.
+    let reads_facts = !wconverge_lang::Loader::is_empty(&loader)
+        || wconverge_lang::Loader::hiera_config(&loader, None).is_some()
+        || input
+            .files
+            .iter()
+            .any(|path| path.extension().is_some_and(|e| e == "pp"))
+        || sources.iter().any(|source| {
+            source.text.contains("facts")
+                || source.text.contains("$::")
+                || wconverge_engine::FACTER_NAMES
+                    .iter()
+                    .any(|name| source.text.contains(&format!("${name}")))
+        });
+    let facts = if publish == Publish::FactsFromStore {
+        let store = fleet.existing_store()?;
+        let Some((facts, _)) = store.facts(&node)? else {
+            bail!(
+                "the store {} has no facts of node `{node}`: run `wconverge apply` on it with this store (`--store`, or the config file's `store`) first",
+                store.shown()
+            );
+        };
+        let groups = fleet::facts_from_json(&facts, &format!("the facts of node `{node}`"))
+            .map_err(anyhow::Error::msg)?;
+        wconverge_engine::facts_value(&groups)
+    } else if reads_facts {
+        let (groups, errors) = runtime.gather_facts();
+        for error in &errors {
+            output::warning(&format!(
+                "`$facts` lacks the groups of a fact plugin that failed: {error}"
+            ));
+        }
+        if publish == Publish::Yes {
+            fleet.store_facts(&node, &groups);
+        }
+        wconverge_engine::facts_value(&groups)
+    } else {
+        wconverge_catalog::Value::Hash(Vec::new())
+    };
+    let compiled =
+        wconverge_lang::compile_with_store(&sources, &node, &types, &facts, &loader, fleet);
+    let mut shown = sources;
+    shown.extend(compiled.loaded.iter().cloned());
+    output::diagnostics(&compiled.diagnostics, &shown);
+    let warnings = compiled
+        .diagnostics
+        .iter()
+        .filter(|diagnostic| diagnostic.severity == wconverge_lang::Severity::Warning)
+        .count();
+    if input.deny_warnings && warnings > 0 && compiled.catalog.is_some() {
+        output::error(&format!(
+            "{warnings} warning{} and `--deny-warnings`: nothing was compiled or changed",
+            if warnings == 1 { "" } else { "s" }
+        ));
+        return Ok(None);
+    }
+    if publish != Publish::No && compiled.catalog.is_some() {
+        fleet.publish(&node, &compiled.exports);
+    }
+    Ok(compiled.catalog)
+}
+
+/// The catalog to apply or validate: loaded, then its `puppet:///modules/...` sources
+/// found in the module path, with the problems of those it could not find (reported
+/// with the catalog's other problems), and the resources it implies added.
+pub(crate) fn load_with_sources(
+    input: &InputArgs,
+    runtime: &Runtime,
+    fleet: &fleet::Fleet,
+    publish: Publish,
+) -> anyhow::Result<Option<(Catalog, Vec<wconverge_catalog::Problem>)>> {
+    let modulepath = module_path(input);
+    let Some(mut catalog) = load(input, runtime, &modulepath, fleet, publish)? else {
+        return Ok(None);
+    };
+    let problems = modules::resolve_sources(&mut catalog, &modulepath);
+    generate::implied_resources(&mut catalog);
+    Ok(Some((catalog, problems)))
+}
+
+/// Whether the catalog holds lazy values, which the host evaluates.
+pub(crate) fn has_lazy(catalog: &Catalog) -> bool {
+    use wconverge_catalog::Lazy;
+    catalog.resources.iter().any(|resource| {
+        resource
+            .attributes
+            .iter()
+            .any(|(_, value)| Lazy::within(value))
+            || [&resource.metaparams.only_if, &resource.metaparams.not_if]
+                .into_iter()
+                .flatten()
+                .any(Lazy::within)
+    })
+}
+
+fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
+    let text =
+        input::read_text(path, "catalog", input::CATALOG_BYTES).map_err(anyhow::Error::msg)?;
+    Catalog::from_json(&text).map_err(|error| match error {
+        wconverge_catalog::Error::Syntax {
+            message,
+            line,
+            column,
+        } => anyhow::anyhow!("{}:{line}:{column}: {message}", path.display()),
+        other => anyhow::anyhow!("{}: {other}", path.display()),
+    })
+}
+
+/// Validates the catalog; prints every problem (the `earlier` ones first) and returns
+/// `None` if there are any.
+pub(crate) fn prepare(
+    catalog: &Catalog,
+    runtime: &Runtime,
+    mut earlier: Vec<wconverge_catalog::Problem>,
+) -> anyhow::Result<Option<Prepared>> {
+    // Checking lazy values, and the checks and invariants of types, needs the
+    // compiler's stack: take it once, rather than once per check.
+    let prepared = wconverge_lang::run_on_big_stack(|| {
+        wconverge_engine::prepare(catalog, runtime, &wconverge_lang::Language)
+    });
+    match prepared {
+        Ok(prepared) if earlier.is_empty() => Ok(Some(prepared)),
+        Ok(_) => {
+            output::problems(&earlier);
+            Ok(None)
+        }
+        Err(mut problems) => {
+            earlier.append(&mut problems);
+            output::problems(&earlier);
+            Ok(None)
+        }
+    }
+}

@@ -1,0 +1,370 @@
+//! The commands that work on a catalog (`apply`, `compile`, `validate`, `graph`) and on
+//! facts (`facts`, `requirement`): what each is given, and what it does.
+
+use crate::catalog::{InputArgs, Publish, has_lazy, load, load_with_sources, module_path, prepare};
+use crate::setup::{RuntimeArgs, Trails, runtime_for};
+use crate::{GraphFormat, ReportFormat, dirs, fleet, input, output, signals};
+use anyhow::bail;
+use std::path::{Path, PathBuf};
+use wconverge_engine::Mode;
+
+/// What `wconverge apply` is given.
+#[derive(clap::Args)]
+pub(crate) struct ApplyArgs {
+    #[command(flatten)]
+    pub(crate) input: InputArgs,
+    /// Report what would change; change nothing.
+    #[arg(long)]
+    pub(crate) noop: bool,
+    /// Print each change's diff under it (a unified diff of a file's content, a value
+    /// before and after), as its provider gave it; never a sensitive attribute's.
+    #[arg(long)]
+    pub(crate) show_diff: bool,
+    #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
+    pub(crate) format: ReportFormat,
+    /// Where the run lock lives (default: /var/lib/wconverge as root, else
+    /// $XDG_STATE_HOME/wconverge; or $WCONVERGE_STATE_DIR).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) state_dir: Option<PathBuf>,
+    /// How many resources to apply at once (default: the number of cores). A
+    /// resource still waits for those it depends on; the report is the same as
+    /// with `--jobs 1`.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub(crate) jobs: Option<u16>,
+    /// Keep the store's reports this many days (default: the config file's
+    /// `keep_reports`, else 14); older ones go when this run's report is stored.
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(1..=36_500))]
+    pub(crate) keep_reports: Option<u32>,
+    #[command(flatten)]
+    pub(crate) runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub(crate) store: fleet::StoreArgs,
+}
+
+/// What `wconverge compile` is given.
+#[derive(clap::Args)]
+pub(crate) struct CompileArgs {
+    #[command(flatten)]
+    pub(crate) input: InputArgs,
+    /// Compile for the node `--node` names with the facts it last stored, not this
+    /// machine's: a fleet compiles centrally and applies on each node.
+    #[arg(long, requires = "node")]
+    pub(crate) facts_from_store: bool,
+    #[command(flatten)]
+    pub(crate) runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub(crate) store: fleet::StoreArgs,
+}
+
+/// What `wconverge validate` is given.
+#[derive(clap::Args)]
+pub(crate) struct ValidateArgs {
+    #[command(flatten)]
+    pub(crate) input: InputArgs,
+    #[command(flatten)]
+    pub(crate) runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub(crate) store: fleet::StoreArgs,
+}
+
+/// What `wconverge graph` is given.
+#[derive(clap::Args)]
+pub(crate) struct GraphArgs {
+    #[command(flatten)]
+    pub(crate) input: InputArgs,
+    #[arg(long, value_enum, default_value_t = GraphFormat::Dot)]
+    pub(crate) format: GraphFormat,
+    #[command(flatten)]
+    pub(crate) runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub(crate) store: fleet::StoreArgs,
+}
+
+/// What `wconverge requirement` is given.
+#[derive(clap::Args)]
+pub(crate) struct RequirementArgs {
+    #[arg(value_name = "PROGRAM")]
+    pub(crate) program: String,
+    /// The facts, as JSON: `{"group": [{"key": "value"}, ...]}`, instead of this
+    /// machine's.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) facts: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) runtime: RuntimeArgs,
+}
+
+/// What `wconverge facts` is given.
+#[derive(clap::Args)]
+pub(crate) struct FactsArgs {
+    #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
+    pub(crate) format: ReportFormat,
+    /// The node whose stored facts to print.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) node: Option<String>,
+    #[command(flatten)]
+    pub(crate) runtime: RuntimeArgs,
+    #[command(flatten)]
+    pub(crate) store: fleet::StoreArgs,
+}
+
+/// `wconverge apply`: the run's exit code, Puppet's detailed exit codes.
+pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
+    let ApplyArgs {
+        input,
+        noop,
+        show_diff,
+        format,
+        state_dir,
+        jobs,
+        keep_reports,
+        runtime,
+        store,
+    } = args;
+    signals::watch();
+    let runtime = runtime_for(&runtime, trails)?;
+    let state_dir = dirs::state_dir(state_dir)?;
+    let mut fleet = fleet::Fleet::new(&store, Some(&state_dir))?;
+    if let Some(days) = keep_reports {
+        fleet.keep_reports = days;
+    }
+    let Some((catalog, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::Yes)?
+    else {
+        return Ok(1);
+    };
+    let _lock = dirs::RunLock::acquire(&state_dir)?;
+    let Some(prepared) = prepare(&catalog, &runtime, problems)? else {
+        return Ok(1);
+    };
+    let mode = if noop { Mode::Noop } else { Mode::Apply };
+    let jobs = jobs.map_or_else(
+        || std::thread::available_parallelism().map_or(1, usize::from),
+        usize::from,
+    );
+    // With lazy values, on the compiler's stack once, so that they evaluate
+    // without a thread each (and only then: that thread is a little slower).
+    // Concurrent runs give each worker such a stack.
+    let report = if has_lazy(&catalog) && jobs == 1 {
+        wconverge_lang::run_on_big_stack(|| {
+            wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
+        })
+    } else {
+        wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
+    };
+    // One sync per directory the run changed, rather than one per file.
+    let unsynced = runtime.sync_directories();
+    match format {
+        ReportFormat::Human => output::report_human(&report, show_diff),
+        ReportFormat::Json => output::json(&report),
+    }
+    for problem in &unsynced {
+        output::error(problem);
+    }
+    let mut code = u8::try_from(report.exit_code).expect("exit codes are 0 to 6");
+    if !unsynced.is_empty() {
+        // Puppet's detailed exit codes: 4, failures.
+        code |= 4;
+    }
+    let node = catalog.node.clone().unwrap_or_else(dirs::host_name);
+    // A fleet's store gets every node's facts, for central compiles.
+    if fleet.explicit() && !fleet.facts_stored() {
+        let (groups, errors) = runtime.gather_facts();
+        for error in &errors {
+            output::warning(&format!(
+                "the stored facts lack the groups of a fact plugin that failed: {error}"
+            ));
+        }
+        fleet.store_facts(&node, &groups);
+    }
+    fleet.send_report(&node, &report);
+    // The process ends next, and its memory with it: a catalog of many
+    // resources is not freed one value at a time first.
+    std::mem::forget((catalog, prepared, report));
+    Ok(code)
+}
+
+/// `wconverge compile`: the catalog as JSON on stdout.
+pub(crate) fn compile(args: CompileArgs, trails: &Trails) -> anyhow::Result<u8> {
+    let CompileArgs {
+        input,
+        facts_from_store,
+        runtime,
+        store,
+    } = args;
+    let runtime = runtime_for(&runtime, trails)?;
+    let fleet = fleet::Fleet::of(&store)?;
+    let publish = if facts_from_store {
+        Publish::FactsFromStore
+    } else {
+        Publish::Yes
+    };
+    let Some(catalog) = load(&input, &runtime, &module_path(&input), &fleet, publish)? else {
+        return Ok(1);
+    };
+    output::json(&catalog);
+    // The process ends next: the catalog goes with it, not value by value.
+    std::mem::forget(catalog);
+    Ok(0)
+}
+
+/// `wconverge validate`: 0 when the catalog is valid, else 1 with every problem printed.
+pub(crate) fn validate(args: ValidateArgs, trails: &Trails) -> anyhow::Result<u8> {
+    let ValidateArgs {
+        input,
+        runtime,
+        store,
+    } = args;
+    let runtime = runtime_for(&runtime, trails)?;
+    let fleet = fleet::Fleet::of(&store)?;
+    let Some((catalog, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::No)?
+    else {
+        return Ok(1);
+    };
+    Ok(match prepare(&catalog, &runtime, problems)? {
+        Some(prepared) => {
+            let names: Vec<String> = input
+                .files
+                .iter()
+                .map(|path| path.display().to_string())
+                .collect();
+            output::line(&format!(
+                "{}: valid, {} resources",
+                names.join(", "),
+                prepared.resources.len()
+            ));
+            0
+        }
+        None => 1,
+    })
+}
+
+/// `wconverge graph`: the resource graph in application order.
+pub(crate) fn graph(args: GraphArgs, trails: &Trails) -> anyhow::Result<u8> {
+    let GraphArgs {
+        input,
+        format,
+        runtime,
+        store,
+    } = args;
+    let runtime = runtime_for(&runtime, trails)?;
+    let fleet = fleet::Fleet::of(&store)?;
+    let Some((catalog, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::No)?
+    else {
+        return Ok(1);
+    };
+    let Some(prepared) = prepare(&catalog, &runtime, problems)? else {
+        return Ok(1);
+    };
+    match format {
+        GraphFormat::Dot => output::graph_dot(&prepared),
+        GraphFormat::Json => output::graph_json(&prepared),
+    }
+    Ok(0)
+}
+
+/// `wconverge facts`: this machine's facts, or with `--node` those the node last stored.
+pub(crate) fn facts(args: FactsArgs, trails: &Trails) -> anyhow::Result<u8> {
+    let FactsArgs {
+        format,
+        node,
+        runtime,
+        store,
+    } = args;
+    match node {
+        Some(node) => {
+            let fleet = fleet::Fleet::of(&store)?;
+            let store = fleet.existing_store()?;
+            let Some((facts, at)) = store.facts(&node)? else {
+                bail!(
+                    "the store {} has no facts of node `{node}`: a run of `wconverge apply` on it with this store (`--store`, or the config file's `store`) sends them",
+                    store.shown()
+                );
+            };
+            let groups = fleet::facts_from_json(&facts, &format!("the facts of node `{node}`"))
+                .map_err(anyhow::Error::msg)?;
+            match format {
+                ReportFormat::Human => {
+                    output::line(&format!(
+                        "# node {node}, facts stored {}",
+                        fleet::time_text(at)
+                    ));
+                    output::facts_human(&groups);
+                }
+                ReportFormat::Json => output::facts_json(&groups),
+            }
+            Ok(0)
+        }
+        None => {
+            let runtime = runtime_for(&runtime, trails)?;
+            let (groups, errors) = runtime.gather_facts();
+            match format {
+                ReportFormat::Human => output::facts_human(&groups),
+                ReportFormat::Json => output::facts_json(&groups),
+            }
+            for error in &errors {
+                output::error(&error.to_string());
+            }
+            Ok(u8::from(!errors.is_empty()))
+        }
+    }
+}
+
+/// `wconverge requirement`: 0 true, 1 false, 2 invalid (the program or the facts).
+pub(crate) fn requirement(args: &RequirementArgs, trails: &Trails) -> anyhow::Result<u8> {
+    let RequirementArgs {
+        program: text,
+        facts,
+        runtime,
+    } = args;
+    let program = match wconverge_program::Program::parse(text) {
+        Ok(program) => program,
+        Err(errors) => {
+            output::program_errors(&errors, text);
+            return Ok(2);
+        }
+    };
+    let facts = match facts.as_deref() {
+        Some(path) => match read_facts(path) {
+            Ok(facts) => facts,
+            Err(message) => {
+                output::error(&message);
+                return Ok(2);
+            }
+        },
+        None => {
+            let runtime = match runtime_for(runtime, trails) {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    output::error(&format!("{error:#}"));
+                    return Ok(2);
+                }
+            };
+            let (groups, errors) = runtime.gather_facts();
+            if !errors.is_empty() {
+                for error in errors {
+                    output::error(&error.to_string());
+                }
+                output::error("the facts are incomplete; the program was not evaluated");
+                return Ok(2);
+            }
+            wconverge_program::Facts { groups }
+        }
+    };
+    let verdict = program.evaluate(&facts);
+    if verdict.exhausted {
+        output::error(
+            "the program did more work than a resource program may, and was stopped; \
+             simplify it",
+        );
+        return Ok(2);
+    }
+    output::verdict(&verdict);
+    Ok(u8::from(!verdict.holds))
+}
+
+/// Facts from a JSON file: `{"group": [{"key": "value"}, ...]}`, every value a string.
+fn read_facts(path: &Path) -> Result<wconverge_program::Facts, String> {
+    let text = input::read_text(path, "file of facts", input::FACTS_BYTES)?;
+    Ok(wconverge_program::Facts {
+        groups: fleet::facts_from_json(&text, &path.display().to_string())?,
+    })
+}
