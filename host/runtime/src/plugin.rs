@@ -108,44 +108,118 @@ pub(crate) struct Plugin {
     /// Where it is suitable: its resource program over facts, as it wrote it and parsed.
     pub(crate) requirement: Option<Requirement>,
     pre: InstancePre<PluginState>,
-    provider: Option<ProviderKind>,
-    scripts: Option<scripts::GuestIndices>,
-    launching: Option<launching::GuestIndices>,
-    facts: Option<facts::GuestIndices>,
+    world: World,
     idle: Mutex<Vec<Instance>>,
 }
 
+/// What a plugin is: the world its component was built for, with where its exports are.
+enum World {
+    /// `provider`: resource types.
+    Provider(ProviderKind),
+    /// `interpreter`: a provider whose script types also run guards.
+    Interpreter(ProviderKind, scripts::GuestIndices),
+    /// `launcher`: launches programs of other architectures.
+    Launcher(launching::GuestIndices),
+    /// `fact-source`: gathers facts.
+    FactSource(facts::GuestIndices),
+}
+
+impl World {
+    /// The world of a component that exports `exported` (by name), its exports found in
+    /// `pre`; an error says what does not fit, and what to do.
+    fn of(
+        pre: &InstancePre<PluginState>,
+        exported: &dyn Fn(&str) -> bool,
+    ) -> Result<World, String> {
+        let misfit = |world: &str, error: wasmtime::Error| {
+            format!(
+                "it does not fit the `{world}` world ({error:#}); rebuild it against this \
+                 wconverge's wit/ ({WIT_PACKAGE}@{WIT_VERSION})"
+            )
+        };
+        let mixed = |what: &str| {
+            format!(
+                "it exports {what}; a plugin is built for one world (provider, interpreter, \
+                 launcher or fact-source): rebuild it for one"
+            )
+        };
+        let provides = exported(PROVIDER_EXPORT) || exported(SCRIPTS_EXPORT);
+        match (exported(LAUNCHING_EXPORT), exported(FACTS_EXPORT)) {
+            (true, true) => Err(mixed("both a launcher's and a fact source's interface")),
+            (true, false) if provides => Err(mixed("a launcher's and a provider's functions")),
+            (false, true) if provides => Err(mixed("a fact source's and a provider's functions")),
+            (true, false) => launching::GuestIndices::new(pre)
+                .map(World::Launcher)
+                .map_err(|error| misfit("launcher", error)),
+            (false, true) => facts::GuestIndices::new(pre)
+                .map(World::FactSource)
+                .map_err(|error| misfit("fact-source", error)),
+            (false, false) => {
+                let provider = ProviderKind::new(pre).map_err(|error| misfit("provider", error))?;
+                if exported(SCRIPTS_EXPORT) {
+                    scripts::GuestIndices::new(pre)
+                        .map(|scripts| World::Interpreter(provider, scripts))
+                        .map_err(|error| misfit("interpreter", error))
+                } else {
+                    Ok(World::Provider(provider))
+                }
+            }
+        }
+    }
+
+    /// The exports of an instance of this world.
+    fn load(
+        &self,
+        store: &mut Store<PluginState>,
+        instance: &wasmtime::component::Instance,
+    ) -> wasmtime::Result<Exports> {
+        Ok(match self {
+            World::Provider(provider) => Exports::Provider(provider.load(&mut *store, instance)?),
+            World::Interpreter(provider, scripts) => Exports::Interpreter(
+                provider.load(&mut *store, instance)?,
+                scripts.load(&mut *store, instance)?,
+            ),
+            World::Launcher(launching) => Exports::Launcher(launching.load(&mut *store, instance)?),
+            World::FactSource(facts) => Exports::FactSource(facts.load(&mut *store, instance)?),
+        })
+    }
+}
+
 /// The exports of one instance, by world.
-pub(crate) struct Exports {
-    provider: Option<ProviderExports>,
-    scripts: Option<scripts::Guest>,
-    launching: Option<launching::Guest>,
-    facts: Option<facts::Guest>,
+pub(crate) enum Exports {
+    Provider(ProviderExports),
+    Interpreter(ProviderExports, scripts::Guest),
+    Launcher(launching::Guest),
+    FactSource(facts::Guest),
 }
 
 impl Exports {
     pub(crate) fn provider(&self) -> wasmtime::Result<&ProviderExports> {
-        self.provider
-            .as_ref()
-            .ok_or_else(|| wasmtime::format_err!("the plugin is not a provider"))
+        match self {
+            Exports::Provider(provider) | Exports::Interpreter(provider, _) => Ok(provider),
+            _ => Err(wasmtime::format_err!("the plugin is not a provider")),
+        }
     }
 
     pub(crate) fn scripts(&self) -> wasmtime::Result<&scripts::Guest> {
-        self.scripts
-            .as_ref()
-            .ok_or_else(|| wasmtime::format_err!("the plugin is not an interpreter"))
+        match self {
+            Exports::Interpreter(_, scripts) => Ok(scripts),
+            _ => Err(wasmtime::format_err!("the plugin is not an interpreter")),
+        }
     }
 
     pub(crate) fn facts(&self) -> wasmtime::Result<&facts::Guest> {
-        self.facts
-            .as_ref()
-            .ok_or_else(|| wasmtime::format_err!("the plugin is not a fact source"))
+        match self {
+            Exports::FactSource(facts) => Ok(facts),
+            _ => Err(wasmtime::format_err!("the plugin is not a fact source")),
+        }
     }
 
     pub(crate) fn launching(&self) -> wasmtime::Result<&launching::Guest> {
-        self.launching
-            .as_ref()
-            .ok_or_else(|| wasmtime::format_err!("the plugin is not a launcher"))
+        match self {
+            Exports::Launcher(launching) => Ok(launching),
+            _ => Err(wasmtime::format_err!("the plugin is not a launcher")),
+        }
     }
 }
 
@@ -360,44 +434,7 @@ impl Plugin {
                 ),
             )
         })?;
-        let world_error = |world: &str, error: wasmtime::Error| {
-            load_error(
-                &policy,
-                format!(
-                    "it does not fit the `{world}` world ({error:#}); rebuild it against this \
-                     wconverge's wit/ ({WIT_PACKAGE}@{WIT_VERSION})"
-                ),
-            )
-        };
-        let launching = if exported(LAUNCHING_EXPORT) {
-            Some(
-                launching::GuestIndices::new(&pre)
-                    .map_err(|error| world_error("launcher", error))?,
-            )
-        } else {
-            None
-        };
-        let facts = if exported(FACTS_EXPORT) {
-            Some(
-                facts::GuestIndices::new(&pre)
-                    .map_err(|error| world_error("fact-source", error))?,
-            )
-        } else {
-            None
-        };
-        let provider = if exported(PROVIDER_EXPORT) || (launching.is_none() && facts.is_none()) {
-            Some(ProviderKind::new(&pre).map_err(|error| world_error("provider", error))?)
-        } else {
-            None
-        };
-        let scripts = if exported(SCRIPTS_EXPORT) {
-            Some(
-                scripts::GuestIndices::new(&pre)
-                    .map_err(|error| world_error("interpreter", error))?,
-            )
-        } else {
-            None
-        };
+        let world = World::of(&pre, &exported).map_err(|message| load_error(&policy, message))?;
         let mut plugin = Plugin {
             policy: Arc::clone(&policy),
             digest,
@@ -409,15 +446,12 @@ impl Plugin {
             fact_groups: None,
             requirement: None,
             pre,
-            provider,
-            scripts,
-            launching,
-            facts,
+            world,
             idle: Mutex::new(Vec::new()),
         };
         let mut instance =
             plugin.instantiate(loader.engine, loader.shared, Phase::Describe, &[])?;
-        if plugin.facts.is_some() {
+        if matches!(plugin.world, World::FactSource(_)) {
             let groups = plugin
                 .call(&mut instance, |exports, store| {
                     exports.facts()?.call_groups(store)
@@ -425,7 +459,7 @@ impl Plugin {
                 .outcome?;
             plugin.fact_groups = Some(groups);
         }
-        if plugin.provider.is_none() {
+        if matches!(plugin.world, World::Launcher(_) | World::FactSource(_)) {
             if !policy.provides.is_empty() {
                 return Err(load_error(
                     &policy,
@@ -441,7 +475,7 @@ impl Plugin {
             tracing::debug!(plugin = %policy.name, elapsed = ?started.elapsed(), "loaded launcher");
             return Ok(plugin);
         }
-        if plugin.scripts.is_some() {
+        if matches!(plugin.world, World::Interpreter(..)) {
             let info = plugin
                 .call(&mut instance, |exports, store| {
                     exports.scripts()?.call_info(store)
@@ -522,7 +556,10 @@ impl Plugin {
         plugin.put_back(instance);
         tracing::debug!(
             plugin = %policy.name,
-            wit = plugin.provider.as_ref().map_or(WIT_VERSION, ProviderKind::version),
+            wit = match &plugin.world {
+                World::Provider(provider) | World::Interpreter(provider, _) => provider.version(),
+                World::Launcher(_) | World::FactSource(_) => WIT_VERSION,
+            },
             elapsed = ?started.elapsed(),
             "loaded"
         );
@@ -531,7 +568,17 @@ impl Plugin {
 
     /// A launcher plugin provides no types and runs no scripts.
     pub(crate) fn is_launcher(&self) -> bool {
-        self.launching.is_some()
+        matches!(self.world, World::Launcher(_))
+    }
+
+    /// What it is, as `plugins list` and `types` show it.
+    pub(crate) fn kind(&self) -> crate::PluginKind {
+        match self.world {
+            World::Provider(_) => crate::PluginKind::Provider,
+            World::Interpreter(..) => crate::PluginKind::Interpreter,
+            World::Launcher(_) => crate::PluginKind::Launcher,
+            World::FactSource(_) => crate::PluginKind::Facts,
+        }
     }
 
     /// A fresh instance for `phase` that sees exactly `grants`.
@@ -614,31 +661,7 @@ impl Plugin {
             Ok(instance) => instance,
             Err(error) => return Err(fault(error, &store)),
         };
-        let loaded = (|| {
-            Ok::<_, wasmtime::Error>(Exports {
-                provider: self
-                    .provider
-                    .as_ref()
-                    .map(|indices| indices.load(&mut store, &instance))
-                    .transpose()?,
-                scripts: self
-                    .scripts
-                    .as_ref()
-                    .map(|indices| indices.load(&mut store, &instance))
-                    .transpose()?,
-                launching: self
-                    .launching
-                    .as_ref()
-                    .map(|indices| indices.load(&mut store, &instance))
-                    .transpose()?,
-                facts: self
-                    .facts
-                    .as_ref()
-                    .map(|indices| indices.load(&mut store, &instance))
-                    .transpose()?,
-            })
-        })();
-        let exports = match loaded {
+        let exports = match self.world.load(&mut store, &instance) {
             Ok(exports) => exports,
             Err(error) => return Err(fault(error, &store)),
         };
@@ -836,6 +859,47 @@ fn output_limit(policy: &PluginPolicy) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plugin_is_built_for_one_world() {
+        // The smallest component: the magic number and the component layer's version.
+        let engine = Engine::default();
+        let component = wasmtime::component::Component::new(
+            &engine,
+            [0x00, 0x61, 0x73, 0x6d, 0x0d, 0x00, 0x01, 0x00],
+        )
+        .expect("an empty component");
+        let linker = Linker::<PluginState>::new(&engine);
+        let pre = linker
+            .instantiate_pre(&component)
+            .expect("nothing to import");
+        let world = |exports: &[&str]| match World::of(&pre, &|name| exports.contains(&name)) {
+            Ok(_) => "fits".to_owned(),
+            Err(message) => message,
+        };
+        for (exports, said) in [
+            (
+                &[LAUNCHING_EXPORT, FACTS_EXPORT][..],
+                "it exports both a launcher's and a fact source's interface; a plugin is \
+                 built for one world",
+            ),
+            (
+                &[LAUNCHING_EXPORT, PROVIDER_EXPORT],
+                "it exports a launcher's and a provider's functions",
+            ),
+            (
+                &[FACTS_EXPORT, SCRIPTS_EXPORT],
+                "it exports a fact source's and a provider's functions",
+            ),
+            (&[LAUNCHING_EXPORT], "it does not fit the `launcher` world"),
+            (&[FACTS_EXPORT], "it does not fit the `fact-source` world"),
+            (&[SCRIPTS_EXPORT], "it does not fit the `provider` world"),
+            (&[], "it does not fit the `provider` world"),
+        ] {
+            let message = world(exports);
+            assert!(message.starts_with(said), "{exports:?}: {message}");
+        }
+    }
 
     #[test]
     fn a_providers_requirement_is_checked_when_it_loads() {

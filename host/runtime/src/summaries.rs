@@ -77,15 +77,7 @@ pub(crate) fn summary_of(policy: &policy::PluginPolicy, plugin: &Plugin) -> Plug
         version: plugin.version.clone(),
         imports: plugin.imports.clone(),
         types,
-        kind: if plugin.is_launcher() {
-            PluginKind::Launcher
-        } else if plugin.fact_groups.is_some() {
-            PluginKind::Facts
-        } else if plugin.interpreter.is_some() {
-            PluginKind::Interpreter
-        } else {
-            PluginKind::Provider
-        },
+        kind: plugin.kind(),
         inherits: plugin
             .interpreter
             .as_ref()
