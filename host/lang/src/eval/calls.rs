@@ -227,13 +227,13 @@ impl Evaluator<'_> {
     /// its own under top scope; the value of its last expression is the result.
     pub(super) fn call_function(
         &mut self,
-        idx: usize,
+        idx: FunctionId,
         args: Vec<Val>,
         lambda: Option<&Lambda>,
         span: Span,
     ) -> Val {
         let program = Rc::clone(&self.program);
-        let function = &program.functions[idx];
+        let function = program.function(idx);
         if lambda.is_some() {
             self.error(
                 DiagnosticCode::UnexpectedLambda,

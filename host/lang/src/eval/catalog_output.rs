@@ -4,7 +4,7 @@
 
 use super::{
     DiagnosticExt, EdgeRequest, Evaluator, Kind, NODE_BLOCK, Operand, RELATIONSHIP_METAPARAMETERS,
-    Status,
+    ResourceId, Status,
 };
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
@@ -34,7 +34,7 @@ impl Evaluator<'_> {
         }
     }
 
-    fn container_noop(&self, idx: usize) -> bool {
+    fn container_noop(&self, idx: ResourceId) -> bool {
         let mut current = self.resources[idx].container;
         let mut steps = 0;
         while let Some(container_idx) = current {
@@ -53,7 +53,7 @@ impl Evaluator<'_> {
         false
     }
 
-    pub(super) fn tags_of(&self, idx: usize) -> Vec<String> {
+    pub(super) fn tags_of(&self, idx: ResourceId) -> Vec<String> {
         let mut tags: Vec<String> = Vec::new();
         let res = &self.resources[idx];
         push_tag(&res.type_name, &mut tags);
@@ -70,7 +70,7 @@ impl Evaluator<'_> {
     /// The tags a class or defined type instance and those containing it give what they
     /// contain (their names, their `tag` attributes, what `tag()` added), and the main
     /// scope's, added to `tags`: what `tagged()` asks about.
-    pub(super) fn container_tags(&self, start: Option<usize>, tags: &mut Vec<String>) {
+    pub(super) fn container_tags(&self, start: Option<ResourceId>, tags: &mut Vec<String>) {
         let mut current = start;
         let mut steps = 0;
         while let Some(container_idx) = current {
@@ -120,7 +120,12 @@ impl Evaluator<'_> {
 
     /// The realized plugin resources a reference stands for: itself, or everything a
     /// class or defined type instance contains.
-    fn leaves(&self, idx: usize, children: &HashMap<usize, Vec<usize>>, out: &mut Vec<usize>) {
+    fn leaves(
+        &self,
+        idx: ResourceId,
+        children: &HashMap<ResourceId, Vec<ResourceId>>,
+        out: &mut Vec<ResourceId>,
+    ) {
         let mut stack = vec![idx];
         let mut seen = HashSet::new();
         while let Some(current) = stack.pop() {
@@ -142,7 +147,12 @@ impl Evaluator<'_> {
         }
     }
 
-    fn resolve_ref(&mut self, key: &(String, String), span: Span, what: &str) -> Option<usize> {
+    fn resolve_ref(
+        &mut self,
+        key: &(String, String),
+        span: Span,
+        what: &str,
+    ) -> Option<ResourceId> {
         let reference = Val::reference(&key.0, &key.1).to_display();
         match self.index.get(key).copied() {
             Some(idx) if self.resources[idx].status == Status::Realized => Some(idx),
@@ -192,8 +202,8 @@ impl Evaluator<'_> {
                 format!("`realize` of `{reference}`, which is not declared"),
             );
         }
-        let mut children: HashMap<usize, Vec<usize>> = HashMap::new();
-        for (idx, res) in self.resources.iter().enumerate() {
+        let mut children: HashMap<ResourceId, Vec<ResourceId>> = HashMap::new();
+        for (idx, res) in ResourceId::below(self.resources.len()).zip(&self.resources) {
             if let Some(container) = res.container {
                 children.entry(container).or_default().push(idx);
             }
@@ -221,8 +231,9 @@ impl Evaluator<'_> {
             });
         }
         // Relationship metaparameters.
-        let mut metaparam_refs: HashMap<usize, Vec<(&'static str, usize)>> = HashMap::new();
-        for idx in 0..self.resources.len() {
+        let mut metaparam_refs: HashMap<ResourceId, Vec<(&'static str, ResourceId)>> =
+            HashMap::new();
+        for idx in ResourceId::below(self.resources.len()) {
             if self.resources[idx].status != Status::Realized {
                 continue;
             }
@@ -292,7 +303,7 @@ impl Evaluator<'_> {
         }
         drop(requests);
         // The resources, in manifest order.
-        let mut order: Vec<usize> = (0..self.resources.len())
+        let mut order: Vec<ResourceId> = ResourceId::below(self.resources.len())
             .filter(|&idx| {
                 self.resources[idx].status == Status::Realized
                     && self.resources[idx].kind == Kind::Plugin
@@ -339,13 +350,13 @@ impl Evaluator<'_> {
     fn emit_edges(
         &self,
         requests: &[EdgeRequest],
-        metaparam_refs: &HashMap<usize, Vec<(&'static str, usize)>>,
+        metaparam_refs: &HashMap<ResourceId, Vec<(&'static str, ResourceId)>>,
     ) -> (Vec<catalog::Edge>, Option<Span>) {
         // Orderings between single resources, which every set reduction may rely on: as
         // sorted pairs (a manifest of 50,000 resources has tens of thousands).
-        let mut successors: Vec<(usize, usize)> = Vec::new();
-        let mut predecessors: Vec<(usize, usize)> = Vec::new();
-        let mut link = |from: usize, to: usize| {
+        let mut successors: Vec<(ResourceId, ResourceId)> = Vec::new();
+        let mut predecessors: Vec<(ResourceId, ResourceId)> = Vec::new();
+        let mut link = |from: ResourceId, to: ResourceId| {
             successors.push((from, to));
             predecessors.push((to, from));
         };
@@ -365,13 +376,13 @@ impl Evaluator<'_> {
         successors.sort_unstable();
         predecessors.sort_unstable();
         // The members of `set` with no successor (or, `reverse`, no predecessor) in it.
-        let ends = |set: &[usize], reverse: bool| -> Vec<usize> {
+        let ends = |set: &[ResourceId], reverse: bool| -> Vec<ResourceId> {
             if set.len() < 2 {
                 return set.to_vec();
             }
-            let members: HashSet<usize> = set.iter().copied().collect();
+            let members: HashSet<ResourceId> = set.iter().copied().collect();
             let neighbours = if reverse { &predecessors } else { &successors };
-            let ends: Vec<usize> = set
+            let ends: Vec<ResourceId> = set
                 .iter()
                 .copied()
                 .filter(|&idx| {
@@ -387,7 +398,7 @@ impl Evaluator<'_> {
             if ends.is_empty() { set.to_vec() } else { ends }
         };
         let mut edges = Vec::new();
-        let mut seen: HashSet<(usize, usize, bool)> = HashSet::new();
+        let mut seen: HashSet<(ResourceId, ResourceId, bool)> = HashSet::new();
         let mut locations = HashMap::new();
         for request in requests {
             let (sources, targets) = if request.notify {
@@ -430,9 +441,9 @@ impl Evaluator<'_> {
         &mut self,
         operand: &Operand,
         span: Span,
-        children: &HashMap<usize, Vec<usize>>,
-    ) -> (Vec<usize>, Vec<usize>) {
-        let members: Vec<usize> = match operand {
+        children: &HashMap<ResourceId, Vec<ResourceId>>,
+    ) -> (Vec<ResourceId>, Vec<ResourceId>) {
+        let members: Vec<ResourceId> = match operand {
             Operand::Refs(refs) => refs
                 .iter()
                 .filter_map(|key| self.resolve_ref(key, span, "the relationship refers to"))
@@ -446,9 +457,9 @@ impl Evaluator<'_> {
 
     fn side(
         &self,
-        members: &[usize],
-        children: &HashMap<usize, Vec<usize>>,
-    ) -> (Vec<usize>, Vec<usize>) {
+        members: &[ResourceId],
+        children: &HashMap<ResourceId, Vec<ResourceId>>,
+    ) -> (Vec<ResourceId>, Vec<ResourceId>) {
         let mut leaves = Vec::new();
         let mut empty = Vec::new();
         for &idx in members {
@@ -505,8 +516,8 @@ impl Evaluator<'_> {
 
     fn catalog_resource(
         &mut self,
-        idx: usize,
-        refs: Vec<(&'static str, usize)>,
+        idx: ResourceId,
+        refs: Vec<(&'static str, ResourceId)>,
     ) -> catalog::Resource {
         let mut metaparams = catalog::Metaparams::default();
         for (metaparam, target) in refs {
@@ -646,9 +657,10 @@ fn tag_values(value: &Val) -> Vec<String> {
 /// empty container is bridged once; bridges made for one are seen by the next, so
 /// chains of empty containers are crossed too.
 fn bridge_empty_containers(requests: &mut Vec<EdgeRequest>) -> Result<(), BridgeError> {
-    // Which requests end at, and start from, each empty container.
-    let mut into: HashMap<usize, Vec<usize>> = HashMap::new();
-    let mut out_of: HashMap<usize, Vec<usize>> = HashMap::new();
+    // Which requests (by their position in `requests`) end at, and start from, each
+    // empty container.
+    let mut into: HashMap<ResourceId, Vec<usize>> = HashMap::new();
+    let mut out_of: HashMap<ResourceId, Vec<usize>> = HashMap::new();
     for (request_idx, request) in requests.iter().enumerate() {
         for &empty in &request.empty_targets {
             into.entry(empty).or_default().push(request_idx);
@@ -657,7 +669,7 @@ fn bridge_empty_containers(requests: &mut Vec<EdgeRequest>) -> Result<(), Bridge
             out_of.entry(empty).or_default().push(request_idx);
         }
     }
-    let mut empties: Vec<usize> = into.keys().chain(out_of.keys()).copied().collect();
+    let mut empties: Vec<ResourceId> = into.keys().chain(out_of.keys()).copied().collect();
     empties.sort_unstable();
     empties.dedup();
     for empty in empties {
@@ -719,13 +731,13 @@ const MAX_BRIDGED_PAIRS: usize = 100_000;
 
 enum BridgeError {
     TooMany {
-        empty: usize,
+        empty: ResourceId,
         n_pairs: usize,
         span: Span,
     },
     Cycle {
-        empty: usize,
-        leaf: usize,
+        empty: ResourceId,
+        leaf: ResourceId,
         span: Span,
     },
 }

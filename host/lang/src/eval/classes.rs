@@ -20,7 +20,7 @@ impl Evaluator<'_> {
                 .help = Some("rename one of the classes, or merge them".into());
                 continue;
             }
-            self.classes.insert(class.name.clone(), idx);
+            self.classes.insert(class.name.clone(), ClassId::new(idx));
             self.check_params(&class.params, &format!("class `{}`", class.name));
         }
         for (idx, function) in program.functions.iter().enumerate() {
@@ -45,7 +45,8 @@ impl Evaluator<'_> {
                 .help = Some("give it a name of its module's namespace: `mymodule::name`".into());
                 continue;
             }
-            self.functions.insert(function.name.clone(), idx);
+            self.functions
+                .insert(function.name.clone(), FunctionId::new(idx));
             self.check_params(&function.params, &format!("function `{}`", function.name));
         }
         for (idx, define) in program.defines.iter().enumerate() {
@@ -73,7 +74,7 @@ impl Evaluator<'_> {
                 );
                 continue;
             }
-            self.defines.insert(define.name.clone(), idx);
+            self.defines.insert(define.name.clone(), DefineId::new(idx));
             self.check_params(&define.params, &format!("defined type `{}`", define.name));
         }
     }
@@ -198,7 +199,7 @@ impl Evaluator<'_> {
         name: &str,
         given: Option<Vec<Op>>,
         span: Span,
-    ) -> Option<usize> {
+    ) -> Option<ResourceId> {
         let name = name.trim_start_matches("::").to_ascii_lowercase();
         if self.class_stack.contains(&name) {
             let mut chain = self.class_stack.clone();
@@ -264,7 +265,7 @@ impl Evaluator<'_> {
             return None;
         };
         let program = Rc::clone(&self.program);
-        let definition = &program.classes[def_idx];
+        let definition = program.class(def_idx);
         let mut parent_scope = TOP;
         if let Some((parent, parent_span)) = &definition.parent {
             if self.inherits(parent, &name) || *parent == name {
@@ -313,7 +314,7 @@ impl Evaluator<'_> {
             }
         }
         let order = self.next_order();
-        let idx = self.resources.len();
+        let idx = ResourceId::new(self.resources.len());
         self.resources.push(Res {
             type_name: "class".to_owned(),
             title: name.clone(),
@@ -471,7 +472,12 @@ impl Evaluator<'_> {
 
     /// Binds the parameters of a class or defined type; false when a value does not
     /// fit its declared type (reported).
-    pub(super) fn bind_params(&mut self, params: &[Param], idx: usize, scope: ScopeId) -> bool {
+    pub(super) fn bind_params(
+        &mut self,
+        params: &[Param],
+        idx: ResourceId,
+        scope: ScopeId,
+    ) -> bool {
         let mut fits = true;
         for param in params {
             let given = self.resources[idx]
@@ -506,7 +512,7 @@ impl Evaluator<'_> {
         fits
     }
 
-    pub(super) fn evaluate_define(&mut self, idx: usize) {
+    pub(super) fn evaluate_define(&mut self, idx: ResourceId) {
         let Kind::Define(def_idx) = self.resources[idx].kind else {
             return;
         };
@@ -523,7 +529,7 @@ impl Evaluator<'_> {
             return;
         }
         let program = Rc::clone(&self.program);
-        let definition = &program.defines[def_idx];
+        let definition = program.define(def_idx);
         // An instance declared from the node sees its variables, as a class does.
         let parent = match self.node_scope {
             Some(node) if self.resources[idx].below_node => node,
@@ -581,14 +587,14 @@ impl Evaluator<'_> {
             // for their resource, then defined types, so that a defined type's
             // parameters include everything set on its instance.
             let mut progress = false;
-            for collector_idx in 0..self.collectors.len() {
+            for collector_idx in CollectorId::below(self.collectors.len()) {
                 progress |= self.run_collector(collector_idx);
             }
             progress |= self.apply_pending_overrides();
             progress |= self.apply_pending_realizes();
             // Only the instances waiting at the start of the round: those their bodies
             // declare wait for the next round, after collectors and overrides.
-            let batch: Vec<usize> = self.pending_defines.drain(..).collect();
+            let batch: Vec<ResourceId> = self.pending_defines.drain(..).collect();
             for idx in batch {
                 self.evaluate_define(idx);
                 progress = true;

@@ -4,7 +4,7 @@
 use super::*;
 
 impl Evaluator<'_> {
-    pub(super) fn collector(&mut self, collector: &Collector, span: Span) -> usize {
+    pub(super) fn collector(&mut self, collector: &Collector, span: Span) -> CollectorId {
         if self.kind_of(&collector.type_name).is_none() {
             self.unknown_type(&collector.type_name, span);
         }
@@ -23,7 +23,7 @@ impl Evaluator<'_> {
             span,
             fetched: false,
         });
-        self.collectors.len() - 1
+        CollectorId::new(self.collectors.len() - 1)
     }
 
     pub(super) fn compile_query(&mut self, query: &Query) -> CQuery {
@@ -48,7 +48,7 @@ impl Evaluator<'_> {
         }
     }
 
-    pub(super) fn query_matches(&self, query: &CQuery, idx: usize) -> bool {
+    pub(super) fn query_matches(&self, query: &CQuery, idx: ResourceId) -> bool {
         match query {
             CQuery::All => true,
             CQuery::And(a, b) => self.query_matches(a, idx) && self.query_matches(b, idx),
@@ -76,7 +76,7 @@ impl Evaluator<'_> {
         }
     }
 
-    pub(super) fn run_collector(&mut self, collector_idx: usize) -> bool {
+    pub(super) fn run_collector(&mut self, collector_idx: CollectorId) -> bool {
         let type_name = self.collectors[collector_idx].type_name.clone();
         if self.collectors[collector_idx].exported && !self.collectors[collector_idx].fetched {
             self.collectors[collector_idx].fetched = true;
@@ -113,7 +113,7 @@ impl Evaluator<'_> {
         progress
     }
 
-    pub(super) fn realize(&mut self, idx: usize) {
+    pub(super) fn realize(&mut self, idx: ResourceId) {
         let res = &mut self.resources[idx];
         if res.status != Status::Realized {
             res.status = Status::Realized;

@@ -2,7 +2,9 @@
 //! other nodes from the store (asked once per collector, its query evaluated in the
 //! database), and the compile hands the store this node's own exports.
 
-use super::{Attr, CQuery, DiagnosticExt, Evaluator, Foreign, Kind, Op, Res, Status};
+use super::{
+    Attr, CQuery, CollectorId, DiagnosticExt, Evaluator, Foreign, Kind, Op, Res, ResourceId, Status,
+};
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
 use crate::value::Val;
@@ -11,7 +13,7 @@ use wconverge_catalog as catalog;
 impl Evaluator<'_> {
     /// Asks the store for the exports the collector matches and declares each one this
     /// compile does not have yet, realized, as another node exported it.
-    pub(super) fn collect_foreign(&mut self, collector_idx: usize) {
+    pub(super) fn collect_foreign(&mut self, collector_idx: CollectorId) {
         let span = self.collectors[collector_idx].span;
         let type_name = self.collectors[collector_idx].type_name.clone();
         let Some(query) = self.export_query(&self.collectors[collector_idx].query) else {
@@ -131,7 +133,7 @@ impl Evaluator<'_> {
             }
         }
         let order = self.next_order();
-        let idx = self.resources.len();
+        let idx = ResourceId::new(self.resources.len());
         self.resources.push(Res {
             type_name: key.0.clone(),
             title: key.1.clone(),
@@ -200,7 +202,7 @@ impl Evaluator<'_> {
     /// and attributes. Relationships stay behind: they name resources of this node.
     pub(super) fn make_exports(&mut self) {
         let mut exports = Vec::new();
-        for idx in 0..self.resources.len() {
+        for idx in ResourceId::below(self.resources.len()) {
             let res = &self.resources[idx];
             if !res.exported || res.foreign.is_some() || matches!(res.kind, Kind::Class(_)) {
                 continue;
@@ -268,7 +270,7 @@ impl Evaluator<'_> {
     }
 
     /// The tags another node gave a resource this compile collected, added to `tags`.
-    pub(super) fn foreign_tags(&self, idx: usize, tags: &mut Vec<String>) {
+    pub(super) fn foreign_tags(&self, idx: ResourceId, tags: &mut Vec<String>) {
         if let Some(foreign) = &self.resources[idx].foreign {
             for tag in &foreign.tags {
                 super::catalog_output::push_tag(tag, tags);
@@ -277,7 +279,7 @@ impl Evaluator<'_> {
     }
 
     /// Where a collected resource was declared: on the node that exported it.
-    pub(super) fn foreign_source(&self, idx: usize) -> Option<catalog::SourceLocation> {
+    pub(super) fn foreign_source(&self, idx: ResourceId) -> Option<catalog::SourceLocation> {
         let foreign = self.resources[idx].foreign.as_ref()?;
         let mut source = foreign.source.clone().unwrap_or(catalog::SourceLocation {
             file: String::new(),

@@ -8,7 +8,8 @@
 //! (variables), `resources` (declarations, defaults, overrides), `collectors`, `classes`
 //! (classes, defined types, nodes), `calls` (functions, lambdas, templates), `budget`
 //! (work and size limits), `catalog_output` (the catalog), `exports`, `declared`, `node`
-//! and `lazy` (values evaluated during the run).
+//! and `lazy` (values evaluated during the run); `ids` has the types of the positions
+//! in its collections.
 
 use crate::diagnostic::{Diagnostic, DiagnosticCode, Severity, Span};
 use crate::syntax::*;
@@ -26,11 +27,13 @@ mod collectors;
 mod declared;
 mod exports;
 mod expr;
+mod ids;
 mod lazy;
 mod node;
 mod resources;
 mod scope;
 
+use ids::{ClassId, CollectorId, DefineId, FunctionId, ResourceId, ScopeId};
 pub(crate) use lazy::evaluate_code;
 pub use lazy::{check_lazy, evaluate_lazy, evaluate_lazy_truth, run_node_block};
 
@@ -73,8 +76,8 @@ const UNSUPPORTED_METAPARAMETERS: &[&str] = &["alias", "audit", "loglevel", "sch
 
 const RELATIONSHIP_METAPARAMETERS: &[&str] = &["require", "before", "notify", "subscribe"];
 
-type ScopeId = usize;
-const TOP: ScopeId = 0;
+/// The top scope, the first of `Evaluator::scopes`.
+const TOP: ScopeId = ScopeId::new(0);
 
 struct Scope {
     parent: Option<ScopeId>,
@@ -96,8 +99,8 @@ struct DefaultEntry {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum Kind {
     Plugin,
-    Define(usize),
-    Class(usize),
+    Define(DefineId),
+    Class(ClassId),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -124,7 +127,7 @@ struct Res {
     attrs: Vec<Attr>,
     span: Span,
     /// The class or defined type instance that contains it.
-    container: Option<usize>,
+    container: Option<ResourceId>,
     /// The class whose body declared it (for the override rules).
     declared_in: Option<String>,
     /// Sorts resources in manifest order, define contents where the define is.
@@ -174,7 +177,7 @@ struct Op {
 #[derive(Clone)]
 enum Operand {
     Refs(Vec<(String, String)>),
-    Collector(usize),
+    Collector(CollectorId),
 }
 
 struct Relation {
@@ -186,14 +189,14 @@ struct Relation {
 
 /// Every resource of `sources` before every resource of `targets` (and notifying them).
 struct EdgeRequest {
-    sources: Vec<usize>,
-    targets: Vec<usize>,
+    sources: Vec<ResourceId>,
+    targets: Vec<ResourceId>,
     notify: bool,
     span: Span,
     /// Classes and defined type instances named on each side that contain nothing:
     /// ordering passes through them (`a -> Class['empty'] -> b` orders a before b).
-    empty_sources: Vec<usize>,
-    empty_targets: Vec<usize>,
+    empty_sources: Vec<ResourceId>,
+    empty_targets: Vec<ResourceId>,
 }
 
 struct PendingOverride {
@@ -219,8 +222,8 @@ struct CollectorState {
     exported: bool,
     query: CQuery,
     ops: Vec<Op>,
-    matched: HashSet<usize>,
-    matched_list: Vec<usize>,
+    matched: HashSet<ResourceId>,
+    matched_list: Vec<ResourceId>,
     span: Span,
     /// An exported-resource collector has asked the store for other nodes' exports.
     fetched: bool,
@@ -229,7 +232,7 @@ struct CollectorState {
 #[derive(Clone)]
 struct Ctx {
     scope: ScopeId,
-    container: Option<usize>,
+    container: Option<ResourceId>,
     class_name: Option<String>,
     order: Vec<u32>,
     depth: usize,
@@ -277,10 +280,10 @@ pub(crate) struct Evaluator<'a> {
     /// How many of `diagnostics` are errors: an expression whose operand reported one
     /// does not report its consequences too.
     errors: usize,
-    classes: HashMap<String, usize>,
-    defines: HashMap<String, usize>,
-    /// Functions the manifests define, by name, to their index in the program.
-    functions: HashMap<String, usize>,
+    classes: HashMap<String, ClassId>,
+    defines: HashMap<String, DefineId>,
+    /// Functions the manifests define, by name, to their position in the program.
+    functions: HashMap<String, FunctionId>,
     /// How deep functions call functions now.
     function_depth: usize,
     scopes: Vec<Scope>,
@@ -289,13 +292,13 @@ pub(crate) struct Evaluator<'a> {
     /// then on see it.
     node_scope: Option<ScopeId>,
     resources: Vec<Res>,
-    index: HashMap<(String, String), usize>,
+    index: HashMap<(String, String), ResourceId>,
     /// Resources by their namevar where it differs from their title.
-    aliases: HashMap<(String, String), usize>,
+    aliases: HashMap<(String, String), ResourceId>,
     /// Data type aliases resolved so far, by lowercased name.
     pub(crate) type_aliases: HashMap<String, Result<crate::ptype::PType, String>>,
-    by_type: HashMap<String, Vec<usize>>,
-    pending_defines: VecDeque<usize>,
+    by_type: HashMap<String, Vec<ResourceId>>,
+    pending_defines: VecDeque<ResourceId>,
     collectors: Vec<CollectorState>,
     overrides: Vec<PendingOverride>,
     relations: Vec<Relation>,

@@ -243,13 +243,15 @@ impl Evaluator<'_> {
                 .unwrap_or_default(),
             Kind::Define(idx) => std::iter::once("name")
                 .chain(
-                    program.defines[idx]
+                    program
+                        .define(idx)
                         .params
                         .iter()
                         .map(|param| param.name.as_str()),
                 )
                 .collect(),
-            Kind::Class(idx) => program.classes[idx]
+            Kind::Class(idx) => program
+                .class(idx)
                 .params
                 .iter()
                 .map(|param| param.name.as_str())
@@ -413,7 +415,7 @@ impl Evaluator<'_> {
         ops: Vec<Op>,
         status: Status,
         span: Span,
-    ) -> Option<usize> {
+    ) -> Option<ResourceId> {
         let key = (type_name.to_owned(), title.to_owned());
         if let Some(&first) = self.aliases.get(&key) {
             self.alias_conflict(first, span, title);
@@ -502,7 +504,7 @@ impl Evaluator<'_> {
         attrs.shrink_to_fit();
         let order = self.next_order();
         let horizon = self.ctx.horizon.min(order.last().copied().unwrap_or(0));
-        let idx = self.resources.len();
+        let idx = ResourceId::new(self.resources.len());
         if let Some((value, _)) = alias {
             self.aliases.insert((type_name.to_owned(), value), idx);
         }
@@ -533,7 +535,7 @@ impl Evaluator<'_> {
     }
 
     /// Files resource `idx` under its type, for the collectors.
-    pub(super) fn index_by_type(&mut self, type_name: &str, idx: usize) {
+    pub(super) fn index_by_type(&mut self, type_name: &str, idx: ResourceId) {
         // Look up before inserting: `entry` would allocate the key for every resource.
         match self.by_type.get_mut(type_name) {
             Some(list) => list.push(idx),
@@ -545,7 +547,7 @@ impl Evaluator<'_> {
 
     /// A resource identified by `identity` (its title or its namevar) like the earlier
     /// resource `first`.
-    pub(super) fn alias_conflict(&mut self, first: usize, span: Span, identity: &str) {
+    pub(super) fn alias_conflict(&mut self, first: ResourceId, span: Span, identity: &str) {
         let first_span = self.resources[first].span;
         let reference = self.resources[first].reference();
         let namevar = match self.resources[first].kind {
@@ -703,7 +705,7 @@ impl Evaluator<'_> {
             let Some(&idx) = self.classes.get(&current) else {
                 return false;
             };
-            let Some((parent, _)) = &self.program.classes[idx].parent else {
+            let Some((parent, _)) = &self.program.class(idx).parent else {
                 return false;
             };
             if parent == ancestor {
@@ -716,7 +718,7 @@ impl Evaluator<'_> {
 
     pub(super) fn apply_override(
         &mut self,
-        idx: usize,
+        idx: ResourceId,
         ops: &[Op],
         class_name: Option<&str>,
         by_collector: bool,

@@ -12,7 +12,7 @@ impl Evaluator<'_> {
             vars: HashMap::new(),
             defaults: Vec::new(),
         });
-        self.scopes.len() - 1
+        ScopeId::new(self.scopes.len() - 1)
     }
 
     pub(super) fn lookup(&mut self, name: &str, span: Span) -> Val {
