@@ -230,10 +230,10 @@ fn invalid_catalogs_report_every_problem_with_its_location() {
     assert_eq!(run.code, 1, "{run:#?}");
     for expected in [
         "the catalog has 4 problems; nothing was changed",
-        "site.wcv:4: File[",
+        " --> site.wcv:4\n",
         "`file` has no attribute `colour`",
         "help: its attributes with provider `file` are: path, ensure, content, source, target, recurse, recurselimit, purge, force, replace, links, checksum, mode, owner, group, backup",
-        "site.wcv:9: File[",
+        " --> site.wcv:9\n",
         "mode `0999` is not an octal mode",
         "Exec[relative]: `ls` is not an absolute path",
         "Pakage[typo]: unknown type `pakage`; no plugin provides it",

@@ -146,6 +146,20 @@ fn issue_22_the_problems_validate_lists() {
     golden(&machine, "validate-problems", &run);
 }
 
+/// The same problems found in a manifest: each shown as the manifests' diagnostics are,
+/// with the line it lies on.
+#[test]
+fn issue_22_the_problems_validate_lists_with_their_lines() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let manifest = machine.manifest(
+        "site.wcv",
+        "file { 'motd':\n  path => '@FILES@/motd',\n  mode => '0999',\n}\n\nfile { 'relative/path': }\n",
+    );
+    let run = machine.run(&["validate", text(&manifest), "--policy", text(&policy)]);
+    golden(&machine, "validate-problems-manifest", &run);
+}
+
 #[test]
 fn issue_22_plugins_audit() {
     let machine = Machine::new();

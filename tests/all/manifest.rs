@@ -188,11 +188,13 @@ fn schema_problems_name_the_manifest_line() {
     let policy = machine.policy("");
     let run = machine.run(&["validate", path(&manifest), "--policy", path(&policy)]);
     assert_eq!(run.code, 1, "{run:#?}");
+    // As the manifests' own diagnostics: the place, then its line with a marker.
     assert!(
         run.stderr
-            .contains(&format!("{}:2:8: File[", path(&manifest))),
+            .contains(&format!(" --> {}:2:8\n", path(&manifest))),
         "{run:#?}"
     );
+    assert!(run.stderr.contains("2 | file { '"), "{run:#?}");
     assert!(run.stderr.contains("mode"), "{run:#?}");
 }
 

@@ -79,8 +79,12 @@ file_line { 'fine': path => '@FILES@/sshd_config', line => 'UseDNS no' }
         ),
     ] {
         let resource = resource.replace("@FILES@", &machine.files_dir());
-        let wanted = format!("  error[wcv::{code}]: {site}:{at}: {resource}: {message}");
+        // Rendered as the manifests' diagnostics are: the headline, then the place with
+        // its line of the manifest.
+        let wanted = format!("error[wcv::{code}]: {resource}: {message}");
         assert!(run.stderr.contains(&wanted), "{wanted}\n{run:#?}");
+        let place = format!(" --> {site}:{at}\n");
+        assert!(run.stderr.contains(&place), "{place}\n{run:#?}");
     }
     assert!(
         run.stderr

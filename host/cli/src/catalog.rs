@@ -61,6 +61,13 @@ pub(crate) enum Publish {
     FactsFromStore,
 }
 
+/// A catalog, with the manifests it was compiled from (none for a JSON catalog): where a
+/// problem of the catalog lies in them is shown with its line.
+pub(crate) struct Loaded {
+    pub(crate) catalog: Catalog,
+    pub(crate) sources: Vec<wconverge_lang::Source>,
+}
+
 /// The catalog to work on: compiled from the manifests, or read from a JSON file.
 /// `None` when the manifests have errors (already printed).
 pub(crate) fn load(
@@ -69,7 +76,7 @@ pub(crate) fn load(
     modulepath: &[PathBuf],
     fleet: &fleet::Fleet,
     publish: Publish,
-) -> anyhow::Result<Option<Catalog>> {
+) -> anyhow::Result<Option<Loaded>> {
     let n_manifests = input.files.iter().filter(|path| is_manifest(path)).count();
     if n_manifests == 0 {
         let [path] = input.files.as_slice() else {
@@ -81,7 +88,12 @@ pub(crate) fn load(
         if input.node.is_some() {
             bail!("`--node` applies to manifests; a compiled catalog is already for one node");
         }
-        return read_catalog(path).map(Some);
+        return read_catalog(path).map(|catalog| {
+            Some(Loaded {
+                catalog,
+                sources: Vec::new(),
+            })
+        });
     }
     if n_manifests != input.files.len() {
         bail!("give either manifests (`.wcv`, `.pp`) or one catalog (JSON), not both");
@@ -176,7 +188,10 @@ pub(crate) fn load(
     if publish != Publish::No && compiled.catalog.is_some() {
         fleet.publish(&node, &compiled.exports);
     }
-    Ok(compiled.catalog)
+    Ok(compiled.catalog.map(|catalog| Loaded {
+        catalog,
+        sources: shown,
+    }))
 }
 
 /// The catalog to apply or validate: loaded, then its `puppet:///modules/...` sources
@@ -187,14 +202,14 @@ pub(crate) fn load_with_sources(
     runtime: &Runtime,
     fleet: &fleet::Fleet,
     publish: Publish,
-) -> anyhow::Result<Option<(Catalog, Vec<wconverge_catalog::Problem>)>> {
+) -> anyhow::Result<Option<(Loaded, Vec<wconverge_catalog::Problem>)>> {
     let modulepath = module_path(input);
-    let Some(mut catalog) = load(input, runtime, &modulepath, fleet, publish)? else {
+    let Some(mut loaded) = load(input, runtime, &modulepath, fleet, publish)? else {
         return Ok(None);
     };
-    let problems = modules::resolve_sources(&mut catalog, &modulepath);
-    generate::implied_resources(&mut catalog);
-    Ok(Some((catalog, problems)))
+    let problems = modules::resolve_sources(&mut loaded.catalog, &modulepath);
+    generate::implied_resources(&mut loaded.catalog);
+    Ok(Some((loaded, problems)))
 }
 
 /// Whether the catalog holds lazy values, which the host evaluates.
@@ -225,27 +240,27 @@ fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
     })
 }
 
-/// Validates the catalog; prints every problem (the `earlier` ones first) and returns
-/// `None` if there are any.
+/// Validates the catalog; prints every problem (the `earlier` ones first), each where it
+/// lies in the manifests, and returns `None` if there are any.
 pub(crate) fn prepare(
-    catalog: &Catalog,
+    loaded: &Loaded,
     runtime: &Runtime,
     mut earlier: Vec<wconverge_catalog::Problem>,
 ) -> anyhow::Result<Option<Prepared>> {
     // Checking lazy values, and the checks and invariants of types, needs the
     // compiler's stack: take it once, rather than once per check.
     let prepared = wconverge_lang::run_on_big_stack(|| {
-        wconverge_engine::prepare(catalog, runtime, &wconverge_lang::Language)
+        wconverge_engine::prepare(&loaded.catalog, runtime, &wconverge_lang::Language)
     });
     match prepared {
         Ok(prepared) if earlier.is_empty() => Ok(Some(prepared)),
         Ok(_) => {
-            output::problems(&earlier);
+            output::problems(&earlier, &loaded.sources);
             Ok(None)
         }
         Err(mut problems) => {
             earlier.append(&mut problems);
-            output::problems(&earlier);
+            output::problems(&earlier, &loaded.sources);
             Ok(None)
         }
     }

@@ -1,7 +1,9 @@
 //! The commands that work on a catalog (`apply`, `compile`, `validate`, `graph`) and on
 //! facts (`facts`, `requirement`): what each is given, and what it does.
 
-use crate::catalog::{InputArgs, Publish, has_lazy, load, load_with_sources, module_path, prepare};
+use crate::catalog::{
+    InputArgs, Loaded, Publish, has_lazy, load, load_with_sources, module_path, prepare,
+};
 use crate::setup::{RuntimeArgs, Trails, runtime_for};
 use crate::{GraphFormat, ReportFormat, dirs, fleet, input, output, signals};
 use anyhow::bail;
@@ -127,14 +129,15 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     if let Some(days) = keep_reports {
         fleet.keep_reports = days;
     }
-    let Some((catalog, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::Yes)?
+    let Some((loaded, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::Yes)?
     else {
         return Ok(1);
     };
     let _lock = dirs::RunLock::acquire(&state_dir)?;
-    let Some(prepared) = prepare(&catalog, &runtime, problems)? else {
+    let Some(prepared) = prepare(&loaded, &runtime, problems)? else {
         return Ok(1);
     };
+    let catalog = &loaded.catalog;
     let mode = if noop { Mode::Noop } else { Mode::Apply };
     let jobs = jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
@@ -143,7 +146,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     // With lazy values, on the compiler's stack once, so that they evaluate
     // without a thread each (and only then: that thread is a little slower).
     // Concurrent runs give each worker such a stack.
-    let report = if has_lazy(&catalog) && jobs == 1 {
+    let report = if has_lazy(catalog) && jobs == 1 {
         wconverge_lang::run_on_big_stack(|| {
             wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
         })
@@ -178,7 +181,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     fleet.send_report(&node, &report);
     // The process ends next, and its memory with it: a catalog of many
     // resources is not freed one value at a time first.
-    std::mem::forget((catalog, prepared, report));
+    std::mem::forget((loaded, prepared, report));
     Ok(code)
 }
 
@@ -197,7 +200,9 @@ pub(crate) fn compile(args: CompileArgs, trails: &Trails) -> anyhow::Result<u8> 
     } else {
         Publish::Yes
     };
-    let Some(catalog) = load(&input, &runtime, &module_path(&input), &fleet, publish)? else {
+    let Some(Loaded { catalog, .. }) =
+        load(&input, &runtime, &module_path(&input), &fleet, publish)?
+    else {
         return Ok(1);
     };
     output::json(&catalog);
@@ -215,11 +220,10 @@ pub(crate) fn validate(args: ValidateArgs, trails: &Trails) -> anyhow::Result<u8
     } = args;
     let runtime = runtime_for(&runtime, trails)?;
     let fleet = fleet::Fleet::of(&store)?;
-    let Some((catalog, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::No)?
-    else {
+    let Some((loaded, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::No)? else {
         return Ok(1);
     };
-    Ok(match prepare(&catalog, &runtime, problems)? {
+    Ok(match prepare(&loaded, &runtime, problems)? {
         Some(prepared) => {
             let names: Vec<String> = input
                 .files
@@ -247,11 +251,10 @@ pub(crate) fn graph(args: GraphArgs, trails: &Trails) -> anyhow::Result<u8> {
     } = args;
     let runtime = runtime_for(&runtime, trails)?;
     let fleet = fleet::Fleet::of(&store)?;
-    let Some((catalog, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::No)?
-    else {
+    let Some((loaded, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::No)? else {
         return Ok(1);
     };
-    let Some(prepared) = prepare(&catalog, &runtime, problems)? else {
+    let Some(prepared) = prepare(&loaded, &runtime, problems)? else {
         return Ok(1);
     };
     match format {

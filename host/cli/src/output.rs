@@ -237,18 +237,17 @@ pub(crate) fn diagnostics(
     }
 }
 
-pub(crate) fn problems(problems: &[Problem]) {
+/// The problems found before a run, rendered as the manifests' diagnostics are (with
+/// the line of `sources` each lies on, when it lies in one), then how many there are.
+pub(crate) fn problems(problems: &[Problem], sources: &[wconverge_lang::Source]) {
+    for problem in problems {
+        err(&wconverge_lang::render_problem(problem, sources));
+    }
     let n_problems = problems.len();
     err(&format!(
         "error: the catalog has {n_problems} problem{}; nothing was changed",
         if n_problems == 1 { "" } else { "s" }
     ));
-    for problem in problems {
-        err(&format!("  {}", continued(&problem.headline(), "    ")));
-        if let Some(help) = &problem.help {
-            err(&format!("    help: {}", continued(help, "      ")));
-        }
-    }
 }
 
 fn describe_resource(resource: &ResourceReport, show_diff: bool) -> Vec<String> {

@@ -121,13 +121,14 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::setup::Trails) -> an
         deny_warnings: false,
         modulepath: None,
     };
-    let Some((mut catalog, problems)) =
+    let Some((mut loaded, problems)) =
         load_with_sources(&input, &runtime, &fleet::Fleet::none(), Publish::No)?
     else {
         return Ok(1);
     };
+    let catalog = &mut loaded.catalog;
     if !args.allow_programs {
-        refuse_programs(&policy, &catalog)?;
+        refuse_programs(&policy, catalog)?;
     }
     let mut schemas: Vec<&TypeSchema> = tested.types.iter().collect();
     schemas.extend(
@@ -136,7 +137,7 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::setup::Trails) -> an
             .flatten()
             .flat_map(|summary| &summary.types),
     );
-    let ours = rebase_catalog(&mut catalog, &tested.types, &schemas, &name, root.path());
+    let ours = rebase_catalog(catalog, &tested.types, &schemas, &name, root.path());
     if ours == 0 {
         bail!(
             "`{}` declares no resource of the types plugin `{name}` provides ({}): nothing to \
@@ -161,7 +162,7 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::setup::Trails) -> an
     for (run, (label, mode)) in RUNS.into_iter().enumerate() {
         // A runtime of its own for each run: nothing one run learned is reused.
         let runtime = runtime_with(policy.clone(), &runtime_args, trails)?;
-        let Some(prepared) = prepare(&catalog, &runtime, problems.clone())? else {
+        let Some(prepared) = prepare(&loaded, &runtime, problems.clone())? else {
             return Ok(1);
         };
         let report = if args.verbose {

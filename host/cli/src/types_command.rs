@@ -35,7 +35,7 @@ pub(crate) fn types(
             &fleet::Fleet::none(),
             Publish::No,
         )? {
-            Some(catalog) => catalog.types,
+            Some(loaded) => loaded.catalog.types,
             None => return Ok(1),
         }
     };

@@ -202,6 +202,74 @@ pub fn render(diagnostic: &Diagnostic, sources: &[Source]) -> String {
     out
 }
 
+/// A problem found before the run (of the schema, a provider's check, the graph) as a
+/// diagnostic is rendered: its place in a manifest of `sources` shown with its line, when
+/// it has one there; otherwise its location, as the catalog gives it. Only the sources of
+/// this compile are shown: a catalog's locations are never read from disk (a catalog
+/// could name any file of the machine).
+pub fn render_problem(problem: &wconverge_catalog::Problem, sources: &[Source]) -> String {
+    let message = match &problem.resource {
+        Some(resource) => format!("{resource}: {}", problem.message),
+        None => problem.message.clone(),
+    };
+    let span = problem.location.as_ref().and_then(|location| {
+        let file = sources
+            .iter()
+            .position(|source| source.name == location.file)?;
+        let text = &sources[file].text;
+        let start = offset_of(text, location.line, location.column.unwrap_or(1))?;
+        // The word at the place (a title, a type's name), up to a separator.
+        let word = text[start..]
+            .find(|c: char| c.is_whitespace() || ":,;{}()".contains(c))
+            .unwrap_or(text.len() - start);
+        Some(Span::new(
+            u32::try_from(file).ok()?,
+            start,
+            start + word.max(1).min(text.len() - start),
+        ))
+    });
+    if let Some(span) = span {
+        return render(
+            &Diagnostic {
+                severity: Severity::Error,
+                code: problem.code,
+                message,
+                span,
+                label: None,
+                related: Vec::new(),
+                help: problem.help.clone(),
+            },
+            sources,
+        );
+    }
+    let mut out = format!("error[{}]: {message}\n", problem.code);
+    if let Some(location) = &problem.location {
+        let _ = writeln!(out, " --> {location}");
+    }
+    if let Some(help) = &problem.help {
+        let _ = writeln!(out, "  = help: {help}");
+    }
+    out
+}
+
+/// The byte offset of `line` and `column` (both from 1; the column counts characters) in
+/// `text`, if the text has that place.
+fn offset_of(text: &str, line: u32, column: u32) -> Option<usize> {
+    let line_start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n')
+            .nth(usize::try_from(line).ok()? - 2)
+            .map(|(at, _)| at + 1)?
+    };
+    let line_text = text[line_start..].split('\n').next().unwrap_or_default();
+    let within = line_text
+        .char_indices()
+        .nth(usize::try_from(column).ok()?.saturating_sub(1))
+        .map_or(line_text.len(), |(at, _)| at);
+    Some(line_start + within)
+}
+
 struct Snippet<'a> {
     span: Span,
     marker: char,
@@ -256,6 +324,49 @@ impl Snippet<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_problem_is_rendered_at_its_line_only_from_the_sources_of_the_compile() {
+        let sources = [Source::new(
+            "site.wcv".to_owned(),
+            "# motd\nfile { 'motd': mode => 'x' }\n".to_owned(),
+        )];
+        let problem = |file: &str, line: u32, column: Option<u32>| {
+            let mut problem = wconverge_catalog::Problem::new(
+                DiagnosticCode::AttributeValue,
+                "`mode` is not a mode",
+            )
+            .with_help("write it like '0644'");
+            problem.resource = Some(wconverge_catalog::ResourceRef::new("File", "motd"));
+            problem.location = Some(wconverge_catalog::SourceLocation {
+                file: file.to_owned(),
+                line,
+                column,
+            });
+            problem
+        };
+        assert_eq!(
+            render_problem(&problem("site.wcv", 2, Some(8)), &sources),
+            "error[wcv::attribute-value]: File[motd]: `mode` is not a mode\n --> \
+             site.wcv:2:8\n  |\n2 | file { 'motd': mode => 'x' }\n  |        ^^^^^^\n  = help: \
+             write it like '0644'\n"
+        );
+        // A place past the end of its line is marked at the line's end; a line the file
+        // does not have, or a file that is not a source of this compile, is named only.
+        assert!(
+            render_problem(&problem("site.wcv", 1, Some(40)), &sources)
+                .contains("1 | # motd\n  |       ^\n")
+        );
+        for (file, line) in [("site.wcv", 9), ("/etc/shadow", 1)] {
+            assert_eq!(
+                render_problem(&problem(file, line, None), &sources),
+                format!(
+                    "error[wcv::attribute-value]: File[motd]: `mode` is not a mode\n --> \
+                     {file}:{line}\n  = help: write it like '0644'\n"
+                )
+            );
+        }
+    }
 
     #[test]
     fn line_and_column_count_characters() {

@@ -23,7 +23,7 @@ pub mod types;
 mod value;
 
 pub use code::Language;
-pub use diagnostic::{Diagnostic, Severity, Span, line_column, render};
+pub use diagnostic::{Diagnostic, Severity, Span, line_column, render, render_problem};
 pub use eval::{
     MAX_CLASS_DEPTH, MAX_COMPILE_WORK, MAX_DEFINE_DEPTH, MAX_EDGES, MAX_RESOURCES, MAX_ROUNDS,
     MAX_STRING_BYTES, MAX_VALUE_SIZE, NODE_BLOCK, check_lazy, evaluate_lazy, evaluate_lazy_truth,
