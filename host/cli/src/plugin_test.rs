@@ -454,7 +454,8 @@ impl PluginHost for Recorder<'_> {
     fn check(
         &self,
         resources: &[&wconverge_engine::PreparedResource],
-    ) -> wconverge_engine::Call<Vec<Result<wconverge_engine::Checked, String>>> {
+    ) -> wconverge_engine::Call<Vec<Result<wconverge_engine::Checked, wconverge_engine::Failure>>>
+    {
         let call = self.inner.check(resources);
         let input: String = resources
             .iter()

@@ -8,12 +8,14 @@
 #![warn(clippy::disallowed_methods)]
 
 mod facter;
+mod failure;
 mod graph;
 mod guard;
 mod prefetch;
 mod redact;
 pub mod report;
 pub use facter::{FACTER_NAMES, facts_value};
+pub use failure::Failure;
 mod run;
 mod schedule;
 mod validate;
@@ -55,7 +57,7 @@ pub trait PluginHost {
     /// a type whose schema sets `batch_state` (Puppet's prefetch), and plans each: one
     /// result per resource, in order. An error of the whole call makes each resource
     /// read its own.
-    fn check(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<Checked, String>>> {
+    fn check(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<Checked, Failure>>> {
         let _ = resources;
         Call::new(
             Err(PluginError::new(

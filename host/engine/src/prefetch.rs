@@ -52,7 +52,7 @@ pub(crate) struct Prefetched {
 
 struct Inner {
     /// By catalog index.
-    states: HashMap<usize, Result<Checked, String>>,
+    states: HashMap<usize, Result<Checked, crate::Failure>>,
     /// Built when the first resource of a batched type runs.
     batches: Option<Batches>,
     /// How many resources the next batch read asks for; 0: the next resource reads its
@@ -176,7 +176,7 @@ impl Prefetched {
         host: &dyn PluginHost,
         position: usize,
         logs: &mut Vec<LogRecord>,
-    ) -> Option<Result<Checked, String>> {
+    ) -> Option<Result<Checked, crate::Failure>> {
         let order = prepared.graph.order();
         let idx = order[position];
         let resource = &prepared.resources[idx];

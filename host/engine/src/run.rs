@@ -7,7 +7,7 @@ use crate::report::{
     Status, Summary,
 };
 use crate::validate::{ENGINE, Prepared, PreparedResource};
-use crate::{Call, Change, GuardBody, LogRecord, PluginHost, ScriptStatus};
+use crate::{Call, Change, Failure, GuardBody, LogRecord, PluginHost, ScriptStatus};
 use std::sync::{OnceLock, RwLock};
 use std::time::Instant;
 use wconverge_catalog::{Code, NodeAttributes, RunContext, TypeSchema, Value};
@@ -203,9 +203,10 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         let facts_value = if resource.reads_facts {
             match shared.facts() {
                 Ok(gathered) => Ok(crate::facts_value(&gathered.groups)),
-                Err(error) => Err(format!(
-                    "the facts its lazy values read could not be gathered: {error}"
-                )),
+                Err(error) => Err(Failure::Facts {
+                    what: "its lazy values read",
+                    error: error.clone(),
+                }),
             }
         } else {
             Ok(Value::Hash(Vec::new()))
@@ -220,14 +221,14 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                 &mut report.guards,
                 &mut record,
             ),
-            Err(message) => Guarded::Fail(message.clone()),
+            Err(failure) => Guarded::Fail(failure.clone()),
         };
         let facts_value = facts_value.unwrap_or(Value::Undef);
         // The resource as its provider sees it: lazy values resolved.
         let mut target = std::borrow::Cow::Borrowed(resource);
         let planned = match guarded {
             Guarded::Skip => Ok(Planned::SkippedByGuard),
-            Guarded::Fail(message) => Err(message),
+            Guarded::Fail(failure) => Err(failure),
             Guarded::Apply if resource.provider == ENGINE => run_node_block(
                 prepared.code,
                 resource,
@@ -247,16 +248,9 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                     let Call { outcome, logs } = host.validate(&[&resolved]);
                     record(logs);
                     target = std::borrow::Cow::Owned(resolved);
-                    let problems = outcome
-                        .map_err(|error| error.to_string())?
-                        .into_iter()
-                        .flatten()
-                        .collect::<Vec<_>>();
+                    let problems = outcome?.into_iter().flatten().collect::<Vec<_>>();
                     if !problems.is_empty() {
-                        return Err(format!(
-                            "with its lazy values resolved: {}",
-                            problems.join("; ")
-                        ));
+                        return Err(Failure::Refused(problems));
                     }
                 }
                 if let Some(filled) = prepared
@@ -275,9 +269,9 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                         .prefetched
                         .take(prepared, host, position, &mut batch_logs)
                     {
-                        Some(Err(message)) => {
+                        Some(Err(failure)) => {
                             record(batch_logs);
-                            return Err(message);
+                            return Err(failure);
                         }
                         Some(Ok(checked)) => Some(checked),
                         None => None,
@@ -293,7 +287,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                         let Call { outcome, logs } =
                             host.plan(&target, current.map(|checked| checked.state));
                         record(logs);
-                        outcome.map_err(|error| error.to_string())?
+                        outcome?
                     }
                 };
                 init_only_changes(prepared.schema(resource), &changes)?;
@@ -301,7 +295,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             }),
         };
         let outcome = match planned {
-            Err(message) => Err(message),
+            Err(failure) => Err(failure),
             Ok(Planned::SkippedByGuard) => Ok((Status::SkippedByGuard, Vec::new())),
             Ok(Planned::Done) => Ok((Status::Unchanged, Vec::new())),
             Ok(Planned::Changes(changes)) if changes.is_empty() => {
@@ -318,7 +312,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                 record(logs);
                 outcome
                     .map(|()| (Status::Changed, changes))
-                    .map_err(|error| error.to_string())
+                    .map_err(Failure::Plugin)
             }
         };
         let secrets = &target.secrets;
@@ -331,9 +325,9 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                     .map(|change| change_report(change, secrets, &sensitive_attributes))
                     .collect();
             }
-            Err(message) => {
+            Err(failure) => {
                 report.status = Status::Failed;
-                report.error = Some(secrets.scrub(&message));
+                report.error = Some(secrets.scrub(&failure.to_string()));
             }
         }
         refreshed = refresh_if_notified(
@@ -473,7 +467,7 @@ fn with_run_context<'r>(
     shared: &Shared<'_>,
     resource: &PreparedResource,
     target: std::borrow::Cow<'r, PreparedResource>,
-) -> Result<std::borrow::Cow<'r, PreparedResource>, String> {
+) -> Result<std::borrow::Cow<'r, PreparedResource>, Failure> {
     let prepared = shared.prepared;
     if let Some(schema) = prepared
         .schema(resource)
@@ -503,10 +497,10 @@ fn with_run_context<'r>(
                 RunContext::Facts => match shared.facts() {
                     Ok(facts) => crate::facts_value(&facts.groups),
                     Err(error) => {
-                        return Err(format!(
-                            "the facts it reads could not be gathered: \
-                                     {error}"
-                        ));
+                        return Err(Failure::Facts {
+                            what: "it reads",
+                            error: error.clone(),
+                        });
                     }
                 },
             };
@@ -538,13 +532,15 @@ fn run_node_block(
     node: &mut NodeAttributes,
     facts: &Value,
     record: &mut impl FnMut(Vec<LogRecord>),
-) -> Result<Planned, String> {
+) -> Result<Planned, Failure> {
     let (_, block) = resource
         .lazy
         .iter()
         .find(|(name, _)| name == "block")
-        .ok_or("it has no `block`")?;
-    let written = code.run_node_block(block, node, facts)?;
+        .ok_or_else(|| Failure::Lazy("it has no `block`".to_owned()))?;
+    let written = code
+        .run_node_block(block, node, facts)
+        .map_err(Failure::Lazy)?;
     record(
         written
             .into_iter()
@@ -563,7 +559,7 @@ fn run_node_block(
 /// Puppet's `init_only`: such an attribute is set when the resource is created and never
 /// changed after; a plan that would change it on a resource that exists fails the
 /// resource (in noop runs too) before anything is applied.
-fn init_only_changes(schema: Option<&TypeSchema>, changes: &[Change]) -> Result<(), String> {
+fn init_only_changes(schema: Option<&TypeSchema>, changes: &[Change]) -> Result<(), Failure> {
     let Some(schema) = schema else {
         return Ok(());
     };
@@ -576,11 +572,7 @@ fn init_only_changes(schema: Option<&TypeSchema>, changes: &[Change]) -> Result<
             .as_ref()
             .is_some_and(|current| !matches!(current, Value::Undef));
         if init_only && exists {
-            return Err(format!(
-                "attribute `{}` is init_only: it is set when the resource is created and cannot \
-                 change after; remove the resource and create it again to change it",
-                change.attribute
-            ));
+            return Err(Failure::InitOnly(change.attribute.clone()));
         }
     }
     Ok(())
@@ -592,7 +584,7 @@ fn home_defaults(
     schema: &TypeSchema,
     resource: &PreparedResource,
     host: &dyn PluginHost,
-) -> Result<Option<PreparedResource>, String> {
+) -> Result<Option<PreparedResource>, Failure> {
     let mut filled: Option<PreparedResource> = None;
     for attribute in &schema.attributes {
         let Some(home) = &attribute.home_default else {
@@ -605,17 +597,17 @@ fn home_defaults(
             .get(&home.user_attribute)
             .and_then(Value::as_str)
             .ok_or_else(|| {
-                format!(
+                Failure::Home(format!(
                     "`{}` is not set, and `{}` names no user whose home it would be in",
                     attribute.name, home.user_attribute
-                )
+                ))
             })?;
         let dir = host.home_of(user).ok_or_else(|| {
-            format!(
+            Failure::Home(format!(
                 "`{}` is not set, and user `{user}` has no home directory on this machine; \
                  set `{}`",
                 attribute.name, attribute.name
-            )
+            ))
         })?;
         let value = format!("{}{}", dir.trim_end_matches('/'), home.suffix);
         filled
@@ -627,6 +619,17 @@ fn home_defaults(
 }
 
 fn resolve_lazy(
+    resource: &PreparedResource,
+    schema: Option<&TypeSchema>,
+    code: (&dyn Code, &[TypeSchema]),
+    node: &NodeAttributes,
+    facts: &Value,
+) -> Result<Option<PreparedResource>, Failure> {
+    resolve_lazy_values(resource, schema, code, node, facts).map_err(Failure::Lazy)
+}
+
+/// [`resolve_lazy`], its failure in words.
+fn resolve_lazy_values(
     resource: &PreparedResource,
     schema: Option<&TypeSchema>,
     (code, declared): (&dyn Code, &[TypeSchema]),
@@ -707,12 +710,12 @@ fn resolve_lazy(
 }
 
 /// What a resource's guards decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Guarded {
     Apply,
     Skip,
-    /// A guard could not be evaluated: the resource fails with this message.
-    Fail(String),
+    /// A guard could not be evaluated: the resource fails.
+    Fail(Failure),
 }
 
 /// Evaluates the guards in order until one says to skip (as Chef does); a guard that
@@ -738,7 +741,9 @@ fn guards(
             GuardBody::Block(lazy) => match code.evaluate_lazy_truth(lazy, node, facts) {
                 Ok(holds) => (None, None, holds),
                 Err(message) => {
-                    return Guarded::Fail(format!("{named} could not be evaluated: {message}"));
+                    return Guarded::Fail(Failure::Guard(format!(
+                        "{named} could not be evaluated: {message}"
+                    )));
                 }
             },
             GuardBody::Script(script) => {
@@ -747,10 +752,10 @@ fn guards(
                 let output = match outcome {
                     Ok(output) => output,
                     Err(error) => {
-                        return Guarded::Fail(format!(
+                        return Guarded::Fail(Failure::Guard(format!(
                             "{named} could not be evaluated: {}",
                             error.message
-                        ));
+                        )));
                     }
                 };
                 // A guard's output explains a false one ("command not found"); the JSON
@@ -785,10 +790,10 @@ fn guards(
                     ScriptStatus::Exited(code) => (Some(code), None),
                     ScriptStatus::Signaled(signal) => (None, Some(signal)),
                     ScriptStatus::TimedOut => {
-                        return Guarded::Fail(format!(
+                        return Guarded::Fail(Failure::Guard(format!(
                             "{named} ran past its timeout of {}; it was killed with everything it started",
                             seconds(output.timeout)
-                        ));
+                        )));
                     }
                 };
                 (

@@ -3,6 +3,7 @@
 //! paths served).
 
 use super::*;
+use wconverge_engine::Failure;
 
 impl PluginHost for Runtime {
     fn interpreter(
@@ -258,7 +259,7 @@ impl PluginHost for Runtime {
         )
     }
 
-    fn check(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<Checked, String>>> {
+    fn check(&self, resources: &[&PreparedResource]) -> Call<Vec<Result<Checked, Failure>>> {
         let Some(first) = resources.first() else {
             return Call::new(Ok(Vec::new()), Vec::new());
         };
@@ -272,17 +273,17 @@ impl PluginHost for Runtime {
                     format!("type `{}` does not read its states in batches", schema.name),
                 ));
             }
-            let mut results: Vec<Option<Result<Checked, String>>> = vec![None; resources.len()];
+            let mut results: Vec<Option<Result<Checked, Failure>>> = vec![None; resources.len()];
             // Each resource's directories, checked (and recorded) for it as for a call of
             // its own; resources are read together only when they need exactly the same
             // ones, so no call sees more than each of its resources needs.
             let mut groups: Vec<(Vec<Arc<Grant>>, Vec<usize>)> = Vec::new();
             for (position, resource) in resources.iter().enumerate() {
                 if resource.provider != first.provider || resource.type_name != first.type_name {
-                    results[position] = Some(Err(format!(
+                    results[position] = Some(Err(Failure::State(format!(
                         "{} is not of type `{}` with provider `{}`",
                         resource.reference, first.type_name, first.provider
-                    )));
+                    ))));
                     continue;
                 }
                 match self.grants_for(&plugin, resource, schema, Phase::Inspect) {
@@ -296,7 +297,7 @@ impl PluginHost for Runtime {
                             None => groups.push((grants, vec![position])),
                         }
                     }
-                    Err(error) => results[position] = Some(Err(error.to_string())),
+                    Err(error) => results[position] = Some(Err(Failure::Plugin(error))),
                 }
             }
             for (grants, members) in groups {
@@ -310,13 +311,16 @@ impl PluginHost for Runtime {
                     // `checked` first: `zip` asks its first iterator first, and the
                     // members of the next batch must not be consumed.
                     for (checked, position) in checked.into_iter().zip(members.by_ref()) {
-                        results[position] = Some(checked);
+                        results[position] = Some(checked.map_err(Failure::State));
                     }
                 }
             }
             Ok(results
                 .into_iter()
-                .map(|result| result.unwrap_or_else(|| Err("its state was not read".to_owned())))
+                .map(|result| {
+                    result
+                        .unwrap_or_else(|| Err(Failure::State("its state was not read".to_owned())))
+                })
                 .collect())
         })();
         Call::new(outcome, logs)
