@@ -329,13 +329,69 @@ impl Entry {
     }
 }
 
+/// Why an entry is not trusted (and is rebuilt): each rule of the module's list.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Untrusted {
+    Symlink,
+    Unopened(rustix::io::Errno),
+    Unread(std::io::ErrorKind),
+    NotRegular(FileType),
+    Owner { uid: u32, euid: u32 },
+    Writable { mode: u32 },
+    TooLarge { size: u64 },
+    NotAnEntry,
+    OtherComponent { recorded: String, wanted: String },
+    OtherEngine,
+    Digest,
+}
+
+impl std::fmt::Display for Untrusted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Untrusted::Symlink => f.write_str("it is a symlink"),
+            Untrusted::Unopened(error) => write!(f, "cannot open it: {error}"),
+            Untrusted::Unread(kind) => write!(f, "cannot read it: {}", std::io::Error::from(*kind)),
+            Untrusted::NotRegular(kind) => {
+                write!(
+                    f,
+                    "it is {}, not a regular file",
+                    crate::files::kind_name(*kind)
+                )
+            }
+            Untrusted::Owner { uid, euid } => {
+                write!(f, "it is owned by uid {uid}, not by this user (uid {euid})")
+            }
+            Untrusted::Writable { mode } => {
+                write!(f, "it can be written by others (mode {mode:o})")
+            }
+            Untrusted::TooLarge { size } => {
+                write!(
+                    f,
+                    "it has {size} bytes, more than an entry may ({MAX_ENTRY_BYTES})"
+                )
+            }
+            Untrusted::NotAnEntry => {
+                f.write_str("it is not a wconverge cache entry of this version")
+            }
+            Untrusted::OtherComponent { recorded, wanted } => {
+                write!(
+                    f,
+                    "it was compiled from component sha256 {recorded}, not {wanted}"
+                )
+            }
+            Untrusted::OtherEngine => f.write_str("it was compiled for another engine"),
+            Untrusted::Digest => f.write_str("its digest does not match its content"),
+        }
+    }
+}
+
 /// The entry `name`, if there is a trustworthy one for `component` and this engine.
 fn read_trusted(
     dir: &OwnedFd,
     name: &str,
     component: &str,
     engine_key: &str,
-) -> Result<Option<Entry>, String> {
+) -> Result<Option<Entry>, Untrusted> {
     let fd = match rustix::fs::openat(
         dir,
         name,
@@ -344,41 +400,35 @@ fn read_trusted(
     ) {
         Ok(fd) => fd,
         Err(rustix::io::Errno::NOENT) => return Ok(None),
-        Err(rustix::io::Errno::LOOP) => return Err("it is a symlink".to_owned()),
-        Err(error) => return Err(format!("cannot open it: {error}")),
+        Err(rustix::io::Errno::LOOP) => return Err(Untrusted::Symlink),
+        Err(error) => return Err(Untrusted::Unopened(error)),
     };
-    let stat = rustix::fs::fstat(&fd).map_err(|error| format!("cannot stat it: {error}"))?;
+    let stat = rustix::fs::fstat(&fd).map_err(Untrusted::Unopened)?;
     let kind = FileType::from_raw_mode(stat.st_mode);
     if kind != FileType::RegularFile {
-        return Err(format!(
-            "it is {}, not a regular file",
-            crate::files::kind_name(kind)
-        ));
+        return Err(Untrusted::NotRegular(kind));
     }
     let euid = rustix::process::geteuid().as_raw();
     if stat.st_uid != euid {
-        return Err(format!(
-            "it is owned by uid {}, not by this user (uid {euid})",
-            stat.st_uid
-        ));
+        return Err(Untrusted::Owner {
+            uid: stat.st_uid,
+            euid,
+        });
     }
     if stat.st_mode & 0o022 != 0 {
-        return Err(format!(
-            "it can be written by others (mode {:o})",
-            stat.st_mode & 0o7777
-        ));
+        return Err(Untrusted::Writable {
+            mode: stat.st_mode & 0o7777,
+        });
     }
     let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
     if size > MAX_ENTRY_BYTES {
-        return Err(format!(
-            "it has {size} bytes, more than an entry may ({MAX_ENTRY_BYTES})"
-        ));
+        return Err(Untrusted::TooLarge { size });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     std::fs::File::from(fd)
         .take(MAX_ENTRY_BYTES)
         .read_to_end(&mut bytes)
-        .map_err(|error| format!("cannot read it: {error}"))?;
+        .map_err(|error| Untrusted::Unread(error.kind()))?;
     // The code is used where it was read: a copy of compiled code is megabytes.
     let code_starts = parse_entry(&bytes, component, engine_key)?;
     Ok(Some(Entry { bytes, code_starts }))
@@ -386,27 +436,25 @@ fn read_trusted(
 
 /// Where the code of an entry starts, the entry checked against the component and
 /// engine it must be for.
-fn parse_entry(bytes: &[u8], component: &str, engine_key: &str) -> Result<usize, String> {
-    let rest = bytes
-        .strip_prefix(MAGIC)
-        .ok_or("it is not a wconverge cache entry of this version")?;
+fn parse_entry(bytes: &[u8], component: &str, engine_key: &str) -> Result<usize, Untrusted> {
+    let rest = bytes.strip_prefix(MAGIC).ok_or(Untrusted::NotAnEntry)?;
     let mut lines = rest.splitn(4, |byte| *byte == b'\n');
     let (Some(recorded_component), Some(recorded_engine), Some(recorded_code), Some(code)) =
         (lines.next(), lines.next(), lines.next(), lines.next())
     else {
-        return Err("it is not a wconverge cache entry of this version".to_owned());
+        return Err(Untrusted::NotAnEntry);
     };
     if recorded_component != component.as_bytes() {
-        return Err(format!(
-            "it was compiled from component sha256 {}, not {component}",
-            String::from_utf8_lossy(recorded_component)
-        ));
+        return Err(Untrusted::OtherComponent {
+            recorded: String::from_utf8_lossy(recorded_component).into_owned(),
+            wanted: component.to_owned(),
+        });
     }
     if recorded_engine != engine_key.as_bytes() {
-        return Err("it was compiled for another engine".to_owned());
+        return Err(Untrusted::OtherEngine);
     }
     if recorded_code != sha256_hex(code).as_bytes() {
-        return Err("its digest does not match its content".to_owned());
+        return Err(Untrusted::Digest);
     }
     Ok(bytes.len() - code.len())
 }
@@ -502,7 +550,11 @@ mod tests {
         std::fs::write(&path, bytes).expect("tampered");
         assert_eq!(
             read_trusted(&fd, "entry", COMPONENT, ENGINE),
-            Err("its digest does not match its content".to_owned())
+            Err(Untrusted::Digest)
+        );
+        assert_eq!(
+            Untrusted::Digest.to_string(),
+            "its digest does not match its content"
         );
     }
 
@@ -539,12 +591,12 @@ mod tests {
         // Another component's valid entry under this component's name.
         std::fs::rename(dir.path().join("other"), dir.path().join("entry")).expect("renamed");
         assert_eq!(
-            read_trusted(&fd, "entry", COMPONENT, ENGINE),
+            read_trusted(&fd, "entry", COMPONENT, ENGINE).map_err(|error| error.to_string()),
             Err("it was compiled from component sha256 bbbb, not aaaa".to_owned())
         );
         assert_eq!(
             read_trusted(&fd, "entry", "bbbb", "another engine"),
-            Err("it was compiled for another engine".to_owned())
+            Err(Untrusted::OtherEngine)
         );
     }
 
@@ -556,7 +608,8 @@ mod tests {
         let path = dir.path().join("entry");
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
         let error = read_trusted(&fd, "entry", COMPONENT, ENGINE).expect_err("world-writable");
-        assert!(error.contains("can be written by others"), "{error}");
+        assert_eq!(error, Untrusted::Writable { mode: 0o666 });
+        assert_eq!(error.to_string(), "it can be written by others (mode 666)");
         // A FIFO with no writer would block a plain open forever.
         nix::unistd::mkfifo(
             &dir.path().join("fifo"),
@@ -564,13 +617,13 @@ mod tests {
         )
         .expect("fifo");
         assert_eq!(
-            read_trusted(&fd, "fifo", COMPONENT, ENGINE),
+            read_trusted(&fd, "fifo", COMPONENT, ENGINE).map_err(|error| error.to_string()),
             Err("it is a FIFO, not a regular file".to_owned())
         );
         std::os::unix::fs::symlink(&path, dir.path().join("link")).expect("link");
         assert_eq!(
             read_trusted(&fd, "link", COMPONENT, ENGINE),
-            Err("it is a symlink".to_owned())
+            Err(Untrusted::Symlink)
         );
     }
 
