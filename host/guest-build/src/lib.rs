@@ -259,26 +259,34 @@ fn artifact(release: &Path, package: &str, name: &str) -> Artifact {
 fn scrub(command: &mut Command) {
     for (name, _) in std::env::vars_os() {
         let Some(name) = name.to_str() else { continue };
-        let leaks = matches!(
-            name,
-            "CARGO_ENCODED_RUSTFLAGS"
-                | "RUSTFLAGS"
-                | "CARGO_BUILD_RUSTFLAGS"
-                | "RUSTC_WORKSPACE_WRAPPER"
-                | "CLIPPY_ARGS"
-                | "CARGO_TARGET_DIR"
-                | "CARGO_BUILD_TARGET"
-                | "CARGO_BUILD_TARGET_DIR"
-                | "LLVM_PROFILE_FILE"
-                | "CARGO_PRIMARY_PACKAGE"
-        ) || name.starts_with("CARGO_LLVM_COV")
-            || (name.starts_with("CARGO_TARGET_") && name.ends_with("_RUSTFLAGS"))
-            || name.starts_with("CARGO_CFG_")
-            || name.starts_with("CARGO_FEATURE_");
-        if leaks {
+        if leaks(name) {
             command.env_remove(name);
         }
     }
+}
+
+/// Whether the outer build's variable `name` would change how the guests are built: its
+/// flags, target, coverage, features, and its profile settings (`CARGO_PROFILE_*`, which
+/// a profiling or faster host build sets, and which would otherwise change the bytes of
+/// the built-in components and so their digests).
+fn leaks(name: &str) -> bool {
+    matches!(
+        name,
+        "CARGO_ENCODED_RUSTFLAGS"
+            | "RUSTFLAGS"
+            | "CARGO_BUILD_RUSTFLAGS"
+            | "RUSTC_WORKSPACE_WRAPPER"
+            | "CLIPPY_ARGS"
+            | "CARGO_TARGET_DIR"
+            | "CARGO_BUILD_TARGET"
+            | "CARGO_BUILD_TARGET_DIR"
+            | "LLVM_PROFILE_FILE"
+            | "CARGO_PRIMARY_PACKAGE"
+    ) || name.starts_with("CARGO_LLVM_COV")
+        || (name.starts_with("CARGO_TARGET_") && name.ends_with("_RUSTFLAGS"))
+        || name.starts_with("CARGO_CFG_")
+        || name.starts_with("CARGO_FEATURE_")
+        || name.starts_with("CARGO_PROFILE_")
 }
 
 /// A target directory for guests beside the outer one (under the directory holding
@@ -366,6 +374,37 @@ fn rerun_on_sources(dep_info: &Path) {
         }
         if !current.is_empty() {
             println!("cargo:rerun-if-changed={current}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::leaks;
+
+    #[test]
+    fn the_outer_builds_flags_and_profile_do_not_reach_the_guests() {
+        for name in [
+            "RUSTFLAGS",
+            "CARGO_ENCODED_RUSTFLAGS",
+            "CARGO_TARGET_X86_64_UNKNOWN_LINUX_GNU_RUSTFLAGS",
+            "CARGO_PROFILE_RELEASE_DEBUG",
+            "CARGO_PROFILE_RELEASE_OPT_LEVEL",
+            "CARGO_FEATURE_STD",
+            "CARGO_CFG_TARGET_OS",
+            "CARGO_LLVM_COV_TARGET_DIR",
+        ] {
+            assert!(leaks(name), "{name}");
+        }
+        for name in [
+            "PATH",
+            "HOME",
+            "CARGO_HOME",
+            "RUSTUP_HOME",
+            "CARGO",
+            "RUSTC",
+        ] {
+            assert!(!leaks(name), "{name}");
         }
     }
 }
