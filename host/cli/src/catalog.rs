@@ -245,22 +245,45 @@ fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
 pub(crate) fn prepare(
     loaded: &Loaded,
     runtime: &Runtime,
-    mut earlier: Vec<wconverge_catalog::Problem>,
+    earlier: Vec<wconverge_catalog::Problem>,
 ) -> anyhow::Result<Option<Prepared>> {
     // Checking lazy values, and the checks and invariants of types, needs the
     // compiler's stack: take it once, rather than once per check.
     let prepared = wconverge_lang::run_on_big_stack(|| {
         wconverge_engine::prepare(&loaded.catalog, runtime, &wconverge_lang::Language)
     });
+    report(prepared, &loaded.sources, earlier)
+}
+
+/// As [`prepare`], for a run: the catalog's attribute values are moved into what is
+/// prepared, not copied (it keeps its resources' names, places and relationships).
+pub(crate) fn prepare_for_run(
+    loaded: &mut Loaded,
+    runtime: &Runtime,
+    earlier: Vec<wconverge_catalog::Problem>,
+) -> anyhow::Result<Option<Prepared>> {
+    let catalog = &mut loaded.catalog;
+    let prepared = wconverge_lang::run_on_big_stack(|| {
+        wconverge_engine::prepare_taking_values(catalog, runtime, &wconverge_lang::Language)
+    });
+    report(prepared, &loaded.sources, earlier)
+}
+
+/// The prepared catalog, or `None` with every problem printed (the `earlier` ones first).
+fn report(
+    prepared: Result<Prepared, Vec<wconverge_catalog::Problem>>,
+    sources: &[wconverge_lang::Source],
+    mut earlier: Vec<wconverge_catalog::Problem>,
+) -> anyhow::Result<Option<Prepared>> {
     match prepared {
         Ok(prepared) if earlier.is_empty() => Ok(Some(prepared)),
         Ok(_) => {
-            output::problems(&earlier, &loaded.sources);
+            output::problems(&earlier, sources);
             Ok(None)
         }
         Err(mut problems) => {
             earlier.append(&mut problems);
-            output::problems(&earlier, &loaded.sources);
+            output::problems(&earlier, sources);
             Ok(None)
         }
     }

@@ -3,6 +3,7 @@
 
 use crate::catalog::{
     InputArgs, Loaded, Publish, has_lazy, load, load_with_sources, module_path, prepare,
+    prepare_for_run,
 };
 use crate::setup::{RuntimeArgs, Trails, runtime_for};
 use crate::{GraphFormat, ReportFormat, dirs, fleet, input, output, signals};
@@ -129,12 +130,14 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     if let Some(days) = keep_reports {
         fleet.keep_reports = days;
     }
-    let Some((loaded, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::Yes)?
+    let Some((mut loaded, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::Yes)?
     else {
         return Ok(1);
     };
     let _lock = dirs::RunLock::acquire(&state_dir)?;
-    let Some(prepared) = prepare(&loaded, &runtime, problems)? else {
+    // Asked before the values are moved out of the catalog.
+    let lazy = has_lazy(&loaded.catalog);
+    let Some(prepared) = prepare_for_run(&mut loaded, &runtime, problems)? else {
         return Ok(1);
     };
     let catalog = &loaded.catalog;
@@ -146,7 +149,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     // With lazy values, on the compiler's stack once, so that they evaluate
     // without a thread each (and only then: that thread is a little slower).
     // Concurrent runs give each worker such a stack.
-    let report = if has_lazy(catalog) && jobs == 1 {
+    let report = if lazy && jobs == 1 {
         wconverge_lang::run_on_big_stack(|| {
             wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
         })

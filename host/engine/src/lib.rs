@@ -24,7 +24,9 @@ pub use graph::Graph;
 pub use guard::{Guard, GuardBody};
 pub use redact::Secrets;
 pub use run::{Mode, run, run_with_jobs};
-pub use validate::{ENGINE, Prepared, PreparedResource, Schemas, node_block_schema, prepare};
+pub use validate::{
+    ENGINE, Prepared, PreparedResource, Schemas, node_block_schema, prepare, prepare_taking_values,
+};
 
 use std::fmt;
 use std::time::Duration;

@@ -655,6 +655,59 @@ fn checks_invariants_and_declared_types_are_enforced_before_the_run() {
 }
 
 #[test]
+fn preparing_for_a_run_moves_the_values_and_prepares_the_same() {
+    let compiled = wconverge_lang::compile(
+        &[wconverge_lang::Source::new(
+            "types.wcv",
+            "type MyApp::Config {\n  attr port, Integer { default => 8080, check => $it > 1023 }\n  \
+             attr hosts, String { min => 1, max => unbound }\n}\n",
+        )],
+        "node",
+        &wconverge_lang::KnownTypes::new(),
+    );
+    let types = compiled.catalog.expect("the types compile").types;
+    let host = MemoryHost::default();
+    for resources in [
+        // Valid: a declared type's object with its defaults, a secret with its mode.
+        r#"{"type": "typed", "title": "ok", "attributes": {"config": {"hosts": ["a"]}}},
+           {"type": "typed", "title": "kept", "attributes": {"secret": "abc", "mode": "1"}},
+           {"type": "test", "title": "t", "attributes": {"state": "same"}}"#,
+        // Invalid: the same problems either way.
+        r#"{"type": "typed", "title": "bad", "attributes": {"config": {"port": 80}}},
+           {"type": "typed", "title": "modeless", "attributes": {"secret": "abc"}}"#,
+    ] {
+        let mut catalog = catalog(resources);
+        catalog.types = types.clone();
+        let copied = prepare(&catalog, &host);
+        let moved = crate::prepare_taking_values(&mut catalog, &host, &wconverge_lang::Language);
+        match (copied, moved) {
+            (Ok(copied), Ok(moved)) => {
+                let values = |prepared: &crate::Prepared| -> Vec<(String, Vec<(String, Value)>)> {
+                    prepared
+                        .resources
+                        .iter()
+                        .map(|resource| (resource.title.clone(), resource.attributes.clone()))
+                        .collect()
+                };
+                assert_eq!(values(&copied), values(&moved));
+                assert_eq!(copied.resources[1].secrets.scrub("abc"), "[redacted]");
+                assert_eq!(moved.resources[1].secrets.scrub("abc"), "[redacted]");
+            }
+            (Err(copied), Err(moved)) => assert_eq!(copied, moved),
+            (copied, moved) => panic!("{copied:?}\n{moved:?}"),
+        }
+        // What a run needs of the catalog after is still there; its values are not.
+        assert!(
+            catalog
+                .resources
+                .iter()
+                .all(|resource| resource.attributes.0.is_empty())
+        );
+        assert!(!catalog.resources[0].title.is_empty());
+    }
+}
+
+#[test]
 fn an_init_only_attribute_is_never_changed_on_a_resource_that_exists() {
     let host = MemoryHost::default();
     // The memory provider's plan changes `state` from "old": the resource exists.

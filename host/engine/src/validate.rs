@@ -233,10 +233,44 @@ pub fn prepare(
     host: &(dyn PluginHost + Sync),
     code: &'static dyn Code,
 ) -> Result<Prepared, Vec<Problem>> {
-    let mut problems = catalog.check();
+    let problems = catalog.check();
     if !problems.is_empty() {
         return Err(problems);
     }
+    prepare_checked(catalog, None, host, code)
+}
+
+/// As [`prepare`], taking the attribute values out of `catalog` rather than copying them:
+/// what a run does, which needs the catalog for nothing but its resources' names,
+/// places and relationships after (a copy of every value is the catalog's size again,
+/// in fresh memory). Left without attribute values, whatever it returns.
+pub fn prepare_taking_values(
+    catalog: &mut Catalog,
+    host: &(dyn PluginHost + Sync),
+    code: &'static dyn Code,
+) -> Result<Prepared, Vec<Problem>> {
+    let problems = catalog.check();
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let values = catalog
+        .resources
+        .iter_mut()
+        .map(|resource| std::mem::take(&mut resource.attributes))
+        .collect();
+    prepare_checked(catalog, Some(values), host, code)
+}
+
+/// [`prepare`] of a catalog that passed its own checks; the attribute values of each
+/// resource in `values` when they were taken out of it.
+fn prepare_checked(
+    catalog: &Catalog,
+    values: Option<Vec<wconverge_catalog::Attributes>>,
+    host: &(dyn PluginHost + Sync),
+    code: &'static dyn Code,
+) -> Result<Prepared, Vec<Problem>> {
+    let mut problems = Vec::new();
+    let mut values = values.map(Vec::into_iter);
     let mut schemas = Schemas::new();
     // The provider each type gets, for each `provider` a resource asks for; `None` when
     // there is none, reported once, at the first resource that needed it.
@@ -247,6 +281,10 @@ pub fn prepare(
     let mut unchecked: Vec<(usize, usize)> = Vec::new();
     let mut defaults = Defaults::default();
     for resource in &catalog.resources {
+        let given = match &mut values {
+            Some(values) => std::borrow::Cow::Owned(values.next().unwrap_or_default()),
+            None => std::borrow::Cow::Borrowed(&resource.attributes),
+        };
         let type_name = &resource.type_name;
         let requested = resource.metaparams.provider.clone();
         let key = (type_name.clone(), requested);
@@ -335,7 +373,7 @@ pub fn prepare(
             continue;
         };
         let schema = &schemas[type_name][&provider];
-        match prepare_resource(resource, schema, provider, code, &catalog.types) {
+        match prepare_resource(resource, given, schema, provider, code, &catalog.types) {
             Ok(mut prepared) => {
                 if let Some(text) = &resource.metaparams.requires {
                     match wconverge_program::Program::parse(text) {
@@ -682,6 +720,7 @@ pub(crate) fn invariants(
 
 fn prepare_resource(
     resource: &Resource,
+    given: std::borrow::Cow<'_, wconverge_catalog::Attributes>,
     schema: &TypeSchema,
     provider: String,
     code: &dyn Code,
@@ -692,7 +731,7 @@ fn prepare_resource(
     let mut lazy_values: Vec<(String, Lazy)> = Vec::new();
     // Values of declared types, as instantiated (their defaults filled in).
     let mut instantiated: Vec<(String, Value)> = Vec::new();
-    for (name, value) in resource.attributes.iter() {
+    for (name, value) in given.iter() {
         let Some(attribute) = schema.attribute(name) else {
             let known: Vec<&str> = schema
                 .attributes
@@ -784,19 +823,33 @@ fn prepare_resource(
     }
     let mut attributes = Vec::with_capacity(schema.attributes.len());
     let mut secrets = Vec::new();
+    // Values taken out of the catalog are moved, not copied.
+    let mut given = given;
+    let mut owned = match &mut given {
+        std::borrow::Cow::Owned(values) => Some(&mut values.0),
+        std::borrow::Cow::Borrowed(_) => None,
+    };
     for attribute in &schema.attributes {
         if lazy_values.iter().any(|(name, _)| *name == attribute.name) {
             continue;
         }
-        let given = resource
-            .attributes
-            .get(&attribute.name)
-            .filter(|value| !matches!(value, Value::Undef));
-        let value = match given {
-            Some(value) => instantiated
-                .iter()
-                .find(|(name, _)| *name == attribute.name)
-                .map_or_else(|| value.clone(), |(_, instance)| instance.clone()),
+        let instance = instantiated
+            .iter_mut()
+            .find(|(name, _)| *name == attribute.name)
+            .map(|(_, instance)| std::mem::replace(instance, Value::Undef));
+        let value = match &mut owned {
+            Some(values) => values
+                .iter_mut()
+                .find(|(name, value)| *name == attribute.name && !matches!(value, Value::Undef))
+                .map(|(_, value)| std::mem::replace(value, Value::Undef)),
+            None => resource
+                .attributes
+                .get(&attribute.name)
+                .filter(|value| !matches!(value, Value::Undef))
+                .cloned(),
+        };
+        let value = match value {
+            Some(value) => instance.unwrap_or(value),
             None if attribute.behaviour == Behaviour::Namevar => {
                 Value::String(resource.title.clone())
             }
