@@ -144,15 +144,7 @@ pub(crate) fn load(
                     .any(|name| source.text.contains(&format!("${name}")))
         });
     let facts = if publish == Publish::FactsFromStore {
-        let store = fleet.existing_store()?;
-        let Some((facts, _)) = store.facts(&node)? else {
-            bail!(
-                "the store {} has no facts of node `{node}`: run `wconverge apply` on it with this store (`--store`, or the config file's `store`) first",
-                store.shown()
-            );
-        };
-        let groups = fleet::facts_from_json(&facts, &format!("the facts of node `{node}`"))
-            .map_err(anyhow::Error::msg)?;
+        let (groups, _) = fleet.stored_facts(&node)?;
         wconverge_engine::facts_value(&groups)
     } else if reads_facts {
         let (groups, errors) = runtime.gather_facts();

@@ -7,7 +7,6 @@ use crate::catalog::{
 };
 use crate::setup::{RuntimeArgs, Trails, runtime_for};
 use crate::{GraphFormat, ReportFormat, dirs, fleet, input, output, signals};
-use anyhow::bail;
 use std::path::{Path, PathBuf};
 use wconverge_engine::Mode;
 
@@ -277,16 +276,7 @@ pub(crate) fn facts(args: FactsArgs, trails: &Trails) -> anyhow::Result<u8> {
     } = args;
     match node {
         Some(node) => {
-            let fleet = fleet::Fleet::of(&store)?;
-            let store = fleet.existing_store()?;
-            let Some((facts, at)) = store.facts(&node)? else {
-                bail!(
-                    "the store {} has no facts of node `{node}`: a run of `wconverge apply` on it with this store (`--store`, or the config file's `store`) sends them",
-                    store.shown()
-                );
-            };
-            let groups = fleet::facts_from_json(&facts, &format!("the facts of node `{node}`"))
-                .map_err(anyhow::Error::msg)?;
+            let (groups, at) = fleet::Fleet::of(&store)?.stored_facts(&node)?;
             match format {
                 ReportFormat::Human => {
                     output::line(&format!(

@@ -229,6 +229,25 @@ impl Fleet {
 
     /// The store, for a command that only reads it (or manages what is in it): the
     /// default SQLite file is not created for it.
+    /// The facts `node` last stored (as `$facts` groups) and when; an error when it has
+    /// stored none, saying how a node stores them.
+    pub(crate) fn stored_facts(
+        &self,
+        node: &str,
+    ) -> anyhow::Result<(wconverge_runtime::FactGroups, i64)> {
+        let store = self.existing_store()?;
+        let Some((facts, at)) = store.facts(node)? else {
+            bail!(
+                "the store {} has no facts of node `{node}`: a run of `wconverge apply` on it \
+                 with this store (`--store`, or the config file's `store`) sends them",
+                store.shown()
+            );
+        };
+        let groups = facts_from_json(&facts, &format!("the facts of node `{node}`"))
+            .map_err(anyhow::Error::msg)?;
+        Ok((groups, at))
+    }
+
     pub(crate) fn existing_store(&self) -> anyhow::Result<&Store> {
         if !self.explicit
             && let Some(Location::Sqlite(path)) = &self.location

@@ -602,8 +602,8 @@ fn an_unmet_requirement_skips_the_resource_and_its_dependents_without_failing() 
     );
 }
 
-#[test]
-fn checks_invariants_and_declared_types_are_enforced_before_the_run() {
+/// The declared type `MyApp::Config` (a port above 1023, at least one host), compiled.
+fn config_types() -> Vec<TypeSchema> {
     let compiled = wconverge_lang::compile(
         &[wconverge_lang::Source::new(
             "types.wcv",
@@ -613,13 +613,18 @@ fn checks_invariants_and_declared_types_are_enforced_before_the_run() {
         "node",
         &wconverge_lang::KnownTypes::new(),
     );
+    compiled.catalog.expect("the types compile").types
+}
+
+#[test]
+fn checks_invariants_and_declared_types_are_enforced_before_the_run() {
     let mut catalog = catalog(
         r#"{"type": "typed", "title": "ok", "attributes": {"config": {"hosts": ["a"]}}},
            {"type": "typed", "title": "bad", "attributes": {"config": {"port": 80}}},
            {"type": "typed", "title": "secret", "attributes": {"secret": "xyz", "mode": "1"}},
            {"type": "typed", "title": "modeless", "attributes": {"secret": "abc"}}"#,
     );
-    catalog.types = compiled.catalog.expect("the types compile").types;
+    catalog.types = config_types();
     let host = MemoryHost::default();
     let problems = prepare(&catalog, &host).expect_err("three resources are wrong");
     let messages: Vec<String> = problems
@@ -656,16 +661,7 @@ fn checks_invariants_and_declared_types_are_enforced_before_the_run() {
 
 #[test]
 fn preparing_for_a_run_moves_the_values_and_prepares_the_same() {
-    let compiled = wconverge_lang::compile(
-        &[wconverge_lang::Source::new(
-            "types.wcv",
-            "type MyApp::Config {\n  attr port, Integer { default => 8080, check => $it > 1023 }\n  \
-             attr hosts, String { min => 1, max => unbound }\n}\n",
-        )],
-        "node",
-        &wconverge_lang::KnownTypes::new(),
-    );
-    let types = compiled.catalog.expect("the types compile").types;
+    let types = config_types();
     let host = MemoryHost::default();
     for resources in [
         // Valid: a declared type's object with its defaults, a secret with its mode.
