@@ -50,27 +50,125 @@ fn push_value(value: &Value, nodes: &mut Vec<wit::ValueNode>) -> u32 {
     u32::try_from(idx).expect("catalog values have fewer than 2^32 nodes")
 }
 
+/// How a value a plugin returned is not a well-formed tree.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Malformed {
+    Empty,
+    TooManyNodes(usize),
+    TooDeep,
+    /// A node refers to one that is not after it in the list.
+    Reference {
+        from: usize,
+        to: usize,
+    },
+    ReferredTwice(usize),
+    /// A node no other refers to.
+    Orphan(usize),
+    TooManyStringBytes,
+    DuplicateKey(String),
+}
+
+impl std::fmt::Display for Malformed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Malformed::Empty => f.write_str("a value has no nodes"),
+            Malformed::TooManyNodes(count) => {
+                write!(f, "a value has {count} nodes, more than {MAX_NODES}")
+            }
+            Malformed::TooDeep => write!(f, "a value nests deeper than {MAX_DEPTH} levels"),
+            Malformed::Reference { from, to } => {
+                write!(f, "node {from} of a value refers to node {to}")
+            }
+            Malformed::ReferredTwice(node) => {
+                write!(f, "node {node} of a value is referred to twice")
+            }
+            Malformed::Orphan(node) => write!(f, "node {node} of a value is not part of its tree"),
+            Malformed::TooManyStringBytes => write!(
+                f,
+                "a value carries more than {MAX_STRING_BYTES} bytes of strings"
+            ),
+            Malformed::DuplicateKey(key) => {
+                write!(f, "a hash in a value has the key `{key}` twice")
+            }
+        }
+    }
+}
+
+/// How what a provider returned for a resource (its state, its plan) breaks the plugin
+/// contract.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Breach {
+    /// The state has more attributes than any type has.
+    StateSize(usize),
+    /// A value of the state is malformed.
+    State {
+        attribute: String,
+        malformed: Malformed,
+    },
+    /// A value of a change is malformed.
+    Change {
+        attribute: String,
+        malformed: Malformed,
+    },
+    /// A value its own schema does not allow (`why`, in the schema's words).
+    Invalid {
+        attribute: String,
+        why: String,
+    },
+    TooManyChanges(usize),
+    /// A change of an attribute the type does not declare.
+    Undeclared {
+        attribute: String,
+        type_name: String,
+    },
+}
+
+impl std::fmt::Display for Breach {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Breach::StateSize(count) => write!(f, "the state has {count} attributes"),
+            Breach::State {
+                attribute,
+                malformed,
+            } => write!(f, "state attribute `{attribute}`: {malformed}"),
+            Breach::Change {
+                attribute,
+                malformed,
+            } => write!(f, "change of `{attribute}`: {malformed}"),
+            Breach::Invalid { attribute, why } => write!(
+                f,
+                "plugin returned invalid value for `{attribute}`: its schema {why}"
+            ),
+            Breach::TooManyChanges(count) => {
+                write!(f, "the plan has {count} changes, more than {MAX_CHANGES}")
+            }
+            Breach::Undeclared {
+                attribute,
+                type_name,
+            } => write!(
+                f,
+                "a change names attribute `{attribute}`, which type `{type_name}` does not \
+                 declare"
+            ),
+        }
+    }
+}
+
 /// A value from a plugin, checked: a tree rooted at node 0 in which every node but the
 /// root is referred to once, by a node before it.
-pub(crate) fn value_from_wit(value: &wit::Value) -> Result<Value, String> {
+pub(crate) fn value_from_wit(value: &wit::Value) -> Result<Value, Malformed> {
     let nodes = &value.nodes;
     if nodes.is_empty() {
-        return Err("a value has no nodes".to_owned());
+        return Err(Malformed::Empty);
     }
     if nodes.len() > MAX_NODES {
-        return Err(format!(
-            "a value has {} nodes, more than {MAX_NODES}",
-            nodes.len()
-        ));
+        return Err(Malformed::TooManyNodes(nodes.len()));
     }
     let mut referenced = vec![false; nodes.len()];
     let mut string_bytes = 0usize;
     let value = build_value(nodes, 0, 1, &mut referenced, &mut string_bytes)?;
     if let Some(orphan) = referenced.iter().skip(1).position(|seen| !seen) {
-        return Err(format!(
-            "node {} of a value is not part of its tree",
-            orphan + 1
-        ));
+        return Err(Malformed::Orphan(orphan + 1));
     }
     Ok(value)
 }
@@ -81,26 +179,27 @@ fn build_value(
     depth: usize,
     referenced: &mut [bool],
     string_bytes: &mut usize,
-) -> Result<Value, String> {
+) -> Result<Value, Malformed> {
     if depth > MAX_DEPTH {
-        return Err(format!("a value nests deeper than {MAX_DEPTH} levels"));
+        return Err(Malformed::TooDeep);
     }
     let child = |child_idx: u32, referenced: &mut [bool], string_bytes: &mut usize| {
         let child_idx = child_idx as usize;
         if child_idx <= idx || child_idx >= nodes.len() {
-            return Err(format!("node {idx} of a value refers to node {child_idx}"));
+            return Err(Malformed::Reference {
+                from: idx,
+                to: child_idx,
+            });
         }
         if std::mem::replace(&mut referenced[child_idx], true) {
-            return Err(format!("node {child_idx} of a value is referred to twice"));
+            return Err(Malformed::ReferredTwice(child_idx));
         }
         build_value(nodes, child_idx, depth + 1, referenced, string_bytes)
     };
     let count_bytes = |len: usize, string_bytes: &mut usize| {
         *string_bytes += len;
         if *string_bytes > MAX_STRING_BYTES {
-            Err(format!(
-                "a value carries more than {MAX_STRING_BYTES} bytes of strings"
-            ))
+            Err(Malformed::TooManyStringBytes)
         } else {
             Ok(())
         }
@@ -126,10 +225,7 @@ fn build_value(
             for entry in entries {
                 count_bytes(entry.key.len(), string_bytes)?;
                 if values.iter().any(|(key, _)| *key == entry.key) {
-                    return Err(format!(
-                        "a hash in a value has the key `{}` twice",
-                        entry.key
-                    ));
+                    return Err(Malformed::DuplicateKey(entry.key.clone()));
                 }
                 values.push((
                     entry.key.clone(),
@@ -233,7 +329,7 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, St
             .as_ref()
             .map(value_from_wit)
             .transpose()
-            .map_err(context)?;
+            .map_err(|malformed| context(malformed.to_string()))?;
         let converted = AttributeSchema {
             name: name.clone(),
             doc: attribute.doc.clone(),
@@ -508,13 +604,16 @@ pub(crate) fn attributes_to_wit(state: &[(String, Value)]) -> Vec<wit::Attribute
 /// A state a provider returned, as values (checked with `check_state` first).
 pub(crate) fn attributes_from_wit(
     state: &[wit::Attribute],
-) -> Result<Vec<(String, Value)>, String> {
+) -> Result<Vec<(String, Value)>, Breach> {
     state
         .iter()
         .map(|attribute| {
             value_from_wit(&attribute.value)
                 .map(|value| (attribute.name.clone(), value))
-                .map_err(|message| format!("state attribute `{}`: {message}", attribute.name))
+                .map_err(|malformed| Breach::State {
+                    attribute: attribute.name.clone(),
+                    malformed,
+                })
         })
         .collect()
 }
@@ -522,16 +621,17 @@ pub(crate) fn attributes_from_wit(
 /// Checks the state `current-state` returned, which goes back to `plan` as it is: each
 /// value well formed, and of the data type the schema gives it when it names one of the
 /// type's attributes (observed values: an enumeration takes any string).
-pub(crate) fn check_state(state: &[wit::Attribute], schema: &TypeSchema) -> Result<(), String> {
+pub(crate) fn check_state(state: &[wit::Attribute], schema: &TypeSchema) -> Result<(), Breach> {
     if state.len() > 4096 {
-        return Err(format!("the state has {} attributes", state.len()));
+        return Err(Breach::StateSize(state.len()));
     }
     for attribute in state {
-        let value = value_from_wit(&attribute.value)
-            .map_err(|message| format!("state attribute `{}`: {message}", attribute.name))?;
+        let value = value_from_wit(&attribute.value).map_err(|malformed| Breach::State {
+            attribute: attribute.name.clone(),
+            malformed,
+        })?;
         if let Some(declared) = schema.attribute(&attribute.name) {
-            observed(declared, &value)
-                .map_err(|message| invalid_value(&attribute.name, &message))?;
+            observed(declared, &value).map_err(|why| invalid_value(&attribute.name, why))?;
         }
     }
     Ok(())
@@ -559,8 +659,11 @@ fn observed(attribute: &wconverge_catalog::AttributeSchema, value: &Value) -> Re
 }
 
 /// The error of a value a plugin returned that its own schema does not allow.
-fn invalid_value(attribute: &str, message: &str) -> String {
-    format!("plugin returned invalid value for `{attribute}`: its schema {message}")
+fn invalid_value(attribute: &str, why: String) -> Breach {
+    Breach::Invalid {
+        attribute: attribute.to_owned(),
+        why,
+    }
 }
 
 /// The changes of a plan, their messages passed through `said` (which scrubs the
@@ -569,28 +672,28 @@ pub(crate) fn changes_from_wit(
     changes: &[wit::Change],
     schema: &TypeSchema,
     said: &dyn Fn(&str) -> String,
-) -> Result<Vec<Change>, String> {
+) -> Result<Vec<Change>, Breach> {
     if changes.len() > MAX_CHANGES {
-        return Err(format!(
-            "the plan has {} changes, more than {MAX_CHANGES}",
-            changes.len()
-        ));
+        return Err(Breach::TooManyChanges(changes.len()));
     }
     changes
         .iter()
         .map(|change| {
             if schema.attribute(&change.attribute).is_none() {
-                return Err(format!(
-                    "a change names attribute `{}`, which type `{}` does not declare",
-                    change.attribute, schema.name
-                ));
+                return Err(Breach::Undeclared {
+                    attribute: change.attribute.clone(),
+                    type_name: schema.name.clone(),
+                });
             }
             let value = |value: &Option<wit::Value>| {
                 value
                     .as_ref()
                     .map(value_from_wit)
                     .transpose()
-                    .map_err(|message| format!("change of `{}`: {message}", change.attribute))
+                    .map_err(|malformed| Breach::Change {
+                        attribute: change.attribute.clone(),
+                        malformed,
+                    })
             };
             let current = value(&change.current)?;
             let desired = value(&change.desired)?;
@@ -598,8 +701,7 @@ pub(crate) fn changes_from_wit(
             // What it found may be any value of the attribute's shape; what it will make
             // must be one the type allows.
             if let (Some(declared), Some(current)) = (declared, &current) {
-                observed(declared, current)
-                    .map_err(|message| invalid_value(&change.attribute, &message))?;
+                observed(declared, current).map_err(|why| invalid_value(&change.attribute, why))?;
             }
             if let (Some(declared), Some(desired)) = (declared, &desired)
                 && !matches!(declared.data_type, wconverge_catalog::DataType::Named(_))
@@ -607,7 +709,7 @@ pub(crate) fn changes_from_wit(
             {
                 declared
                     .check(desired)
-                    .map_err(|message| invalid_value(&change.attribute, &message))?;
+                    .map_err(|why| invalid_value(&change.attribute, why))?;
             }
             Ok(Change {
                 attribute: change.attribute.clone(),
@@ -748,26 +850,32 @@ mod tests {
     #[test]
     fn malformed_trees_are_refused() {
         use wit::ValueNode as N;
-        assert_eq!(
-            value_from_wit(&nodes(vec![])),
-            Err("a value has no nodes".to_owned())
-        );
-        assert_eq!(
-            value_from_wit(&nodes(vec![N::Array(vec![0])])),
-            Err("node 0 of a value refers to node 0".to_owned())
-        );
-        assert_eq!(
-            value_from_wit(&nodes(vec![N::Array(vec![5])])),
-            Err("node 0 of a value refers to node 5".to_owned())
-        );
-        assert_eq!(
-            value_from_wit(&nodes(vec![N::Array(vec![1, 1]), N::Undef])),
-            Err("node 1 of a value is referred to twice".to_owned())
-        );
-        assert_eq!(
-            value_from_wit(&nodes(vec![N::Undef, N::Undef])),
-            Err("node 1 of a value is not part of its tree".to_owned())
-        );
+        for (value, malformed, said) in [
+            (vec![], Malformed::Empty, "a value has no nodes"),
+            (
+                vec![N::Array(vec![0])],
+                Malformed::Reference { from: 0, to: 0 },
+                "node 0 of a value refers to node 0",
+            ),
+            (
+                vec![N::Array(vec![5])],
+                Malformed::Reference { from: 0, to: 5 },
+                "node 0 of a value refers to node 5",
+            ),
+            (
+                vec![N::Array(vec![1, 1]), N::Undef],
+                Malformed::ReferredTwice(1),
+                "node 1 of a value is referred to twice",
+            ),
+            (
+                vec![N::Undef, N::Undef],
+                Malformed::Orphan(1),
+                "node 1 of a value is not part of its tree",
+            ),
+        ] {
+            assert_eq!(value_from_wit(&nodes(value)), Err(malformed.clone()));
+            assert_eq!(malformed.to_string(), said);
+        }
     }
 
     #[test]
@@ -776,8 +884,9 @@ mod tests {
         let mut chain: Vec<N> = (1..10_000u32).map(|next| N::Array(vec![next])).collect();
         chain.push(N::Undef);
         let error = value_from_wit(&nodes(chain)).expect_err("too deep");
+        assert_eq!(error, Malformed::TooDeep);
         assert_eq!(
-            error,
+            error.to_string(),
             format!("a value nests deeper than {MAX_DEPTH} levels")
         );
     }

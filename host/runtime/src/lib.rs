@@ -846,11 +846,11 @@ fn provider_error(plugin: &Plugin, message: String) -> PluginError {
     PluginError::new(&plugin.policy.name, PluginErrorKind::Provider, message)
 }
 
-fn contract_error(plugin: &Plugin, message: String) -> PluginError {
+fn contract_error(plugin: &Plugin, breach: impl std::fmt::Display) -> PluginError {
     PluginError::new(
         &plugin.policy.name,
         PluginErrorKind::Fault,
-        format!("it broke the plugin contract: {message}"),
+        format!("it broke the plugin contract: {breach}"),
     )
 }
 
