@@ -19,6 +19,7 @@ mod input;
 mod plugin;
 mod previous;
 mod process;
+mod schema;
 mod spawn;
 mod state;
 mod summaries;
