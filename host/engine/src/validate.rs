@@ -233,11 +233,18 @@ pub fn prepare(
     host: &(dyn PluginHost + Sync),
     code: &'static dyn Code,
 ) -> Result<Prepared, Vec<Problem>> {
-    let problems = catalog.check();
-    if !problems.is_empty() {
-        return Err(problems);
-    }
+    checked(catalog)?;
     prepare_checked(catalog, None, host, code)
+}
+
+/// The catalog's own problems, if it has any.
+fn checked(catalog: &Catalog) -> Result<(), Vec<Problem>> {
+    let problems = catalog.check();
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
 }
 
 /// As [`prepare`], taking the attribute values out of `catalog` rather than copying them:
@@ -249,10 +256,7 @@ pub fn prepare_taking_values(
     host: &(dyn PluginHost + Sync),
     code: &'static dyn Code,
 ) -> Result<Prepared, Vec<Problem>> {
-    let problems = catalog.check();
-    if !problems.is_empty() {
-        return Err(problems);
-    }
+    checked(catalog)?;
     let values = catalog
         .resources
         .iter_mut()
