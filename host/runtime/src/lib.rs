@@ -15,6 +15,7 @@ mod facts;
 mod files;
 mod grants;
 mod host;
+mod imports;
 mod input;
 mod plugin;
 mod previous;

@@ -7,8 +7,9 @@ use crate::bindings::launcher::launching;
 use crate::bindings::{FACTS_EXPORT, LAUNCHING_EXPORT, PROVIDER_EXPORT, SCRIPTS_EXPORT};
 use crate::cache::{Cache, sha256_hex};
 use crate::grants::Grant;
+use crate::imports::{check_imports, check_previous_exports};
 use crate::policy::{Access, PluginPolicy, Source};
-use crate::previous::{PREVIOUS_WIT_VERSION, ProviderExports, ProviderKind};
+use crate::previous::{ProviderExports, ProviderKind};
 use crate::schema::schema_from_wit;
 use crate::state::{Phase, PluginState, Shared, Stop};
 use std::collections::HashMap;
@@ -25,16 +26,6 @@ use wconverge_engine::{Level, LogRecord, PluginError, PluginErrorKind};
 /// The WIT package version this host implements.
 pub(crate) const WIT_PACKAGE: &str = "wconverge:plugin";
 pub const WIT_VERSION: &str = "0.7.0";
-
-/// Imports a plugin may have. Nothing else is ever linked: no sockets, no HTTP.
-const ALLOWED_WASI: &[&str] = &[
-    "wasi:io/",
-    "wasi:clocks/",
-    "wasi:random/",
-    "wasi:cli/",
-    "wasi:filesystem/",
-];
-const ALLOWED_HOST: &[&str] = &["log", "process", "file-metadata", "types"];
 
 /// Idle instances kept per plugin, most recently used first: at least this many, and
 /// one per core, so that `apply --jobs` workers on the same directory find one each.
@@ -260,65 +251,6 @@ fn load_error(policy: &PluginPolicy, message: impl Into<String>) -> PluginError 
     PluginError::new(&policy.name, PluginErrorKind::Load, message)
 }
 
-/// Checks a component's imports against what any plugin may import; the error names
-/// the first import that is refused. A plugin's host interfaces are all of this host's
-/// WIT version, or all of the previous one (loaded through `previous`).
-pub(crate) fn check_imports(imports: &[String]) -> Result<(), String> {
-    let mut built_against: Option<&str> = None;
-    for import in imports {
-        if ALLOWED_WASI.iter().any(|prefix| import.starts_with(prefix)) {
-            continue;
-        }
-        if let Some(rest) = import.strip_prefix(&format!("{WIT_PACKAGE}/")) {
-            let (interface, version) = rest.split_once('@').unwrap_or((rest, ""));
-            if version != WIT_VERSION && version != PREVIOUS_WIT_VERSION {
-                return Err(format!(
-                    "it was built against {WIT_PACKAGE}@{version}, and this wconverge \
-                     implements {WIT_PACKAGE}@{WIT_VERSION} (and loads providers built \
-                     against {PREVIOUS_WIT_VERSION}); rebuild it against {WIT_VERSION}"
-                ));
-            }
-            if let Some(other) = built_against.replace(version)
-                && other != version
-            {
-                return Err(format!(
-                    "it imports {WIT_PACKAGE} interfaces of two versions, {other} and \
-                     {version}; rebuild it against {WIT_VERSION}"
-                ));
-            }
-            if ALLOWED_HOST.contains(&interface) {
-                continue;
-            }
-        }
-        let why = if import.starts_with("wasi:sockets/") || import.starts_with("wasi:http/") {
-            "plugins have no network access"
-        } else {
-            "no policy can grant it"
-        };
-        return Err(format!("it imports `{import}`, which is refused: {why}"));
-    }
-    Ok(())
-}
-
-/// Refuses a component that exports an interface of the previous WIT version: the
-/// adapter covers that version's providers (whose exports are plain functions), not its
-/// interpreters, launchers or fact sources, which would otherwise load as a plain
-/// provider, or not at all, without saying why.
-pub(crate) fn check_previous_exports(exports: &[String]) -> Result<(), String> {
-    let suffix = format!("@{PREVIOUS_WIT_VERSION}");
-    match exports
-        .iter()
-        .find(|export| export.starts_with(&format!("{WIT_PACKAGE}/")) && export.ends_with(&suffix))
-    {
-        Some(export) => Err(format!(
-            "it exports `{export}`: it was built against {WIT_PACKAGE}@{PREVIOUS_WIT_VERSION}, \
-             whose interpreters, launchers and fact sources this wconverge does not load (only \
-             its providers); rebuild it against {WIT_VERSION}"
-        )),
-        None => Ok(()),
-    }
-}
-
 /// The largest component file wconverge reads (the Python example is 18 MB).
 const COMPONENT_BYTES: u64 = 512 << 20;
 
@@ -416,14 +348,15 @@ impl Plugin {
             .imports(loader.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
-        check_imports(&imports).map_err(|message| load_error(&policy, message))?;
+        check_imports(&imports).map_err(|refused| load_error(&policy, refused.to_string()))?;
         let exports: Vec<String> = component
             .component_type()
             .exports(loader.engine)
             .map(|(name, _)| name.to_owned())
             .collect();
         let exported = |name: &str| exports.iter().any(|export| export == name);
-        check_previous_exports(&exports).map_err(|message| load_error(&policy, message))?;
+        check_previous_exports(&exports)
+            .map_err(|refused| load_error(&policy, refused.to_string()))?;
         let pre = loader.linker.instantiate_pre(&component).map_err(|error| {
             load_error(
                 &policy,
@@ -917,61 +850,5 @@ mod tests {
         );
         assert!(error.ends_with("its author must fix the plugin"), "{error}");
         assert!(Requirement::parse("  \n".to_owned()).is_err());
-    }
-
-    #[test]
-    fn imports_are_checked_by_interface_and_version() {
-        let ok = [
-            "wasi:io/poll@0.2.6",
-            "wasi:filesystem/types@0.2.6",
-            "wconverge:plugin/log@0.7.0",
-        ]
-        .map(str::to_owned);
-        assert_eq!(check_imports(&ok), Ok(()));
-        let sockets = ["wasi:sockets/tcp@0.2.6".to_owned()];
-        assert_eq!(
-            check_imports(&sockets),
-            Err("it imports `wasi:sockets/tcp@0.2.6`, which is refused: plugins have no network access".to_owned())
-        );
-        let older = ["wconverge:plugin/log@0.2.0".to_owned()];
-        assert_eq!(
-            check_imports(&older),
-            Err(
-                "it was built against wconverge:plugin@0.2.0, and this wconverge implements \
-                 wconverge:plugin@0.7.0 (and loads providers built against 0.6.0); rebuild \
-                 it against 0.7.0"
-                    .to_owned()
-            )
-        );
-        assert_eq!(
-            check_previous_exports(&["describe".to_owned(), "plan".to_owned()]),
-            Ok(())
-        );
-        assert_eq!(
-            check_previous_exports(&["wconverge:plugin/scripts@0.6.0".to_owned()]),
-            Err(
-                "it exports `wconverge:plugin/scripts@0.6.0`: it was built against \
-                 wconverge:plugin@0.6.0, whose interpreters, launchers and fact sources this \
-                 wconverge does not load (only its providers); rebuild it against 0.7.0"
-                    .to_owned()
-            )
-        );
-        let previous = [
-            "wconverge:plugin/log@0.6.0".to_owned(),
-            "wconverge:plugin/types@0.6.0".to_owned(),
-        ];
-        assert_eq!(check_imports(&previous), Ok(()));
-        let mixed = [
-            "wconverge:plugin/log@0.6.0".to_owned(),
-            "wconverge:plugin/process@0.7.0".to_owned(),
-        ];
-        assert_eq!(
-            check_imports(&mixed),
-            Err(
-                "it imports wconverge:plugin interfaces of two versions, 0.6.0 and 0.7.0; \
-                 rebuild it against 0.7.0"
-                    .to_owned()
-            )
-        );
     }
 }
