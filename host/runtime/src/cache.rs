@@ -180,12 +180,9 @@ impl Cache {
         if self.dir.is_none() {
             return false;
         }
-        let mut validated = self.validated.lock().expect("validated lock");
-        validated
-            .entry(digest.to_owned())
-            .or_insert_with(|| self.read_validated(digest))
-            .iter()
-            .any(|known| known == fingerprint)
+        self.with_validated(digest, |known| {
+            known.iter().any(|known| known == fingerprint)
+        })
     }
 
     /// Remembers a `validate` call that found nothing wrong (see [`Cache::validated`]).
@@ -193,31 +190,39 @@ impl Cache {
         let Some(dir) = &self.dir else {
             return;
         };
+        // Written under the lock: a later list never loses to an earlier one.
+        self.with_validated(digest, |known| {
+            if known.iter().any(|known| known == fingerprint) {
+                return;
+            }
+            known.push(fingerprint.to_owned());
+            if known.len() > MAX_VALIDATED {
+                known.drain(..known.len() - MAX_VALIDATED);
+            }
+            let (name, key) = self.validated_name(digest);
+            if let Err(error) = write_entry_with(
+                &dir.fd,
+                &name,
+                (digest, &key),
+                known.join("\n").as_bytes(),
+                Durability::Unsynced,
+            ) {
+                tracing::warn!(
+                    "cannot write cache entry {}: {error}",
+                    dir.path.join(&name).display()
+                );
+            }
+        });
+    }
+
+    /// `work` on the calls remembered for `digest`, read from its entry the first time.
+    fn with_validated<T>(&self, digest: &str, work: impl FnOnce(&mut Vec<String>) -> T) -> T {
         let mut validated = self.validated.lock().expect("validated lock");
-        let known = validated
-            .entry(digest.to_owned())
-            .or_insert_with(|| self.read_validated(digest));
-        if known.iter().any(|known| known == fingerprint) {
-            return;
-        }
-        known.push(fingerprint.to_owned());
-        if known.len() > MAX_VALIDATED {
-            known.drain(..known.len() - MAX_VALIDATED);
-        }
-        let (name, key) = self.validated_name(digest);
-        let lines = known.join("\n");
-        if let Err(error) = write_entry_with(
-            &dir.fd,
-            &name,
-            (digest, &key),
-            lines.as_bytes(),
-            Durability::Unsynced,
-        ) {
-            tracing::warn!(
-                "cannot write cache entry {}: {error}",
-                dir.path.join(&name).display()
-            );
-        }
+        work(
+            validated
+                .entry(digest.to_owned())
+                .or_insert_with(|| self.read_validated(digest)),
+        )
     }
 
     fn read_validated(&self, digest: &str) -> Vec<String> {
@@ -334,6 +339,7 @@ impl Entry {
 enum Untrusted {
     Symlink,
     Unopened(rustix::io::Errno),
+    Unstated(rustix::io::Errno),
     Unread(std::io::ErrorKind),
     NotRegular(FileType),
     Owner { uid: u32, euid: u32 },
@@ -350,6 +356,7 @@ impl std::fmt::Display for Untrusted {
         match self {
             Untrusted::Symlink => f.write_str("it is a symlink"),
             Untrusted::Unopened(error) => write!(f, "cannot open it: {error}"),
+            Untrusted::Unstated(error) => write!(f, "cannot stat it: {error}"),
             Untrusted::Unread(kind) => write!(f, "cannot read it: {}", std::io::Error::from(*kind)),
             Untrusted::NotRegular(kind) => {
                 write!(
@@ -403,7 +410,7 @@ fn read_trusted(
         Err(rustix::io::Errno::LOOP) => return Err(Untrusted::Symlink),
         Err(error) => return Err(Untrusted::Unopened(error)),
     };
-    let stat = rustix::fs::fstat(&fd).map_err(Untrusted::Unopened)?;
+    let stat = rustix::fs::fstat(&fd).map_err(Untrusted::Unstated)?;
     let kind = FileType::from_raw_mode(stat.st_mode);
     if kind != FileType::RegularFile {
         return Err(Untrusted::NotRegular(kind));

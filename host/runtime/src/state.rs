@@ -705,15 +705,15 @@ impl file_metadata::Host for PluginState {
             Some((looked, kind)) if *looked == path => Some(*kind),
             _ => None,
         };
-        let kind = match looked.map(Ok).unwrap_or_else(|| {
-            found
-                .entry
-                .map(Ok)
-                .unwrap_or_else(|| {
-                    rustix::fs::statat(parent, found.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
-                })
-                .map(|stat| FileType::from_raw_mode(stat.st_mode))
-        }) {
+        let seen = match (looked, found.entry) {
+            (Some(kind), _) => Ok(kind),
+            (None, Some(stat)) => Ok(FileType::from_raw_mode(stat.st_mode)),
+            (None, None) => {
+                rustix::fs::statat(parent, found.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
+                    .map(|stat| FileType::from_raw_mode(stat.st_mode))
+            }
+        };
+        let kind = match seen {
             Ok(kind) => kind,
             Err(rustix::io::Errno::NOENT) => return Ok(None),
             Err(error) => return Err(format!("cannot stat `{path}`: {error}")),
