@@ -507,7 +507,7 @@ impl PluginHost for Recorder<'_> {
         self.inner.run_guard(script)
     }
 
-    fn facts(&self) -> Result<wconverge_program::Facts, String> {
+    fn facts(&self) -> Result<wconverge_program::Facts, wconverge_engine::FactsError> {
         self.inner.facts()
     }
 

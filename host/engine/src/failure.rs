@@ -16,7 +16,10 @@ pub enum Failure {
     State(String),
     /// The facts it reads (`what`: its lazy values, its run context) could not be
     /// gathered.
-    Facts { what: &'static str, error: String },
+    Facts {
+        what: &'static str,
+        error: FactsError,
+    },
     /// A guard could not be evaluated, or ran past its timeout.
     Guard(String),
     /// A lazy value (or a `node_block`'s body) could not be evaluated, or its value does
@@ -55,6 +58,24 @@ impl fmt::Display for Failure {
 
 impl std::error::Error for Failure {}
 
+/// Why this machine's facts could not be gathered: the fact plugins that failed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FactsError(pub Vec<PluginError>);
+
+impl fmt::Display for FactsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (n, error) in self.0.iter().enumerate() {
+            if n > 0 {
+                f.write_str("; ")?;
+            }
+            error.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for FactsError {}
+
 impl From<PluginError> for Failure {
     fn from(error: PluginError) -> Failure {
         Failure::Plugin(error)
@@ -78,9 +99,21 @@ mod tests {
             (
                 Failure::Facts {
                     what: "its lazy values read",
-                    error: "plugin `facts-os` faulted".to_owned(),
+                    error: FactsError(vec![
+                        PluginError {
+                            plugin: "facts-os".to_owned(),
+                            kind: PluginErrorKind::Fault,
+                            message: "unreachable".to_owned(),
+                        },
+                        PluginError {
+                            plugin: "facts-mount".to_owned(),
+                            kind: PluginErrorKind::Denied,
+                            message: "`/proc` is not granted".to_owned(),
+                        },
+                    ]),
                 },
-                "the facts its lazy values read could not be gathered: plugin `facts-os` faulted",
+                "the facts its lazy values read could not be gathered: plugin `facts-os` faulted: \
+                 unreachable; denied: `/proc` is not granted",
             ),
             (
                 Failure::Refused(vec!["a".to_owned(), "b".to_owned()]),

@@ -203,8 +203,8 @@ pub(crate) fn prepare(
                          `lazy { }` block, or an array of those",
                     ))
                 }
-                Err(GuardError::Value(message)) => {
-                    problems.push(problem(format!("`{metaparameter}`: {message}")))
+                Err(GuardError::Value(error)) => {
+                    problems.push(problem(format!("`{metaparameter}`: {error}")))
                 }
             }
         }
@@ -311,12 +311,12 @@ type Parsed = (String, Vec<i64>, Vec<String>, GuardScript);
 /// Why a guard is refused: its shape, or one of its values.
 enum GuardError {
     Shape(String),
-    Value(String),
+    Value(ValueError),
 }
 
-impl From<String> for GuardError {
-    fn from(message: String) -> Self {
-        GuardError::Value(message)
+impl From<ValueError> for GuardError {
+    fn from(error: ValueError) -> Self {
+        GuardError::Value(error)
     }
 }
 
@@ -452,32 +452,98 @@ fn guard(
     Ok((shown, returns, inherited, script))
 }
 
-fn string(value: &Value, what: &str) -> Result<String, String> {
+/// Why a guard parameter's value is refused.
+#[derive(Debug, Clone, PartialEq)]
+enum ValueError {
+    /// Not of the kind the parameter takes (`expected`: `a string`, `a hash or an
+    /// array`); `found`, the value's type.
+    Kind {
+        parameter: &'static str,
+        expected: &'static str,
+        found: &'static str,
+    },
+    /// A directory (`cwd`) that is not an absolute path.
+    NotAbsolute {
+        parameter: &'static str,
+        path: String,
+    },
+    /// An `environment` entry that is not `NAME=value`.
+    EnvironmentEntry(String),
+    /// A `umask` that is not three or four octal digits.
+    Umask(String),
+    /// A `path` entry that is not absolute.
+    PathEntry(String),
+    /// A `timeout` out of its range, in seconds.
+    Timeout(f64),
+    /// `returns` with no exit code.
+    NoReturns,
+}
+
+impl std::fmt::Display for ValueError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ValueError::Kind {
+                parameter,
+                expected,
+                found,
+            } => write!(f, "`{parameter}` must be {expected}, not {found}"),
+            ValueError::NotAbsolute { parameter, path } => write!(
+                f,
+                "{parameter} `{path}` is not absolute; it must start with `/`"
+            ),
+            ValueError::EnvironmentEntry(entry) => write!(
+                f,
+                "environment entry `{entry}` is not of the form NAME=value"
+            ),
+            ValueError::Umask(text) => {
+                write!(f, "umask `{text}` is not an octal umask like '022'")
+            }
+            ValueError::PathEntry(entry) => write!(
+                f,
+                "path entry `{entry}` is not absolute; it must start with `/`"
+            ),
+            ValueError::Timeout(seconds) => write!(
+                f,
+                "timeout `{seconds}` must be more than 0 seconds and at most a week"
+            ),
+            ValueError::NoReturns => f.write_str("`returns` must list at least one exit code"),
+        }
+    }
+}
+
+/// `value` is not what `parameter` takes.
+fn kind(parameter: &'static str, expected: &'static str, value: &Value) -> ValueError {
+    ValueError::Kind {
+        parameter,
+        expected,
+        found: value.type_name(),
+    }
+}
+
+fn string(value: &Value, parameter: &'static str) -> Result<String, ValueError> {
     value
         .unwrap_sensitive()
         .as_str()
         .map(str::to_owned)
-        .ok_or_else(|| format!("`{what}` must be a string, not {}", value.type_name()))
+        .ok_or_else(|| kind(parameter, "a string", value))
 }
 
-fn absolute(value: &Value, what: &str) -> Result<String, String> {
-    let path = string(value, what)?;
+fn absolute(value: &Value, parameter: &'static str) -> Result<String, ValueError> {
+    let path = string(value, parameter)?;
     if path.starts_with('/') {
         Ok(path)
     } else {
-        Err(format!(
-            "{what} `{path}` is not absolute; it must start with `/`"
-        ))
+        Err(ValueError::NotAbsolute { parameter, path })
     }
 }
 
-fn environment(value: &Value) -> Result<Vec<(String, String)>, String> {
+fn environment(value: &Value) -> Result<Vec<(String, String)>, ValueError> {
     let entry = |entry: &str| {
         entry
             .split_once('=')
             .filter(|(name, _)| !name.is_empty())
             .map(|(name, value)| (name.to_owned(), value.to_owned()))
-            .ok_or_else(|| format!("environment entry `{entry}` is not of the form NAME=value"))
+            .ok_or_else(|| ValueError::EnvironmentEntry(entry.to_owned()))
     };
     match value.unwrap_sensitive() {
         Value::Hash(entries) => entries
@@ -489,22 +555,19 @@ fn environment(value: &Value) -> Result<Vec<(String, String)>, String> {
             .map(|item| entry(&string(item, "environment")?))
             .collect(),
         Value::String(text) => Ok(vec![entry(text)?]),
-        other => Err(format!(
-            "`environment` must be a hash or an array, not {}",
-            other.type_name()
-        )),
+        other => Err(kind("environment", "a hash or an array", other)),
     }
 }
 
-fn umask(value: &Value) -> Result<u32, String> {
+fn umask(value: &Value) -> Result<u32, ValueError> {
     let text = string(value, "umask")?;
     u32::from_str_radix(&text, 8)
         .ok()
         .filter(|umask| text.len() <= 4 && *umask <= 0o777)
-        .ok_or_else(|| format!("umask `{text}` is not an octal umask like '022'"))
+        .ok_or(ValueError::Umask(text))
 }
 
-fn search_path(value: &Value) -> Result<Vec<String>, String> {
+fn search_path(value: &Value) -> Result<Vec<String>, ValueError> {
     let directories: Vec<String> = match value.unwrap_sensitive() {
         Value::String(joined) => joined
             .split(':')
@@ -515,42 +578,28 @@ fn search_path(value: &Value) -> Result<Vec<String>, String> {
             .iter()
             .map(|item| string(item, "path"))
             .collect::<Result<_, _>>()?,
-        other => {
-            return Err(format!(
-                "`path` must be a string or an array, not {}",
-                other.type_name()
-            ));
-        }
+        other => return Err(kind("path", "a string or an array", other)),
     };
     match directories.iter().find(|dir| !dir.starts_with('/')) {
-        Some(relative) => Err(format!(
-            "path entry `{relative}` is not absolute; it must start with `/`"
-        )),
+        Some(relative) => Err(ValueError::PathEntry(relative.clone())),
         None => Ok(directories),
     }
 }
 
-fn timeout(value: &Value) -> Result<Duration, String> {
+fn timeout(value: &Value) -> Result<Duration, ValueError> {
     let seconds = match value.unwrap_sensitive() {
         Value::Integer(seconds) => *seconds as f64,
         Value::Float(seconds) => *seconds,
-        other => {
-            return Err(format!(
-                "`timeout` must be a number of seconds, not {}",
-                other.type_name()
-            ));
-        }
+        other => return Err(kind("timeout", "a number of seconds", other)),
     };
     if seconds > 0.0 && seconds <= 86_400.0 * 7.0 {
         Ok(Duration::from_secs_f64(seconds))
     } else {
-        Err(format!(
-            "timeout `{seconds}` must be more than 0 seconds and at most a week"
-        ))
+        Err(ValueError::Timeout(seconds))
     }
 }
 
-fn returns(value: &Value) -> Result<Vec<i64>, String> {
+fn returns(value: &Value) -> Result<Vec<i64>, ValueError> {
     let codes = match value.unwrap_sensitive() {
         Value::Array(items) => items.iter().collect(),
         _ => vec![value],
@@ -559,14 +608,57 @@ fn returns(value: &Value) -> Result<Vec<i64>, String> {
         .into_iter()
         .map(|code| match code.unwrap_sensitive() {
             Value::Integer(code) => Ok(*code),
-            other => Err(format!(
-                "`returns` must be exit codes (integers), not {}",
-                other.type_name()
-            )),
+            other => Err(kind("returns", "exit codes (integers)", other)),
         })
         .collect::<Result<_, _>>()?;
     if codes.is_empty() {
-        return Err("`returns` must list at least one exit code".to_owned());
+        return Err(ValueError::NoReturns);
     }
     Ok(codes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_refused_parameter_value_says_what_it_must_be() {
+        let cases: [(Result<(), ValueError>, &str); 8] = [
+            (
+                string(&Value::Integer(1), "user").map(drop),
+                "`user` must be a string, not Integer",
+            ),
+            (
+                absolute(&Value::String("tmp".to_owned()), "cwd").map(drop),
+                "cwd `tmp` is not absolute; it must start with `/`",
+            ),
+            (
+                environment(&Value::String("=x".to_owned())).map(drop),
+                "environment entry `=x` is not of the form NAME=value",
+            ),
+            (
+                environment(&Value::Boolean(true)).map(drop),
+                "`environment` must be a hash or an array, not Boolean",
+            ),
+            (
+                umask(&Value::String("0999".to_owned())).map(drop),
+                "umask `0999` is not an octal umask like '022'",
+            ),
+            (
+                search_path(&Value::String("/bin:sbin".to_owned())).map(drop),
+                "path entry `sbin` is not absolute; it must start with `/`",
+            ),
+            (
+                timeout(&Value::Integer(0)).map(drop),
+                "timeout `0` must be more than 0 seconds and at most a week",
+            ),
+            (
+                returns(&Value::Array(Vec::new())).map(drop),
+                "`returns` must list at least one exit code",
+            ),
+        ];
+        for (result, text) in cases {
+            assert_eq!(result.expect_err(text).to_string(), text);
+        }
+    }
 }

@@ -15,7 +15,7 @@ mod prefetch;
 mod redact;
 pub mod report;
 pub use facter::{FACTER_NAMES, facts_value};
-pub use failure::Failure;
+pub use failure::{FactsError, Failure};
 mod run;
 mod schedule;
 mod validate;
@@ -98,7 +98,7 @@ pub trait PluginHost {
 
     /// This machine's facts, for `requires` (gathered once per run by the host's fact
     /// plugins). An error says why they could not be gathered.
-    fn facts(&self) -> Result<wconverge_program::Facts, String>;
+    fn facts(&self) -> Result<wconverge_program::Facts, FactsError>;
 
     /// The home directory of `user` (a name or a numeric id) on this machine, for the
     /// attributes whose default lies below it; `None` when the user has none.

@@ -93,12 +93,12 @@ pub(crate) struct Shared<'a> {
     /// The node attributes: as compiled, then as `node_block`s write them.
     node: RwLock<NodeAttributes>,
     /// Gathered at the first resource that needs them, once.
-    facts: OnceLock<Result<wconverge_program::Facts, String>>,
+    facts: OnceLock<Result<wconverge_program::Facts, crate::FactsError>>,
     prefetched: crate::prefetch::Prefetched,
 }
 
 impl Shared<'_> {
-    fn facts(&self) -> &Result<wconverge_program::Facts, String> {
+    fn facts(&self) -> &Result<wconverge_program::Facts, crate::FactsError> {
         self.facts.get_or_init(|| self.host.facts())
     }
 

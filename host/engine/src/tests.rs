@@ -252,7 +252,7 @@ impl PluginHost for MemoryHost {
     }
 
     /// One `os` record: the Debian family.
-    fn facts(&self) -> Result<wconverge_program::Facts, String> {
+    fn facts(&self) -> Result<wconverge_program::Facts, crate::FactsError> {
         let mut facts = wconverge_program::Facts::default();
         facts.groups.insert(
             "os".to_owned(),

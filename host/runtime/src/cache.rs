@@ -283,11 +283,45 @@ fn deserialize(engine: &Engine, code: &[u8]) -> wasmtime::Result<Component> {
 /// to root or this user and be writable by no one else, a sticky one excepted),
 /// creating what is missing of it owner-only, and opens it: a directory for this user's
 /// private files (the cache, the run lock).
-pub fn open_private_dir(dir: &Path) -> Result<OwnedFd, String> {
+pub fn open_private_dir(dir: &Path) -> Result<OwnedFd, PrivateDirError> {
     open_dir(dir)
 }
 
-fn open_dir(dir: &Path) -> Result<OwnedFd, String> {
+/// Why a private directory could not be used.
+#[derive(Debug)]
+pub enum PrivateDirError {
+    /// It is missing and could not be created.
+    Create {
+        dir: std::path::PathBuf,
+        error: std::io::Error,
+    },
+    /// The walk to it stopped: a directory others can write, a link another user owns,
+    /// something that is not a directory.
+    Walk(WalkError),
+    /// It could not be opened.
+    Open {
+        dir: std::path::PathBuf,
+        error: std::io::Error,
+    },
+}
+
+impl std::fmt::Display for PrivateDirError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrivateDirError::Create { dir, error } => {
+                write!(f, "cannot create `{}`: {error}", dir.display())
+            }
+            PrivateDirError::Walk(error) => error.fmt(f),
+            PrivateDirError::Open { dir, error } => {
+                write!(f, "cannot open `{}`: {error}", dir.display())
+            }
+        }
+    }
+}
+
+impl std::error::Error for PrivateDirError {}
+
+fn open_dir(dir: &Path) -> Result<OwnedFd, PrivateDirError> {
     let walked = match walk(dir, Ancestors::Private) {
         Err(WalkError::Missing(_)) => {
             std::os::unix::fs::DirBuilderExt::mode(
@@ -295,14 +329,19 @@ fn open_dir(dir: &Path) -> Result<OwnedFd, String> {
                 0o700,
             )
             .create(dir)
-            .map_err(|error| format!("cannot create `{}`: {error}", dir.display()))?;
+            .map_err(|error| PrivateDirError::Create {
+                dir: dir.to_path_buf(),
+                error,
+            })?;
             walk(dir, Ancestors::Private)
         }
         walked => walked,
     }
-    .map_err(|error| error.to_string())?;
-    crate::walk::open_directory(&walked)
-        .map_err(|error| format!("cannot open `{}`: {error}", dir.display()))
+    .map_err(PrivateDirError::Walk)?;
+    crate::walk::open_directory(&walked).map_err(|error| PrivateDirError::Open {
+        dir: dir.to_path_buf(),
+        error: error.into(),
+    })
 }
 
 /// The header of an entry: what it is, for which component and engine, and the digest
@@ -642,7 +681,17 @@ mod tests {
         std::fs::create_dir(&open).expect("dir");
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         let error = open_dir(&open.join("cache")).expect_err("shared ancestor");
-        assert!(error.contains("can be written by other users"), "{error}");
+        assert!(
+            matches!(
+                error,
+                PrivateDirError::Walk(WalkError::SharedAncestor { .. })
+            ),
+            "{error:?}"
+        );
+        assert!(
+            error.to_string().contains("can be written by other users"),
+            "{error}"
+        );
     }
 
     #[test]

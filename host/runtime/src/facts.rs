@@ -110,7 +110,9 @@ impl Runtime {
                         },
                     )
                 })?;
-                recorded.map_err(|why| PluginError::new(name, PluginErrorKind::Denied, why))?;
+                recorded.map_err(|why| {
+                    PluginError::new(name, PluginErrorKind::Denied, why.to_string())
+                })?;
                 Ok(granted)
             })
             .collect::<Result<Vec<_>, _>>()?;

@@ -401,7 +401,7 @@ impl View<'_> {
                 // Recorded on the console: the file is what failed.
                 let _ = trail.record(Event {
                     decision: Decision::Denied,
-                    reason: Some(why),
+                    reason: Some(why.to_string()),
                     ..self.actor.event(operation, &target)
                 });
                 Err(AsyncErrorCode::Access.into())

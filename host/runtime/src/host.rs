@@ -90,16 +90,12 @@ impl PluginHost for Runtime {
             .filter(|dir| dir.starts_with('/') && dir != "/")
     }
 
-    fn facts(&self) -> Result<wconverge_program::Facts, String> {
+    fn facts(&self) -> Result<wconverge_program::Facts, wconverge_engine::FactsError> {
         let (groups, errors) = self.gather_facts();
         if errors.is_empty() {
             Ok(wconverge_program::Facts { groups })
         } else {
-            Err(errors
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "))
+            Err(wconverge_engine::FactsError(errors))
         }
     }
 

@@ -26,6 +26,10 @@ pub(crate) enum Refused {
     Import { import: String, network: bool },
     /// An interface of the previous WIT version that only a provider may have.
     PreviousExport(String),
+    /// It exports the interfaces of two worlds (`what`, in words).
+    Mixed(&'static str),
+    /// Its exports do not fit the `world` it claims: wasmtime's words.
+    Misfit { world: &'static str, error: String },
 }
 
 impl std::fmt::Display for Refused {
@@ -56,6 +60,16 @@ impl std::fmt::Display for Refused {
                 "it exports `{export}`: it was built against {WIT_PACKAGE}@{PREVIOUS_WIT_VERSION}, \
                  whose interpreters, launchers and fact sources this wconverge does not load \
                  (only its providers); rebuild it against {WIT_VERSION}"
+            ),
+            Refused::Mixed(what) => write!(
+                f,
+                "it exports {what}; a plugin is built for one world (provider, interpreter, \
+                 launcher or fact-source): rebuild it for one"
+            ),
+            Refused::Misfit { world, error } => write!(
+                f,
+                "it does not fit the `{world}` world ({error}); rebuild it against this \
+                 wconverge's wit/ ({WIT_PACKAGE}@{WIT_VERSION})"
             ),
         }
     }

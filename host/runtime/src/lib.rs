@@ -48,10 +48,11 @@ use wconverge_engine::{
     PluginHost, PreparedResource, ProviderChoice, ScriptOutput, State,
 };
 
-pub use cache::{open_private_dir, sha256_hex};
+pub use cache::{PrivateDirError, open_private_dir, sha256_hex};
 pub use input::{ReadError, read_regular};
 pub use plugin::{WIT_VERSION, read_component};
 pub use previous::PREVIOUS_WIT_VERSION;
+pub use walk::WalkError;
 
 /// A plugin's granted directories as they really are, with their access.
 type PolicyRoots = Vec<(PathBuf, Access)>;
@@ -306,7 +307,7 @@ impl Runtime {
         directory: &str,
         access: Access,
         refused: Option<&str>,
-    ) -> std::result::Result<(), String> {
+    ) -> std::result::Result<(), trail::Unwritable> {
         let Some(trail) = self.shared.trail() else {
             return Ok(());
         };
@@ -324,7 +325,9 @@ impl Runtime {
                 |resource| resource.secrets().scrub(text),
             )
         };
-        let reason = refused.map(scrub).or_else(|| broken.clone());
+        let reason = refused
+            .map(scrub)
+            .or_else(|| broken.as_ref().map(ToString::to_string));
         let recorded = trail.record(trail::Event {
             resource: resource.map(|resource| resource.reference.to_string()),
             access: Some(access.as_str()),
@@ -580,7 +583,9 @@ impl Runtime {
                     refused,
                 );
                 let granted = granted.map_err(convert)?;
-                recorded.map_err(|why| PluginError::new(name, PluginErrorKind::Denied, why))?;
+                recorded.map_err(|why| {
+                    PluginError::new(name, PluginErrorKind::Denied, why.to_string())
+                })?;
                 Ok(granted)
             })
             .collect()

@@ -7,7 +7,7 @@ use crate::bindings::launcher::launching;
 use crate::bindings::{FACTS_EXPORT, LAUNCHING_EXPORT, PROVIDER_EXPORT, SCRIPTS_EXPORT};
 use crate::cache::{Cache, sha256_hex};
 use crate::grants::Grant;
-use crate::imports::{check_imports, check_previous_exports};
+use crate::imports::{Refused, check_imports, check_previous_exports};
 use crate::policy::{Access, PluginPolicy, Source};
 use crate::previous::{ProviderExports, ProviderKind};
 use crate::schema::schema_from_wit;
@@ -57,31 +57,53 @@ pub(crate) struct Requirement {
 
 impl Requirement {
     /// Parses a provider's program; the error says what is wrong and who must fix it.
-    pub(crate) fn parse(text: String) -> Result<Requirement, String> {
+    pub(crate) fn parse(text: String) -> Result<Requirement, RequirementError> {
         if text.len() > MAX_REQUIREMENT_BYTES {
-            return Err(format!(
-                "its suitability requirement is longer than {} KiB; its author must fix the \
-                 plugin",
-                MAX_REQUIREMENT_BYTES / 1024
-            ));
+            return Err(RequirementError::TooLong);
         }
         match wconverge_program::Program::parse(&text) {
             Ok(program) => Ok(Requirement { text, program }),
-            Err(errors) => Err(format!(
-                "its suitability requirement is not a valid resource program: {}; its author \
-                 must fix the plugin",
-                errors
-                    .iter()
-                    .map(|error| format!(
-                        "line {}, column {}: {}",
-                        error.line, error.column, error.message
-                    ))
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            )),
+            Err(errors) => Err(RequirementError::Invalid(errors)),
         }
     }
 }
+
+/// Why a provider's suitability requirement is refused (its author must fix it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RequirementError {
+    /// Longer than [`MAX_REQUIREMENT_BYTES`].
+    TooLong,
+    /// Not a valid resource program.
+    Invalid(Vec<wconverge_program::ProgramError>),
+}
+
+impl std::fmt::Display for RequirementError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequirementError::TooLong => write!(
+                f,
+                "its suitability requirement is longer than {} KiB",
+                MAX_REQUIREMENT_BYTES / 1024
+            )?,
+            RequirementError::Invalid(errors) => {
+                f.write_str("its suitability requirement is not a valid resource program: ")?;
+                for (n, error) in errors.iter().enumerate() {
+                    if n > 0 {
+                        f.write_str("; ")?;
+                    }
+                    write!(
+                        f,
+                        "line {}, column {}: {}",
+                        error.line, error.column, error.message
+                    )?;
+                }
+            }
+        }
+        f.write_str("; its author must fix the plugin")
+    }
+}
+
+impl std::error::Error for RequirementError {}
 
 /// A loaded plugin.
 pub(crate) struct Plugin {
@@ -121,19 +143,12 @@ impl World {
     fn of(
         pre: &InstancePre<PluginState>,
         exported: &dyn Fn(&str) -> bool,
-    ) -> Result<World, String> {
-        let misfit = |world: &str, error: wasmtime::Error| {
-            format!(
-                "it does not fit the `{world}` world ({error:#}); rebuild it against this \
-                 wconverge's wit/ ({WIT_PACKAGE}@{WIT_VERSION})"
-            )
+    ) -> Result<World, Refused> {
+        let misfit = |world: &'static str, error: wasmtime::Error| Refused::Misfit {
+            world,
+            error: format!("{error:#}"),
         };
-        let mixed = |what: &str| {
-            format!(
-                "it exports {what}; a plugin is built for one world (provider, interpreter, \
-                 launcher or fact-source): rebuild it for one"
-            )
-        };
+        let mixed = Refused::Mixed;
         let provides = exported(PROVIDER_EXPORT) || exported(SCRIPTS_EXPORT);
         match (exported(LAUNCHING_EXPORT), exported(FACTS_EXPORT)) {
             (true, true) => Err(mixed("both a launcher's and a fact source's interface")),
@@ -367,7 +382,8 @@ impl Plugin {
                 ),
             )
         })?;
-        let world = World::of(&pre, &exported).map_err(|message| load_error(&policy, message))?;
+        let world = World::of(&pre, &exported)
+            .map_err(|refused| load_error(&policy, refused.to_string()))?;
         let mut plugin = Plugin {
             policy: Arc::clone(&policy),
             digest,
@@ -484,7 +500,9 @@ impl Plugin {
         plugin.version = info.version;
         plugin.requirement = info
             .requires
-            .map(|text| Requirement::parse(text).map_err(|message| load_error(&policy, message)))
+            .map(|text| {
+                Requirement::parse(text).map_err(|error| load_error(&policy, error.to_string()))
+            })
             .transpose()?;
         plugin.put_back(instance);
         tracing::debug!(
@@ -808,7 +826,7 @@ mod tests {
             .expect("nothing to import");
         let world = |exports: &[&str]| match World::of(&pre, &|name| exports.contains(&name)) {
             Ok(_) => "fits".to_owned(),
-            Err(message) => message,
+            Err(refused) => refused.to_string(),
         };
         for (exports, said) in [
             (
@@ -841,7 +859,8 @@ mod tests {
                 .expect("valid");
         assert_eq!(requirement.program.groups(), ["os"]);
         let error = Requirement::parse("os.family == 'debian'\nopen('/etc/shadow')".to_owned())
-            .expect_err("a call is not allowed");
+            .expect_err("a call is not allowed")
+            .to_string();
         assert!(
             error.starts_with(
                 "its suitability requirement is not a valid resource program: line 2, column 1:"
@@ -850,5 +869,11 @@ mod tests {
         );
         assert!(error.ends_with("its author must fix the plugin"), "{error}");
         assert!(Requirement::parse("  \n".to_owned()).is_err());
+        assert_eq!(
+            Requirement::parse("x".repeat(MAX_REQUIREMENT_BYTES + 1))
+                .expect_err("too long")
+                .to_string(),
+            "its suitability requirement is longer than 64 KiB; its author must fix the plugin"
+        );
     }
 }

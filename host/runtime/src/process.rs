@@ -574,29 +574,73 @@ fn arguments_refused(
     )
 }
 
+/// Why a user or group could not be found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PrincipalError {
+    /// The database has no such entry; `kind` is `user` or `group`.
+    Unknown { kind: &'static str, name: String },
+    /// The database could not be read.
+    Lookup {
+        kind: &'static str,
+        name: String,
+        error: nix::errno::Errno,
+    },
+}
+
+impl std::fmt::Display for PrincipalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PrincipalError::Unknown { kind, name } => write!(f, "{kind} `{name}` does not exist"),
+            PrincipalError::Lookup { kind, name, error } => {
+                write!(f, "cannot look up {kind} `{name}`: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PrincipalError {}
+
+/// The entry `found` by looking up `name` in the `kind` database.
+fn principal<T>(
+    kind: &'static str,
+    name: &str,
+    found: nix::Result<Option<T>>,
+) -> Result<T, PrincipalError> {
+    match found {
+        Ok(Some(entry)) => Ok(entry),
+        Ok(None) => Err(PrincipalError::Unknown {
+            kind,
+            name: name.to_owned(),
+        }),
+        Err(error) => Err(PrincipalError::Lookup {
+            kind,
+            name: name.to_owned(),
+            error,
+        }),
+    }
+}
+
 /// The user named `user` (a name or a numeric id) in the user database.
-pub(crate) fn lookup_user(user: &str) -> Result<nix::unistd::User, String> {
-    match user.parse::<u32>() {
+pub(crate) fn lookup_user(user: &str) -> Result<nix::unistd::User, PrincipalError> {
+    let found = match user.parse::<u32>() {
         Ok(uid) => nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid)),
         Err(_) => nix::unistd::User::from_name(user),
-    }
-    .map_err(|error| format!("cannot look up user `{user}`: {error}"))?
-    .ok_or_else(|| format!("user `{user}` does not exist"))
+    };
+    principal("user", user, found)
 }
 
 /// The group named `group` (a name or a numeric id) in the group database.
-pub(crate) fn lookup_group(group: &str) -> Result<nix::unistd::Group, String> {
-    match group.parse::<u32>() {
+pub(crate) fn lookup_group(group: &str) -> Result<nix::unistd::Group, PrincipalError> {
+    let found = match group.parse::<u32>() {
         Ok(gid) => nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(gid)),
         Err(_) => nix::unistd::Group::from_name(group),
-    }
-    .map_err(|error| format!("cannot look up group `{group}`: {error}"))?
-    .ok_or_else(|| format!("group `{group}` does not exist"))
+    };
+    principal("group", group, found)
 }
 
 /// The uid and primary gid of a user the policy allows.
 fn resolve_user(user: &str, allowed: &Principals, plugin: &str) -> Result<(u32, u32), String> {
-    let entry = lookup_user(user)?;
+    let entry = lookup_user(user).map_err(|error| error.to_string())?;
     if !allowed.allows(user) && !allowed.allows(&entry.name) {
         return Err(format!(
             "plugin `{plugin}` may not run programs as user `{user}`; add it to `users` of \
@@ -607,7 +651,7 @@ fn resolve_user(user: &str, allowed: &Principals, plugin: &str) -> Result<(u32, 
 }
 
 fn resolve_group(group: &str, allowed: &Principals, plugin: &str) -> Result<u32, String> {
-    let entry = lookup_group(group)?;
+    let entry = lookup_group(group).map_err(|error| error.to_string())?;
     if !allowed.allows(group) && !allowed.allows(&entry.name) {
         return Err(format!(
             "plugin `{plugin}` may not run programs with group `{group}`; add it to `groups` \
@@ -820,7 +864,8 @@ pub(crate) fn run(
         ),
     };
     drop(feeder);
-    let (status, timed_out, [stdout, stderr]) = supervised.map_err(wit::LaunchError::Failed)?;
+    let (status, timed_out, [stdout, stderr]) =
+        supervised.map_err(|error| wit::LaunchError::Failed(error.to_string()))?;
     let (stdout, stdout_truncated) = (stdout.bytes, stdout.truncated);
     let (stderr, stderr_truncated) = (stderr.bytes, stderr.truncated);
     let status = if timed_out {

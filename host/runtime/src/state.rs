@@ -1,15 +1,15 @@
 //! What a plugin instance's store holds, and the host side of the imports it calls:
 //! `log`, `process` and `file-metadata`.
 
-use crate::bindings::{file_metadata, log, process};
+use crate::bindings::{log, process};
 use crate::convert::truncate;
 use crate::files::{Actor, Paths};
 use crate::grants::Grant;
-use crate::policy::{Access, PluginPolicy};
+use crate::policy::PluginPolicy;
 use crate::process::{Launch, LauncherSlot};
 use crate::trail::{Decision, Event, Trail};
-use rustix::fd::{AsRawFd, OwnedFd};
-use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+use rustix::fd::OwnedFd;
+use rustix::fs::{FileType, Mode, OFlags};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -18,12 +18,7 @@ use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
 use wconverge_engine::Secrets;
 use wconverge_engine::{Level, LogRecord};
 
-/// How much of a file the host reads at a time to hash it (`file-metadata.sha256`),
-/// checking the call's limits between reads.
-const SHA256_CHUNK: usize = 64 * 1024;
-
-/// Files smaller than this are read into a buffer on the stack.
-const SHA256_SMALL: usize = 8 * 1024;
+mod metadata;
 
 /// What a call may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -267,20 +262,6 @@ impl PluginState {
         self.actor().event(operation, &target)
     }
 
-    /// Records an allowed change of file metadata; an error if the trail cannot take it.
-    fn changed(&self, operation: &'static str, path: &str) -> Result<(), String> {
-        let Some(trail) = self.shared.trail() else {
-            return Ok(());
-        };
-        if let Some(why) = trail.broken() {
-            return Err(self.refused(operation, path, why));
-        }
-        if trail.logs_allowed() {
-            trail.record(self.event(operation, path.to_owned()))?;
-        }
-        Ok(())
-    }
-
     pub(crate) fn begin_call(&mut self) {
         self.paths.begin_call();
         self.looked = Looked::default();
@@ -329,55 +310,6 @@ impl PluginState {
         }
     }
 
-    /// The grant containing `path`, and the rest of the path below it. The path must be
-    /// absolute and normal: no `.`, `..` or empty component ever leads above a grant.
-    fn locate<'a>(&self, path: &'a str) -> Result<(&Arc<Grant>, &'a str), String> {
-        if !crate::walk::normal_absolute(path) {
-            return Err(self.refused(
-                "file-metadata",
-                path,
-                format!("`{path}` is not an absolute path without `.`, `..` and empty components"),
-            ));
-        }
-        self.grants
-            .iter()
-            .filter_map(|grant| {
-                let guest = grant.guest.as_str();
-                let rest = if path == guest {
-                    Some("")
-                } else if guest == "/" {
-                    path.strip_prefix('/')
-                } else {
-                    path.strip_prefix(guest)
-                        .and_then(|rest| rest.strip_prefix('/'))
-                };
-                rest.map(|rest| (grant, rest))
-            })
-            .max_by_key(|(grant, _)| grant.guest.len())
-            .ok_or_else(|| {
-                self.refused(
-                    "file-metadata",
-                    path,
-                    format!(
-                        "`{path}` is outside the directories granted to this call ({})",
-                        crate::files::granted(&self.grants, self.phase)
-                    ),
-                )
-            })
-    }
-
-    /// Refuses to read what is not a regular file (a FIFO, a device) for a plugin.
-    fn not_regular(&self, path: &str, kind: FileType) -> String {
-        self.refused(
-            "file-metadata",
-            path,
-            format!(
-                "`{path}` is {}; wconverge reads only regular files for plugins",
-                crate::files::kind_name(kind)
-            ),
-        )
-    }
-
     /// Records a refusal in the audit trail and returns its reason.
     fn refused(&self, operation: &'static str, target: &str, reason: String) -> String {
         if let Some(trail) = self.shared.trail() {
@@ -389,75 +321,6 @@ impl PluginState {
             });
         }
         reason
-    }
-
-    /// The grant and the path below it of an entry beneath a writable grant (never the
-    /// grant's directory itself).
-    fn locate_writable<'a>(&self, path: &'a str) -> Result<(Arc<Grant>, &'a str), String> {
-        let (grant, rest) = self.locate(path)?;
-        if self.phase != Phase::Change || grant.access != Access::ReadWrite {
-            return Err(self.refused(
-                "file-metadata",
-                path,
-                format!("`{path}` is read-only in this call"),
-            ));
-        }
-        if rest.is_empty() {
-            return Err(format!(
-                "`{path}` is a directory granted to this call; only what lies beneath it \
-                 may be changed"
-            ));
-        }
-        Ok((Arc::clone(grant), rest))
-    }
-
-    /// The entry at `rest` beneath `grant`, resolved by descriptor (links followed only
-    /// where `walk::link_trust` allows, the entry itself never), opened as an `O_PATH`
-    /// handle for a change of its metadata, with whether others can write its directory.
-    fn entry(
-        &self,
-        operation: &'static str,
-        grant: &Grant,
-        rest: &str,
-        path: &str,
-    ) -> Result<(OwnedFd, bool), String> {
-        let found = match crate::walk::beneath(&grant.fd, rest, false, &grant.canonical) {
-            Ok(found) => found,
-            Err(crate::walk::BeneathError::Escape) => {
-                return Err(self.refused(
-                    operation,
-                    path,
-                    format!("`{path}` leads out of the directories granted"),
-                ));
-            }
-            Err(crate::walk::BeneathError::Untrusted(why)) => {
-                return Err(self.refused(operation, path, why.to_string()));
-            }
-            Err(crate::walk::BeneathError::Errno(errno)) => {
-                return Err(format!("cannot open `{path}`: {errno}"));
-            }
-        };
-        let parent = found.parent(&grant.fd);
-        let parent_stat =
-            rustix::fs::fstat(parent).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
-        let fd = open_entry(parent, &parent_stat, &found.name, path)
-            .map_err(|why| self.refused(operation, path, why))?;
-        Ok((
-            fd,
-            crate::walk::shared(parent_stat.st_uid, parent_stat.st_mode),
-        ))
-    }
-
-    /// The open descriptor of the file the plugin created exclusively at `path` (`rest`
-    /// beneath `grant`), if it still holds it.
-    fn created_file(&self, grant: &Grant, rest: &str) -> Option<Arc<std::fs::File>> {
-        let rep = self.paths.created(&grant.canonical.join(rest))?;
-        let resource =
-            wasmtime::component::Resource::<wasmtime_wasi::filesystem::Descriptor>::new_borrow(rep);
-        match self.table.get(&resource).ok()? {
-            wasmtime_wasi::filesystem::Descriptor::File(file) => Some(Arc::clone(&file.file)),
-            wasmtime_wasi::filesystem::Descriptor::Dir(_) => None,
-        }
     }
 
     fn record(&mut self, level: Level, message: String) -> wasmtime::Result<()> {
@@ -518,7 +381,7 @@ impl process::Host for PluginState {
             if checked.is_ok()
                 && let Some(why) = trail.broken()
             {
-                checked = Err(process::LaunchError::Refused(why));
+                checked = Err(process::LaunchError::Refused(why.to_string()));
             }
             let denied = match &checked {
                 Err(process::LaunchError::Refused(reason)) => Some(reason.as_str()),
@@ -560,7 +423,7 @@ impl process::Host for PluginState {
                 if let Err(why) = recorded
                     && checked.is_ok()
                 {
-                    checked = Err(process::LaunchError::Refused(why));
+                    checked = Err(process::LaunchError::Refused(why.to_string()));
                 }
             }
         }
@@ -582,300 +445,6 @@ impl process::Host for PluginState {
             tracing::debug!(plugin = %self.policy.name, "{}", crate::process::message(error));
         }
         result
-    }
-}
-
-fn kind_of(file_type: FileType) -> file_metadata::FileKind {
-    match file_type {
-        FileType::RegularFile => file_metadata::FileKind::File,
-        FileType::Directory => file_metadata::FileKind::Directory,
-        FileType::Symlink => file_metadata::FileKind::Symlink,
-        _ => file_metadata::FileKind::Other,
-    }
-}
-
-/// Opens the entry `name` of the directory `parent` as an `O_PATH` handle on the entry
-/// itself, for a change of its metadata, and refuses anything but a regular file or a
-/// directory (never a symlink), a file another user could have moved in, and a file
-/// with other hard links in a directory other users can write (the other link could be
-/// any file of the machine).
-fn open_entry(
-    parent: rustix::fd::BorrowedFd<'_>,
-    parent_stat: &rustix::fs::Stat,
-    name: &std::ffi::OsStr,
-    path: &str,
-) -> Result<OwnedFd, String> {
-    let fd = rustix::fs::openat(
-        parent,
-        name,
-        OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|error| format!("cannot open `{path}`: {error}"))?;
-    let stat = rustix::fs::fstat(&fd).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
-    let shown = std::path::Path::new(path);
-    if let Some(reason) = crate::files::moved_in(parent_stat, &stat, shown) {
-        return Err(reason);
-    }
-    match FileType::from_raw_mode(stat.st_mode) {
-        FileType::RegularFile => match crate::files::other_links(parent_stat, &stat, shown) {
-            Some(reason) => Err(reason),
-            None => Ok(fd),
-        },
-        FileType::Directory => Ok(fd),
-        FileType::Symlink => Err(format!("`{path}` is a symlink; it is never followed")),
-        kind => Err(format!(
-            "`{path}` is {}; wconverge changes only regular files and directories",
-            crate::files::kind_name(kind)
-        )),
-    }
-}
-
-impl file_metadata::Host for PluginState {
-    fn stat(&mut self, path: String) -> Result<Option<file_metadata::FileStat>, String> {
-        let (grant, rest) = self.locate(&path)?;
-        let stat = if rest.is_empty() {
-            rustix::fs::fstat(&grant.fd)
-        } else {
-            // The parent resolved beneath the grant by descriptor, following only the
-            // links `walk::link_trust` allows; the entry itself is not followed.
-            match crate::walk::beneath(&grant.fd, rest, false, &grant.canonical) {
-                Ok(found) => rustix::fs::statat(
-                    found.parent(&grant.fd),
-                    found.name.as_os_str(),
-                    AtFlags::SYMLINK_NOFOLLOW,
-                ),
-                Err(crate::walk::BeneathError::Errno(errno)) => Err(errno),
-                Err(crate::walk::BeneathError::Escape) => {
-                    return Err(format!("`{path}` leads out of the directories granted"));
-                }
-                Err(crate::walk::BeneathError::Untrusted(why)) => {
-                    return Err(self.refused("file-metadata", &path, why.to_string()));
-                }
-            }
-        };
-        let stat = match stat {
-            Ok(stat) => stat,
-            Err(rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR) => return Ok(None),
-            Err(error) => return Err(format!("cannot stat `{path}`: {error}")),
-        };
-        let kind = FileType::from_raw_mode(stat.st_mode);
-        self.looked.entry = Some((path, kind));
-        Ok(Some(file_metadata::FileStat {
-            kind: kind_of(kind),
-            mode: stat.st_mode & 0o7777,
-            uid: stat.st_uid,
-            gid: stat.st_gid,
-            owner: self.shared.user(stat.st_uid),
-            group: self.shared.group(stat.st_gid),
-            size: u64::try_from(stat.st_size).unwrap_or(0),
-        }))
-    }
-
-    fn sha256(&mut self, path: String) -> Result<Option<String>, String> {
-        use sha2::Digest;
-        use std::io::Read;
-        let (grant, rest) = self.locate(&path)?;
-        if rest.is_empty() {
-            return Err(format!("`{path}` is a directory granted to this call"));
-        }
-        // Resolved as `open-at` resolves it: by descriptor beneath the grant, links on
-        // the way followed only where `walk::link_trust` allows, the entry itself never.
-        let found = match crate::walk::beneath(&grant.fd, rest, false, &grant.canonical) {
-            Ok(found) => found,
-            Err(crate::walk::BeneathError::Errno(
-                rustix::io::Errno::NOENT | rustix::io::Errno::NOTDIR,
-            )) => return Ok(None),
-            Err(crate::walk::BeneathError::Errno(errno)) => {
-                return Err(format!("cannot open `{path}`: {errno}"));
-            }
-            Err(crate::walk::BeneathError::Escape) => {
-                return Err(format!("`{path}` leads out of the directories granted"));
-            }
-            Err(crate::walk::BeneathError::Untrusted(why)) => {
-                return Err(self.refused("file-metadata", &path, why.to_string()));
-            }
-        };
-        let parent = found.parent(&grant.fd);
-        let shown = std::path::Path::new(&path);
-        // A special file is refused before it is opened: opening a device can do things.
-        // A `stat` of the same path earlier in this call (the usual order: metadata,
-        // then content when the size matches) already told what it is.
-        let looked = match &self.looked.entry {
-            Some((looked, kind)) if *looked == path => Some(*kind),
-            _ => None,
-        };
-        let seen = match (looked, found.entry) {
-            (Some(kind), _) => Ok(kind),
-            (None, Some(stat)) => Ok(FileType::from_raw_mode(stat.st_mode)),
-            (None, None) => {
-                rustix::fs::statat(parent, found.name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW)
-                    .map(|stat| FileType::from_raw_mode(stat.st_mode))
-            }
-        };
-        let kind = match seen {
-            Ok(kind) => kind,
-            Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(error) => return Err(format!("cannot stat `{path}`: {error}")),
-        };
-        match kind {
-            FileType::RegularFile => {}
-            FileType::Symlink => {
-                return Err(format!("`{path}` is a symlink; it is not followed"));
-            }
-            FileType::Directory => return Err(format!("`{path}` is a directory")),
-            kind => return Err(self.not_regular(&path, kind)),
-        }
-        let file = match rustix::fs::openat(
-            parent,
-            found.name.as_os_str(),
-            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) {
-            Ok(file) => file,
-            Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(error) => return Err(format!("cannot open `{path}`: {error}")),
-        };
-        let stat =
-            rustix::fs::fstat(&file).map_err(|error| format!("cannot stat `{path}`: {error}"))?;
-        let kind = FileType::from_raw_mode(stat.st_mode);
-        if kind != FileType::RegularFile {
-            // Swapped in after the look above.
-            return Err(self.not_regular(&path, kind));
-        }
-        // The granted directory's status is looked at once a call; a directory beneath
-        // it each time.
-        let grant_key = Arc::as_ptr(grant) as usize;
-        let parent_stat = match self.looked.grant_dir {
-            Some((key, stat)) if key == grant_key && found.parent.is_none() => stat,
-            _ => {
-                let stat = rustix::fs::fstat(parent)
-                    .map_err(|error| format!("cannot stat `{path}`: {error}"))?;
-                if found.parent.is_none() {
-                    self.looked.grant_dir = Some((grant_key, stat));
-                }
-                stat
-            }
-        };
-        if let Some(reason) = crate::files::moved_in(&parent_stat, &stat, shown) {
-            return Err(self.refused("file-metadata", &path, reason));
-        }
-        let mut file = std::fs::File::from(file);
-        let mut hasher = sha2::Sha256::new();
-        // Most managed files are small: a buffer on the stack, touched already, for them;
-        // a bigger one only for a bigger file.
-        let size = usize::try_from(stat.st_size).unwrap_or(SHA256_CHUNK);
-        let mut small = [0u8; SHA256_SMALL];
-        let mut large = Vec::new();
-        let buffer: &mut [u8] = if size < SHA256_SMALL {
-            &mut small
-        } else {
-            large.resize(SHA256_CHUNK, 0u8);
-            &mut large
-        };
-        let mut hashed = 0usize;
-        loop {
-            // The call's limits hold while the host reads for it: a huge file ends in an
-            // error at the time limit, not in a call that never returns.
-            if hashed >= SHA256_CHUNK && self.stop_reason().is_some() {
-                return Err(format!(
-                    "reading `{path}` to hash it went past the call's limits"
-                ));
-            }
-            let read = match file.read(buffer) {
-                Ok(0) => break,
-                Ok(read) => read,
-                Err(error) if error.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(error) => return Err(format!("cannot read `{path}`: {error}")),
-            };
-            hasher.update(&buffer[..read]);
-            hashed = hashed.saturating_add(read);
-            // A small file read whole in one go, to exactly the size its descriptor
-            // reported, with room to spare in the buffer: that was its end (a regular
-            // file reads short only there), so no read is made to find it.
-            if hashed == size && size < buffer.len() {
-                break;
-            }
-        }
-        Ok(Some(crate::cache::hex(&hasher.finalize())))
-    }
-
-    fn set_mode(&mut self, path: String, mode: u32) -> Result<(), String> {
-        if mode > 0o7777 {
-            return Err(format!("mode {mode:o} has bits above 07777"));
-        }
-        let (grant, rest) = self.locate_writable(&path)?;
-        let mode = Mode::from_raw_mode(mode);
-        let failed = |error| format!("cannot set the mode of `{path}`: {error}");
-        // A file the plugin created: through its own descriptor, never by name (another
-        // user who may write the directory could have put anything under that name).
-        if let Some(file) = self.created_file(&grant, rest) {
-            self.changed("set-mode", &path)?;
-            return rustix::fs::fchmod(&*file, mode).map_err(failed);
-        }
-        let (fd, shared) = self.entry("set-mode", &grant, rest, &path)?;
-        if shared && mode.bits() & 0o6000 != 0 {
-            return Err(self.refused(
-                "set-mode",
-                &path,
-                format!(
-                    "`{path}` is in a directory other users can write, where it could have been \
-                     swapped for their file: wconverge sets set-user-ID and set-group-ID bits \
-                     only on a file it writes, or in a directory only root can write"
-                ),
-            ));
-        }
-        self.changed("set-mode", &path)?;
-        // chmod through the O_PATH handle's /proc entry changes exactly the inode that
-        // was opened without following links (fchmod does not take O_PATH handles).
-        rustix::fs::chmod(format!("/proc/self/fd/{}", fd.as_raw_fd()).as_str(), mode)
-            .map_err(failed)
-    }
-
-    fn set_owner(
-        &mut self,
-        path: String,
-        owner: Option<String>,
-        group: Option<String>,
-    ) -> Result<(), String> {
-        let (grant, rest) = self.locate_writable(&path)?;
-        // A numeric id need not be in the databases; u32::MAX is -1, which chown reads
-        // as "leave unchanged".
-        let id =
-            |text: &str, lookup: &dyn Fn(&str) -> Result<u32, String>| match text.parse::<u32>() {
-                Ok(u32::MAX) => Err(format!("`{text}` is not an id")),
-                Ok(id) => Ok(id),
-                Err(_) => lookup(text),
-            };
-        let uid = owner
-            .as_deref()
-            .map(|owner| {
-                id(owner, &|name| {
-                    crate::process::lookup_user(name).map(|user| user.uid.as_raw())
-                })
-            })
-            .transpose()?;
-        let gid = group
-            .as_deref()
-            .map(|group| {
-                id(group, &|name| {
-                    crate::process::lookup_group(name).map(|entry| entry.gid.as_raw())
-                })
-            })
-            .transpose()?;
-        let uid = uid.map(rustix::fs::Uid::from_raw);
-        let gid = gid.map(rustix::fs::Gid::from_raw);
-        let failed = |error| format!("cannot change the owner of `{path}`: {error}");
-        if let Some(file) = self.created_file(&grant, rest) {
-            self.changed("set-owner", &path)?;
-            return rustix::fs::fchown(&*file, uid, gid).map_err(failed);
-        }
-        let (fd, _) = self.entry("set-owner", &grant, rest, &path)?;
-        self.changed("set-owner", &path)?;
-        // Changing the owner clears set-user-ID and set-group-ID bits (for root too,
-        // since Linux 2.2.13), so a provider that sets the mode first and the owner
-        // second never leaves a set-ID file of the wrong owner.
-        rustix::fs::chownat(&fd, "", uid, gid, AtFlags::EMPTY_PATH).map_err(failed)
     }
 }
 

@@ -117,14 +117,14 @@ impl Trail {
     }
 
     /// Why nothing more may be allowed: the file could not be written.
-    pub(crate) fn broken(&self) -> Option<String> {
+    pub(crate) fn broken(&self) -> Option<Unwritable> {
         let sink = self.sink.lock().expect("audit trail lock");
-        sink.failed.as_ref().map(unwritable)
+        sink.failed.as_ref().map(Unwritable::of)
     }
 
     /// Records one decision. An error says the file could not be written, now or before:
     /// an allowed decision must then be refused.
-    pub(crate) fn record(&self, mut event: Event) -> Result<(), String> {
+    pub(crate) fn record(&self, mut event: Event) -> Result<(), Unwritable> {
         event.time = now_rfc3339();
         let mut sink = self.sink.lock().expect("audit trail lock");
         let mut to_file = true;
@@ -162,7 +162,7 @@ impl Trail {
         }
         sink.failed
             .as_ref()
-            .map_or(Ok(()), |error| Err(unwritable(error)))
+            .map_or(Ok(()), |error| Err(Unwritable::of(error)))
     }
 
     /// Ends the run: the counts of suppressed refusals, on the console and in the file.
@@ -210,9 +210,33 @@ impl Sink {
 }
 
 /// Why a decision is refused once the file failed.
-fn unwritable(error: &std::io::Error) -> String {
-    format!("the audit log cannot be written ({error}); nothing more is allowed in this run")
+/// The audit log could not be written, in this call or before: nothing more may be
+/// allowed in the run (a decision that cannot be recorded is refused).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Unwritable {
+    /// The write's error, in the system's words.
+    error: String,
 }
+
+impl Unwritable {
+    fn of(error: &std::io::Error) -> Unwritable {
+        Unwritable {
+            error: error.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Display for Unwritable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the audit log cannot be written ({}); nothing more is allowed in this run",
+            self.error
+        )
+    }
+}
+
+impl std::error::Error for Unwritable {}
 
 impl Sink {
     fn write(&mut self, event: &Event) {

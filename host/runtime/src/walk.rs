@@ -44,7 +44,7 @@ pub(crate) fn trusted_owner(uid: u32) -> bool {
 
 /// Why a walk stopped.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum WalkError {
+pub enum WalkError {
     /// `prefix` does not exist.
     Missing(PathBuf),
     /// `prefix` exists but is not a directory (or a link to one).

@@ -436,6 +436,29 @@ pub(super) const KILLED_GRACE: Duration = Duration::from_secs(2);
 /// How often a wait looks whether wconverge was interrupted.
 pub(super) const INTERRUPT_POLL: Duration = Duration::from_millis(50);
 
+/// Why a launched program's end could not be waited for.
+#[derive(Debug)]
+pub(crate) enum WaitError {
+    /// The system call that waits (`waitpid`, `poll` on its pidfd) failed.
+    Failed(std::io::Error),
+    /// The thread that waits for it is gone without an answer.
+    WaiterGone,
+    /// Its pidfd said it ended, and no status came.
+    StatusLost,
+}
+
+impl std::fmt::Display for WaitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WaitError::Failed(error) => write!(f, "waiting for the program failed: {error}"),
+            WaitError::WaiterGone => f.write_str("the process waiter vanished"),
+            WaitError::StatusLost => f.write_str("the program's status was lost"),
+        }
+    }
+}
+
+impl std::error::Error for WaitError {}
+
 /// Waits for the child, killing it with all its descendants at the deadline, or when
 /// wconverge is interrupted. Never waits past the deadline and a short grace: a child
 /// whose exit status cannot be collected (a tracer holds it) is reported killed.
@@ -444,7 +467,7 @@ pub(super) fn wait_until(
     deadline: Instant,
     before: &Before,
     killer: Option<&Killer>,
-) -> Result<(std::process::ExitStatus, bool), String> {
+) -> Result<(std::process::ExitStatus, bool), WaitError> {
     let (sender, receiver) = mpsc::channel();
     // Not joined: if the status never comes, the thread stays blocked, not the run.
     std::thread::spawn(move || {
@@ -457,8 +480,7 @@ pub(super) fn wait_until(
         }
         match receiver.recv_timeout((deadline - now).min(INTERRUPT_POLL)) {
             Ok(result) => {
-                let status =
-                    result.map_err(|error| format!("waiting for the program failed: {error}"))?;
+                let status = result.map_err(WaitError::Failed)?;
                 return Ok((status, false));
             }
             // A daemon an earlier launch started came to wconverge, a subreaper, when that
@@ -467,13 +489,13 @@ pub(super) fn wait_until(
             // a zombie.
             Err(mpsc::RecvTimeoutError::Timeout) => reap_strays(child),
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                return Err("the process waiter vanished".to_owned());
+                return Err(WaitError::WaiterGone);
             }
         }
     }
     kill_launch(child, before, killer);
     let status = match receiver.recv_timeout(KILLED_GRACE) {
-        Ok(result) => result.map_err(|error| format!("waiting for the program failed: {error}"))?,
+        Ok(result) => result.map_err(WaitError::Failed)?,
         Err(_) => {
             use std::os::unix::process::ExitStatusExt;
             std::process::ExitStatus::from_raw(libc::SIGKILL)

@@ -28,7 +28,7 @@ pub(super) fn supervise(
     before: &Before,
     killer: Option<&Killer>,
     mut ended: impl FnMut(),
-) -> Result<Supervised, String> {
+) -> Result<Supervised, WaitError> {
     use rustix::event::{PollFd, PollFlags, Timespec, poll};
     let [out, err] = pipes;
     let mut open = [Some(out), Some(err)];
@@ -41,9 +41,7 @@ pub(super) fn supervise(
         tv_sec: i64::try_from(within.as_secs()).unwrap_or(i64::MAX),
         tv_nsec: i64::from(within.subsec_nanos()),
     };
-    let reaped = || {
-        crate::spawn::wait(pid).map_err(|error| format!("waiting for the program failed: {error}"))
-    };
+    let reaped = || crate::spawn::wait(pid).map_err(WaitError::Failed);
     loop {
         let now = Instant::now();
         if status.is_none() && (now >= deadline || crate::interrupted().is_some()) {
@@ -83,7 +81,7 @@ pub(super) fn supervise(
             }
             match poll(&mut fds, Some(&timespec(within))) {
                 Ok(_) | Err(rustix::io::Errno::INTR) => {}
-                Err(error) => return Err(format!("waiting for the program failed: {error}")),
+                Err(error) => return Err(WaitError::Failed(error.into())),
             }
             let ready = |slot: Option<usize>| slot.is_some_and(|at| !fds[at].revents().is_empty());
             (ready(slots[0]), ready(slots[1]), ready(slots[2]))
@@ -119,7 +117,7 @@ pub(super) fn supervise(
             reap_strays(pid);
         }
     }
-    let status = status.ok_or("the program's status was lost")?;
+    let status = status.ok_or(WaitError::StatusLost)?;
     Ok((status, timed_out, captured))
 }
 
@@ -132,7 +130,7 @@ pub(super) fn supervise_with_threads(
     before: &Before,
     killer: Option<&Killer>,
     mut ended: impl FnMut(),
-) -> Result<Supervised, String> {
+) -> Result<Supervised, WaitError> {
     let [out, err] = pipes;
     let (drained, drained_signal) = mpsc::channel();
     let (stdout, stdout_reader) = spawn_drain(out, cap, drained.clone());
