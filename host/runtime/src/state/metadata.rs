@@ -224,9 +224,15 @@ impl PluginState {
         };
         let parent = found.parent(&grant.fd);
         let parent_stat = rustix::fs::fstat(parent).map_err(system("stat", path))?;
-        let fd = match open_entry(parent, &parent_stat, &found.name, path)? {
-            Ok(fd) => fd,
-            Err(why) => return Err(self.refusal(operation, path, why)),
+        let fd = match open_entry(parent, &parent_stat, &found.name, path) {
+            Ok(Ok(fd)) => fd,
+            Ok(Err(why)) => return Err(self.refusal(operation, path, why)),
+            // The trail records the entry that could not be opened too: the change it
+            // was for is not made.
+            Err(error) => {
+                self.refused(operation, path, error.to_string());
+                return Err(error);
+            }
         };
         Ok((
             fd,
