@@ -7,9 +7,10 @@
 //! methods live in rooms by concern: `expr` (expressions and operators), `scope`
 //! (variables), `resources` (declarations, defaults, overrides), `collectors`, `classes`
 //! (classes, defined types, nodes), `calls` (functions, lambdas, templates), `budget`
-//! (work and size limits), `catalog_output` (the catalog), `exports`, `declared`, `node`
-//! and `lazy` (values evaluated during the run); `ids` has the types of the positions
-//! in its collections.
+//! (work and size limits), `catalog_output` (the catalog), `exports`, `declared`, `node`,
+//! `lazy` (`lazy { }` when compiling) and `run` (lazy values and types' checks evaluated
+//! during the run, by an evaluator made for it); `ids` has the types of the positions in
+//! its collections.
 
 use crate::diagnostic::{Diagnostic, DiagnosticCode, Severity, Span};
 use crate::syntax::*;
@@ -31,11 +32,12 @@ mod ids;
 mod lazy;
 mod node;
 mod resources;
+mod run;
 mod scope;
 
 use ids::{ClassId, CollectorId, DefineId, FunctionId, ResourceId, ScopeId};
-pub(crate) use lazy::evaluate_code;
-pub use lazy::{check_lazy, evaluate_lazy, evaluate_lazy_truth, run_node_block};
+pub(crate) use run::evaluate_code;
+pub use run::{check_lazy, evaluate_lazy, evaluate_lazy_truth, run_node_block};
 
 /// The type whose lazy `block` may write node attributes during the run.
 pub use wconverge_catalog::NODE_BLOCK;
@@ -326,6 +328,14 @@ pub(crate) struct Evaluator<'a> {
     pub(crate) initializing: Vec<(String, Vec<(String, Val)>)>,
 }
 
+/// Why an evaluation during the run failed.
+pub(super) enum RunFailure {
+    /// Its first error, in the language's words.
+    Error(String),
+    /// It declared resources (which `lazy::walk` refuses before: never expected).
+    DeclaredResources,
+}
+
 /// What an evaluation produced.
 pub(crate) struct Evaluated {
     /// Only when no diagnostic is an error.
@@ -412,6 +422,37 @@ impl<'a> Evaluator<'a> {
                 .map(|source| crate::diagnostic::LineStarts::new(&source.text))
                 .collect(),
         }
+    }
+
+    /// An evaluator for one lazy value (or a type's check) during the run: `program` is
+    /// what its text parsed to, nothing of a compile; it reads `node` and may do
+    /// [`lazy::LAZY_BUDGET`] of work, and its own assignments go into a scope of its own
+    /// below the top scope, where [`Evaluator::bind_captured`] puts what it captured.
+    pub(super) fn for_run(
+        program: Program,
+        sources: &'a [Source],
+        types: &'a KnownTypes,
+        node: node::NodeState<'a>,
+    ) -> Self {
+        let mut evaluator = Evaluator::new(program, sources, types, "");
+        evaluator.budget = Some(lazy::LAZY_BUDGET);
+        evaluator.attributes = node;
+        let local = evaluator.new_scope(Some(TOP));
+        evaluator.ctx.scope = local;
+        evaluator
+    }
+
+    /// What a run's evaluation came to: the node's attributes as it left them, or why it
+    /// failed (its first error).
+    pub(super) fn finish_run(mut self) -> Result<node::NodeState<'a>, RunFailure> {
+        let state = std::mem::replace(&mut self.attributes, node::NodeState::compiling());
+        if let Some(error) = self.diagnostics.iter().find(|d| d.is_error()) {
+            return Err(RunFailure::Error(error.message.clone()));
+        }
+        if !self.resources.is_empty() {
+            return Err(RunFailure::DeclaredResources);
+        }
+        Ok(state)
     }
 
     fn error(

@@ -5,6 +5,29 @@ use super::*;
 use crate::diagnostic::DiagnosticCode;
 
 impl Evaluator<'_> {
+    /// Binds a variable a lazy value captured (`name`, or `class::name` in the class's
+    /// scope, as where the block was written) for its evaluation during the run.
+    pub(super) fn bind_captured(&mut self, name: &str, value: Val, span: Span) {
+        let name = name.strip_prefix("::").unwrap_or(name);
+        let (scope, variable) = match name.rsplit_once("::") {
+            Some((class, variable)) => {
+                let scope = match self.class_scopes.get(class) {
+                    Some(scope) => *scope,
+                    None => {
+                        let scope = self.new_scope(Some(TOP));
+                        self.class_scopes.insert(class.to_owned(), scope);
+                        scope
+                    }
+                };
+                (scope, variable)
+            }
+            None => (TOP, name),
+        };
+        self.scopes[scope]
+            .vars
+            .insert(variable.to_owned(), (value, span));
+    }
+
     pub(super) fn new_scope(&mut self, parent: Option<ScopeId>) -> ScopeId {
         self.scopes.push(Scope {
             parent,
