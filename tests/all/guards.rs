@@ -1,4 +1,4 @@
-//! Guards through the binary: every code example of seed `chef-guard-interpreter-rfc.md`
+//! Guards through the binary: every code example of Chef's guard interpreter RFC
 //! that runs on Linux as a manifest, with real interpreters (`sh`, `bash`, `pwsh` where
 //! installed), the architecture launcher, exit codes, `returns`, timeouts and missing
 //! interpreters.

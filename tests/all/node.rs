@@ -1,5 +1,5 @@
-//! Node attributes, lazy values and `node_block` (seed `compile-time-vs-run-time.md`,
-//! issue 5): set at compile time, read at run time, and the stale read reported.
+//! Node attributes, lazy values and `node_block` (Facebook's Chef model, "Compile Time vs
+//! Run Time, and APIs"; issue 5): set at compile time, read at run time, and the stale read reported.
 
 use crate::support::{Machine, entry, first_error};
 use std::path::Path;
@@ -169,7 +169,7 @@ $node.override['site']['name'] = 'tokyo'
 fn a_node_block_writes_attributes_that_a_later_resource_reads_lazily() {
     let machine = Machine::new();
     let policy = machine.policy("");
-    // The seed's compound API example: fill a hash for each job at run time, before
+    // Facebook's compound API example: fill a hash for each job at run time, before
     // the resource that implements it.
     let manifest = machine.manifest(
         "site.wcv",

@@ -1,5 +1,5 @@
 //! Resource programs through the binary: `wconverge requirement` over facts given as JSON
-//! (the seed's examples, exit codes 0, 1 and 2, diagnostics) and over this machine's
+//! (PlainBox's examples, exit codes 0, 1 and 2, diagnostics) and over this machine's
 //! facts; `wconverge facts`; the `requires` metaparameter in a manifest.
 
 use crate::support::Machine;

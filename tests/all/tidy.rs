@@ -271,6 +271,57 @@ fn every_rust_file_says_what_it_is_for() {
     );
 }
 
+/// The design brief and the documents behind it are not in this repository: code and
+/// documents say what they mean instead of pointing there ("DESIGN section 4", "seed
+/// `x.md`").
+#[test]
+fn nothing_points_to_the_design_brief_outside_the_repository() {
+    let root = repository();
+    let mut files = Vec::new();
+    for dir in ["host", "providers", "guest-sdk", "tests", "xtask"] {
+        if root.join(dir).is_dir() {
+            rust_files(&root.join(dir), &mut files);
+        }
+    }
+    files.extend(["README.md", "ARCHITECTURE.md"].map(|name| root.join(name)));
+    for dir in ["docs", "wit"] {
+        for entry in std::fs::read_dir(root.join(dir)).expect("readable directory") {
+            files.push(entry.expect("entry").path());
+        }
+    }
+    assert!(files.len() > 20, "found only {} files", files.len());
+    let pointers = [
+        "DESIGN section",
+        "DESIGN.md",
+        "seed `",
+        "types seed",
+        "the seed",
+    ];
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|path| {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            let shown = path
+                .strip_prefix(&root)
+                .unwrap_or(path)
+                .display()
+                .to_string();
+            text.lines()
+                .enumerate()
+                .filter(|(_, line)| pointers.iter().any(|pointer| line.contains(pointer)))
+                .map(|(n, line)| format!("{shown}:{}: {}", n + 1, line.trim()))
+                .collect::<Vec<_>>()
+        })
+        // This test names what it looks for.
+        .filter(|line| !line.starts_with("tests/all/tidy.rs"))
+        .collect();
+    assert!(
+        found.is_empty(),
+        "references to the design brief, which is not in this repository; say what they \
+         mean instead: {found:#?}"
+    );
+}
+
 /// The types each built-in plugin provides in the built-in policy (`provides`, or the
 /// plugin's own name), read from its text in the policy crate.
 fn builtin_types(root: &Path) -> Vec<(String, Vec<String>)> {

@@ -10,7 +10,8 @@ use wconverge_sdk::{
     State, TypeSchema, Value, log,
 };
 
-/// Every attribute a guard may inherit from the resource it guards (DESIGN section 4).
+/// Every attribute a guard may inherit from the resource it guards: the script's context
+/// (Chef's guard interpreter RFC, with `architecture` for every script type).
 pub const INHERITABLE: [&str; 7] = [
     "cwd",
     "environment",

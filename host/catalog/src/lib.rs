@@ -72,7 +72,8 @@ pub struct Catalog {
     pub types: Vec<TypeSchema>,
 }
 
-/// Node attributes (DESIGN section 3): two layers of nested hashes. A read sees both
+/// Node attributes (Chef's, as Facebook's "Compile Time vs Run Time" uses them): two
+/// layers of nested hashes. A read sees both
 /// merged, `override` winning over `default` key by key; within one layer the last
 /// writer wins.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -266,7 +267,7 @@ pub struct Metaparams {
     /// Report what would change without changing it, whatever the run's mode.
     #[serde(default, skip_serializing_if = "is_false")]
     pub noop: bool,
-    /// Guards: the resource is applied only if this holds (DESIGN section 4).
+    /// Guards: the resource is applied only if this holds (Chef's `only_if`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub only_if: Option<Value>,
     /// Guards: the resource is skipped if this holds.
@@ -275,7 +276,7 @@ pub struct Metaparams {
     /// The interpreter plugin that evaluates string guards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guard_interpreter: Option<String>,
-    /// A resource program over facts that must hold (DESIGN section 6).
+    /// A resource program over facts that must hold (PlainBox's `requires`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requires: Option<String>,
     /// The plugin that implements the resource, by its name in the policy; without it,

@@ -152,7 +152,7 @@ pub enum PathAccess {
     ReadWrite,
 }
 
-/// One attribute of a type (a feature, in the types seed's words: an `attr`, or a `has`
+/// One attribute of a type (a feature, in the words of Puppet's types ARM: an `attr`, or a `has`
 /// reference to another declared type).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AttributeSchema {
@@ -202,7 +202,7 @@ pub struct HomeDefault {
 
 impl AttributeSchema {
     /// A single optional value of `data_type`, a property, no checks: the defaults of
-    /// the types seed (`[0..1]`).
+    /// Puppet's types ARM (`[0..1]`).
     pub fn new(name: &str, data_type: DataType) -> AttributeSchema {
         AttributeSchema {
             name: name.to_owned(),
@@ -259,7 +259,7 @@ impl AttributeSchema {
         self.min > 0
     }
 
-    /// The multiplicity as the types seed writes it: `[0..1]`, `[1..*]`.
+    /// The multiplicity as Puppet's types ARM writes it: `[0..1]`, `[1..*]`.
     pub fn multiplicity(&self) -> String {
         match self.max {
             Some(max) => format!("[{}..{max}]", self.min),

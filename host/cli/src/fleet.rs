@@ -1,4 +1,4 @@
-//! Beyond one machine (DESIGN section 10): the store nodes share, as the commands use
+//! Beyond one machine: the store nodes share, as the commands use
 //! it. A compile publishes this node's exported resources and collects other nodes';
 //! a run stores its report (and the facts it gathered); `reports`, `facts --node`,
 //! `store` read and manage what is stored.

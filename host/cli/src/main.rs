@@ -1,5 +1,5 @@
 //! `wconverge`: the command line (**API boundary**: commands, flags, output formats and
-//! exit codes are a contract; see DESIGN section 9).
+//! exit codes are a contract: tests and users rely on them).
 //!
 //! Exit codes of `apply` follow Puppet's `--detailed-exitcodes`: 0 nothing changed,
 //! 2 changes, 4 failures, 6 both. Anything that stops a command before it runs (a bad

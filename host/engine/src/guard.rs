@@ -1,4 +1,4 @@
-//! Guards (DESIGN section 4, seed `chef-guard-interpreter-rfc.md`): `only_if` and
+//! Guards (Chef's guard interpreter RFC, "Resources as custom guard interpreters"): `only_if` and
 //! `not_if` on every resource, Puppet's `onlyif` and `unless` on types that declare them,
 //! read from the catalog, given their interpreter and what they inherit, before the run.
 
@@ -218,9 +218,13 @@ pub(crate) fn prepare(
     }
 }
 
-/// The interpreter of a resource's guards (DESIGN section 4 and Decisions 2 and 5): the
-/// one `guard_interpreter` names, inheriting; `default`, never inheriting; unset, the
-/// resource's own interpreter for a script type and `default` for any other type.
+/// The interpreter of a resource's guards: the one `guard_interpreter` names,
+/// inheriting; `default`, never inheriting; unset, the resource's own interpreter for a
+/// script type and `default` for any other type. Chef's RFC is inconsistent about
+/// inheritance for string guards; they inherit whenever the interpreter is not
+/// `default`, as its bash examples show. A script type defaulting to its own
+/// interpreter is the RFC's "future guard improvements", which Chef adopted for
+/// `execute` and `powershell_script`.
 ///
 /// Only a script resource has attributes to inherit: a `file`'s `path` or `group` mean
 /// something else than a script's, so they never reach a guard.

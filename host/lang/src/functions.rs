@@ -162,7 +162,7 @@ pub(crate) fn call(
         "each" | "map" | "filter" | "reduce" | "reject" => {
             iterate(evaluator, name, args, lambda, span)
         }
-        // The types seed's names for `filter` and `map`, and `filter`'s complement.
+        // Puppet's types ARM's names for `filter` and `map`, and `filter`'s complement.
         "select" => iterate(evaluator, "filter", args, lambda, span),
         "collect" => iterate(evaluator, "map", args, lambda, span),
         // `with(a, b) |$x, $y| { ... }`: the lambda called once with the arguments.

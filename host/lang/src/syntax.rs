@@ -260,7 +260,7 @@ pub(crate) struct NodeDef {
     pub(crate) body: Block,
 }
 
-/// `type Name inherits Parent { ... }` (seed `puppet-types-in-language-arm`).
+/// `type Name inherits Parent { ... }` (Puppet's ARM "Puppet Types in the Puppet Language").
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct TypeDef {
     /// As written: `MyApp::Config`.

@@ -1,4 +1,4 @@
-//! Types as data (seed `puppet-types-in-language-arm`): the checks and invariants of a
+//! Types as data (Puppet's ARM "Puppet Types in the Puppet Language"): the checks and invariants of a
 //! type, and instantiating a declared type from a hash.
 //!
 //! One schema model serves both sides: a type a manifest declares (`type User { ... }`)
@@ -7,7 +7,7 @@
 //! in the restricted language of lazy values (no resources, classes or catalog
 //! functions), with a budget.
 //!
-//! What a check or invariant returns decides (the seed's table): a string rejects the
+//! What a check or invariant returns decides (the ARM's table): a string rejects the
 //! value with that message; `undef`, `true` (and any other value) accept it; `false`
 //! rejects it with the standard message (`Illegal value: ...` for a check, the title or
 //! `Illegal invariant` for an invariant).
@@ -152,7 +152,7 @@ pub fn check_invariant(
     )
 }
 
-/// `$meta`, the seed's description of what is checked: `$meta['name']`, the feature's
+/// `$meta`, the ARM's description of what is checked: `$meta['name']`, the feature's
 /// name (for a check), and `$meta['container']['name']`, the type's. A feature named
 /// `meta` hides it.
 fn meta(schema: &TypeSchema, attribute: Option<&AttributeSchema>) -> (String, Value) {
@@ -316,7 +316,7 @@ pub fn check_feature(
 /// Declared types nest at most this deep in one value.
 const MAX_NESTING: usize = 64;
 
-/// Instantiates `schema` from `given` (the seed's `new`): defaults first, then each
+/// Instantiates `schema` from `given` (the ARM's `new`): defaults first, then each
 /// given value (unknown keys and derived features refused), checked as it is set; then
 /// the required features, the derived ones and the invariants. The object is a hash of
 /// its features in declaration order. Every problem is reported, not only the first.
@@ -383,7 +383,7 @@ fn instantiate_at(
             }
             continue;
         };
-        // Empty is "not set", unless the feature is unsettable (the seed: then empty
+        // Empty is "not set", unless the feature is unsettable (the ARM: then empty
         // differs from not set).
         let empty = matches!(value.unwrap_sensitive(), Value::Undef)
             || matches!(value.unwrap_sensitive(), Value::Array(items) if items.is_empty() && attribute.max != Some(1));
@@ -434,7 +434,7 @@ fn instantiate_at(
     }
     errors.extend(run_invariants(schema, &object));
     // Transient features are checked and seen by derived features and invariants, but
-    // are no part of the object (the seed: not serialized; the object is what goes into
+    // are no part of the object (the ARM: not serialized; the object is what goes into
     // the catalog).
     object.retain(|(name, _)| {
         schema

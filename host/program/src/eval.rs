@@ -1,7 +1,7 @@
 //! Evaluating one expression against one record, with Python's semantics for the
 //! values a resource program can make. Any error (a failed conversion, an ordering
 //! between a string and a number, a missing attribute, an overflow) is `None`, which
-//! the caller counts as false for that record, as the seed says.
+//! the caller counts as false for that record, as PlainBox's documentation says.
 
 use crate::Record;
 use crate::syntax::{BinOp, Builtin, CmpOp, Expr, UnaryOp};

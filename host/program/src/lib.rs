@@ -1,5 +1,6 @@
-//! Resource programs, with exactly the semantics of seed `plainbox-resource-programs.rst`
-//! (DESIGN section 6).
+//! Resource programs, with exactly the semantics of PlainBox's resource programs (from
+//! Canonical's Checkbox): one Python-like expression per line over groups of fact
+//! records.
 //!
 //! A program is one expression per non-empty line. Each expression names exactly one
 //! group of fact records (`package`, `os`...) and reads their attributes
@@ -10,7 +11,7 @@
 //! line false. Every value a record holds is a string; `int()`, `float()` and `bool()`
 //! convert.
 //!
-//! The syntax is the subset of Python's expressions the seed allows: literals
+//! The syntax is the subset of Python's expressions PlainBox allows: literals
 //! (strings, numbers, `True`, `False`, lists, tuples), `and`/`or`/`not`, comparisons,
 //! binary and unary operators, `in`, attribute access on the group variable, and the
 //! calls `int()`, `float()`, `bool()` and `all()`. Everything else is refused before any

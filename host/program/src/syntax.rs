@@ -1,5 +1,5 @@
 //! The expression syntax of a resource program line: the subset of Python's expressions
-//! the seed allows, parsed with Python's precedence. Everything else is refused here,
+//! PlainBox allows, parsed with Python's precedence. Everything else is refused here,
 //! with the column and what to write instead.
 
 use crate::ProgramError;

@@ -1,5 +1,5 @@
-//! Every example, limitation and proposal of seed `plainbox-resource-programs.rst`, with
-//! the result the seed states, and the rejections.
+//! Every example, limitation and proposal of PlainBox's documentation of resource
+//! programs, with the result it states, and the rejections.
 
 use super::*;
 

@@ -1,4 +1,4 @@
-//! The store nodes share (DESIGN section 10): the resources each node exported, the
+//! The store nodes share: the resources each node exported, the
 //! facts each node last sent, and the reports of their runs. One interface, two back
 //! ends: SQLite (embedded, the default, a file in the state directory) and PostgreSQL
 //! (a fleet's, as PuppetDB uses).

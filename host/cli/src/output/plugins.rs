@@ -68,7 +68,7 @@ pub(crate) fn types_list(types: &BTreeMap<&str, Vec<TypeProvider>>, declared: &[
 }
 
 /// A type a manifest declares: its features (inherited ones included), checks and
-/// invariants, as the types seed writes them.
+/// invariants, as Puppet's types ARM writes them.
 pub(crate) fn declared_type_detail(schema: &TypeSchema) {
     let mut text = format!("{}\n", schema.name);
     if let Some(origin) = &schema.origin {

@@ -398,7 +398,7 @@ impl Evaluator<'_> {
     }
 
     /// Whether a lowercased type name is one of Puppet's data types or an alias of one
-    /// (not a resource type, nor a declared type of the types seed).
+    /// (not a resource type, nor a type declared in the language).
     pub(super) fn is_data_type(&self, lower: &str) -> bool {
         crate::ptype::CORE.contains(&lower)
             || crate::ptype::STDLIB_ALIASES
@@ -412,7 +412,7 @@ impl Evaluator<'_> {
     }
 
     /// A parameter's value checked against its data type: a basic type or a declared
-    /// type (the types seed) as `typed_parameter` does, any other Puppet data type
+    /// type (declared in the language) as `typed_parameter` does, any other Puppet data type
     /// (`Array[String]`, `Stdlib::Port`, an alias) by matching. `None` when it does not
     /// fit (reported).
     pub(super) fn check_parameter_type(

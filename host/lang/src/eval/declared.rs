@@ -369,7 +369,7 @@ impl Evaluator<'_> {
                 }
             }
         }
-        // The seed's rules: min 0 and max 1 unless said; min 1 means max 1; a minimum
+        // The ARM's rules: min 0 and max 1 unless said; min 1 means max 1; a minimum
         // above 1 means no maximum.
         attribute.min = min.unwrap_or(0);
         attribute.max = match max {
@@ -730,7 +730,7 @@ fn display_name(lowercase: &str) -> String {
     wconverge_catalog::display_type_name(lowercase)
 }
 
-/// A default written as a string, in the attribute's data type (the seed: "in string
+/// A default written as a string, in the attribute's data type (the ARM: "in string
 /// form, converted to datatype").
 fn literal_as(data_type: &DataType, value: Value) -> Value {
     let Value::String(text) = &value else {

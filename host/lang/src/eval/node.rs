@@ -1,10 +1,10 @@
-//! Node attributes (seed `compile-time-vs-run-time.md`, DESIGN section 3): set at
+//! Node attributes (Facebook's Chef model, "Compile Time vs Run Time, and APIs"): set at
 //! compile time with `$node.default[...] = v` or `$node.override[...] = v`, read with
 //! `$node[...]`, and read (or, in a `node_block`, written) during the run by lazy values.
 //!
 //! Two layers of nested hashes with string keys; a read merges them key by key, the
 //! override layer winning. The compile phase records every read and write, so that a
-//! read whose value a later write changes is reported: the bug the seed warns about.
+//! read whose value a later write changes is reported: the bug Facebook's document warns about.
 
 use super::Evaluator;
 use crate::diagnostic::DiagnosticCode;
