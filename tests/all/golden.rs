@@ -178,3 +178,47 @@ fn issue_22_types_and_one_type() {
     let run = machine.run(&["types", "file", "--policy", text(&policy)]);
     golden(&machine, "types-file", &run);
 }
+
+/// A policy or a JSON catalog that cannot be used as a whole is a diagnostic too: a
+/// code, the place (with the policy's line), and what happened; nothing is done.
+#[test]
+fn issue_22_a_policy_or_a_catalog_that_cannot_be_used() {
+    let machine = Machine::new();
+    let empty = machine.catalog(json!([]));
+    let write = |name: &str, text: &str| {
+        let path = machine.root().join(name);
+        std::fs::write(&path, text).expect("write");
+        path
+    };
+    let misspelt = write(
+        "misspelt.toml",
+        "[plugins.file]\nsource = \"builtin\"\ndirectories = [{ path = \"/srv\", acess = \"read\" }]\n",
+    );
+    let refused = write(
+        "refused.toml",
+        "# Files of the application.\n[plugins.file]\nsource = \"builtin\"\ndirectories = [{ path = \"srv\", access = \"read\" }]\n",
+    );
+    let not_json = write(
+        "not-json.json",
+        "{\"format_version\": 1, \"resources\": [ {\"type\": 3} ]}",
+    );
+    let invalid = write(
+        "invalid.json",
+        "{\"format_version\": 1, \"resources\": [ {\"type\": \"file\", \"title\": \"\"} ]}",
+    );
+    for (name, args) in [
+        (
+            "policy-syntax",
+            vec!["apply", text(&empty), "--policy", text(&misspelt)],
+        ),
+        (
+            "policy-entry",
+            vec!["apply", text(&empty), "--policy", text(&refused)],
+        ),
+        ("catalog-syntax", vec!["apply", text(&not_json)]),
+        ("catalog-invalid", vec!["validate", text(&invalid)]),
+    ] {
+        let run = machine.run(&args);
+        golden(&machine, name, &run);
+    }
+}

@@ -1,6 +1,6 @@
 //! The registry of diagnostic codes: every problem a user can be shown before a run
-//! (the language's, the catalog's, the checks against the plugins' schemas, the graph's)
-//! has one of these, printed as `error[wcv::NAME]`. Each is explained in
+//! (the language's, the catalog's, the checks against the plugins' schemas, the graph's,
+//! the policy's) has one of these, printed as `error[wcv::NAME]`. Each is explained in
 //! `docs/diagnostics.md`, and a test keeps the two lists the same.
 //!
 //! A code, once released, keeps its name: scripts and editors match on it.
@@ -164,6 +164,10 @@ registry! {
     ModuleSource = "module-source",
     Guard = "guard",
     GuardInterpreter = "guard-interpreter",
+    CatalogSyntax = "catalog-syntax",
+    // The policy (host/policy), read before anything else.
+    PolicySyntax = "policy-syntax",
+    PolicyEntry = "policy-entry",
 }
 
 /// `wcv::NAME`, as it is printed.

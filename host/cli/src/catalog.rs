@@ -5,7 +5,7 @@
 use crate::{dirs, fleet, generate, input, modules, output};
 use anyhow::bail;
 use std::path::{Path, PathBuf};
-use wconverge_catalog::Catalog;
+use wconverge_catalog::{Catalog, DiagnosticCode};
 use wconverge_engine::Prepared;
 use wconverge_runtime::Runtime;
 
@@ -222,13 +222,33 @@ pub(crate) fn has_lazy(catalog: &Catalog) -> bool {
 fn read_catalog(path: &Path) -> anyhow::Result<Catalog> {
     let text =
         input::read_text(path, "catalog", input::CATALOG_BYTES).map_err(anyhow::Error::msg)?;
-    Catalog::from_json(&text).map_err(|error| match error {
-        wconverge_catalog::Error::Syntax {
-            message,
-            line,
-            column,
-        } => anyhow::anyhow!("{}:{line}:{column}: {message}", path.display()),
-        other => anyhow::anyhow!("{}: {other}", path.display()),
+    // The catalog's own lines are not shown: a generated catalog may be one long line.
+    Catalog::from_json(&text).map_err(|error| {
+        let problems = match error {
+            wconverge_catalog::Error::Syntax {
+                message,
+                line,
+                column,
+            } => vec![wconverge_catalog::Problem {
+                location: Some(wconverge_catalog::SourceLocation {
+                    file: path.display().to_string(),
+                    line: u32::try_from(line).unwrap_or(u32::MAX),
+                    column: u32::try_from(column).ok(),
+                }),
+                ..wconverge_catalog::Problem::new(DiagnosticCode::CatalogSyntax, message)
+            }],
+            wconverge_catalog::Error::Invalid(problems) => problems,
+        };
+        let count = problems.len();
+        anyhow::Error::new(output::shown_problems(
+            &problems,
+            &[],
+            &format!(
+                "{} is not a usable catalog ({count} problem{}); nothing was changed",
+                path.display(),
+                if count == 1 { "" } else { "s" }
+            ),
+        ))
     })
 }
 

@@ -197,7 +197,7 @@ fn main() -> ExitCode {
         }
         Ok(code) => ExitCode::from(code),
         Err(error) => {
-            output::error(&format!("{error:#}"));
+            output::ending_error(&error);
             ExitCode::from(1)
         }
     }

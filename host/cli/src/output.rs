@@ -197,6 +197,47 @@ pub(crate) fn error(message: &str) {
     err(&format!("error: {}", continued(message, "  ")));
 }
 
+/// An error that ends a command, already rendered as diagnostics (a policy or a
+/// catalog file that cannot be read as one): printed as it is.
+#[derive(Debug)]
+pub(crate) struct Shown(pub(crate) String);
+
+impl std::fmt::Display for Shown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.0.trim_end())
+    }
+}
+
+impl std::error::Error for Shown {}
+
+/// Prints an error that ends a command: a [`Shown`] one as it is, any other after
+/// `error: `.
+pub(crate) fn ending_error(error: &anyhow::Error) {
+    match error.downcast_ref::<Shown>() {
+        Some(shown) => err(&shown.to_string()),
+        None => self::error(&format!("{error:#}")),
+    }
+}
+
+/// `problems` of a file that is not usable as a whole (a policy, a JSON catalog), each
+/// rendered at its place (its line shown only from `sources`), and a last line saying
+/// what happened.
+pub(crate) fn shown_problems(
+    problems: &[Problem],
+    sources: &[wconverge_lang::Source],
+    outcome: &str,
+) -> Shown {
+    let mut text = String::new();
+    for problem in problems {
+        text.push_str(&wconverge_lang::render_problem(problem, sources));
+        if !text.ends_with('\n') {
+            text.push('\n');
+        }
+    }
+    text.push_str(&format!("error: {outcome}"));
+    Shown(text)
+}
+
 /// `value` as pretty JSON and a newline, written as it is serialized: a catalog of many
 /// resources is never whole in memory as text.
 pub(crate) fn json(value: &impl Serialize) {

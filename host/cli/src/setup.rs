@@ -7,7 +7,8 @@ use anyhow::{Context, bail};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use wconverge_runtime::policy::Policy;
+use wconverge_catalog::{DiagnosticCode, Problem, SourceLocation};
+use wconverge_runtime::policy::{Policy, PolicyError};
 use wconverge_runtime::trail::Trail;
 use wconverge_runtime::{Runtime, RuntimeOptions};
 
@@ -55,11 +56,68 @@ pub(crate) fn read_policy(path: &Path, plugin_dir: Option<&Path>) -> anyhow::Res
             parent
         }
     });
-    let mut policy = Policy::parse(&text, &path.display().to_string(), base)?;
+    let name = path.display().to_string();
+    let mut policy =
+        Policy::parse(&text, &name, base).map_err(|error| policy_problem(error, &name, &text))?;
     if let Some(dir) = plugin_dir {
         place_plugin_dir(&mut policy, dir)?;
     }
     Ok(policy)
+}
+
+/// A policy that cannot be used, as a diagnostic at its place: the mistake's line and
+/// column, or the refused plugin's `[plugins.NAME]` line.
+fn policy_problem(error: PolicyError, name: &str, text: &str) -> output::Shown {
+    let at = |line: usize, column: usize| SourceLocation {
+        file: name.to_owned(),
+        line: u32::try_from(line).unwrap_or(u32::MAX),
+        column: u32::try_from(column).ok(),
+    };
+    let problem = match error {
+        PolicyError::Syntax {
+            line,
+            column,
+            message,
+            ..
+        } => Problem {
+            location: Some(at(line, column)),
+            ..Problem::new(DiagnosticCode::PolicySyntax, message)
+        },
+        PolicyError::Invalid {
+            plugin, message, ..
+        } => {
+            let message = format!("plugin `{plugin}`: {message}");
+            match entry_line(text, &plugin) {
+                Some(line) => Problem {
+                    location: Some(at(line, 1)),
+                    ..Problem::new(DiagnosticCode::PolicyEntry, message)
+                },
+                None => Problem::new(DiagnosticCode::PolicyEntry, format!("{name}: {message}")),
+            }
+        }
+    };
+    output::shown_problems(
+        &[problem],
+        &[wconverge_lang::Source::new(
+            name.to_owned(),
+            text.to_owned(),
+        )],
+        "the policy cannot be used; nothing was done",
+    )
+}
+
+/// The line (from 1) of plugin `name`'s table, `[plugins.NAME]` (its name quoted or
+/// not), in a policy's text.
+fn entry_line(text: &str, name: &str) -> Option<usize> {
+    text.lines()
+        .position(|line| {
+            line.trim()
+                .strip_prefix('[')
+                .and_then(|rest| rest.split(']').next())
+                .and_then(|table| table.trim().strip_prefix("plugins."))
+                .is_some_and(|table| table.trim().trim_matches('"') == name)
+        })
+        .map(|index| index + 1)
 }
 
 /// Finds the policy's `plugin-dir` plugins in `dir`, warning of what it holds and no
