@@ -318,7 +318,7 @@ fn template_source(evaluator: &mut Evaluator<'_>, path: &str, span: Span) -> Opt
             Some("write `epp('NAME/file.epp')` for templates/file.epp of module NAME".into());
         return None;
     };
-    match evaluator.loader.template(module, file) {
+    match evaluator.loader().template(module, file) {
         Some(Ok(source)) => Some(source),
         Some(Err(why)) => {
             evaluator.report(

@@ -267,7 +267,7 @@ impl Evaluator<'_> {
             return config.clone();
         }
         let config = self
-            .loader
+            .loader()
             .hiera_config(layer)
             .map(|file| file.and_then(parse_config));
         self.hiera.configs.insert(key, config.clone());
@@ -285,7 +285,7 @@ impl Evaluator<'_> {
             return data.clone();
         }
         let data = self
-            .loader
+            .loader()
             .hiera_data(layer, path, format)
             .map(|file| file.map(|file| (file.name, Val::from_catalog(&file.value))));
         self.hiera.data.insert(key, data.clone());

@@ -398,10 +398,12 @@ fn compile_here(
         }
         let mut evaluator = eval::Evaluator::new(program, &modules.sources, types, node);
         evaluator.set_facts(facts);
-        evaluator.unreadable = modules.unreadable.clone();
-        evaluator.loader = loader;
-        evaluator.exports = exports;
-        evaluator.module_files = modules.module_of_file();
+        evaluator.with_modules(
+            loader,
+            exports,
+            modules.unreadable.clone(),
+            modules.module_of_file(),
+        );
         let mut evaluated = evaluator.run();
         if modules.load_missing(&evaluated.missing) {
             continue;

@@ -711,11 +711,7 @@ impl crate::eval::Evaluator<'_> {
                 {
                     matches!(value, Val::Ref { type_name, title: Some(_) } if type_name == name)
                 }
-                None if self
-                    .declared_types
-                    .iter()
-                    .any(|declared| declared.name.eq_ignore_ascii_case(name)) =>
-                {
+                None if self.declares_type(name) => {
                     matches!(value, Val::Hash(_))
                 }
                 None => {

@@ -257,24 +257,24 @@ pub(crate) struct Evaluator<'a> {
     sources: &'a [Source],
     types: &'a KnownTypes,
     node: &'a str,
-    pub(crate) diagnostics: Vec<Diagnostic>,
+    diagnostics: Vec<Diagnostic>,
     /// Classes and defined types used and not defined (the module path may have them).
     missing: Vec<String>,
     /// Names whose module manifest exists and could not be read, with why.
-    pub(crate) unreadable: HashMap<String, String>,
+    unreadable: HashMap<String, String>,
     /// The module of each file loaded from the module path (`$module_name`).
-    pub(crate) module_files: HashMap<u32, String>,
+    module_files: HashMap<u32, String>,
     /// Where modules' manifests and Hiera's files come from.
-    pub(crate) loader: &'a dyn crate::Loader,
+    loader: &'a dyn crate::Loader,
     /// Other nodes' exported resources.
-    pub(crate) exports: &'a dyn crate::Exports,
+    exports: &'a dyn crate::Exports,
     /// This node's exported resources, made when the catalog is.
     exported: Vec<catalog::Export>,
     /// Whether a `<<| |>>` collector ran.
     collects_exports: bool,
     pub(crate) hiera: crate::hiera::Hiera,
     /// Files read while evaluating (EPP templates), numbered after `sources`.
-    pub(crate) extra_sources: Vec<Source>,
+    extra_sources: Vec<Source>,
     /// Each template parsed, by the name it was asked for (`None`: it failed, reported).
     templates: HashMap<String, Option<(u32, Rc<crate::syntax::DefineDef>)>>,
     /// What the templates being rendered have printed so far, innermost last.
@@ -318,14 +318,14 @@ pub(crate) struct Evaluator<'a> {
     work: u64,
     /// Work a lazy value's evaluation may still do (`None` when compiling): every
     /// expression costs one, every variable read its size.
-    pub(crate) budget: Option<u64>,
+    budget: Option<u64>,
     /// The node's attributes.
-    pub(crate) attributes: node::NodeState<'a>,
+    attributes: node::NodeState<'a>,
     /// The types the manifests declare, ancestors folded in.
-    pub(crate) declared_types: Vec<catalog::TypeSchema>,
+    declared_types: Vec<catalog::TypeSchema>,
     /// The objects the lambdas of `new` are initializing, innermost last: the lambda's
     /// parameter and the features set so far.
-    pub(crate) initializing: Vec<(String, Vec<(String, Val)>)>,
+    initializing: Vec<(String, Vec<(String, Val)>)>,
 }
 
 /// Why an evaluation during the run failed.
@@ -422,6 +422,34 @@ impl<'a> Evaluator<'a> {
                 .map(|source| crate::diagnostic::LineStarts::new(&source.text))
                 .collect(),
         }
+    }
+
+    /// Where this compile's modules come from: `loader` (templates, Hiera's files),
+    /// `exports` (other nodes' exported resources), the module manifests that exist and
+    /// could not be read (`unreadable`, with why), and the module of each loaded file.
+    pub(crate) fn with_modules(
+        &mut self,
+        loader: &'a dyn crate::Loader,
+        exports: &'a dyn crate::Exports,
+        unreadable: HashMap<String, String>,
+        module_files: HashMap<u32, String>,
+    ) {
+        self.loader = loader;
+        self.exports = exports;
+        self.unreadable = unreadable;
+        self.module_files = module_files;
+    }
+
+    /// Whether the manifests declare a type named `name` (any case).
+    pub(crate) fn declares_type(&self, name: &str) -> bool {
+        self.declared_types
+            .iter()
+            .any(|declared| declared.name.eq_ignore_ascii_case(name))
+    }
+
+    /// Where templates and Hiera's files come from.
+    pub(crate) fn loader(&self) -> &'a dyn crate::Loader {
+        self.loader
     }
 
     /// An evaluator for one lazy value (or a type's check) during the run: `program` is
