@@ -206,6 +206,12 @@ fn plugins_depend_on_the_sdk_and_never_on_the_host() {
 }
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    files_ending(dir, &[".rs"], out);
+}
+
+/// The files under `dir` whose names end with one of `endings`, build output and hidden
+/// directories left out.
+fn files_ending(dir: &Path, endings: &[&str], out: &mut Vec<PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("readable directory") {
         let path = entry.expect("entry").path();
         let name = path
@@ -214,9 +220,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
             .unwrap_or_default();
         if path.is_dir() {
             if name != "target" && !name.starts_with('.') {
-                rust_files(&path, out);
+                files_ending(&path, endings, out);
             }
-        } else if name.ends_with(".rs") {
+        } else if endings.iter().any(|ending| name.ends_with(ending)) {
             out.push(path);
         }
     }
@@ -276,27 +282,6 @@ fn every_rust_file_says_what_it_is_for() {
 /// section 4", "seed `x.md`").
 #[test]
 fn nothing_points_to_the_design_brief_outside_the_repository() {
-    fn text_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        for entry in std::fs::read_dir(dir).expect("readable directory") {
-            let path = entry.expect("entry").path();
-            let name = path
-                .file_name()
-                .and_then(|name| name.to_str())
-                .unwrap_or_default();
-            if path.is_dir() {
-                if name != "target" && !name.starts_with('.') {
-                    text_files(&path, out);
-                }
-            } else if [
-                ".rs", ".md", ".wcv", ".toml", ".wit", ".txt", ".json", ".py", ".epp",
-            ]
-            .iter()
-            .any(|extension| name.ends_with(extension))
-            {
-                out.push(path);
-            }
-        }
-    }
     let root = repository();
     let mut files = Vec::new();
     for dir in [
@@ -310,7 +295,13 @@ fn nothing_points_to_the_design_brief_outside_the_repository() {
         "examples",
     ] {
         if root.join(dir).is_dir() {
-            text_files(&root.join(dir), &mut files);
+            files_ending(
+                &root.join(dir),
+                &[
+                    ".rs", ".md", ".wcv", ".toml", ".wit", ".txt", ".json", ".py", ".epp",
+                ],
+                &mut files,
+            );
         }
     }
     files.extend(["README.md", "ARCHITECTURE.md", "Cargo.toml"].map(|name| root.join(name)));
