@@ -330,7 +330,7 @@ pub(crate) fn requirement(args: &RequirementArgs, trails: &Trails) -> anyhow::Re
             let runtime = match runtime_for(runtime, trails) {
                 Ok(runtime) => runtime,
                 Err(error) => {
-                    output::error(&format!("{error:#}"));
+                    output::ending_error(&error);
                     return Ok(2);
                 }
             };

@@ -96,29 +96,52 @@ fn policy_problem(error: PolicyError, name: &str, text: &str) -> output::Shown {
             }
         }
     };
-    output::shown_problems(
-        &[problem],
-        &[wconverge_lang::Source::new(
+    // The line is shown unless it is too long to read.
+    let short = problem.location.as_ref().is_some_and(|location| {
+        text.lines()
+            .nth(
+                usize::try_from(location.line)
+                    .unwrap_or(usize::MAX)
+                    .saturating_sub(1),
+            )
+            .is_some_and(|line| line.chars().count() <= SHOWN_LINE_CHARS)
+    });
+    let sources = if short {
+        vec![wconverge_lang::Source::new(
             name.to_owned(),
             text.to_owned(),
-        )],
+        )]
+    } else {
+        Vec::new()
+    };
+    output::shown_problems(
+        &[problem],
+        &sources,
         "the policy cannot be used; nothing was done",
     )
 }
 
-/// The line (from 1) of plugin `name`'s table, `[plugins.NAME]` (its name quoted or
-/// not), in a policy's text.
+/// The line (from 1) of plugin `name`'s table in a policy's text: `[plugins.NAME]`,
+/// the name bare or quoted (`"NAME"`, `'NAME'`), spaces around the dot allowed.
 fn entry_line(text: &str, name: &str) -> Option<usize> {
     text.lines()
         .position(|line| {
             line.trim()
                 .strip_prefix('[')
+                .filter(|rest| !rest.starts_with('['))
                 .and_then(|rest| rest.split(']').next())
-                .and_then(|table| table.trim().strip_prefix("plugins."))
-                .is_some_and(|table| table.trim().trim_matches('"') == name)
+                .and_then(|table| table.trim().strip_prefix("plugins"))
+                .and_then(|rest| rest.trim_start().strip_prefix('.'))
+                .is_some_and(|table| {
+                    let table = table.trim();
+                    [table, table.trim_matches('"'), table.trim_matches('\'')].contains(&name)
+                })
         })
         .map(|index| index + 1)
 }
+
+/// The longest policy line an error shows; a longer one is named by its place only.
+const SHOWN_LINE_CHARS: usize = 240;
 
 /// Finds the policy's `plugin-dir` plugins in `dir`, warning of what it holds and no
 /// plugin takes.
@@ -231,5 +254,57 @@ impl Trails {
                 .context("cannot write the audit log; it is incomplete")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugins_table_is_found_however_its_name_is_written() {
+        let text = "# policy\n[plugins]\n[plugins.file]\nsource = \"builtin\"\n\
+                    [plugins.\"my-plugin\"]\n[ plugins . 'other' ]\n[plugins.file.limits]\n\
+                    [[plugins.file.programs]]\n";
+        assert_eq!(entry_line(text, "file"), Some(3));
+        assert_eq!(entry_line(text, "my-plugin"), Some(5));
+        assert_eq!(entry_line(text, "other"), Some(6));
+        assert_eq!(entry_line(text, "missing"), None);
+        assert_eq!(entry_line("[plugins.filed]\n", "file"), None);
+    }
+
+    #[test]
+    fn a_policy_error_shows_its_line_unless_the_line_is_too_long() {
+        let syntax = |message: &str| PolicyError::Syntax {
+            origin: "p.toml".to_owned(),
+            line: 2,
+            column: 10,
+            message: message.to_owned(),
+        };
+        let short = "[plugins.file]\nsource = 3\n";
+        let shown = policy_problem(syntax("invalid type"), "p.toml", short).to_string();
+        assert!(
+            shown.starts_with("error[wcv::policy-syntax]: invalid type\n --> p.toml:2:10\n"),
+            "{shown}"
+        );
+        assert!(shown.contains("2 | source = 3"), "{shown}");
+        let long = format!("[plugins.file]\nsource = \"{}\"\n", "x".repeat(5000));
+        let shown = policy_problem(syntax("too long"), "p.toml", &long).to_string();
+        assert!(!shown.contains("xxxx"), "{shown}");
+        assert!(shown.contains(" --> p.toml:2:10"), "{shown}");
+        let entry = policy_problem(
+            PolicyError::Invalid {
+                origin: "p.toml".to_owned(),
+                plugin: "gone".to_owned(),
+                message: "no such thing".to_owned(),
+            },
+            "p.toml",
+            short,
+        )
+        .to_string();
+        assert!(
+            entry.starts_with("error[wcv::policy-entry]: p.toml: plugin `gone`: no such thing"),
+            "{entry}"
+        );
     }
 }

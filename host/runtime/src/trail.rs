@@ -209,7 +209,6 @@ impl Sink {
     }
 }
 
-/// Why a decision is refused once the file failed.
 /// The audit log could not be written, in this call or before: nothing more may be
 /// allowed in the run (a decision that cannot be recorded is refused).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,7 +24,8 @@ const SHA256_SMALL: usize = 8 * 1024;
 /// machine said no.
 #[derive(Debug)]
 pub(crate) enum MetadataError {
-    /// Refused, and recorded so in the audit trail: the reason as recorded.
+    /// Refused: the reason, as the audit trail recorded it (or, when the trail cannot be
+    /// written, why nothing more is allowed).
     Refused(String),
     /// The path leads out of the directories granted (through a link).
     Escapes { path: String },
