@@ -219,20 +219,22 @@ pub(crate) fn ending_error(error: &anyhow::Error) {
     }
 }
 
-/// `problems` of a file that is not usable as a whole (a policy, a JSON catalog), each
-/// rendered at its place (its line shown only from `sources`), and a last line saying
-/// what happened.
+/// `problems` (of a catalog, or of a file not usable as a whole: a policy), each rendered
+/// at its place (its line shown only from `sources`), and a last line saying what
+/// happened.
 pub(crate) fn shown_problems(
     problems: &[Problem],
     sources: &[wconverge_lang::Source],
     outcome: &str,
 ) -> Shown {
+    // Each problem followed by a blank line.
     let mut text = String::new();
     for problem in problems {
         text.push_str(&wconverge_lang::render_problem(problem, sources));
         if !text.ends_with('\n') {
             text.push('\n');
         }
+        text.push('\n');
     }
     text.push_str(&format!("error: {outcome}"));
     Shown(text)
@@ -281,14 +283,16 @@ pub(crate) fn diagnostics(
 /// The problems found before a run, rendered as the manifests' diagnostics are (with
 /// the line of `sources` each lies on, when it lies in one), then how many there are.
 pub(crate) fn problems(problems: &[Problem], sources: &[wconverge_lang::Source]) {
-    for problem in problems {
-        err(&wconverge_lang::render_problem(problem, sources));
-    }
     let n_problems = problems.len();
-    err(&format!(
-        "error: the catalog has {n_problems} problem{}; nothing was changed",
-        if n_problems == 1 { "" } else { "s" }
-    ));
+    err(&shown_problems(
+        problems,
+        sources,
+        &format!(
+            "the catalog has {n_problems} problem{}; nothing was changed",
+            if n_problems == 1 { "" } else { "s" }
+        ),
+    )
+    .to_string());
 }
 
 fn describe_resource(resource: &ResourceReport, show_diff: bool) -> Vec<String> {

@@ -96,27 +96,12 @@ fn policy_problem(error: PolicyError, name: &str, text: &str) -> output::Shown {
             }
         }
     };
-    // The line is shown unless it is too long to read.
-    let short = problem.location.as_ref().is_some_and(|location| {
-        text.lines()
-            .nth(
-                usize::try_from(location.line)
-                    .unwrap_or(usize::MAX)
-                    .saturating_sub(1),
-            )
-            .is_some_and(|line| line.chars().count() <= SHOWN_LINE_CHARS)
-    });
-    let sources = if short {
-        vec![wconverge_lang::Source::new(
-            name.to_owned(),
-            text.to_owned(),
-        )]
-    } else {
-        Vec::new()
-    };
     output::shown_problems(
         &[problem],
-        &sources,
+        &[wconverge_lang::Source::new(
+            name.to_owned(),
+            text.to_owned(),
+        )],
         "the policy cannot be used; nothing was done",
     )
 }
@@ -139,9 +124,6 @@ fn entry_line(text: &str, name: &str) -> Option<usize> {
         })
         .map(|index| index + 1)
 }
-
-/// The longest policy line an error shows; a longer one is named by its place only.
-const SHOWN_LINE_CHARS: usize = 240;
 
 /// Finds the policy's `plugin-dir` plugins in `dir`, warning of what it holds and no
 /// plugin takes.

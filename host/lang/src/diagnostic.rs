@@ -270,6 +270,10 @@ fn offset_of(text: &str, line: u32, column: u32) -> Option<usize> {
     Some(line_start + within)
 }
 
+/// The longest line a diagnostic shows; a longer one (a generated file on one line) is
+/// named by its place only.
+const MAX_SHOWN_LINE_CHARS: usize = 1000;
+
 struct Snippet<'a> {
     span: Span,
     marker: char,
@@ -294,8 +298,12 @@ impl Snippet<'_> {
             .nth(line as usize - 1)
             .unwrap_or_default()
             .trim_end_matches('\r');
+        let line_chars = line_text.chars().count();
+        if line_chars > MAX_SHOWN_LINE_CHARS {
+            return;
+        }
         let (end_line, end_column) = line_column(&source.text, self.span.end);
-        let line_chars = u32::try_from(line_text.chars().count()).unwrap_or(u32::MAX);
+        let line_chars = u32::try_from(line_chars).unwrap_or(u32::MAX);
         let end_column = if end_line == line {
             end_column
         } else {

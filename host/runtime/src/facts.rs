@@ -110,9 +110,7 @@ impl Runtime {
                         },
                     )
                 })?;
-                recorded.map_err(|why| {
-                    PluginError::new(name, PluginErrorKind::Denied, why.to_string())
-                })?;
+                recorded?;
                 Ok(granted)
             })
             .collect::<Result<Vec<_>, _>>()?;

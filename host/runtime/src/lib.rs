@@ -298,7 +298,8 @@ impl Runtime {
     }
 
     /// A directory decision in the audit trail: refusals always, grants when the trail
-    /// has a file. An error refuses a grant the trail cannot record.
+    /// has a file. An error (denied, from the plugin's point of view) refuses a grant the
+    /// trail cannot record.
     fn audit_directory(
         &self,
         plugin: &policy::PluginPolicy,
@@ -307,7 +308,7 @@ impl Runtime {
         directory: &str,
         access: Access,
         refused: Option<&str>,
-    ) -> std::result::Result<(), trail::Unwritable> {
+    ) -> std::result::Result<(), PluginError> {
         let Some(trail) = self.shared.trail() else {
             return Ok(());
         };
@@ -344,6 +345,7 @@ impl Runtime {
             (None, Some(why)) => Err(why),
             (None, None) => recorded,
         }
+        .map_err(|why| PluginError::new(&plugin.name, PluginErrorKind::Denied, why.to_string()))
     }
 
     /// Starts the thread that advances the engine's epoch, which the CPU limit counts.
@@ -583,9 +585,7 @@ impl Runtime {
                     refused,
                 );
                 let granted = granted.map_err(convert)?;
-                recorded.map_err(|why| {
-                    PluginError::new(name, PluginErrorKind::Denied, why.to_string())
-                })?;
+                recorded?;
                 Ok(granted)
             })
             .collect()
