@@ -10,6 +10,7 @@
 mod bindings;
 mod cache;
 mod clock;
+mod code;
 mod convert;
 mod facts;
 mod files;
@@ -168,8 +169,8 @@ const MAX_RESOLVED_DIRS: usize = 100_000;
 /// Runs plugins for the engine.
 pub struct Runtime {
     engine: Engine,
-    linker: Linker<PluginState>,
-    cache: cache::Cache,
+    linker: Arc<Linker<PluginState>>,
+    cache: Arc<cache::Cache>,
     policy: Policy,
     builtins: &'static [(&'static str, &'static [u8])],
     builtin_digests: &'static [(&'static str, &'static str)],
@@ -182,12 +183,23 @@ pub struct Runtime {
     suitability: Mutex<HashMap<String, Suitability>>,
     /// Directories `resolve_path` walked in this run, and where each walk ended.
     resolved: Mutex<HashMap<String, Option<std::path::PathBuf>>>,
+    /// The threads loading the code of plugins described from their summaries.
+    loading: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
 
 impl Drop for Runtime {
     /// The cgroups kept for launches go with the runtime; directories plugins changed
     /// and no one synced are synced.
     fn drop(&mut self) {
+        // A load under way may be writing a cache entry: it ends first.
+        for thread in self
+            .loading
+            .get_mut()
+            .expect("loading threads lock")
+            .drain(..)
+        {
+            let _ = thread.join();
+        }
         let _ = self.shared.sync_directories();
         process::release_cgroups();
     }
@@ -252,7 +264,7 @@ impl Runtime {
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         previous::add_to_linker(&mut linker)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
-        let cache = cache::Cache::new(options.cache_dir.as_deref(), &engine);
+        let cache = Arc::new(cache::Cache::new(options.cache_dir.as_deref(), &engine));
         let shared = Arc::new(Shared::default());
         shared.set_launcher_loader(launcher_loader(
             &engine,
@@ -265,7 +277,7 @@ impl Runtime {
         ));
         Ok(Runtime {
             engine,
-            linker,
+            linker: Arc::new(linker),
             cache,
             policy: options.policy,
             builtins: options.builtins,
@@ -278,6 +290,7 @@ impl Runtime {
             facts: std::sync::OnceLock::new(),
             suitability: Mutex::new(HashMap::new()),
             resolved: Mutex::new(HashMap::new()),
+            loading: Mutex::new(Vec::new()),
         })
     }
 
@@ -375,16 +388,26 @@ impl Runtime {
                 PluginError::new(name, PluginErrorKind::Load, "the policy has no such plugin")
             })?
             .clone();
-        let loader = Loader {
-            engine: &self.engine,
-            linker: &self.linker,
-            cache: &self.cache,
-            builtins: self.builtins,
-            digests: self.builtin_digests,
-            shared: &self.shared,
-        };
+        let policy = Arc::new(policy);
         let mut seen = None;
-        let loaded = Plugin::load(&loader, Arc::new(policy.clone()), &mut seen).map(Arc::new);
+        let loaded = match self.described(&policy) {
+            Some(plugin) => Ok(plugin),
+            None => {
+                let loader = Loader {
+                    engine: &self.engine,
+                    linker: &self.linker,
+                    cache: &self.cache,
+                    builtins: self.builtins,
+                    digests: self.builtin_digests,
+                    shared: &self.shared,
+                };
+                let loaded = Plugin::load(&loader, Arc::clone(&policy), &mut seen);
+                if let Ok(plugin) = &loaded {
+                    self.remember_summary(&policy, plugin);
+                }
+                loaded.map(Arc::new)
+            }
+        };
         if loaded.is_ok() {
             // Whoever can replace a program the plugin may launch can run code as the
             // user it launches it as.

@@ -1,20 +1,26 @@
 //! Loading a plugin: its bytes, their digest, the import check, compilation (through
 //! the cache), pre-instantiation and `describe`; and running its instances.
+//!
+//! A provider whose summary the cache holds (what `describe` said, for this component
+//! and engine) is described from it, and its code is loaded by a thread of its own
+//! while the run is prepared ([`Deferred`]): preparing needs only the schemas, and the
+//! first instance waits for the code if it is not there yet.
 
 use crate::bindings::fact_source::facts;
 use crate::bindings::interpreter::scripts;
 use crate::bindings::launcher::launching;
 use crate::bindings::{FACTS_EXPORT, LAUNCHING_EXPORT, PROVIDER_EXPORT, SCRIPTS_EXPORT};
 use crate::cache::{Cache, sha256_hex};
+use crate::code::{Code, Deferred, compile};
 use crate::grants::Grant;
-use crate::imports::{Refused, check_imports, check_previous_exports};
+use crate::imports::Refused;
 use crate::policy::{Access, PluginPolicy, Source};
 use crate::previous::{ProviderExports, ProviderKind};
 use crate::schema::schema_from_wit;
 use crate::state::{Phase, PluginState, Shared, Stop};
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 use wasmtime::component::{InstancePre, Linker};
 use wasmtime::{Engine, Store, StoreLimitsBuilder, UpdateDeadline};
@@ -120,13 +126,18 @@ pub(crate) struct Plugin {
     pub(crate) fact_groups: Option<Vec<String>>,
     /// Where it is suitable: its resource program over facts, as it wrote it and parsed.
     pub(crate) requirement: Option<Requirement>,
-    pre: InstancePre<PluginState>,
-    world: World,
+    kind: crate::PluginKind,
+    /// Set when the plugin is loaded whole; for one described from its summary, by the
+    /// first to need it (the thread that loads it, or an instance).
+    code: OnceLock<Result<Code, PluginError>>,
+    /// For a plugin described from its summary: what loads its code, taken by the
+    /// first to load it.
+    deferred: Mutex<Option<Deferred>>,
     idle: Mutex<Vec<Instance>>,
 }
 
 /// What a plugin is: the world its component was built for, with where its exports are.
-enum World {
+pub(crate) enum World {
     /// `provider`: resource types.
     Provider(ProviderKind),
     /// `interpreter`: a provider whose script types also run guards.
@@ -138,9 +149,18 @@ enum World {
 }
 
 impl World {
+    pub(crate) fn kind(&self) -> crate::PluginKind {
+        match self {
+            World::Provider(_) => crate::PluginKind::Provider,
+            World::Interpreter(..) => crate::PluginKind::Interpreter,
+            World::Launcher(_) => crate::PluginKind::Launcher,
+            World::FactSource(_) => crate::PluginKind::Facts,
+        }
+    }
+
     /// The world of a component that exports `exported` (by name), its exports found in
     /// `pre`; an error says what does not fit, and what to do.
-    fn of(
+    pub(crate) fn of(
         pre: &InstancePre<PluginState>,
         exported: &dyn Fn(&str) -> bool,
     ) -> Result<World, Refused> {
@@ -174,7 +194,7 @@ impl World {
     }
 
     /// The exports of an instance of this world.
-    fn load(
+    pub(crate) fn load(
         &self,
         store: &mut Store<PluginState>,
         instance: &wasmtime::component::Instance,
@@ -262,7 +282,7 @@ pub(crate) struct Loader<'a> {
     pub(crate) shared: &'a Arc<Shared>,
 }
 
-fn load_error(policy: &PluginPolicy, message: impl Into<String>) -> PluginError {
+pub(crate) fn load_error(policy: &PluginPolicy, message: impl Into<String>) -> PluginError {
     PluginError::new(&policy.name, PluginErrorKind::Load, message)
 }
 
@@ -354,36 +374,20 @@ impl Plugin {
                 ),
             ));
         }
-        let component = loader
-            .cache
-            .component(loader.engine, wasm, &digest)
-            .map_err(|error| load_error(&policy, format!("not a valid component: {error:#}")))?;
-        let imports: Vec<String> = component
-            .component_type()
-            .imports(loader.engine)
-            .map(|(name, _)| name.to_owned())
-            .collect();
-        check_imports(&imports).map_err(|refused| load_error(&policy, refused.to_string()))?;
-        let exports: Vec<String> = component
-            .component_type()
-            .exports(loader.engine)
-            .map(|(name, _)| name.to_owned())
-            .collect();
-        let exported = |name: &str| exports.iter().any(|export| export == name);
-        check_previous_exports(&exports)
-            .map_err(|refused| load_error(&policy, refused.to_string()))?;
-        let pre = loader.linker.instantiate_pre(&component).map_err(|error| {
-            load_error(
-                &policy,
-                format!(
-                    "its imports do not fit what the host provides ({error:#}); if it was \
-                     built against another copy of {WIT_PACKAGE}@{WIT_VERSION}, rebuild it \
-                     against this wconverge's wit/"
-                ),
-            )
-        })?;
-        let world = World::of(&pre, &exported)
-            .map_err(|refused| load_error(&policy, refused.to_string()))?;
+        let (code, imports) = compile(
+            loader.engine,
+            loader.linker,
+            loader.cache,
+            &policy,
+            wasm,
+            &digest,
+        )?;
+        let world = &code.world;
+        let kind = world.kind();
+        let wit = match world {
+            World::Provider(provider) | World::Interpreter(provider, _) => provider.version(),
+            World::Launcher(_) | World::FactSource(_) => WIT_VERSION,
+        };
         let mut plugin = Plugin {
             policy: Arc::clone(&policy),
             digest,
@@ -394,13 +398,14 @@ impl Plugin {
             interpreter: None,
             fact_groups: None,
             requirement: None,
-            pre,
-            world,
+            kind,
+            code: OnceLock::from(Ok(code)),
+            deferred: Mutex::new(None),
             idle: Mutex::new(Vec::new()),
         };
         let mut instance =
             plugin.instantiate(loader.engine, loader.shared, Phase::Describe, &[])?;
-        if matches!(plugin.world, World::FactSource(_)) {
+        if kind == crate::PluginKind::Facts {
             let groups = plugin
                 .call(&mut instance, |exports, store| {
                     exports.facts()?.call_groups(store)
@@ -408,7 +413,7 @@ impl Plugin {
                 .outcome?;
             plugin.fact_groups = Some(groups);
         }
-        if matches!(plugin.world, World::Launcher(_) | World::FactSource(_)) {
+        if matches!(kind, crate::PluginKind::Launcher | crate::PluginKind::Facts) {
             if !policy.provides.is_empty() {
                 return Err(load_error(
                     &policy,
@@ -424,7 +429,7 @@ impl Plugin {
             tracing::debug!(plugin = %policy.name, elapsed = ?started.elapsed(), "loaded launcher");
             return Ok(plugin);
         }
-        if matches!(plugin.world, World::Interpreter(..)) {
+        if kind == crate::PluginKind::Interpreter {
             let info = plugin
                 .call(&mut instance, |exports, store| {
                     exports.scripts()?.call_info(store)
@@ -507,29 +512,94 @@ impl Plugin {
         plugin.put_back(instance);
         tracing::debug!(
             plugin = %policy.name,
-            wit = match &plugin.world {
-                World::Provider(provider) | World::Interpreter(provider, _) => provider.version(),
-                World::Launcher(_) | World::FactSource(_) => WIT_VERSION,
-            },
+            wit,
             elapsed = ?started.elapsed(),
             "loaded"
         );
         Ok(plugin)
     }
 
+    /// A provider (or interpreter) described from its cached `summary`, whose code
+    /// `deferred` loads later.
+    pub(crate) fn described(
+        policy: Arc<PluginPolicy>,
+        digest: String,
+        summary: crate::summaries::CachedSummary,
+        deferred: Deferred,
+    ) -> Result<Plugin, PluginError> {
+        let crate::summaries::CachedSummary {
+            version,
+            imports,
+            types,
+            type_order,
+            kind,
+            inherits,
+            default_on,
+            requires,
+        } = summary;
+        let interpreter = match kind {
+            crate::PluginKind::Provider => None,
+            crate::PluginKind::Interpreter => Some(InterpreterInfo {
+                inherits,
+                default_on,
+            }),
+            _ => return Err(load_error(&policy, "its summary is not a provider's")),
+        };
+        let requirement = requires
+            .map(|text| {
+                Requirement::parse(text).map_err(|error| load_error(&policy, error.to_string()))
+            })
+            .transpose()?;
+        Ok(Plugin {
+            policy,
+            digest,
+            version,
+            schemas: types
+                .into_iter()
+                .map(|schema| (schema.name.clone(), schema))
+                .collect(),
+            type_order,
+            imports,
+            interpreter,
+            fact_groups: None,
+            requirement,
+            kind,
+            code: OnceLock::new(),
+            deferred: Mutex::new(Some(deferred)),
+            idle: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Its code: loaded already, or now (waiting for the thread loading it, if one is).
+    fn code(&self) -> Result<&Code, PluginError> {
+        self.code
+            .get_or_init(|| {
+                let deferred = self.deferred.lock().expect("deferred code lock").take();
+                match deferred {
+                    Some(deferred) => deferred.load(&self.policy, &self.digest, self.kind),
+                    None => Err(load_error(
+                        &self.policy,
+                        "its code is not loaded: the attempt to load it stopped",
+                    )),
+                }
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Loads its code now if no one has.
+    pub(crate) fn load_code(&self) {
+        let _ = self.code();
+    }
+
     /// A launcher plugin provides no types and runs no scripts.
     pub(crate) fn is_launcher(&self) -> bool {
-        matches!(self.world, World::Launcher(_))
+        self.kind == crate::PluginKind::Launcher
     }
 
     /// What it is, as `plugins list` and `types` show it.
     pub(crate) fn kind(&self) -> crate::PluginKind {
-        match self.world {
-            World::Provider(_) => crate::PluginKind::Provider,
-            World::Interpreter(..) => crate::PluginKind::Interpreter,
-            World::Launcher(_) => crate::PluginKind::Launcher,
-            World::FactSource(_) => crate::PluginKind::Facts,
-        }
+        self.kind
     }
 
     /// A fresh instance for `phase` that sees exactly `grants`.
@@ -540,6 +610,7 @@ impl Plugin {
         phase: Phase,
         grants: &[Arc<Grant>],
     ) -> Result<Instance, PluginError> {
+        let code = self.code()?;
         let limits = &self.policy.limits;
         let stdout = MemoryOutputPipe::new(limits.output_bytes);
         let stderr = MemoryOutputPipe::new(limits.output_bytes);
@@ -608,11 +679,11 @@ impl Plugin {
                 describe_trap(&error, stop, &self.policy, &stdout, &stderr),
             )
         };
-        let instance = match self.pre.instantiate(&mut store) {
+        let instance = match code.pre.instantiate(&mut store) {
             Ok(instance) => instance,
             Err(error) => return Err(fault(error, &store)),
         };
-        let exports = match self.world.load(&mut store, &instance) {
+        let exports = match code.world.load(&mut store, &instance) {
             Ok(exports) => exports,
             Err(error) => return Err(fault(error, &store)),
         };

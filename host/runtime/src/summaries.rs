@@ -25,6 +25,8 @@ impl Runtime {
         if let Some(loaded) = self.plugins.lock().expect("plugins lock").get(&policy.name) {
             return loaded.clone().map(|plugin| summary_of(policy, &plugin));
         }
+        // A pin that does not match, or a component that cannot be read: the load
+        // reports it as it always does.
         let digest = match &policy.source {
             policy::Source::Builtin => self
                 .builtin_digests
@@ -37,33 +39,98 @@ impl Runtime {
                     .map(|bytes| cache::sha256_hex(&bytes))
             }
             policy::Source::PluginDir(None) => None,
-        };
-        // A pin that does not match, or a component that cannot be read: the load
-        // reports it as it always does.
-        let Some(digest) =
-            digest.filter(|digest| policy.sha256.as_ref().is_none_or(|pinned| pinned == digest))
-        else {
-            return self
-                .plugin(&policy.name)
-                .map(|plugin| summary_of(policy, &plugin));
-        };
-        let variant = {
-            let mut provides = policy.provides.clone();
-            provides.sort();
-            cache::sha256_hex(provides.join("\n").as_bytes())[..16].to_owned()
-        };
-        if let Some(bytes) = self.cache.summary(&digest, &variant)
-            && let Ok(cached) = serde_json::from_slice::<CachedSummary>(&bytes)
+        }
+        .filter(|digest| policy.sha256.as_ref().is_none_or(|pinned| pinned == digest));
+        if let Some(digest) = digest
+            && let Some(cached) = self.cached_summary(policy, &digest)
         {
             return Ok(cached.into_summary(policy, digest));
         }
-        let plugin = self.plugin(&policy.name)?;
-        let summary = summary_of(policy, &plugin);
-        if let Ok(bytes) = serde_json::to_vec(&CachedSummary::of(&summary)) {
-            self.cache.store_summary(&digest, &variant, &bytes);
-        }
-        Ok(summary)
+        // Loading it leaves the entry.
+        self.plugin(&policy.name)
+            .map(|plugin| summary_of(policy, &plugin))
     }
+
+    /// The summary the cache holds for `policy`'s plugin, whose component has `digest`.
+    fn cached_summary(&self, policy: &policy::PluginPolicy, digest: &str) -> Option<CachedSummary> {
+        let bytes = self.cache.summary(digest, &variant(policy))?;
+        serde_json::from_slice::<CachedSummary>(&bytes).ok()
+    }
+
+    /// Leaves the summary of a plugin just loaded in the cache.
+    pub(crate) fn remember_summary(&self, policy: &policy::PluginPolicy, plugin: &Plugin) {
+        if let Ok(bytes) = serde_json::to_vec(&CachedSummary::of(plugin)) {
+            self.cache
+                .store_summary(&plugin.digest, &variant(policy), &bytes);
+        }
+    }
+
+    /// A provider described from its cached summary, its code loading on a thread of its
+    /// own; `None` when the cache has no summary for the component as it is now (then it
+    /// is loaded whole, and any problem is reported as the load finds it).
+    pub(crate) fn described(&self, policy: &Arc<policy::PluginPolicy>) -> Option<Arc<Plugin>> {
+        let wasm = match &policy.source {
+            policy::Source::Builtin => code::Bytes::Builtin(
+                self.builtins
+                    .iter()
+                    .find(|(name, _)| *name == policy.name)
+                    .map(|(_, bytes)| *bytes)?,
+            ),
+            policy::Source::File(path) | policy::Source::PluginDir(Some(path)) => {
+                code::Bytes::Read(plugin::read_component(path).ok()?)
+            }
+            policy::Source::PluginDir(None) => return None,
+        };
+        let digest = match &policy.source {
+            policy::Source::Builtin => self
+                .builtin_digests
+                .iter()
+                .find(|(name, _)| *name == policy.name)
+                .map_or_else(
+                    || cache::sha256_hex(wasm.as_slice()),
+                    |(_, digest)| (*digest).to_owned(),
+                ),
+            _ => cache::sha256_hex(wasm.as_slice()),
+        };
+        if policy
+            .sha256
+            .as_ref()
+            .is_some_and(|pinned| *pinned != digest)
+        {
+            return None;
+        }
+        let cached = self.cached_summary(policy, &digest)?;
+        // Imports this host no longer allows (the entry may be older than its rules):
+        // the load refuses it, before anything runs.
+        imports::check_imports(&cached.imports).ok()?;
+        let deferred = code::Deferred {
+            engine: self.engine.clone(),
+            linker: Arc::clone(&self.linker),
+            cache: Arc::clone(&self.cache),
+            wasm,
+        };
+        let plugin =
+            Arc::new(Plugin::described(Arc::clone(policy), digest, cached, deferred).ok()?);
+        let loading = Arc::clone(&plugin);
+        // Without a thread, the first instance loads it.
+        if let Ok(thread) = std::thread::Builder::new()
+            .name(format!("load {}", policy.name))
+            .spawn(move || loading.load_code())
+        {
+            self.loading
+                .lock()
+                .expect("loading threads lock")
+                .push(thread);
+        }
+        Some(plugin)
+    }
+}
+
+/// What of the policy shapes a summary: the types it says the plugin provides.
+fn variant(policy: &policy::PluginPolicy) -> String {
+    let mut provides = policy.provides.clone();
+    provides.sort();
+    cache::sha256_hex(provides.join("\n").as_bytes())[..16].to_owned()
 }
 
 /// A loaded plugin's summary under its policy.
@@ -99,25 +166,39 @@ pub(crate) fn summary_of(policy: &policy::PluginPolicy, plugin: &Plugin) -> Plug
 /// the policy says it provides (which are part of the entry's key).
 #[derive(serde::Serialize, serde::Deserialize)]
 pub(crate) struct CachedSummary {
-    version: String,
-    imports: Vec<String>,
-    types: Vec<TypeSchema>,
-    kind: PluginKind,
-    inherits: Vec<String>,
-    default_on: Vec<String>,
-    requires: Option<String>,
+    pub(crate) version: String,
+    pub(crate) imports: Vec<String>,
+    pub(crate) types: Vec<TypeSchema>,
+    /// The types in the order it describes them (its first interpreter type is its
+    /// default guard interpreter's).
+    pub(crate) type_order: Vec<String>,
+    pub(crate) kind: PluginKind,
+    pub(crate) inherits: Vec<String>,
+    pub(crate) default_on: Vec<String>,
+    pub(crate) requires: Option<String>,
 }
 
 impl CachedSummary {
-    fn of(summary: &PluginSummary) -> CachedSummary {
+    fn of(plugin: &Plugin) -> CachedSummary {
+        let mut types: Vec<TypeSchema> = plugin.schemas.values().cloned().collect();
+        types.sort_by(|a, b| a.name.cmp(&b.name));
+        let interpreter = plugin.interpreter.as_ref();
         CachedSummary {
-            version: summary.version.clone(),
-            imports: summary.imports.clone(),
-            types: summary.types.clone(),
-            kind: summary.kind,
-            inherits: summary.inherits.clone(),
-            default_on: summary.default_on.clone(),
-            requires: summary.requires.clone(),
+            version: plugin.version.clone(),
+            imports: plugin.imports.clone(),
+            types,
+            type_order: plugin.type_order.clone(),
+            kind: plugin.kind(),
+            inherits: interpreter
+                .map(|info| info.inherits.clone())
+                .unwrap_or_default(),
+            default_on: interpreter
+                .map(|info| info.default_on.clone())
+                .unwrap_or_default(),
+            requires: plugin
+                .requirement
+                .as_ref()
+                .map(|requirement| requirement.text.clone()),
         }
     }
 
