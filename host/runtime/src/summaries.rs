@@ -27,20 +27,7 @@ impl Runtime {
         }
         // A pin that does not match, or a component that cannot be read: the load
         // reports it as it always does.
-        let digest = match &policy.source {
-            policy::Source::Builtin => self
-                .builtin_digests
-                .iter()
-                .find(|(name, _)| *name == policy.name)
-                .map(|(_, digest)| (*digest).to_owned()),
-            policy::Source::File(path) | policy::Source::PluginDir(Some(path)) => {
-                plugin::read_component(path)
-                    .ok()
-                    .map(|bytes| cache::sha256_hex(&bytes))
-            }
-            policy::Source::PluginDir(None) => None,
-        }
-        .filter(|digest| policy.sha256.as_ref().is_none_or(|pinned| pinned == digest));
+        let digest = self.component(policy).map(|(_, digest)| digest);
         if let Some(digest) = digest
             && let Some(cached) = self.cached_summary(policy, &digest)
         {
@@ -65,40 +52,40 @@ impl Runtime {
         }
     }
 
+    /// The bytes of `policy`'s component and their sha256, if it can be read and its
+    /// pin (if any) matches.
+    fn component(&self, policy: &policy::PluginPolicy) -> Option<(code::Bytes, String)> {
+        let (wasm, known) = match &policy.source {
+            policy::Source::Builtin => {
+                let (_, bytes) = self
+                    .builtins
+                    .iter()
+                    .find(|(name, _)| *name == policy.name)?;
+                let digest = self
+                    .builtin_digests
+                    .iter()
+                    .find(|(name, _)| *name == policy.name)
+                    .map(|(_, digest)| (*digest).to_owned());
+                (code::Bytes::Builtin(bytes), digest)
+            }
+            policy::Source::File(path) | policy::Source::PluginDir(Some(path)) => {
+                (code::Bytes::Read(plugin::read_component(path).ok()?), None)
+            }
+            policy::Source::PluginDir(None) => return None,
+        };
+        let digest = known.unwrap_or_else(|| cache::sha256_hex(wasm.as_slice()));
+        policy
+            .sha256
+            .as_ref()
+            .is_none_or(|pinned| *pinned == digest)
+            .then_some((wasm, digest))
+    }
+
     /// A provider described from its cached summary, its code loading on a thread of its
     /// own; `None` when the cache has no summary for the component as it is now (then it
     /// is loaded whole, and any problem is reported as the load finds it).
     pub(crate) fn described(&self, policy: &Arc<policy::PluginPolicy>) -> Option<Arc<Plugin>> {
-        let wasm = match &policy.source {
-            policy::Source::Builtin => code::Bytes::Builtin(
-                self.builtins
-                    .iter()
-                    .find(|(name, _)| *name == policy.name)
-                    .map(|(_, bytes)| *bytes)?,
-            ),
-            policy::Source::File(path) | policy::Source::PluginDir(Some(path)) => {
-                code::Bytes::Read(plugin::read_component(path).ok()?)
-            }
-            policy::Source::PluginDir(None) => return None,
-        };
-        let digest = match &policy.source {
-            policy::Source::Builtin => self
-                .builtin_digests
-                .iter()
-                .find(|(name, _)| *name == policy.name)
-                .map_or_else(
-                    || cache::sha256_hex(wasm.as_slice()),
-                    |(_, digest)| (*digest).to_owned(),
-                ),
-            _ => cache::sha256_hex(wasm.as_slice()),
-        };
-        if policy
-            .sha256
-            .as_ref()
-            .is_some_and(|pinned| *pinned != digest)
-        {
-            return None;
-        }
+        let (wasm, digest) = self.component(policy)?;
         let cached = self.cached_summary(policy, &digest)?;
         // Imports this host no longer allows (the entry may be older than its rules):
         // the load refuses it, before anything runs.
@@ -135,31 +122,7 @@ fn variant(policy: &policy::PluginPolicy) -> String {
 
 /// A loaded plugin's summary under its policy.
 pub(crate) fn summary_of(policy: &policy::PluginPolicy, plugin: &Plugin) -> PluginSummary {
-    let mut types: Vec<TypeSchema> = plugin.schemas.values().cloned().collect();
-    types.sort_by(|a, b| a.name.cmp(&b.name));
-    PluginSummary {
-        name: policy.name.clone(),
-        source: policy.source.describe(),
-        sha256: plugin.digest.clone(),
-        version: plugin.version.clone(),
-        imports: plugin.imports.clone(),
-        types,
-        kind: plugin.kind(),
-        inherits: plugin
-            .interpreter
-            .as_ref()
-            .map(|info| info.inherits.clone())
-            .unwrap_or_default(),
-        default_on: plugin
-            .interpreter
-            .as_ref()
-            .map(|info| info.default_on.clone())
-            .unwrap_or_default(),
-        requires: plugin
-            .requirement
-            .as_ref()
-            .map(|requirement| requirement.text.clone()),
-    }
+    CachedSummary::of(plugin).into_summary(policy, plugin.digest.clone())
 }
 
 /// A summary as the cache keeps it: what depends only on the component and the types
