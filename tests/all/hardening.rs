@@ -377,6 +377,71 @@ fn issue_16_special_files_are_refused_by_kind_and_nothing_blocks() {
     assert!(!Path::new(&machine.file("rendered")).exists());
 }
 
+/// Class 2. Plugin instances are made in slots of a pool that the process reuses: a
+/// dropped instance's memory stays mapped and is put back to the component's initial
+/// image before the next instance gets it. The hostile plugin leaves a secret (1 MiB of
+/// one word) in the memory of each instance that checks or applies six resources, one
+/// directory each, so that more instances end than stay idle and their slots go back to
+/// the pool; six more resources in other directories then read every word of their own
+/// instances' memory, and find none of it. A resource that leaves the secret and looks
+/// for it in one call shows that the search finds it when it is there.
+#[test]
+fn issue_16_an_instance_never_sees_what_an_earlier_one_left_in_memory() {
+    let machine = Machine::new();
+    let files = machine.root().join("files");
+    let policy = policy_for(&machine, &files, "");
+    let mut resources = vec![
+        json!({ "type": "hostile", "title": machine.file("control/x"),
+        "attributes": { "action": "leave_and_find_secret" } }),
+    ];
+    let mut finders = Vec::new();
+    for (prefix, action) in [("left", "leave_secret"), ("found", "find_secret")] {
+        for n in 0..6 {
+            let dir = format!("{prefix}-{n}");
+            std::fs::create_dir(files.join(&dir)).expect("directory");
+            let title = machine.file(&format!("{dir}/x"));
+            if action == "find_secret" {
+                finders.push(title.clone());
+            }
+            resources.push(json!({ "type": "hostile", "title": title,
+                "attributes": { "action": action } }));
+        }
+    }
+    std::fs::create_dir(files.join("control")).expect("directory");
+    let catalog = machine.catalog(serde_json::Value::Array(resources));
+    let mut args = apply_args(&catalog, &policy);
+    // One at a time, in catalog order: every finder comes after every leaver.
+    args.extend(["--jobs", "1"]);
+    let run = machine.run(&args);
+    assert_eq!(run.code, 2, "{run:#?}");
+    let report = run.json();
+    let found = |title: &str| -> Vec<u64> {
+        let logs = &entry(&report, &format!("Hostile[{title}]"))["logs"];
+        let counts: Vec<u64> = logs
+            .as_array()
+            .expect("logs")
+            .iter()
+            .filter_map(|log| {
+                log["message"]
+                    .as_str()?
+                    .strip_prefix("found ")?
+                    .strip_suffix(" secret words")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        // Looked for by the instance that checked it and by the one that applied it.
+        assert_eq!(counts.len(), 2, "{title}: {logs:#}");
+        counts
+    };
+    for count in found(&machine.file("control/x")) {
+        assert!(count >= 1 << 17, "the control found {count} words");
+    }
+    for finder in &finders {
+        assert_eq!(found(finder), [0, 0], "{finder}");
+    }
+}
+
 /// Class 3. A plugin that blocks inside the host (a sleep of an hour) fails its
 /// resource at its wall-clock limit, and the run goes on.
 #[test]

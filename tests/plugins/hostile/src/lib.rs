@@ -45,6 +45,9 @@ impl Provider for Hostile {
                             "lie_state",
                             "lie_plan",
                             "trap_in_validate",
+                            "leave_secret",
+                            "find_secret",
+                            "leave_and_find_secret",
                         ]),
                         "What to do when applied.",
                     )
@@ -71,6 +74,9 @@ impl Provider for Hostile {
         if resource.get_str("action") == Some("lie_state") {
             return Ok(State::new().with("action", 42i64));
         }
+        // The secret is left, and looked for, by the instance that checks a resource as
+        // well as by the one that applies it.
+        secret(resource.get_str("action").unwrap_or_default());
         Ok(State::new().with("action", "not done"))
     }
 
@@ -94,7 +100,11 @@ impl Provider for Hostile {
 
     fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
         let target = resource.get_str("target").unwrap_or_default();
-        match resource.require_str("action")? {
+        let action = resource.require_str("action")?;
+        if secret(action) {
+            return Ok(());
+        }
+        match action {
             "read_file" => {
                 let content = std::fs::read_to_string(target)
                     .map_err(|error| Error::new(format!("reading `{target}` failed: {error}")))?;
@@ -200,3 +210,63 @@ impl Provider for Hostile {
 }
 
 export_provider!(Hostile);
+
+/// A word no plugin data holds: what `leave_secret` fills 1 MiB of its memory with, and
+/// `find_secret` counts in all of its memory. It is an immediate in the code, which is
+/// not in linear memory, so an instance holds it only where one of them wrote it.
+const SECRET_WORD: u64 = 0x5345_4352_4554_2157;
+
+/// Does what a secret-related action says (true), or nothing (false): `leave_secret`
+/// leaves a secret in memory it never frees, `find_secret` logs how many words of it
+/// its instance's memory holds (what an earlier instance left there, read from a slot
+/// of the pool the host reused), `leave_and_find_secret` both, which shows the search
+/// finds what is there.
+fn secret(action: &str) -> bool {
+    let (leave, find) = match action {
+        "leave_secret" => (true, false),
+        "find_secret" => (false, true),
+        "leave_and_find_secret" => (true, true),
+        _ => return false,
+    };
+    if leave {
+        std::mem::forget(std::hint::black_box(vec![SECRET_WORD; 1 << 17]));
+    }
+    if find {
+        log::notice(&format!("found {} secret words", secret_words()));
+    }
+    true
+}
+
+/// The words of this instance's whole linear memory that are [`SECRET_WORD`].
+#[expect(
+    unsafe_code,
+    reason = "reads every byte of its own memory, as an attacker would"
+)]
+fn secret_words() -> usize {
+    let end = memory_end();
+    let mut found = 0;
+    // Address 0 is the null pointer; the first words are the language runtime's.
+    let mut address = 64;
+    while address + 8 <= end {
+        // SAFETY: every address below the memory's size is in bounds, and any bit
+        // pattern is a u64.
+        let word = unsafe { core::ptr::read_volatile(address as *const u64) };
+        if word == SECRET_WORD {
+            found += 1;
+        }
+        address += 8;
+    }
+    found
+}
+
+/// The size of this instance's linear memory.
+#[cfg(target_arch = "wasm32")]
+fn memory_end() -> usize {
+    core::arch::wasm32::memory_size(0) * 65536
+}
+
+/// Built natively only to be linted: no linear memory to read.
+#[cfg(not(target_arch = "wasm32"))]
+fn memory_end() -> usize {
+    0
+}
