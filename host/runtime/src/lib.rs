@@ -288,8 +288,18 @@ impl Runtime {
         });
         let mut config = Config::new();
         config.epoch_interruption(true);
-        config.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()));
-        let engine = Engine::new(&config).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
+        let mut pooled = config.clone();
+        pooled.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()));
+        // The pool reserves its address space when it is made (terabytes of it, mapped
+        // without access); a process that may not have that much (`ulimit -v`) maps
+        // each instance's memory when it is made instead.
+        let engine = match Engine::new(&pooled) {
+            Ok(engine) => engine,
+            Err(error) => {
+                tracing::debug!("no instance pool ({error:#}): instances are mapped one by one");
+                Engine::new(&config).map_err(|error| Error::Wasmtime(format!("{error:#}")))?
+            }
+        };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
