@@ -313,6 +313,76 @@ fn a_corrupted_cache_entry_is_rebuilt_not_trusted() {
     let _ = cache_dir();
 }
 
+/// A plugin from a file is read once a run: by whoever first needs it (its summary, for
+/// `plugins list` and the compiler, or the run), and the bytes compiled are the bytes
+/// hashed, whether the cache holds its summary yet or not. Counted with inotify, as the
+/// kernel sees the file opened.
+#[test]
+fn a_plugin_file_is_opened_once_a_run_with_or_without_its_cached_summary() {
+    use rustix::fs::inotify;
+    let machine = Machine::new();
+    let plugin = machine.root().join("hostile.wasm");
+    std::fs::copy(wconverge_tests::HOSTILE, &plugin).expect("plugin copied");
+    let files = machine.files_dir();
+    let policy = machine.root().join("policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "[plugins.hostile]\nsource = \"{}\"\nsha256 = \"{}\"\n\
+             directories = [{{ path = \"{files}\", access = \"read-write\" }}]\n",
+            plugin.display(),
+            sha256_of(wconverge_tests::HOSTILE)
+        ),
+    )
+    .expect("policy written");
+    let catalog = machine.catalog(json!([{ "type": "hostile", "title": machine.file("x"),
+        "attributes": { "action": "behave" } }]));
+    let cache = machine.root().join("cache");
+    let watch = inotify::init(inotify::CreateFlags::NONBLOCK | inotify::CreateFlags::CLOEXEC)
+        .expect("inotify");
+    // Closes too: the kernel merges an event into the unread one before it when both
+    // are the same, so opens alone would count as one.
+    inotify::add_watch(
+        &watch,
+        &plugin,
+        inotify::WatchFlags::OPEN | inotify::WatchFlags::CLOSE_NOWRITE,
+    )
+    .expect("watched");
+    let opens = |args: &[&str]| {
+        let output = std::process::Command::new(crate::support::WCONVERGE)
+            .args(args)
+            .arg("--policy")
+            .arg(&policy)
+            .arg("--cache-dir")
+            .arg(&cache)
+            .env("WCONVERGE_STATE_DIR", machine.root().join("state"))
+            .output()
+            .expect("runs");
+        assert!(
+            matches!(output.status.code(), Some(0 | 2)),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let mut buffer = [std::mem::MaybeUninit::uninit(); 4096];
+        let mut events = inotify::Reader::new(&watch, &mut buffer);
+        let mut count = 0;
+        while let Ok(event) = events.next() {
+            if event.events().contains(inotify::ReadFlags::OPEN) {
+                count += 1;
+            }
+        }
+        count
+    };
+    let catalog = catalog.to_str().expect("utf-8");
+    // `plugins list` with nothing cached: the summary is learnt by loading it whole.
+    assert_eq!(opens(&["plugins", "list"]), 1);
+    assert_eq!(opens(&["plugins", "list"]), 1);
+    std::fs::remove_dir_all(&cache).expect("cache emptied");
+    // A run with nothing cached, then one from the summary the first left.
+    assert_eq!(opens(&["apply", catalog]), 1);
+    assert_eq!(opens(&["apply", catalog]), 1);
+}
+
 #[test]
 fn a_manifest_loads_only_the_plugins_it_uses_and_a_tampered_summary_is_rebuilt() {
     let machine = Machine::new();

@@ -422,6 +422,16 @@ impl Runtime {
 
     /// The plugin named `name`, loaded on first use.
     fn plugin(&self, name: &str) -> Result<Arc<Plugin>, PluginError> {
+        self.plugin_from(name, None)
+    }
+
+    /// The plugin named `name`, loaded on first use from `component` (its bytes and
+    /// sha256, already read) if given, else from its source.
+    fn plugin_from(
+        &self,
+        name: &str,
+        component: Option<(code::Bytes, String)>,
+    ) -> Result<Arc<Plugin>, PluginError> {
         if let Some(loaded) = self.plugins.lock().expect("plugins lock").get(name) {
             return loaded.clone();
         }
@@ -435,9 +445,13 @@ impl Runtime {
             .clone();
         let policy = Arc::new(policy);
         let mut seen = None;
-        let loaded = match self.described(&policy) {
-            Some(plugin) => Ok(plugin),
-            None => {
+        let described = match component.or_else(|| self.component(&policy)) {
+            Some((wasm, digest)) => self.described(&policy, wasm, digest),
+            None => Err(None),
+        };
+        let loaded = match described {
+            Ok(plugin) => Ok(plugin),
+            Err(component) => {
                 let loader = Loader {
                     engine: &self.engine,
                     linker: &self.linker,
@@ -446,7 +460,7 @@ impl Runtime {
                     digests: self.builtin_digests,
                     shared: &self.shared,
                 };
-                let loaded = Plugin::load(&loader, Arc::clone(&policy), &mut seen);
+                let loaded = Plugin::load(&loader, Arc::clone(&policy), component, &mut seen);
                 if let Ok(plugin) = &loaded {
                     self.remember_summary(&policy, plugin);
                 }
@@ -822,7 +836,7 @@ fn launcher_loader(
         };
         let mut found: Option<Arc<Plugin>> = None;
         for candidate in candidates {
-            let plugin = Plugin::load(&loader, Arc::new(candidate), &mut None)
+            let plugin = Plugin::load(&loader, Arc::new(candidate), None, &mut None)
                 .map_err(|error| format!("the launcher could not be loaded: {error}"))?;
             if !plugin.is_launcher() {
                 continue;

@@ -11,7 +11,7 @@ use crate::bindings::interpreter::scripts;
 use crate::bindings::launcher::launching;
 use crate::bindings::{FACTS_EXPORT, LAUNCHING_EXPORT, PROVIDER_EXPORT, SCRIPTS_EXPORT};
 use crate::cache::{Cache, sha256_hex};
-use crate::code::{Code, Deferred, compile};
+use crate::code::{Bytes, Code, Deferred, compile};
 use crate::grants::Grant;
 use crate::imports::Refused;
 use crate::policy::{Access, PluginPolicy, Source};
@@ -282,6 +282,42 @@ pub(crate) struct Loader<'a> {
     pub(crate) shared: &'a Arc<Shared>,
 }
 
+/// The bytes of `policy`'s component, from the binary or read from its file.
+fn source_bytes(loader: &Loader<'_>, policy: &PluginPolicy) -> Result<Bytes, PluginError> {
+    match &policy.source {
+        Source::Builtin => loader
+            .builtins
+            .iter()
+            .find(|(name, _)| *name == policy.name)
+            .map(|(_, bytes)| Bytes::Builtin(bytes))
+            .ok_or_else(|| {
+                load_error(
+                    policy,
+                    format!(
+                        "there is no built-in plugin named `{}`; the built-in plugins are: {}",
+                        policy.name,
+                        loader
+                            .builtins
+                            .iter()
+                            .map(|(name, _)| *name)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+            }),
+        Source::PluginDir(None) => Err(load_error(
+            policy,
+            "it comes from the plugin directory (`source = \"plugin-dir\"`), and no \
+             --plugin-dir was given",
+        )),
+        Source::File(path) | Source::PluginDir(Some(path)) => {
+            read_component(path).map(Bytes::Read).map_err(|error| {
+                load_error(policy, format!("cannot read `{}`: {error}", path.display()))
+            })
+        }
+    }
+}
+
 pub(crate) fn load_error(policy: &PluginPolicy, message: impl Into<String>) -> PluginError {
     PluginError::new(&policy.name, PluginErrorKind::Load, message)
 }
@@ -311,55 +347,25 @@ impl Plugin {
     pub(crate) fn load(
         loader: &Loader<'_>,
         policy: Arc<PluginPolicy>,
+        component: Option<(Bytes, String)>,
         seen: &mut Option<String>,
     ) -> Result<Plugin, PluginError> {
         let started = Instant::now();
-        let owned;
-        let wasm: &[u8] = match &policy.source {
-            Source::Builtin => loader
-                .builtins
-                .iter()
-                .find(|(name, _)| *name == policy.name)
-                .map(|(_, bytes)| *bytes)
-                .ok_or_else(|| {
-                    load_error(
-                        &policy,
-                        format!(
-                            "there is no built-in plugin named `{}`; the built-in plugins are: {}",
-                            policy.name,
-                            loader
-                                .builtins
-                                .iter()
-                                .map(|(name, _)| *name)
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                    )
-                })?,
-            Source::PluginDir(None) => {
-                return Err(load_error(
-                    &policy,
-                    "it comes from the plugin directory (`source = \"plugin-dir\"`), and no \
-                     --plugin-dir was given",
-                ));
-            }
-            Source::File(path) | Source::PluginDir(Some(path)) => {
-                owned = read_component(path).map_err(|error| {
-                    load_error(
-                        &policy,
-                        format!("cannot read `{}`: {error}", path.display()),
-                    )
-                })?;
-                &owned
-            }
+        let (read, read_digest) = component.unzip();
+        // Read (and hashed) already, by whoever looked for its summary; else read now.
+        let read = match read {
+            Some(bytes) => bytes,
+            None => source_bytes(loader, &policy)?,
         };
-        let digest = match policy.source {
-            Source::Builtin => loader
+        let wasm = read.as_slice();
+        let digest = match (&policy.source, read_digest) {
+            (_, Some(digest)) => digest,
+            (Source::Builtin, None) => loader
                 .digests
                 .iter()
                 .find(|(name, _)| *name == policy.name)
                 .map_or_else(|| sha256_hex(wasm), |(_, digest)| (*digest).to_owned()),
-            _ => sha256_hex(wasm),
+            (_, None) => sha256_hex(wasm),
         };
         *seen = Some(digest.clone());
         if let Some(pinned) = &policy.sha256

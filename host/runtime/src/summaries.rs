@@ -27,14 +27,14 @@ impl Runtime {
         }
         // A pin that does not match, or a component that cannot be read: the load
         // reports it as it always does.
-        let digest = self.component(policy).map(|(_, digest)| digest);
-        if let Some(digest) = digest
-            && let Some(cached) = self.cached_summary(policy, &digest)
+        let component = self.component(policy);
+        if let Some((_, digest)) = &component
+            && let Some(cached) = self.cached_summary(policy, digest)
         {
-            return Ok(cached.into_summary(policy, digest));
+            return Ok(cached.into_summary(policy, digest.clone()));
         }
-        // Loading it leaves the entry.
-        self.plugin(&policy.name)
+        // Loading it (from the bytes just read) leaves the entry.
+        self.plugin_from(&policy.name, component)
             .map(|plugin| summary_of(policy, &plugin))
     }
 
@@ -53,8 +53,8 @@ impl Runtime {
     }
 
     /// The bytes of `policy`'s component and their sha256, if it can be read and its
-    /// pin (if any) matches.
-    fn component(&self, policy: &policy::PluginPolicy) -> Option<(code::Bytes, String)> {
+    /// pin (if any) matches. Read once a load: what is compiled is what was hashed.
+    pub(crate) fn component(&self, policy: &policy::PluginPolicy) -> Option<(code::Bytes, String)> {
         let (wasm, known) = match &policy.source {
             policy::Source::Builtin => {
                 let (_, bytes) = self
@@ -81,23 +81,34 @@ impl Runtime {
             .then_some((wasm, digest))
     }
 
-    /// A provider described from its cached summary, its code loading on a thread of its
-    /// own; `None` when the cache has no summary for the component as it is now (then it
-    /// is loaded whole, and any problem is reported as the load finds it).
-    pub(crate) fn described(&self, policy: &Arc<policy::PluginPolicy>) -> Option<Arc<Plugin>> {
-        let (wasm, digest) = self.component(policy)?;
-        let cached = self.cached_summary(policy, &digest)?;
+    /// A provider described from its cached summary, its code (`wasm`, whose sha256 is
+    /// `digest`) loading on a thread of its own. When the cache has no summary for the
+    /// component as it is now, it is loaded whole (and any problem is reported as the
+    /// load finds it): from the component given back, or read again if the summary was
+    /// one a provider's cannot be.
+    pub(crate) fn described(
+        &self,
+        policy: &Arc<policy::PluginPolicy>,
+        wasm: code::Bytes,
+        digest: String,
+    ) -> Result<Arc<Plugin>, Option<(code::Bytes, String)>> {
+        let Some(cached) = self.cached_summary(policy, &digest) else {
+            return Err(Some((wasm, digest)));
+        };
         // Imports this host no longer allows (the entry may be older than its rules):
         // the load refuses it, before anything runs.
-        imports::check_imports(&cached.imports).ok()?;
+        if imports::check_imports(&cached.imports).is_err() {
+            return Err(Some((wasm, digest)));
+        }
         let deferred = code::Deferred {
             engine: self.engine.clone(),
             linker: Arc::clone(&self.linker),
             cache: Arc::clone(&self.cache),
             wasm,
         };
-        let plugin =
-            Arc::new(Plugin::described(Arc::clone(policy), digest, cached, deferred).ok()?);
+        let plugin = Arc::new(
+            Plugin::described(Arc::clone(policy), digest, cached, deferred).map_err(|_| None)?,
+        );
         let loading = Arc::clone(&plugin);
         // Without a thread, the first instance loads it.
         if let Ok(thread) = std::thread::Builder::new()
@@ -109,7 +120,7 @@ impl Runtime {
                 .expect("loading threads lock")
                 .push(thread);
         }
-        Some(plugin)
+        Ok(plugin)
     }
 }
 
