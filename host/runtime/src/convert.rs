@@ -161,8 +161,12 @@ pub(crate) fn value_from_wit(value: &wit::Value) -> Result<Value, Malformed> {
     if nodes.len() > MAX_NODES {
         return Err(Malformed::TooManyNodes(nodes.len()));
     }
-    let mut referenced = vec![false; nodes.len()];
     let mut string_bytes = 0usize;
+    // Most values are one node (a string, a number): no list of the nodes seen for them.
+    if nodes.len() == 1 {
+        return build_value(nodes, 0, 1, &mut [false], &mut string_bytes);
+    }
+    let mut referenced = vec![false; nodes.len()];
     let value = build_value(nodes, 0, 1, &mut referenced, &mut string_bytes)?;
     if let Some(orphan) = referenced.iter().skip(1).position(|seen| !seen) {
         return Err(Malformed::Orphan(orphan + 1));
@@ -375,28 +379,38 @@ pub(crate) fn attributes_to_wit(state: &[(String, Value)]) -> Vec<wit::Attribute
         .collect()
 }
 
-/// A state a provider returned, as values (checked with `check_state` first).
-pub(crate) fn attributes_from_wit(
-    state: &[wit::Attribute],
+/// A state a provider returned, as values, checked as [`check_state`] checks it: one
+/// conversion for both (the names moved, not copied).
+pub(crate) fn state_from_wit(
+    state: Vec<wit::Attribute>,
+    schema: &TypeSchema,
 ) -> Result<Vec<(String, Value)>, Breach> {
+    if state.len() > MAX_STATE {
+        return Err(Breach::StateSize(state.len()));
+    }
     state
-        .iter()
+        .into_iter()
         .map(|attribute| {
-            value_from_wit(&attribute.value)
-                .map(|value| (attribute.name.clone(), value))
-                .map_err(|malformed| Breach::State {
-                    attribute: attribute.name.clone(),
-                    malformed,
-                })
+            let value = value_from_wit(&attribute.value).map_err(|malformed| Breach::State {
+                attribute: attribute.name.clone(),
+                malformed,
+            })?;
+            if let Some(declared) = schema.attribute(&attribute.name) {
+                observed(declared, &value).map_err(|why| invalid_value(&attribute.name, why))?;
+            }
+            Ok((attribute.name, value))
         })
         .collect()
 }
+
+/// The most attributes a state may have.
+const MAX_STATE: usize = 4096;
 
 /// Checks the state `current-state` returned, which goes back to `plan` as it is: each
 /// value well formed, and of the data type the schema gives it when it names one of the
 /// type's attributes (observed values: an enumeration takes any string).
 pub(crate) fn check_state(state: &[wit::Attribute], schema: &TypeSchema) -> Result<(), Breach> {
-    if state.len() > 4096 {
+    if state.len() > MAX_STATE {
         return Err(Breach::StateSize(state.len()));
     }
     for attribute in state {

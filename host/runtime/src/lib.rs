@@ -783,9 +783,7 @@ impl Runtime {
             .zip(batch)
             .map(|(checked, resource)| match checked {
                 Ok(checked) => {
-                    convert::check_state(&checked.current, schema)
-                        .map_err(|message| contract_error(plugin, message))?;
-                    let state = convert::attributes_from_wit(&checked.current)
+                    let state = convert::state_from_wit(checked.current, schema)
                         .map_err(|message| contract_error(plugin, message))?;
                     let changes = convert::changes_from_wit(&checked.changes, schema, &|text| {
                         said(resource, text)
