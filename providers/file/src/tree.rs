@@ -84,7 +84,7 @@ pub(crate) fn current_state(resource: &Resource) -> Result<State> {
         }
         Some(stat) if stat.kind == FileKind::Directory => {
             let mut state = State::new().with("ensure", "directory");
-            record_metadata(&mut state, &stat);
+            record_metadata(resource, &mut state, &stat);
             Ok(state)
         }
         Some(stat) => file_state_of(&regular_view(resource, Some(stat.kind)), path, Some(stat)),

@@ -179,7 +179,7 @@ pub fn file_state_of(resource: &Resource, path: &str, stat: Option<FileStat>) ->
                 }
             }
         }
-        record_metadata(&mut state, &stat);
+        record_metadata(resource, &mut state, &stat);
     }
     Ok(state)
 }
@@ -387,18 +387,26 @@ pub fn kind_name(kind: FileKind) -> &'static str {
     }
 }
 
-pub fn record_metadata(state: &mut State, stat: &FileStat) {
+/// Records the metadata of the file that `resource` manages, as Puppet retrieves a
+/// resource's properties: the owner and the group only when the resource sets them (a
+/// no-op then passes four values fewer a file between the plugin and the host); the
+/// mode always, since whether a content's diff may be shown depends on it.
+pub fn record_metadata(resource: &Resource, state: &mut State, stat: &FileStat) {
     state.set("mode", format_mode(stat.mode));
-    state.set(
-        "owner",
-        stat.owner.clone().unwrap_or_else(|| stat.uid.to_string()),
-    );
-    state.set("owner_id", i64::from(stat.uid));
-    state.set(
-        "group",
-        stat.group.clone().unwrap_or_else(|| stat.gid.to_string()),
-    );
-    state.set("group_id", i64::from(stat.gid));
+    if resource.get("owner").is_some() {
+        state.set(
+            "owner",
+            stat.owner.clone().unwrap_or_else(|| stat.uid.to_string()),
+        );
+        state.set("owner_id", i64::from(stat.uid));
+    }
+    if resource.get("group").is_some() {
+        state.set(
+            "group",
+            stat.group.clone().unwrap_or_else(|| stat.gid.to_string()),
+        );
+        state.set("group_id", i64::from(stat.gid));
+    }
 }
 
 /// Whether `desired` (a name or numeric id) names the observed owner or group.
@@ -691,6 +699,34 @@ mod tests {
                 .starts_with("created with content {sha256}")
         );
         assert!(changes[0].message.ends_with("mode 0644"));
+    }
+
+    #[test]
+    fn the_state_holds_the_owner_and_group_only_of_a_file_that_manages_them() {
+        let stat = FileStat {
+            kind: FileKind::File,
+            mode: 0o640,
+            uid: 0,
+            gid: 42,
+            owner: Some("root".to_owned()),
+            group: None,
+            size: 3,
+        };
+        let mut plain = State::new();
+        record_metadata(&file("/srv/x"), &mut plain, &stat);
+        assert_eq!(plain.get_str("mode"), Some("0640"));
+        for unmanaged in ["owner", "owner_id", "group", "group_id"] {
+            assert!(plain.get(unmanaged).is_none(), "{unmanaged}");
+        }
+        let mut owned = State::new();
+        let managed = file("/srv/x").with("owner", "root").with("group", "42");
+        record_metadata(&managed, &mut owned, &stat);
+        assert_eq!(owned.get_str("owner"), Some("root"));
+        assert_eq!(owned.get("owner_id").and_then(Value::as_integer), Some(0));
+        // A gid the group database does not know is shown as the number.
+        assert_eq!(owned.get_str("group"), Some("42"));
+        assert_eq!(owned.get("group_id").and_then(Value::as_integer), Some(42));
+        assert!(file_plan(&managed, &owned.with("ensure", "file")).expect("plan").is_empty());
     }
 
     #[test]
