@@ -19,6 +19,7 @@
 use crate::validate::{Prepared, PreparedResource};
 use crate::{Checked, LogRecord, PluginHost};
 use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Condvar, Mutex};
 use wconverge_catalog::PathAccess;
 
@@ -27,7 +28,36 @@ pub(crate) const MAX_BATCH: usize = 1024;
 
 /// What puts two resources in one batch: type, provider, and the directories they ask
 /// for (each path attribute's name, access and the directory or path it names).
-type BatchKey = (String, String, Vec<(String, PathAccess, String)>);
+type BatchKey<'p> = (&'p str, &'p str, Vec<(&'p str, PathAccess, &'p str)>);
+
+/// Hashes catalog indices (numbers this process made, not a manifest's strings) with a
+/// multiplication rather than SipHash: the maps below are looked up a few times a
+/// resource, under the lock the workers share.
+#[derive(Default)]
+struct IndexHasher(u64);
+
+impl Hasher for IndexHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.write_u64(u64::from(byte));
+        }
+    }
+
+    fn write_usize(&mut self, index: usize) {
+        self.write_u64(index as u64);
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = (self.0.rotate_left(5) ^ value).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IndexMap<V> = HashMap<usize, V, BuildHasherDefault<IndexHasher>>;
+type IndexSet = HashSet<usize, BuildHasherDefault<IndexHasher>>;
 
 /// The batches of a run: for each, the run positions of its resources in order; and for
 /// each run position, its batch.
@@ -37,8 +67,8 @@ struct Batches {
     /// turn (turns only ever come, so it only moves on, and claims cost their batch's
     /// length once in all, not once each).
     taken_before: Vec<usize>,
-    /// For each run position of a batched resource, its batch.
-    at: HashMap<usize, usize>,
+    /// For each run position, its batch if its resource is batched.
+    at: Vec<Option<usize>>,
 }
 
 /// What was read, shared by the resources running at once: the read itself happens
@@ -52,7 +82,7 @@ pub(crate) struct Prefetched {
 
 struct Inner {
     /// By catalog index.
-    states: HashMap<usize, Result<Checked, crate::Failure>>,
+    states: IndexMap<Result<Checked, crate::Failure>>,
     /// Built when the first resource of a batched type runs.
     batches: Option<Batches>,
     /// How many resources the next batch read asks for; 0: the next resource reads its
@@ -60,9 +90,9 @@ struct Inner {
     next: usize,
     /// Catalog indices a read under way is reading: if their turn comes first, they wait
     /// for it.
-    in_flight: HashSet<usize>,
+    in_flight: IndexSet,
     /// Catalog indices whose turn has come (their state is not read for them again).
-    taken: HashSet<usize>,
+    taken: IndexSet,
     /// Counts the changes of the machine: a read that began before one is not kept.
     generation: u64,
 }
@@ -70,11 +100,11 @@ struct Inner {
 impl Default for Inner {
     fn default() -> Inner {
         Inner {
-            states: HashMap::new(),
+            states: IndexMap::default(),
             batches: None,
             next: MAX_BATCH,
-            in_flight: HashSet::new(),
-            taken: HashSet::new(),
+            in_flight: IndexSet::default(),
+            taken: IndexSet::default(),
             generation: 0,
         }
     }
@@ -104,7 +134,7 @@ fn claim(inner: &mut Inner, prepared: &Prepared, position: usize) -> Option<Clai
         ..
     } = inner;
     let batches = batches.get_or_insert_with(|| batches_of(prepared, order));
-    let &batch = batches.at.get(&position)?;
+    let batch = batches.at.get(position).copied().flatten()?;
     let asking = order[position];
     let members = &batches.members[batch];
     let from = &mut batches.taken_before[batch];
@@ -227,7 +257,7 @@ impl Prefetched {
         let batches = inner.batches.as_ref()?;
         let ahead =
             (position + 1..order.len().min(position + 1 + 2 * MAX_BATCH)).find(|&other| {
-                batches.at.contains_key(&other)
+                batches.at.get(other).is_some_and(Option::is_some)
                     && !inner.taken.contains(&order[other])
                     && !inner.in_flight.contains(&order[other])
                     && !inner.states.contains_key(&order[other])
@@ -300,9 +330,9 @@ fn batched(prepared: &Prepared, resource: &PreparedResource) -> bool {
 
 /// The batches of the run: run positions grouped by [`BatchKey`], each in run order.
 fn batches_of(prepared: &Prepared, order: &[usize]) -> Batches {
-    let mut index: HashMap<BatchKey, usize> = HashMap::new();
+    let mut index: HashMap<BatchKey<'_>, usize> = HashMap::new();
     let mut batches: Vec<Vec<usize>> = Vec::new();
-    let mut at = HashMap::new();
+    let mut at = vec![None; order.len()];
     for (position, &idx) in order.iter().enumerate() {
         let resource = &prepared.resources[idx];
         if !batched(prepared, resource) {
@@ -313,7 +343,7 @@ fn batches_of(prepared: &Prepared, order: &[usize]) -> Batches {
             batches.push(Vec::new());
             batches.len() - 1
         });
-        at.insert(position, batch);
+        at[position] = Some(batch);
         batches[batch].push(position);
     }
     Batches {
@@ -323,7 +353,7 @@ fn batches_of(prepared: &Prepared, order: &[usize]) -> Batches {
     }
 }
 
-fn batch_key(prepared: &Prepared, resource: &PreparedResource) -> BatchKey {
+fn batch_key<'p>(prepared: &'p Prepared, resource: &'p PreparedResource) -> BatchKey<'p> {
     let paths = prepared
         .schema(resource)
         .map(|schema| {
@@ -335,14 +365,14 @@ fn batch_key(prepared: &Prepared, resource: &PreparedResource) -> BatchKey {
                         PathAccess::ReadWrite => path.rsplit_once('/').map_or(path, |(dir, _)| dir),
                         _ => path,
                     };
-                    (
-                        attribute.name.clone(),
-                        attribute.path_access,
-                        named.to_owned(),
-                    )
+                    (attribute.name.as_str(), attribute.path_access, named)
                 })
                 .collect()
         })
         .unwrap_or_default();
-    (resource.type_name.clone(), resource.provider.clone(), paths)
+    (
+        resource.type_name.as_str(),
+        resource.provider.as_str(),
+        paths,
+    )
 }
