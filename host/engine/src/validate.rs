@@ -177,10 +177,12 @@ fn implied_relationships(
     resources: &[PreparedResource],
     schemas: &Schemas,
 ) -> Vec<(ResourceRef, ResourceRef)> {
-    let written: HashMap<&str, &ResourceRef> = resources
-        .iter()
-        .filter_map(|resource| Some((written_path(schemas, resource)?, &resource.reference)))
-        .collect();
+    let mut written: HashMap<&str, &ResourceRef> = HashMap::with_capacity(resources.len());
+    written.extend(
+        resources
+            .iter()
+            .filter_map(|resource| Some((written_path(schemas, resource)?, &resource.reference))),
+    );
     let mut implied = Vec::new();
     for resource in resources {
         if let Some(path) = written_path(schemas, resource) {
@@ -608,7 +610,9 @@ fn same_namevar(
     host: &dyn PluginHost,
 ) -> Vec<Problem> {
     let mut problems = Vec::new();
-    let mut seen: HashMap<(&str, String), &PreparedResource> = HashMap::new();
+    // Sized once: a map that grows rehashes into fresh memory each time it doubles.
+    let mut seen: HashMap<(&str, String), &PreparedResource> =
+        HashMap::with_capacity(resources.len());
     for resource in resources {
         let Some(namevar) = schema_of(schemas, resource)
             .and_then(TypeSchema::namevar)
@@ -882,6 +886,9 @@ fn prepare_resource(
         };
         attributes.push((attribute.name.clone(), value));
     }
+    // Room was made for every attribute of the type; a resource sets a few, and 5,000
+    // of them would keep the rest (a file's: 1 KiB each) in fresh memory for the run.
+    attributes.shrink_to_fit();
     // Invariants see every attribute, so they wait for the lazy ones (see
     // `run::resolve_lazy`).
     if problems.is_empty() && lazy_values.is_empty() {
