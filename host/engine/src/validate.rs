@@ -149,17 +149,24 @@ impl Prepared {
 
     /// The paths other resources write beneath `path`, sorted.
     pub fn written_beneath(&self, path: &str) -> Vec<String> {
-        let prefix = format!("{}/", path.trim_end_matches('/'));
+        // Those that start with `path` are together, in order; of them, those where a
+        // `/` comes next are beneath it (no string is made to say so: most paths of a
+        // run have nothing beneath them, and each asks).
+        let path = path.trim_end_matches('/');
         let start = self
             .written_paths
-            .partition_point(|written| written.as_str() < prefix.as_str());
+            .partition_point(|written| written.as_str() < path);
         self.written_paths[start..]
             .iter()
-            .take_while(|written| written.starts_with(&prefix))
+            .take_while(|written| written.starts_with(path))
+            .filter(|written| written.as_bytes().get(path.len()) == Some(&b'/'))
             .cloned()
             .collect()
     }
 }
+
+/// A type, and the provider a resource asked for by `provider`, if any.
+type Choice = (String, Option<String>);
 
 /// The namevar of a resource whose type writes the path it names (`file`, `template`).
 fn written_path<'r>(schemas: &Schemas, resource: &'r PreparedResource) -> Option<&'r str> {
@@ -280,7 +287,8 @@ fn prepare_checked(
     let mut schemas = Schemas::new();
     // The provider each type gets, for each `provider` a resource asks for; `None` when
     // there is none, reported once, at the first resource that needed it.
-    let mut chosen: HashMap<(String, Option<String>), Option<String>> = HashMap::new();
+    // A few types a catalog: looked up by borrowing, not by a key made for each resource.
+    let mut chosen: Vec<(Choice, Option<String>)> = Vec::new();
     let mut resources = Vec::with_capacity(catalog.resources.len());
     // Resources for their providers' checks: where their problems go in `problems`,
     // and which.
@@ -292,17 +300,22 @@ fn prepare_checked(
             None => std::borrow::Cow::Borrowed(&resource.attributes),
         };
         let type_name = &resource.type_name;
-        let requested = resource.metaparams.provider.clone();
-        let key = (type_name.clone(), requested);
-        let provider = match chosen.get(&key) {
-            Some(provider) => provider.clone(),
+        let requested = resource.metaparams.provider.as_deref();
+        let known = chosen
+            .iter()
+            .find(|((chosen_type, asked), _)| {
+                chosen_type == type_name && asked.as_deref() == requested
+            })
+            .map(|(_, provider)| provider.clone());
+        let provider = match known {
+            Some(provider) => provider,
             None if type_name == NODE_BLOCK => {
                 schemas
                     .entry(type_name.clone())
                     .or_default()
                     .entry(ENGINE.to_owned())
                     .or_insert_with(node_block_schema);
-                let provider = match key.1.as_deref() {
+                let provider = match requested {
                     None | Some(ENGINE) => Some(ENGINE.to_owned()),
                     Some(other) => {
                         problems.push(Problem::of(
@@ -316,11 +329,14 @@ fn prepare_checked(
                         None
                     }
                 };
-                chosen.insert(key.clone(), provider.clone());
+                chosen.push((
+                    (type_name.clone(), requested.map(str::to_owned)),
+                    provider.clone(),
+                ));
                 provider
             }
             None => {
-                let provider = match host.provider(type_name, key.1.as_deref()) {
+                let provider = match host.provider(type_name, requested) {
                     Ok(Some(choice)) => {
                         schemas
                             .entry(type_name.clone())
@@ -354,7 +370,7 @@ fn prepare_checked(
                                 PluginErrorKind::Load => {
                                     "fix the plugin or its entry in the policy".to_owned()
                                 }
-                                PluginErrorKind::Unsuitable if key.1.is_some() => format!(
+                                PluginErrorKind::Unsuitable if requested.is_some() => format!(
                                     "`wconverge types {type_name}` shows its providers and \
                                      where each is suitable; name a suitable one, or remove \
                                      `provider` to use the first that suits this machine"
@@ -371,7 +387,10 @@ fn prepare_checked(
                         None
                     }
                 };
-                chosen.insert(key.clone(), provider.clone());
+                chosen.push((
+                    (type_name.clone(), requested.map(str::to_owned)),
+                    provider.clone(),
+                ));
                 provider
             }
         };
@@ -630,19 +649,21 @@ fn same_namevar(
         } else {
             resource.type_name.as_str()
         };
-        let resolved = host.resolve_path(value);
-        let key = (space, resolved.clone().unwrap_or_else(|| value.to_owned()));
+        // Its path with symlinks followed, where it can be resolved.
+        let key = (
+            space,
+            host.resolve_path(value).unwrap_or_else(|| value.to_owned()),
+        );
         match seen.get(&key) {
             Some(first) => {
                 let first_at = first
                     .source
                     .as_ref()
                     .map_or_else(String::new, |location| format!(" (declared at {location})"));
-                let via = match &resolved {
-                    Some(resolved) if resolved != value => {
-                        format!(": both are `{resolved}` once symlinks are followed")
-                    }
-                    _ => String::new(),
+                let via = if key.1 == value {
+                    String::new()
+                } else {
+                    format!(": both are `{}` once symlinks are followed", key.1)
                 };
                 problems.push(
                     Problem {

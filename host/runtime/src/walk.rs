@@ -285,6 +285,15 @@ pub(crate) fn beneath(
     if path.starts_with('/') {
         return Err(BeneathError::Escape);
     }
+    // The usual case, an entry of `start` itself not to be followed: nothing to walk
+    // (what the walk below returns for it, without making its list of components).
+    if !follow_last && !path.is_empty() && !path.contains('/') && path != "." && path != ".." {
+        return Ok(Beneath {
+            parent: None,
+            name: OsString::from(path),
+            entry: None,
+        });
+    }
     // The directories walked into, below `start` (which is not in it).
     let mut stack: Vec<(OwnedFd, OsString, u32, u32)> = Vec::new();
     let mut pending: std::collections::VecDeque<OsString> = components(Path::new(path)).collect();

@@ -726,7 +726,11 @@ mod tests {
         // A gid the group database does not know is shown as the number.
         assert_eq!(owned.get_str("group"), Some("42"));
         assert_eq!(owned.get("group_id").and_then(Value::as_integer), Some(42));
-        assert!(file_plan(&managed, &owned.with("ensure", "file")).expect("plan").is_empty());
+        assert!(
+            file_plan(&managed, &owned.with("ensure", "file"))
+                .expect("plan")
+                .is_empty()
+        );
     }
 
     #[test]
