@@ -377,14 +377,16 @@ fn issue_16_special_files_are_refused_by_kind_and_nothing_blocks() {
     assert!(!Path::new(&machine.file("rendered")).exists());
 }
 
-/// Class 2. Plugin instances are made in slots of a pool that the process reuses: a
-/// dropped instance's memory stays mapped and is put back to the component's initial
-/// image before the next instance gets it. The hostile plugin leaves a secret (1 MiB of
-/// one word) in the memory of each instance that checks or applies six resources, one
-/// directory each, so that more instances end than stay idle and their slots go back to
-/// the pool; six more resources in other directories then read every word of their own
-/// instances' memory, and find none of it. A resource that leaves the secret and looks
-/// for it in one call shows that the search finds it when it is there.
+/// Class 2. No instance sees what another left in its memory: idle instances are reused
+/// only for the same phase and grants, and a new one's memory is the component's image
+/// (were instances ever made in reused slots, as wasmtime's pooling allocator makes
+/// them, a slot would have to be reset first: see `Runtime::new`). The hostile plugin
+/// leaves a secret (1 MiB of one word in memory it grows, 64 KiB in its initial memory)
+/// in the memory of each instance that checks or applies six resources, one directory
+/// each, so that more instances end than stay idle; six more resources in other
+/// directories then grow their memory past that and read every word of it, and find
+/// none of it. A resource that leaves the secret and looks for it in one call shows
+/// that the search finds it when it is there.
 #[test]
 fn issue_16_an_instance_never_sees_what_an_earlier_one_left_in_memory() {
     let machine = Machine::new();

@@ -385,44 +385,47 @@ pub(crate) fn state_from_wit(
     state: Vec<wit::Attribute>,
     schema: &TypeSchema,
 ) -> Result<Vec<(String, Value)>, Breach> {
-    if state.len() > MAX_STATE {
-        return Err(Breach::StateSize(state.len()));
-    }
+    state_size(&state)?;
     state
         .into_iter()
         .map(|attribute| {
-            let value = value_from_wit(&attribute.value).map_err(|malformed| Breach::State {
-                attribute: attribute.name.clone(),
-                malformed,
-            })?;
-            if let Some(declared) = schema.attribute(&attribute.name) {
-                observed(declared, &value).map_err(|why| invalid_value(&attribute.name, why))?;
-            }
+            let value = state_value(&attribute, schema)?;
             Ok((attribute.name, value))
         })
         .collect()
 }
 
-/// The most attributes a state may have.
-const MAX_STATE: usize = 4096;
-
 /// Checks the state `current-state` returned, which goes back to `plan` as it is: each
 /// value well formed, and of the data type the schema gives it when it names one of the
 /// type's attributes (observed values: an enumeration takes any string).
 pub(crate) fn check_state(state: &[wit::Attribute], schema: &TypeSchema) -> Result<(), Breach> {
+    state_size(state)?;
+    for attribute in state {
+        state_value(attribute, schema)?;
+    }
+    Ok(())
+}
+
+/// The most attributes a state may have.
+const MAX_STATE: usize = 4096;
+
+fn state_size(state: &[wit::Attribute]) -> Result<(), Breach> {
     if state.len() > MAX_STATE {
         return Err(Breach::StateSize(state.len()));
     }
-    for attribute in state {
-        let value = value_from_wit(&attribute.value).map_err(|malformed| Breach::State {
-            attribute: attribute.name.clone(),
-            malformed,
-        })?;
-        if let Some(declared) = schema.attribute(&attribute.name) {
-            observed(declared, &value).map_err(|why| invalid_value(&attribute.name, why))?;
-        }
-    }
     Ok(())
+}
+
+/// One attribute of a state as a value: well formed, and of its declared data type.
+fn state_value(attribute: &wit::Attribute, schema: &TypeSchema) -> Result<Value, Breach> {
+    let value = value_from_wit(&attribute.value).map_err(|malformed| Breach::State {
+        attribute: attribute.name.clone(),
+        malformed,
+    })?;
+    if let Some(declared) = schema.attribute(&attribute.name) {
+        observed(declared, &value).map_err(|why| invalid_value(&attribute.name, why))?;
+    }
+    Ok(value)
 }
 
 /// Whether a value a provider observed fits `attribute` (see

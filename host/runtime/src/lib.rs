@@ -110,40 +110,6 @@ pub struct RuntimeOptions {
 pub type FactGroups = std::collections::BTreeMap<String, Vec<Vec<(String, String)>>>;
 
 /// The most records a group may have, and the longest key or value, from a fact plugin.
-/// Plugin instances alive at once, across all plugins (busy and idle): past it, making
-/// one more is an error naming this limit (see [`pool`]).
-pub(crate) const MAX_INSTANCES: u32 = 1_000;
-
-/// The part of each instance's memory that stays mapped when the instance is dropped.
-const KEEP_RESIDENT: usize = 4 << 20;
-
-/// Instances are made in slots reserved once for the process (the pooling allocator)
-/// rather than each mapping its memory anew and unmapping it when dropped: a no-op
-/// makes one instance per directory, and each fresh mapping cost page faults, the kernel
-/// zeroing every page the plugin touched, and, with `--jobs`, flushes of the other
-/// cores' address translations when it was unmapped. A dropped instance's slot keeps
-/// its first [`KEEP_RESIDENT`] bytes mapped, and the pages the plugin wrote there
-/// (found with the kernel's `PAGEMAP_SCAN` where the kernel has it, 6.7 and later) are
-/// put back to the component's initial image before the slot is used again, so the
-/// next instance starts exactly as a fresh one would. Limits per instance are the
-/// store's (see `Plugin::instantiate`); the pool's only add the total.
-fn pool() -> wasmtime::PoolingAllocationConfig {
-    let mut pool = wasmtime::PoolingAllocationConfig::new();
-    pool.total_component_instances(MAX_INSTANCES)
-        .total_core_instances(MAX_INSTANCES * 4)
-        .total_memories(MAX_INSTANCES)
-        .total_tables(MAX_INSTANCES * 4)
-        .max_memories_per_module(16)
-        .max_tables_per_module(16)
-        .table_elements(1 << 20)
-        // Only asynchronous calls run on stacks of the pool; wconverge makes none.
-        .total_stacks(0)
-        .linear_memory_keep_resident(KEEP_RESIDENT)
-        .table_keep_resident(1 << 16)
-        .pagemap_scan(wasmtime::Enabled::Auto);
-    pool
-}
-
 const MAX_FACT_RECORDS: usize = 1_000_000;
 const MAX_FACT_STRING: usize = 64 * 1024;
 
@@ -288,18 +254,12 @@ impl Runtime {
         });
         let mut config = Config::new();
         config.epoch_interruption(true);
-        let mut pooled = config.clone();
-        pooled.allocation_strategy(wasmtime::InstanceAllocationStrategy::Pooling(pool()));
-        // The pool reserves its address space when it is made (terabytes of it, mapped
-        // without access); a process that may not have that much (`ulimit -v`) maps
-        // each instance's memory when it is made instead.
-        let engine = match Engine::new(&pooled) {
-            Ok(engine) => engine,
-            Err(error) => {
-                tracing::debug!("no instance pool ({error:#}): instances are mapped one by one");
-                Engine::new(&config).map_err(|error| Error::Wasmtime(format!("{error:#}")))?
-            }
-        };
+        // Each instance maps its memory when it is made, not in a slot of wasmtime's
+        // pooling allocator: with the scan that made the pool worth it (`PAGEMAP_SCAN`),
+        // wasmtime 48 leaves a page the plugin wrote and the kernel swapped out neither
+        // reset nor decommitted, and the next instance in the slot would read it
+        // (bytecodealliance/wasmtime#14357); without the scan the pool gained nothing.
+        let engine = Engine::new(&config).map_err(|error| Error::Wasmtime(format!("{error:#}")))?;
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
             .map_err(|error| Error::Wasmtime(format!("{error:#}")))?;

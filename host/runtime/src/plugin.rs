@@ -687,17 +687,6 @@ impl Plugin {
         };
         let instance = match code.pre.instantiate(&mut store) {
             Ok(instance) => instance,
-            Err(error) if error.is::<wasmtime::PoolConcurrencyLimitError>() => {
-                return Err(PluginError::new(
-                    &self.policy.name,
-                    PluginErrorKind::Load,
-                    format!(
-                        "more than {} plugin instances would be alive at once ({error}): \
-                         run with fewer `--jobs`",
-                        crate::MAX_INSTANCES
-                    ),
-                ));
-            }
             Err(error) => return Err(fault(error, &store)),
         };
         let exports = match code.world.load(&mut store, &instance) {

@@ -216,11 +216,15 @@ export_provider!(Hostile);
 /// not in linear memory, so an instance holds it only where one of them wrote it.
 const SECRET_WORD: u64 = 0x5345_4352_4554_2157;
 
+/// Memory of the component's initial image (not grown), for a secret there too.
+static LEFT: std::sync::Mutex<[u64; 8192]> = std::sync::Mutex::new([0; 8192]);
+
 /// Does what a secret-related action says (true), or nothing (false): `leave_secret`
-/// leaves a secret in memory it never frees, `find_secret` logs how many words of it
-/// its instance's memory holds (what an earlier instance left there, read from a slot
-/// of the pool the host reused), `leave_and_find_secret` both, which shows the search
-/// finds what is there.
+/// leaves a secret in memory it never frees (1 MiB it grows its memory for, and 64 KiB
+/// of its initial memory), `find_secret` grows its memory by more than that and logs
+/// how many words of the secret all of its memory holds (what an earlier instance left
+/// there, were memory ever handed from one instance to another), and
+/// `leave_and_find_secret` both, which shows the search finds what is there.
 fn secret(action: &str) -> bool {
     let (leave, find) = match action {
         "leave_secret" => (true, false),
@@ -230,9 +234,15 @@ fn secret(action: &str) -> bool {
     };
     if leave {
         std::mem::forget(std::hint::black_box(vec![SECRET_WORD; 1 << 17]));
+        if let Ok(mut left) = LEFT.lock() {
+            left.fill(SECRET_WORD);
+        }
     }
     if find {
+        // As much memory as a leaver grew, and more: read, not written.
+        let room = std::hint::black_box(vec![0u64; 1 << 18]);
         log::notice(&format!("found {} secret words", secret_words()));
+        drop(room);
     }
     true
 }
