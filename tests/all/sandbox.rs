@@ -313,12 +313,13 @@ fn a_corrupted_cache_entry_is_rebuilt_not_trusted() {
     let _ = cache_dir();
 }
 
-/// A plugin from a file is read once a run: by whoever first needs it (its summary, for
-/// `plugins list` and the compiler, or the run), and the bytes compiled are the bytes
-/// hashed, whether the cache holds its summary yet or not. Counted with inotify, as the
-/// kernel sees the file opened.
+/// A plugin from a file is read once a load: `plugins list` (its summary) and the apply of
+/// a catalog (its code) each open it once, whether the cache holds its summary yet or
+/// not, and the bytes compiled are the bytes hashed. (A manifest's apply opens it twice:
+/// once for the compiler's summary, once for the run; its pin holds the two to one
+/// content.) Counted with inotify, as the kernel sees the file opened.
 #[test]
-fn a_plugin_file_is_opened_once_a_run_with_or_without_its_cached_summary() {
+fn a_plugin_file_is_opened_once_a_load_with_or_without_its_cached_summary() {
     use rustix::fs::inotify;
     let machine = Machine::new();
     let plugin = machine.root().join("hostile.wasm");
