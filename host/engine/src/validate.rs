@@ -309,16 +309,17 @@ fn prepare_checked(
             .map(|(_, provider)| provider.clone());
         let provider = match known {
             Some(provider) => provider,
-            None if type_name == NODE_BLOCK => {
-                schemas
-                    .entry(type_name.clone())
-                    .or_default()
-                    .entry(ENGINE.to_owned())
-                    .or_insert_with(node_block_schema);
-                let provider = match requested {
-                    None | Some(ENGINE) => Some(ENGINE.to_owned()),
-                    Some(other) => {
-                        problems.push(Problem::of(
+            None => {
+                let provider = if type_name == NODE_BLOCK {
+                    schemas
+                        .entry(type_name.clone())
+                        .or_default()
+                        .entry(ENGINE.to_owned())
+                        .or_insert_with(node_block_schema);
+                    match requested {
+                        None | Some(ENGINE) => Some(ENGINE.to_owned()),
+                        Some(other) => {
+                            problems.push(Problem::of(
                             resource,
                             DiagnosticCode::ProviderUnavailable,
                             format!(
@@ -326,65 +327,60 @@ fn prepare_checked(
                                  its only provider is `{ENGINE}`"
                             ),
                         ));
-                        None
+                            None
+                        }
                     }
-                };
-                chosen.push((
-                    (type_name.clone(), requested.map(str::to_owned)),
-                    provider.clone(),
-                ));
-                provider
-            }
-            None => {
-                let provider = match host.provider(type_name, requested) {
-                    Ok(Some(choice)) => {
-                        schemas
-                            .entry(type_name.clone())
-                            .or_default()
-                            .entry(choice.plugin.clone())
-                            .or_insert(choice.schema);
-                        Some(choice.plugin)
-                    }
-                    Ok(None) => {
-                        problems.push(
-                            Problem::of(
-                                resource,
-                                DiagnosticCode::NoProvider,
-                                format!("unknown type `{type_name}`; no plugin provides it"),
-                            )
-                            .with_help(
-                                "check the spelling, or add a plugin that provides it to the \
+                } else {
+                    match host.provider(type_name, requested) {
+                        Ok(Some(choice)) => {
+                            schemas
+                                .entry(type_name.clone())
+                                .or_default()
+                                .entry(choice.plugin.clone())
+                                .or_insert(choice.schema);
+                            Some(choice.plugin)
+                        }
+                        Ok(None) => {
+                            problems.push(
+                                Problem::of(
+                                    resource,
+                                    DiagnosticCode::NoProvider,
+                                    format!("unknown type `{type_name}`; no plugin provides it"),
+                                )
+                                .with_help(
+                                    "check the spelling, or add a plugin that provides it to the \
                                  policy; `wconverge types` lists the types available",
-                            ),
-                        );
-                        None
-                    }
-                    Err(error) => {
-                        problems.push(
-                            Problem::of(
-                                resource,
-                                DiagnosticCode::ProviderUnavailable,
-                                error.to_string(),
-                            )
-                            .with_help(match error.kind {
-                                PluginErrorKind::Load => {
-                                    "fix the plugin or its entry in the policy".to_owned()
-                                }
-                                PluginErrorKind::Unsuitable if requested.is_some() => format!(
-                                    "`wconverge types {type_name}` shows its providers and \
+                                ),
+                            );
+                            None
+                        }
+                        Err(error) => {
+                            problems.push(
+                                Problem::of(
+                                    resource,
+                                    DiagnosticCode::ProviderUnavailable,
+                                    error.to_string(),
+                                )
+                                .with_help(match error.kind {
+                                    PluginErrorKind::Load => {
+                                        "fix the plugin or its entry in the policy".to_owned()
+                                    }
+                                    PluginErrorKind::Unsuitable if requested.is_some() => format!(
+                                        "`wconverge types {type_name}` shows its providers and \
                                      where each is suitable; name a suitable one, or remove \
                                      `provider` to use the first that suits this machine"
-                                ),
-                                PluginErrorKind::Unsuitable => format!(
-                                    "`wconverge types {type_name}` shows its providers and \
+                                    ),
+                                    PluginErrorKind::Unsuitable => format!(
+                                        "`wconverge types {type_name}` shows its providers and \
                                      where each is suitable, and `wconverge facts` the facts \
                                      they are judged on; name one with `provider`, or add one \
                                      that suits this machine to the policy"
-                                ),
-                                _ => "report this to the plugin's author".to_owned(),
-                            }),
-                        );
-                        None
+                                    ),
+                                    _ => "report this to the plugin's author".to_owned(),
+                                }),
+                            );
+                            None
+                        }
                     }
                 };
                 chosen.push((

@@ -106,6 +106,16 @@ pub struct RuntimeOptions {
     pub builtin_digests: &'static [(&'static str, &'static str)],
 }
 
+/// Where a plugin's load starts.
+enum Start {
+    /// Nothing read yet: its component is read, and described from the summary the
+    /// cache holds for it, if any.
+    Source,
+    /// Its component's bytes and sha256, read by whoever found that the cache holds no
+    /// summary of it: loaded whole from them (the cache is not asked again).
+    Unsummarized(code::Bytes, String),
+}
+
 /// Fact records by group name: each record string keys and string values.
 pub type FactGroups = std::collections::BTreeMap<String, Vec<Vec<(String, String)>>>;
 
@@ -382,16 +392,11 @@ impl Runtime {
 
     /// The plugin named `name`, loaded on first use.
     fn plugin(&self, name: &str) -> Result<Arc<Plugin>, PluginError> {
-        self.plugin_from(name, None)
+        self.plugin_from(name, Start::Source)
     }
 
-    /// The plugin named `name`, loaded on first use from `component` (its bytes and
-    /// sha256, already read) if given, else from its source.
-    fn plugin_from(
-        &self,
-        name: &str,
-        component: Option<(code::Bytes, String)>,
-    ) -> Result<Arc<Plugin>, PluginError> {
+    /// The plugin named `name`, loaded on first use from where `start` says.
+    fn plugin_from(&self, name: &str, start: Start) -> Result<Arc<Plugin>, PluginError> {
         if let Some(loaded) = self.plugins.lock().expect("plugins lock").get(name) {
             return loaded.clone();
         }
@@ -405,9 +410,12 @@ impl Runtime {
             .clone();
         let policy = Arc::new(policy);
         let mut seen = None;
-        let described = match component.or_else(|| self.component(&policy)) {
-            Some((wasm, digest)) => self.described(&policy, wasm, digest),
-            None => Err(None),
+        let described = match start {
+            Start::Unsummarized(wasm, digest) => Err(Some((wasm, digest))),
+            Start::Source => match self.component(&policy) {
+                Some((wasm, digest)) => self.described(&policy, wasm, digest),
+                None => Err(None),
+            },
         };
         let loaded = match described {
             Ok(plugin) => Ok(plugin),

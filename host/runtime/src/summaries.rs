@@ -34,7 +34,11 @@ impl Runtime {
             return Ok(cached.into_summary(policy, digest.clone()));
         }
         // Loading it (from the bytes just read) leaves the entry.
-        self.plugin_from(&policy.name, component)
+        let start = match component {
+            Some((wasm, digest)) => Start::Unsummarized(wasm, digest),
+            None => Start::Source,
+        };
+        self.plugin_from(&policy.name, start)
             .map(|plugin| summary_of(policy, &plugin))
     }
 
