@@ -782,6 +782,47 @@ fn a_path_requires_its_nearest_written_ancestor_and_what_its_attributes_name() {
     );
 }
 
+/// The files of one directory, one after another, share their nearest written ancestor
+/// (looked up once for them); a directory declared after its files still comes first.
+#[test]
+fn files_of_one_directory_each_require_the_nearest_written_ancestor() {
+    let host = MemoryHost::default();
+    let catalog = catalog(
+        r#"{"type": "path", "title": "/srv/d/f1"},
+           {"type": "path", "title": "/srv/d/f2"},
+           {"type": "path", "title": "/srv/e/g"},
+           {"type": "path", "title": "/srv/e/h"},
+           {"type": "path", "title": "/srv/d"},
+           {"type": "path", "title": "/srv"}"#,
+    );
+    let prepared = prepare(&catalog, &host).expect("valid");
+    let order: Vec<&str> = prepared
+        .graph
+        .order()
+        .iter()
+        .map(|&idx| prepared.resources[idx].title.as_str())
+        .collect();
+    let at = |title: &str| order.iter().position(|&t| t == title).expect(title);
+    assert!(at("/srv") < at("/srv/d"), "{order:?}");
+    assert!(at("/srv/d") < at("/srv/d/f1"), "{order:?}");
+    assert!(at("/srv/d") < at("/srv/d/f2"), "{order:?}");
+    // `/srv/e` is not declared: its files wait for `/srv`.
+    assert!(at("/srv") < at("/srv/e/g"), "{order:?}");
+    assert!(at("/srv") < at("/srv/e/h"), "{order:?}");
+    let predecessors = |title: &str| {
+        let idx = prepared
+            .resources
+            .iter()
+            .position(|resource| resource.title == title)
+            .expect(title);
+        prepared.graph.predecessors(idx).len()
+    };
+    for title in ["/srv/d/f1", "/srv/d/f2", "/srv/e/g", "/srv/e/h", "/srv/d"] {
+        assert_eq!(predecessors(title), 1, "{title} requires one resource");
+    }
+    assert_eq!(predecessors("/srv"), 0);
+}
+
 #[test]
 fn resources_apply_at_once_as_their_types_allow_and_report_as_one_at_a_time() {
     let resources = r#"{"type": "test", "title": "t1"},

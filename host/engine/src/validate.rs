@@ -184,25 +184,39 @@ fn implied_relationships(
     resources: &[PreparedResource],
     schemas: &Schemas,
 ) -> Vec<(ResourceRef, ResourceRef)> {
+    let paths: Vec<Option<&str>> = resources
+        .iter()
+        .map(|resource| written_path(schemas, resource))
+        .collect();
     let mut written: HashMap<&str, &ResourceRef> = HashMap::with_capacity(resources.len());
     written.extend(
         resources
             .iter()
-            .filter_map(|resource| Some((written_path(schemas, resource)?, &resource.reference))),
+            .zip(&paths)
+            .filter_map(|(resource, path)| Some(((*path)?, &resource.reference))),
     );
+    // The nearest written ancestor of a path is its directory's: looked up once for the
+    // files of one directory, which come one after another.
+    let mut last: Option<(&str, Option<&ResourceRef>)> = None;
     let mut implied = Vec::new();
-    for resource in resources {
-        if let Some(path) = written_path(schemas, resource) {
-            let mut ancestor = path.trim_end_matches('/');
-            while let Some(slash) = ancestor.rfind('/') {
-                ancestor = if slash == 0 { "/" } else { &ancestor[..slash] };
-                if let Some(parent) = written.get(ancestor) {
-                    implied.push(((*parent).clone(), resource.reference.clone()));
-                    break;
+    for (resource, path) in resources.iter().zip(&paths) {
+        if let Some(path) = path {
+            let trimmed = path.trim_end_matches('/');
+            let dir = match trimmed.rfind('/') {
+                Some(0) => "/",
+                Some(slash) => &trimmed[..slash],
+                None => "",
+            };
+            let parent = match last {
+                Some((seen, parent)) if seen == dir && !dir.is_empty() => parent,
+                _ => {
+                    let parent = nearest_written(&written, trimmed);
+                    last = Some((dir, parent));
+                    parent
                 }
-                if ancestor == "/" {
-                    break;
-                }
+            };
+            if let Some(parent) = parent {
+                implied.push((parent.clone(), resource.reference.clone()));
             }
         }
         let Some(schema) = schema_of(schemas, resource) else {
@@ -224,6 +238,25 @@ fn implied_relationships(
         }
     }
     implied
+}
+
+/// The resource that writes the nearest ancestor directory of `path` (its trailing
+/// slashes trimmed), if one does.
+fn nearest_written<'r>(
+    written: &HashMap<&str, &'r ResourceRef>,
+    path: &str,
+) -> Option<&'r ResourceRef> {
+    let mut ancestor = path;
+    while let Some(slash) = ancestor.rfind('/') {
+        ancestor = if slash == 0 { "/" } else { &ancestor[..slash] };
+        if let Some(parent) = written.get(ancestor) {
+            return Some(parent);
+        }
+        if ancestor == "/" {
+            break;
+        }
+    }
+    None
 }
 
 /// Schemas by type, then by provider: looked up by reference, without a key to build.
@@ -457,10 +490,15 @@ fn prepare_checked(
             Err(mut found) => problems.append(&mut found),
         }
     }
-    let mut problems = provider_checks(problems, &resources, &unchecked, host);
-    problems.extend(same_namevar(&resources, &schemas, host));
-    let implied = implied_relationships(&resources, &schemas);
-    let graph = match Graph::build(catalog, &implied) {
+    // The catalog's own checks need no plugin: made while the providers check.
+    let (mut problems, (same, graph)) =
+        provider_checks(problems, &resources, &unchecked, host, || {
+            let same = same_namevar(&resources, &schemas, host);
+            let implied = implied_relationships(&resources, &schemas);
+            (same, Graph::build(catalog, &implied))
+        });
+    problems.extend(same);
+    let graph = match graph {
         Ok(graph) if problems.is_empty() => graph,
         Ok(_) => return Err(problems),
         Err(mut found) => {
@@ -494,12 +532,16 @@ const MAX_VALIDATE: usize = 1024;
 /// index in `resources`), each resource's after those found before it was checked, as
 /// though each were checked on its own in catalog order. A call that fails as a whole
 /// is made again for each of its resources, so the error is the resource's own.
-fn provider_checks(
+///
+/// `beside` runs on this thread meanwhile (the checks of the catalog as a whole), which
+/// then takes its share of the calls: the cores are busy together.
+fn provider_checks<R>(
     problems: Vec<Problem>,
     resources: &[PreparedResource],
     unchecked: &[(usize, usize)],
     host: &(dyn PluginHost + Sync),
-) -> Vec<Problem> {
+    beside: impl FnOnce() -> R,
+) -> (Vec<Problem>, R) {
     let mut by_provider: HashMap<&str, Vec<usize>> = HashMap::new();
     for (position, &(_, idx)) in unchecked.iter().enumerate() {
         by_provider
@@ -569,12 +611,14 @@ fn provider_checks(
         checked
     };
     let workers = cores.min(chunks.len());
-    let checked = if workers <= 1 {
-        work()
+    let (checked, beside) = if workers <= 1 {
+        let beside = beside();
+        (work(), beside)
     } else {
         std::thread::scope(|scope| {
             // A plugin runs on its caller's stack: as much as the main thread has. This
-            // thread is one of the workers (a thread costs its memory).
+            // thread is one of the workers (a thread costs its memory), once `beside` is
+            // done.
             let handles: Vec<_> = (1..workers)
                 .map(|_| {
                     std::thread::Builder::new()
@@ -583,6 +627,7 @@ fn provider_checks(
                         .spawn_scoped(scope, work)
                 })
                 .collect();
+            let beside = beside();
             let mut checked = work();
             for handle in handles {
                 match handle {
@@ -595,7 +640,7 @@ fn provider_checks(
                     Err(_) => checked.extend(work()),
                 }
             }
-            checked
+            (checked, beside)
         })
     };
     let mut found: Vec<Vec<Problem>> = vec![Vec::new(); unchecked.len()];
@@ -611,7 +656,7 @@ fn provider_checks(
         merged.extend(found);
     }
     merged.extend(before);
-    merged
+    (merged, beside)
 }
 
 /// Two resources of one type with the same path as namevar (`file { 'a': path => '/x' }`

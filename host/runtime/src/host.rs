@@ -66,21 +66,24 @@ impl PluginHost for Runtime {
         // Once per directory and run: a path only names a resource here (two names of
         // one file are one resource), nothing is opened by it.
         let mut resolved = self.resolved.lock().expect("resolved paths lock");
-        if !resolved.contains_key(dir) && resolved.len() >= MAX_RESOLVED_DIRS {
-            resolved.clear();
-        }
-        let canonical = resolved.entry(dir.to_owned()).or_insert_with(|| {
-            walk::walk(std::path::Path::new(dir), walk::Ancestors::Any)
+        // Looked up by borrowing: a key is made only for a directory not seen before.
+        if !resolved.contains_key(dir) {
+            if resolved.len() >= MAX_RESOLVED_DIRS {
+                resolved.clear();
+            }
+            let canonical = walk::walk(std::path::Path::new(dir), walk::Ancestors::Any)
                 .ok()
-                .map(|walked| walked.canonical)
-        });
-        Some(
-            canonical
-                .as_ref()?
-                .join(name)
-                .to_string_lossy()
-                .into_owned(),
-        )
+                .map(|walked| walked.canonical.to_string_lossy().into_owned());
+            resolved.insert(dir.to_owned(), canonical);
+        }
+        let canonical = resolved.get(dir)?.as_deref()?;
+        let mut path = String::with_capacity(canonical.len() + 1 + name.len());
+        path.push_str(canonical);
+        if !canonical.ends_with('/') {
+            path.push('/');
+        }
+        path.push_str(name);
+        Some(path)
     }
 
     fn home_of(&self, user: &str) -> Option<String> {

@@ -192,7 +192,7 @@ pub struct Runtime {
     facts: std::sync::OnceLock<(FactGroups, Vec<PluginError>)>,
     suitability: Mutex<HashMap<String, Suitability>>,
     /// Directories `resolve_path` walked in this run, and where each walk ended.
-    resolved: Mutex<HashMap<String, Option<std::path::PathBuf>>>,
+    resolved: Mutex<HashMap<String, Option<String>>>,
     /// The threads loading the code of plugins described from their summaries.
     loading: Mutex<Vec<std::thread::JoinHandle<()>>>,
 }
