@@ -84,22 +84,14 @@ impl Sqlite {
             .busy_timeout(STATEMENT_DEADLINE)
             .map_err(|error| error.to_string())?;
         // Write-ahead log: readers never wait; `NORMAL`: a commit is not synced (a crash
-        // may lose the last runs' rows, never the file's consistency).
+        // may lose the last runs' rows, never the file's consistency). The log is copied
+        // and removed at close: kept for the next run (`NO_CKPT_ON_CLOSE`), each run
+        // rebuilt its index from the whole log and copied all of it again (docs/store.md).
         connection
             .execute_batch(
                 "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;",
             )
             .map_err(|error| busy_or(&error))?;
-        // The log stays when the connection closes, not copied into the file then (two
-        // syncs, a removal and the log's creation again next run, with two more syncs:
-        // milliseconds a run). It is copied when it reaches SQLite's default of 1,000
-        // pages, as any commit finds it; a reader sees the file and the log together.
-        connection
-            .set_db_config(
-                rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
-                true,
-            )
-            .map_err(|error| error.to_string())?;
         Ok(Sqlite {
             connection,
             deadline,

@@ -303,21 +303,3 @@ fn rows_that_disagree_with_their_index_are_refused() {
         "{error}"
     );
 }
-
-/// A run's connection leaves its write-ahead log when it closes (copying it into the
-/// file then cost each run two syncs, and creating it again the next run two more): the
-/// log is kept as private as the file, and the next connection reads the report in it.
-#[test]
-fn a_closed_store_keeps_its_log_and_the_next_run_reads_it() {
-    use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir().expect("tempdir");
-    let id = store(&dir)
-        .store_report("web1", 1_000, "unchanged", "{\"kept\":true}")
-        .expect("report");
-    let log = dir.path().join("store.sqlite-wal");
-    let metadata = std::fs::metadata(&log).expect("the log is kept");
-    assert!(metadata.len() > 0, "the log holds the report");
-    assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
-    let stored = store(&dir).report(id).expect("read").expect("the report");
-    assert_eq!(stored.report, "{\"kept\":true}");
-}
