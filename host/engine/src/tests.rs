@@ -782,8 +782,9 @@ fn a_path_requires_its_nearest_written_ancestor_and_what_its_attributes_name() {
     );
 }
 
-/// The files of one directory, one after another, share their nearest written ancestor
-/// (looked up once for them); a directory declared after its files still comes first.
+/// The files of one directory share their nearest written ancestor (looked up once for
+/// those that come one after another): each file requires exactly the resource that
+/// writes it, whether its neighbours come first or between, under a declared `/` too.
 #[test]
 fn files_of_one_directory_each_require_the_nearest_written_ancestor() {
     let host = MemoryHost::default();
@@ -791,36 +792,80 @@ fn files_of_one_directory_each_require_the_nearest_written_ancestor() {
         r#"{"type": "path", "title": "/srv/d/f1"},
            {"type": "path", "title": "/srv/d/f2"},
            {"type": "path", "title": "/srv/e/g"},
+           {"type": "path", "title": "/srv/d/f3"},
            {"type": "path", "title": "/srv/e/h"},
            {"type": "path", "title": "/srv/d"},
-           {"type": "path", "title": "/srv"}"#,
+           {"type": "path", "title": "/srv"},
+           {"type": "path", "title": "/top"},
+           {"type": "path", "title": "/"}"#,
     );
     let prepared = prepare(&catalog, &host).expect("valid");
-    let order: Vec<&str> = prepared
-        .graph
-        .order()
-        .iter()
-        .map(|&idx| prepared.resources[idx].title.as_str())
-        .collect();
-    let at = |title: &str| order.iter().position(|&t| t == title).expect(title);
-    assert!(at("/srv") < at("/srv/d"), "{order:?}");
-    assert!(at("/srv/d") < at("/srv/d/f1"), "{order:?}");
-    assert!(at("/srv/d") < at("/srv/d/f2"), "{order:?}");
-    // `/srv/e` is not declared: its files wait for `/srv`.
-    assert!(at("/srv") < at("/srv/e/g"), "{order:?}");
-    assert!(at("/srv") < at("/srv/e/h"), "{order:?}");
-    let predecessors = |title: &str| {
-        let idx = prepared
+    let idx = |title: &str| {
+        prepared
             .resources
             .iter()
             .position(|resource| resource.title == title)
-            .expect(title);
-        prepared.graph.predecessors(idx).len()
+            .expect(title)
     };
-    for title in ["/srv/d/f1", "/srv/d/f2", "/srv/e/g", "/srv/e/h", "/srv/d"] {
-        assert_eq!(predecessors(title), 1, "{title} requires one resource");
+    let required = |title: &str| -> Vec<&str> {
+        prepared
+            .graph
+            .predecessors(idx(title))
+            .iter()
+            .map(|&other| prepared.resources[other].title.as_str())
+            .collect()
+    };
+    for file in ["/srv/d/f1", "/srv/d/f2", "/srv/d/f3"] {
+        assert_eq!(required(file), ["/srv/d"], "{file}");
     }
-    assert_eq!(predecessors("/srv"), 0);
+    // `/srv/e` is not declared: its files require `/srv`.
+    for file in ["/srv/e/g", "/srv/e/h", "/srv/d"] {
+        assert_eq!(required(file), ["/srv"], "{file}");
+    }
+    for top in ["/srv", "/top"] {
+        assert_eq!(required(top), ["/"], "{top}");
+    }
+    assert!(required("/").is_empty());
+}
+
+/// With enough resources for the providers' checks to run on several threads while the
+/// catalog's own checks run beside them, the problems come in the order of one at a time:
+/// each resource's in catalog order, the providers' among them, then the catalog's.
+#[test]
+fn problems_keep_their_order_when_the_checks_run_at_once() {
+    let host = MemoryHost::default();
+    let mut resources: Vec<String> = (0..300)
+        .map(|idx| match idx {
+            5 | 150 | 290 => format!(
+                r#"{{"type": "test", "title": "t{idx}", "attributes": {{"state": "invalid"}}}}"#
+            ),
+            100 => r#"{"type": "nosuch", "title": "x"}"#.to_owned(),
+            _ => format!(r#"{{"type": "test", "title": "t{idx}"}}"#),
+        })
+        .collect();
+    resources.push(r#"{"type": "path", "title": "/p/a"}"#.to_owned());
+    resources.push(r#"{"type": "path", "title": "b", "attributes": {"path": "/p/a"}}"#.to_owned());
+    let catalog = catalog(&resources.join(","));
+    let problems = prepare(&catalog, &host).expect_err("problems");
+    use wconverge_catalog::DiagnosticCode;
+    let shown: Vec<(DiagnosticCode, String)> = problems
+        .iter()
+        .map(|problem| {
+            let resource = problem.resource.as_ref().map(ToString::to_string);
+            (problem.code, resource.unwrap_or_default())
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (DiagnosticCode::ProviderCheck, "Test[t5]".to_owned()),
+            (DiagnosticCode::NoProvider, "Nosuch[x]".to_owned()),
+            (DiagnosticCode::ProviderCheck, "Test[t150]".to_owned()),
+            (DiagnosticCode::ProviderCheck, "Test[t290]".to_owned()),
+            (DiagnosticCode::SameNamevar, "Path[b]".to_owned()),
+        ],
+        "{problems:#?}"
+    );
 }
 
 #[test]
