@@ -16,7 +16,7 @@ fn prepare(
     crate::prepare(catalog, host, &wconverge_lang::Language)
 }
 use wconverge_catalog::{
-    AttributeSchema, Behaviour, Catalog, DataType, PathAccess, TypeSchema, Value,
+    AttributeSchema, Behaviour, Catalog, DataType, DiagnosticCode, PathAccess, TypeSchema, Value,
 };
 
 /// A `test` type: `name` (namevar), `state` (`ok`, `fail`, `same`), `secret`.
@@ -847,7 +847,6 @@ fn problems_keep_their_order_when_the_checks_run_at_once() {
     resources.push(r#"{"type": "path", "title": "b", "attributes": {"path": "/p/a"}}"#.to_owned());
     let catalog = catalog(&resources.join(","));
     let problems = prepare(&catalog, &host).expect_err("problems");
-    use wconverge_catalog::DiagnosticCode;
     let shown: Vec<(DiagnosticCode, String)> = problems
         .iter()
         .map(|problem| {

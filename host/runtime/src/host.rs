@@ -67,23 +67,22 @@ impl PluginHost for Runtime {
         // one file are one resource), nothing is opened by it.
         let mut resolved = self.resolved.lock().expect("resolved paths lock");
         // Looked up by borrowing: a key is made only for a directory not seen before.
-        if !resolved.contains_key(dir) {
-            if resolved.len() >= MAX_RESOLVED_DIRS {
-                resolved.clear();
-            }
-            let canonical = walk::walk(std::path::Path::new(dir), walk::Ancestors::Any)
-                .ok()
-                .map(|walked| walked.canonical.to_string_lossy().into_owned());
-            resolved.insert(dir.to_owned(), canonical);
+        if let Some(canonical) = resolved.get(dir) {
+            return canonical
+                .as_deref()
+                .map(|canonical| joined(canonical, name));
         }
-        let canonical = resolved.get(dir)?.as_deref()?;
-        let mut path = String::with_capacity(canonical.len() + 1 + name.len());
-        path.push_str(canonical);
-        if !canonical.ends_with('/') {
-            path.push('/');
+        if resolved.len() >= MAX_RESOLVED_DIRS {
+            resolved.clear();
         }
-        path.push_str(name);
-        Some(path)
+        let canonical = walk::walk(std::path::Path::new(dir), walk::Ancestors::Any)
+            .ok()
+            .map(|walked| walked.canonical.to_string_lossy().into_owned());
+        let path = canonical
+            .as_deref()
+            .map(|canonical| joined(canonical, name));
+        resolved.insert(dir.to_owned(), canonical);
+        path
     }
 
     fn home_of(&self, user: &str) -> Option<String> {
@@ -351,4 +350,15 @@ impl PluginHost for Runtime {
                 .map_err(|message| provider_error(plugin, said(resource, &message)))
         })
     }
+}
+
+/// `name` in the directory `dir` (an absolute path, `/` included).
+fn joined(dir: &str, name: &str) -> String {
+    let mut path = String::with_capacity(dir.len() + 1 + name.len());
+    path.push_str(dir);
+    if !dir.ends_with('/') {
+        path.push('/');
+    }
+    path.push_str(name);
+    path
 }
