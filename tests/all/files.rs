@@ -484,7 +484,7 @@ file { '@FILES@/www': ensure => directory, source => 'puppet:///modules/site/www
 
 /// A catalog of `count` files `DIR/file-NNN` (`dir_of` their index), each holding
 /// `line NNN` and mode 0640.
-fn numbered_files(
+pub(crate) fn numbered_files(
     machine: &Machine,
     count: usize,
     dir_of: impl Fn(usize) -> &'static str,
@@ -528,7 +528,7 @@ fn validated_before(stderr: &str) -> Vec<usize> {
     counts(stderr, " validated before plugin=file resources=")
 }
 
-fn counts(stderr: &str, needle: &str) -> Vec<usize> {
+pub(crate) fn counts(stderr: &str, needle: &str) -> Vec<usize> {
     let mut counts: Vec<usize> = stderr
         .lines()
         .filter_map(|line| line.split(needle).nth(1))
@@ -539,16 +539,24 @@ fn counts(stderr: &str, needle: &str) -> Vec<usize> {
 }
 
 /// How many lines of a debug log hold `needle`.
-fn log_lines(stderr: &str, needle: &str) -> usize {
+pub(crate) fn log_lines(stderr: &str, needle: &str) -> usize {
     stderr.lines().filter(|line| line.contains(needle)).count()
 }
 
-/// The `check` calls a run made, from its debug log: how many resources each read and
-/// planned, and the directories it was granted.
-fn state_reads(stderr: &str) -> Vec<(usize, String)> {
+/// The `check` calls a run made or replayed, from its debug log: how many resources
+/// each read and planned, and the directories it was granted.
+pub(crate) fn state_reads(stderr: &str) -> Vec<(usize, String)> {
+    check_lines(stderr, " check plugin=")
+        .into_iter()
+        .chain(check_lines(stderr, " check replayed plugin="))
+        .collect()
+}
+
+/// What [`state_reads`] finds in the lines that hold `needle`.
+pub(crate) fn check_lines(stderr: &str, needle: &str) -> Vec<(usize, String)> {
     stderr
         .lines()
-        .filter(|line| line.contains(" check plugin="))
+        .filter(|line| line.contains(needle))
         .map(|line| {
             let field = |name: &str| {
                 line.split(&format!("{name}="))
@@ -678,26 +686,9 @@ fn issue_19_batches_of_large_files_are_cut_to_fit_the_plugin_memory() {
 #[test]
 fn issue_19_a_clean_validate_is_remembered_and_a_problem_is_shown_on_every_run() {
     let machine = Machine::new();
-    // A cache of this test's own, with the compiled code of the shared one (so nothing
-    // is compiled again), because its entry is tampered with below.
-    let cache = machine.root().join("cache");
+    // A cache of this test's own, because its entry is tampered with below.
+    let cache = crate::support::private_cache(&machine);
     let components = cache.join("components");
-    std::fs::create_dir_all(&components).expect("cache dir");
-    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).expect("mode");
-    std::fs::set_permissions(&components, std::fs::Permissions::from_mode(0o700)).expect("mode");
-    for entry in
-        std::fs::read_dir(crate::support::cache_dir().join("components")).expect("the shared cache")
-    {
-        let path = entry.expect("entry").path();
-        if path
-            .extension()
-            .is_some_and(|extension| extension == "cwasm")
-        {
-            let copy = components.join(path.file_name().expect("a name"));
-            std::fs::copy(&path, &copy).expect("copied");
-            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).expect("mode");
-        }
-    }
     let policy = machine.policy("");
     let apply = |catalog: &Path| {
         let mut command = machine.command(crate::support::WCONVERGE);

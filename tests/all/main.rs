@@ -22,6 +22,7 @@ mod packages;
 mod pg;
 mod providers;
 mod puppet;
+mod replay;
 mod requirement;
 mod sandbox;
 mod sensitive;

@@ -14,6 +14,31 @@ pub(crate) fn cache_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("wconverge-cache")
 }
 
+/// A plugin cache of a test's own (for a test that tampers with its entries), with the
+/// compiled code of the shared one, so nothing is compiled again: pass it to `apply` as
+/// `WCONVERGE_CACHE_DIR`.
+pub(crate) fn private_cache(machine: &Machine) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let cache = machine.root().join("cache");
+    let components = cache.join("components");
+    std::fs::create_dir_all(&components).expect("cache dir");
+    for dir in [&cache, &components] {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700)).expect("mode");
+    }
+    for entry in std::fs::read_dir(cache_dir().join("components")).expect("the shared cache") {
+        let path = entry.expect("entry").path();
+        if path
+            .extension()
+            .is_some_and(|extension| extension == "cwasm")
+        {
+            let copy = components.join(path.file_name().expect("a name"));
+            std::fs::copy(&path, &copy).expect("copied");
+            std::fs::set_permissions(&copy, std::fs::Permissions::from_mode(0o600)).expect("mode");
+        }
+    }
+    cache
+}
+
 /// The digest of a file, as policies pin it.
 pub(crate) fn sha256_of(path: &str) -> String {
     use sha2::Digest;
@@ -325,6 +350,7 @@ pub(crate) fn test_plugins_policy(machine: &Machine, limits: &str) -> String {
         r#"[plugins.hostile]
 source = "{hostile}"
 sha256 = "{hostile_sha}"
+provides = ["hostile", "peek"]
 directories = [{{ path = "{files}", access = "read-write" }}]
 [plugins.hostile.limits]
 {limits}

@@ -246,6 +246,53 @@ impl Cache {
         }
     }
 
+    /// Whether entries are kept at all (a cache directory is in use).
+    pub(crate) fn keeps(&self) -> bool {
+        self.dir.is_some()
+    }
+
+    /// The `check` call remembered in the entry `slot` for the component `digest` (see
+    /// `replay`), if a trustworthy entry holds one: the same rules as compiled code.
+    pub(crate) fn remembered_check(&self, digest: &str, slot: &str) -> Option<Vec<u8>> {
+        let dir = self.dir.as_ref()?;
+        let (name, key) = self.checked_name(digest, slot);
+        match read_trusted(&dir.fd, &name, digest, &key) {
+            Ok(found) => found.map(Entry::into_code),
+            Err(message) => {
+                tracing::warn!(
+                    "not replaying cache entry {}: {message}",
+                    dir.path.join(&name).display()
+                );
+                None
+            }
+        }
+    }
+
+    /// Remembers a `check` call in the entry `slot` (see [`Cache::remembered_check`]),
+    /// unsynced: one lost in a crash, or torn and so failing its digest, costs one call.
+    pub(crate) fn remember_check(&self, digest: &str, slot: &str, bytes: &[u8]) {
+        let Some(dir) = &self.dir else {
+            return;
+        };
+        let (name, key) = self.checked_name(digest, slot);
+        if let Err(error) =
+            write_entry_with(&dir.fd, &name, (digest, &key), bytes, Durability::Unsynced)
+        {
+            tracing::warn!(
+                "cannot write cache entry {}: {error}",
+                dir.path.join(&name).display()
+            );
+        }
+    }
+
+    /// The file name of a remembered `check` call, and the engine line it records.
+    fn checked_name(&self, digest: &str, slot: &str) -> (String, String) {
+        (
+            format!("{digest}-{}-{slot}.checked", self.engine_key),
+            format!("{}/checked", self.engine_key),
+        )
+    }
+
     /// The file name of the `validate` calls remembered for a component, and the engine
     /// line it records (which says what it is, so it is never taken for anything else).
     fn validated_name(&self, digest: &str) -> (String, String) {

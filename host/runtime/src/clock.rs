@@ -35,6 +35,8 @@ pub(crate) struct TimedView<'a> {
 }
 
 fn view(state: &mut PluginState) -> TimedView<'_> {
+    // The time is not recorded for a replay.
+    state.unrecorded = true;
     let remaining = state.wall_remaining();
     let PluginState { wasi, table, .. } = state;
     TimedView {

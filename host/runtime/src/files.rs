@@ -170,6 +170,8 @@ pub(crate) struct View<'a> {
 }
 
 fn view(state: &mut PluginState) -> View<'_> {
+    // A file read through WASI is not recorded for a replay.
+    state.unrecorded = true;
     let PluginState {
         wasi,
         table,

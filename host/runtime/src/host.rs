@@ -190,7 +190,7 @@ impl PluginHost for Runtime {
                     "validate"
                 );
                 let logged = logs.len();
-                let lists = self.call_many(
+                let (lists, _) = self.call_many(
                     &plugin,
                     (Phase::Describe, &[]),
                     batch,

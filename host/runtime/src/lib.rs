@@ -21,6 +21,7 @@ mod input;
 mod plugin;
 mod previous;
 mod process;
+mod replay;
 mod schema;
 mod spawn;
 mod state;
@@ -679,7 +680,10 @@ impl Runtime {
     /// One call of a provider export that takes many resources (`validate`, `check`), on
     /// an instance for `access` (a phase and its grants), the call's subject the
     /// resources of `batch` (`what` says of what): one result per resource, or the fault.
-    fn call_many<T>(
+    /// With it, for a call that inspects, what it read when a replay could stand for it
+    /// (see `replay`): it was the first call of a fresh instance, which reached the host
+    /// only through what the reads record.
+    pub(crate) fn call_many<T>(
         &self,
         plugin: &Plugin,
         access: (Phase, &[Arc<Grant>]),
@@ -694,14 +698,24 @@ impl Runtime {
             ) -> wasmtime::Result<Vec<T>>,
         ),
         logs: &mut Vec<LogRecord>,
-    ) -> Result<Vec<T>, PluginError> {
+    ) -> Result<(Vec<T>, Option<replay::Reads>), PluginError> {
         let (phase, grants) = access;
         let mut instance = plugin.instance(&self.engine, &self.shared, phase, grants)?;
-        instance.store.data_mut().subject = Some(batch_subject(batch, what));
+        let recording = phase == Phase::Inspect && instance.calls == 0 && self.cache.keeps();
+        let state = instance.store.data_mut();
+        state.subject = Some(batch_subject(batch, what));
+        if recording {
+            state.reads = Some(replay::Reads::default());
+        }
         let wits = convert::resources_to_wit(batch);
         let called = plugin.call(&mut instance, |exports, store| call(exports, store, &wits));
         logs.extend(called.logs);
         let results = called.outcome?;
+        let state = instance.store.data_mut();
+        let reads = state.reads.take().filter(|_| !state.unrecorded);
+        if recording && reads.is_none() {
+            tracing::debug!(plugin = %plugin.policy.name, "not replayable: the plugin reached the host other than through `file-metadata` reads");
+        }
         plugin.put_back(instance);
         if results.len() != batch.len() {
             return Err(contract_error(
@@ -713,55 +727,7 @@ impl Runtime {
                 ),
             ));
         }
-        Ok(results)
-    }
-
-    /// One `check` call for `batch` (resources that need exactly `grants`), on an
-    /// instance with those grants read-only.
-    fn check_batch(
-        &self,
-        plugin: &Plugin,
-        schema: &TypeSchema,
-        grants: &[Arc<Grant>],
-        batch: &[&PreparedResource],
-        logs: &mut Vec<LogRecord>,
-    ) -> Result<Vec<Result<Checked, String>>, PluginError> {
-        tracing::debug!(
-            plugin = %plugin.policy.name,
-            resources = batch.len(),
-            directories = %grants
-                .iter()
-                .map(|grant| grant.guest.as_str())
-                .collect::<Vec<_>>()
-                .join(" "),
-            "check"
-        );
-        let results = self.call_many(
-            plugin,
-            (Phase::Inspect, grants),
-            batch,
-            &format!(" of type `{}`", schema.name),
-            ("check", |exports, store, wits| {
-                exports.provider()?.call_check(store, wits)
-            }),
-            logs,
-        )?;
-        results
-            .into_iter()
-            .zip(batch)
-            .map(|(checked, resource)| match checked {
-                Ok(checked) => {
-                    let state = convert::state_from_wit(checked.current, schema)
-                        .map_err(|message| contract_error(plugin, message))?;
-                    let changes = convert::changes_from_wit(&checked.changes, schema, &|text| {
-                        said(resource, text)
-                    })
-                    .map_err(|message| contract_error(plugin, message))?;
-                    Ok(Ok(Checked { state, changes }))
-                }
-                Err(message) => Ok(Err(said(resource, &message))),
-            })
-            .collect()
+        Ok((results, reads))
     }
 }
 

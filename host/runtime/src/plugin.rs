@@ -269,6 +269,8 @@ pub(crate) struct Instance {
     exports: Exports,
     stdout: MemoryOutputPipe,
     stderr: MemoryOutputPipe,
+    /// How many calls it has taken.
+    pub(crate) calls: u32,
 }
 
 /// Everything loading needs from the runtime.
@@ -640,31 +642,7 @@ impl Plugin {
                     )
                 })?;
         }
-        let state = PluginState {
-            wasi: builder.build(),
-            table: ResourceTable::new(),
-            limits: StoreLimitsBuilder::new()
-                .memory_size(limits.memory_bytes)
-                .trap_on_grow_failure(true)
-                .instances(64)
-                .tables(64)
-                .memories(16)
-                .build(),
-            policy: Arc::clone(&self.policy),
-            digest: Arc::from(self.digest.as_str()),
-            subject: None,
-            phase,
-            grants: grants.to_vec(),
-            shared: Arc::clone(shared),
-            logs: Vec::new(),
-            output_used: 0,
-            call_started: Instant::now(),
-            cpu_started: crate::state::thread_cpu_time(),
-            program_time: std::time::Duration::ZERO,
-            stop: None,
-            paths: crate::files::Paths::default(),
-            looked: crate::state::Looked::default(),
-        };
+        let state = self.state(shared, phase, grants, builder.build());
         let mut store = Store::new(engine, state);
         store.limiter(|state| &mut state.limits);
         store.epoch_deadline_callback(move |mut context| {
@@ -699,7 +677,47 @@ impl Plugin {
             exports,
             stdout,
             stderr,
+            calls: 0,
         })
+    }
+
+    /// The data of a store for `phase` that sees exactly `grants`, with `wasi` (whose
+    /// preopens are those grants, or none where no instance is made: a replay).
+    pub(crate) fn state(
+        &self,
+        shared: &Arc<Shared>,
+        phase: Phase,
+        grants: &[Arc<Grant>],
+        wasi: wasmtime_wasi::WasiCtx,
+    ) -> PluginState {
+        let limits = &self.policy.limits;
+        PluginState {
+            wasi,
+            table: ResourceTable::new(),
+            limits: StoreLimitsBuilder::new()
+                .memory_size(limits.memory_bytes)
+                .trap_on_grow_failure(true)
+                .instances(64)
+                .tables(64)
+                .memories(16)
+                .build(),
+            policy: Arc::clone(&self.policy),
+            digest: Arc::from(self.digest.as_str()),
+            subject: None,
+            phase,
+            grants: grants.to_vec(),
+            shared: Arc::clone(shared),
+            logs: Vec::new(),
+            output_used: 0,
+            call_started: Instant::now(),
+            cpu_started: crate::state::thread_cpu_time(),
+            program_time: std::time::Duration::ZERO,
+            stop: None,
+            paths: crate::files::Paths::default(),
+            looked: crate::state::Looked::default(),
+            reads: None,
+            unrecorded: false,
+        }
     }
 
     /// An idle instance made for the same phase and grants, or a new one.
@@ -765,6 +783,7 @@ impl Plugin {
         instance.store.data_mut().begin_call();
         instance.store.set_epoch_deadline(1);
         let result = call(&instance.exports, &mut instance.store);
+        instance.calls = instance.calls.saturating_add(1);
         let state = instance.store.data_mut();
         let mut logs = std::mem::take(&mut state.logs);
         let stop = state.stop;

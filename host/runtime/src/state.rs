@@ -227,6 +227,14 @@ pub(crate) struct PluginState {
     /// Per call: what `file-metadata` last looked at, so that `sha256` after `stat` of
     /// the same file does not look again.
     pub(crate) looked: Looked,
+    /// While a call is recorded for replay: what it read (see `replay`).
+    pub(crate) reads: Option<crate::replay::Reads>,
+    /// Whether the plugin reached the host other than through what `reads` records,
+    /// since the instance was made: a WASI function, a launch, a log line, a change of
+    /// metadata. Every import sets it but `file-metadata.stat` and `.sha256`, which
+    /// record their answers instead; a call of an instance that set it is never
+    /// replayed.
+    pub(crate) unrecorded: bool,
 }
 
 /// What `file-metadata` saw earlier in the same call. Each is only a first look: the
@@ -339,7 +347,11 @@ impl PluginState {
 }
 
 impl WasiView for PluginState {
+    /// Every WASI function wasmtime-wasi implements reaches the store through here (and
+    /// those this host replaces through `files::view` and `clock::view`), so each marks
+    /// the instance as reading what no replay records.
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        self.unrecorded = true;
         WasiCtxView {
             ctx: &mut self.wasi,
             table: &mut self.table,
@@ -351,6 +363,7 @@ impl crate::bindings::types::Host for PluginState {}
 
 impl log::Host for PluginState {
     fn log(&mut self, level: log::Level, message: String) -> wasmtime::Result<()> {
+        self.unrecorded = true;
         let level = match level {
             log::Level::Debug => Level::Debug,
             log::Level::Info => Level::Info,
@@ -364,6 +377,7 @@ impl log::Host for PluginState {
 
 impl process::Host for PluginState {
     fn run(&mut self, command: process::Command) -> Result<process::Output, process::LaunchError> {
+        self.unrecorded = true;
         let started = Instant::now();
         let shared = &self.shared;
         let checked = crate::process::check_scrubbed(

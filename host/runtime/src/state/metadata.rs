@@ -556,14 +556,25 @@ fn open_entry(
 /// The import as the plugin sees it: each error as its text.
 impl file_metadata::Host for PluginState {
     fn stat(&mut self, path: String) -> Result<Option<file_metadata::FileStat>, String> {
-        self.stat_of(path).map_err(|error| error.to_string())
+        let recorded = self.reads.is_some().then(|| path.clone());
+        let answer = self.stat_of(path).map_err(|error| error.to_string());
+        if let (Some(reads), Some(path)) = (&mut self.reads, recorded) {
+            reads.stat(&path, &answer);
+        }
+        answer
     }
 
     fn sha256(&mut self, path: String) -> Result<Option<String>, String> {
-        self.sha256_of(path).map_err(|error| error.to_string())
+        let recorded = self.reads.is_some().then(|| path.clone());
+        let answer = self.sha256_of(path).map_err(|error| error.to_string());
+        if let (Some(reads), Some(path)) = (&mut self.reads, recorded) {
+            reads.sha256(&path, &answer);
+        }
+        answer
     }
 
     fn set_mode(&mut self, path: String, mode: u32) -> Result<(), String> {
+        self.unrecorded = true;
         self.set_mode_of(path, mode)
             .map_err(|error| error.to_string())
     }
@@ -574,6 +585,7 @@ impl file_metadata::Host for PluginState {
         owner: Option<String>,
         group: Option<String>,
     ) -> Result<(), String> {
+        self.unrecorded = true;
         self.set_owner_of(path, owner, group)
             .map_err(|error| error.to_string())
     }

@@ -2,7 +2,10 @@
 //!
 //! Built only for the end-to-end tests, never embedded in `wconverge`. Its `hostile`
 //! type does what its `action` attribute says when applied; `path` names a file whose
-//! directory the host grants read-write, and `target` a path the action aims at.
+//! directory the host grants read-write, and `target` a path the action aims at. Its
+//! `peek` type reads its file in its batched check as `reading` says (through
+//! `file-metadata`, through WASI, or with the clock or random numbers besides), to show
+//! which checks the host may replay.
 
 use wconverge_sdk::process::Command;
 use wconverge_sdk::{
@@ -14,51 +17,82 @@ struct Hostile;
 
 impl Provider for Hostile {
     fn describe() -> ProviderInfo {
-        ProviderInfo::new("hostile", "0.0.0").with_type(
-            TypeSchema::new("hostile", "Misbehaves when applied, as `action` says.")
+        ProviderInfo::new("hostile", "0.0.0")
+            .with_type(
+                TypeSchema::new("hostile", "Misbehaves when applied, as `action` says.")
+                    .attribute(
+                        Attribute::new(
+                            "path",
+                            DataType::String,
+                            "A path in the granted directory.",
+                        )
+                        .namevar()
+                        .path_access(PathAccess::ReadWrite),
+                    )
+                    .attribute(
+                        Attribute::new(
+                            "action",
+                            DataType::enumeration([
+                                "read_file",
+                                "write_file",
+                                "launch",
+                                "flood_launch",
+                                "loop_forever",
+                                "allocate_forever",
+                                "flood_stdout",
+                                "flood_log",
+                                "trap",
+                                "behave",
+                                "sleep",
+                                "hoard_listings",
+                                "hoard_files",
+                                "stat",
+                                "sha256",
+                                "chmod",
+                                "remove",
+                                "lie_state",
+                                "lie_plan",
+                                "trap_in_validate",
+                                "leave_secret",
+                                "find_secret",
+                                "leave_and_find_secret",
+                            ]),
+                            "What to do when applied.",
+                        )
+                        .required(),
+                    )
+                    .attribute(Attribute::new(
+                        "target",
+                        DataType::String,
+                        "The file to read or the program to launch.",
+                    )),
+            )
+            .with_type(
+                TypeSchema::new(
+                    "peek",
+                    "Its file holds `expect`, read in the check as `reading` says.",
+                )
                 .attribute(
-                    Attribute::new("path", DataType::String, "A path in the granted directory.")
+                    Attribute::new("path", DataType::String, "A file in the granted directory.")
                         .namevar()
                         .path_access(PathAccess::ReadWrite),
                 )
                 .attribute(
                     Attribute::new(
-                        "action",
-                        DataType::enumeration([
-                            "read_file",
-                            "write_file",
-                            "launch",
-                            "flood_launch",
-                            "loop_forever",
-                            "allocate_forever",
-                            "flood_stdout",
-                            "flood_log",
-                            "trap",
-                            "behave",
-                            "sleep",
-                            "hoard_listings",
-                            "hoard_files",
-                            "stat",
-                            "sha256",
-                            "chmod",
-                            "remove",
-                            "lie_state",
-                            "lie_plan",
-                            "trap_in_validate",
-                            "leave_secret",
-                            "find_secret",
-                            "leave_and_find_secret",
-                        ]),
-                        "What to do when applied.",
+                        "reading",
+                        DataType::enumeration(["metadata", "file", "clock", "random"]),
+                        "`metadata`: its digest through `file-metadata`; `file`: its content \
+                     through WASI; `clock`, `random`: its digest, and the time or a random \
+                     number besides.",
                     )
                     .required(),
                 )
-                .attribute(Attribute::new(
-                    "target",
-                    DataType::String,
-                    "The file to read or the program to launch.",
-                )),
-        )
+                .attribute(
+                    Attribute::new("expect", DataType::String, "The content it should have.")
+                        .required(),
+                )
+                .batch_state(),
+            )
     }
 
     fn validate(resource: &Resource) -> Vec<String> {
@@ -70,6 +104,9 @@ impl Provider for Hostile {
     }
 
     fn current_state(resource: &Resource) -> Result<State> {
+        if resource.type_name == "peek" {
+            return peek(resource);
+        }
         // Says the enum attribute is a number: outside its own schema.
         if resource.get_str("action") == Some("lie_state") {
             return Ok(State::new().with("action", 42i64));
@@ -80,7 +117,19 @@ impl Provider for Hostile {
         Ok(State::new().with("action", "not done"))
     }
 
-    fn plan(resource: &Resource, _current: &State) -> Result<Vec<Change>> {
+    fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
+        if resource.type_name == "peek" {
+            let expect = wconverge_sdk::digest::sha256(resource.require_str("expect")?.as_bytes());
+            return Ok(match current.get_str("expect") {
+                Some(found) if found == expect => Vec::new(),
+                found => vec![Change::new(
+                    "expect",
+                    found.map(Into::into),
+                    Some(expect.into()),
+                    "it holds something else",
+                )],
+            });
+        }
         let action = resource.require_str("action")?;
         if action == "lie_plan" {
             return Ok(vec![Change::new(
@@ -99,6 +148,11 @@ impl Provider for Hostile {
     }
 
     fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
+        if resource.type_name == "peek" {
+            let path = resource.require_str("path")?;
+            return std::fs::write(path, resource.require_str("expect")?)
+                .map_err(|error| Error::new(format!("writing `{path}` failed: {error}")));
+        }
         let target = resource.get_str("target").unwrap_or_default();
         let action = resource.require_str("action")?;
         if secret(action) {
@@ -210,6 +264,32 @@ impl Provider for Hostile {
 }
 
 export_provider!(Hostile);
+
+/// A `peek` resource's state: the digest of its file's content as `expect`, read as
+/// `reading` says.
+fn peek(resource: &Resource) -> Result<State> {
+    let path = resource.require_str("path")?;
+    let digest = match resource.require_str("reading")? {
+        "file" => match std::fs::read(path) {
+            Ok(content) => Some(wconverge_sdk::digest::sha256(&content)),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => None,
+            Err(error) => return Err(Error::new(format!("reading `{path}` failed: {error}"))),
+        },
+        reading => {
+            if reading == "clock" {
+                std::hint::black_box(std::time::SystemTime::now());
+            } else if reading == "random" {
+                use std::hash::BuildHasher;
+                std::hint::black_box(std::collections::hash_map::RandomState::new().hash_one(1));
+            }
+            wconverge_sdk::metadata::sha256(path)?
+        }
+    };
+    Ok(match digest {
+        Some(digest) => State::new().with("expect", digest),
+        None => State::new(),
+    })
+}
 
 /// A word no plugin data holds: what `leave_secret` fills 1 MiB of its memory with, and
 /// `find_secret` counts in all of its memory. It is an immediate in the code, which is
