@@ -303,10 +303,7 @@ pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
 /// What identifies the input of a `validate` call: the sha256 of the plugin's entry in
 /// the policy and of the resources exactly as they are lowered (type, title, attributes
 /// and context, every value with its kind), each part delimited by its length.
-pub(crate) fn fingerprint(
-    policy: &crate::policy::PluginPolicy,
-    resources: &[&PreparedResource],
-) -> String {
+pub(crate) fn fingerprint(policy_text: &str, resources: &[&PreparedResource]) -> String {
     use sha2::Digest;
     fn text(hasher: &mut sha2::Sha256, text: &str) {
         hasher.update((text.len() as u64).to_le_bytes());
@@ -357,7 +354,7 @@ pub(crate) fn fingerprint(
         }
     }
     let mut hasher = sha2::Sha256::new();
-    text(&mut hasher, &format!("{policy:?}"));
+    text(&mut hasher, policy_text);
     hasher.update((resources.len() as u64).to_le_bytes());
     for resource in resources {
         text(&mut hasher, &resource.type_name);

@@ -174,7 +174,7 @@ impl PluginHost for Runtime {
                 }
                 // A call with the same input (and component, engine, policy) found
                 // nothing wrong in an earlier run: its answer would be the same.
-                let fingerprint = convert::fingerprint(&plugin.policy, batch);
+                let fingerprint = convert::fingerprint(plugin.policy_text(), batch);
                 if self.cache.validated(&plugin.digest, &fingerprint) {
                     tracing::debug!(
                         plugin = %plugin.policy.name,

@@ -134,6 +134,9 @@ pub(crate) struct Plugin {
     /// first to load it.
     deferred: Mutex<Option<Deferred>>,
     idle: Mutex<Vec<Instance>>,
+    /// Its policy entry as text, for the fingerprints of the calls it remembers (made
+    /// once, not for each call).
+    policy_text: OnceLock<String>,
 }
 
 /// What a plugin is: the world its component was built for, with where its exports are.
@@ -410,6 +413,7 @@ impl Plugin {
             code: OnceLock::from(Ok(code)),
             deferred: Mutex::new(None),
             idle: Mutex::new(Vec::new()),
+            policy_text: OnceLock::new(),
         };
         let mut instance =
             plugin.instantiate(loader.engine, loader.shared, Phase::Describe, &[])?;
@@ -575,6 +579,7 @@ impl Plugin {
             code: OnceLock::new(),
             deferred: Mutex::new(Some(deferred)),
             idle: Mutex::new(Vec::new()),
+            policy_text: OnceLock::new(),
         })
     }
 
@@ -593,6 +598,12 @@ impl Plugin {
             })
             .as_ref()
             .map_err(Clone::clone)
+    }
+
+    /// Its policy entry as text (what a remembered call's fingerprint starts with).
+    pub(crate) fn policy_text(&self) -> &str {
+        self.policy_text
+            .get_or_init(|| format!("{:?}", self.policy))
     }
 
     /// Loads its code now if no one has.

@@ -80,11 +80,7 @@ pub(crate) struct Key {
 }
 
 impl Key {
-    pub(crate) fn of(
-        policy: &crate::policy::PluginPolicy,
-        grants: &[Arc<Grant>],
-        batch: &[&PreparedResource],
-    ) -> Key {
+    pub(crate) fn of(policy_text: &str, grants: &[Arc<Grant>], batch: &[&PreparedResource]) -> Key {
         use sha2::Digest;
         let mut directories = Vec::new();
         for grant in grants {
@@ -102,7 +98,7 @@ impl Key {
         let mut fingerprint = sha2::Sha256::new();
         fingerprint.update(b"check\n");
         fingerprint.update(&directories);
-        fingerprint.update(crate::convert::fingerprint(policy, batch).as_bytes());
+        fingerprint.update(crate::convert::fingerprint(policy_text, batch).as_bytes());
         Key {
             slot: crate::cache::hex(&slot.finalize()[..16]),
             fingerprint: crate::cache::hex(&fingerprint.finalize()),
@@ -133,7 +129,7 @@ impl crate::Runtime {
         let key = self
             .cache
             .keeps()
-            .then(|| Key::of(&plugin.policy, grants, batch));
+            .then(|| Key::of(plugin.policy_text(), grants, batch));
         if let Some(key) = &key
             && let Some(states) = self.replayed(plugin, grants, batch, key)
         {
