@@ -76,9 +76,14 @@ fn issue_19_a_check_found_in_sync_is_replayed_and_every_read_made_again() {
     assert_eq!(checks(&second), (both.clone(), vec![]), "{second:#?}");
     let entries = remembered(&cache);
     assert_eq!(entries.len(), 2, "{entries:?}");
+    let owner = std::fs::metadata(&cache).expect("cache").uid();
     for path in &entries {
         let meta = std::fs::metadata(path).expect("entry");
-        assert_eq!((meta.uid(), meta.mode() & 0o777), (0, 0o600), "{path:?}");
+        assert_eq!(
+            (meta.uid(), meta.mode() & 0o777),
+            (owner, 0o600),
+            "{path:?}"
+        );
     }
     // Replayed: no call enters the plugin.
     let third = run();
@@ -165,16 +170,17 @@ fn issue_19_a_check_found_in_sync_is_replayed_and_every_read_made_again() {
     );
 }
 
-/// A check that read its file through WASI, or asked for the time or a random number,
-/// is never replayed: its answer could change with nothing `file-metadata` would see.
-/// One that read through `file-metadata` alone is, and a file changed since is seen
-/// either way.
+/// A check that read its file or its status through WASI, or asked for the time of day,
+/// the monotonic clock or a random number, is never replayed: its answer could change
+/// with nothing `file-metadata` would see. One that read through `file-metadata` alone
+/// is. (Each reading reaches the host another way: `WasiView::ctx`, `files::view`,
+/// `clock::view`; the debug log tells a replay from a call.)
 #[test]
 fn issue_19_a_check_that_reads_more_than_file_metadata_is_never_replayed() {
     let machine = Machine::new();
     let cache = crate::support::private_cache(&machine);
     let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
-    let readings = ["metadata", "file", "clock", "random"];
+    let readings = ["metadata", "file", "status", "clock", "monotonic", "random"];
     for reading in readings {
         std::fs::create_dir(machine.file(reading)).expect("dir");
     }
@@ -204,13 +210,13 @@ fn issue_19_a_check_that_reads_more_than_file_metadata_is_never_replayed() {
     };
     let first = run();
     assert_eq!(first.code, 2, "{first:#?}");
-    assert_eq!(first.json()["summary"]["changed"], 12, "{}", first.stdout);
+    assert_eq!(first.json()["summary"]["changed"], 18, "{}", first.stdout);
     // Each checked in the plugin, and found in sync.
     let second = run();
     assert_eq!(second.code, 0, "{second:#?}");
     assert_eq!(
         calls(&second, " check plugin=hostile"),
-        ["clock", "file", "metadata", "random"],
+        ["clock", "file", "metadata", "monotonic", "random", "status"],
         "{second:#?}"
     );
     for _ in 0..2 {
@@ -218,7 +224,7 @@ fn issue_19_a_check_that_reads_more_than_file_metadata_is_never_replayed() {
         assert_eq!(noop.code, 0, "{noop:#?}");
         assert_eq!(
             calls(&noop, " check plugin=hostile"),
-            ["clock", "file", "random"],
+            ["clock", "file", "monotonic", "random", "status"],
             "{noop:#?}"
         );
         assert_eq!(
@@ -234,7 +240,7 @@ fn issue_19_a_check_that_reads_more_than_file_metadata_is_never_replayed() {
     let changed = run();
     assert_eq!(changed.code, 2, "{changed:#?}");
     let report = changed.json();
-    assert_eq!(report["summary"]["changed"], 4, "{}", changed.stdout);
+    assert_eq!(report["summary"]["changed"], 6, "{}", changed.stdout);
     for reading in readings {
         assert_eq!(
             entry(

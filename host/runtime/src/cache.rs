@@ -256,7 +256,8 @@ impl Cache {
     pub(crate) fn remembered_check(&self, digest: &str, slot: &str) -> Option<Vec<u8>> {
         let dir = self.dir.as_ref()?;
         let (name, key) = self.checked_name(digest, slot);
-        match read_trusted(&dir.fd, &name, digest, &key) {
+        let limit = crate::replay::MAX_ENTRY_BYTES as u64;
+        match read_trusted_within(&dir.fd, &name, (digest, &key), limit) {
             Ok(found) => found.map(Entry::into_code),
             Err(message) => {
                 tracing::warn!(
@@ -430,7 +431,7 @@ enum Untrusted {
     NotRegular(FileType),
     Owner { uid: u32, euid: u32 },
     Writable { mode: u32 },
-    TooLarge { size: u64 },
+    TooLarge { size: u64, limit: u64 },
     NotAnEntry,
     OtherComponent { recorded: String, wanted: String },
     OtherEngine,
@@ -457,10 +458,10 @@ impl std::fmt::Display for Untrusted {
             Untrusted::Writable { mode } => {
                 write!(f, "it can be written by others (mode {mode:o})")
             }
-            Untrusted::TooLarge { size } => {
+            Untrusted::TooLarge { size, limit } => {
                 write!(
                     f,
-                    "it has {size} bytes, more than an entry may ({MAX_ENTRY_BYTES})"
+                    "it has {size} bytes, more than such an entry may ({limit})"
                 )
             }
             Untrusted::NotAnEntry => {
@@ -484,6 +485,16 @@ fn read_trusted(
     name: &str,
     component: &str,
     engine_key: &str,
+) -> Result<Option<Entry>, Untrusted> {
+    read_trusted_within(dir, name, (component, engine_key), MAX_ENTRY_BYTES)
+}
+
+/// [`read_trusted`] for an entry of at most `limit` bytes.
+fn read_trusted_within(
+    dir: &OwnedFd,
+    name: &str,
+    (component, engine_key): (&str, &str),
+    limit: u64,
 ) -> Result<Option<Entry>, Untrusted> {
     let fd = match rustix::fs::openat(
         dir,
@@ -514,12 +525,12 @@ fn read_trusted(
         });
     }
     let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
-    if size > MAX_ENTRY_BYTES {
-        return Err(Untrusted::TooLarge { size });
+    if size > limit {
+        return Err(Untrusted::TooLarge { size, limit });
     }
     let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
     std::fs::File::from(fd)
-        .take(MAX_ENTRY_BYTES)
+        .take(limit)
         .read_to_end(&mut bytes)
         .map_err(|error| Untrusted::Unread(error.kind()))?;
     // The code is used where it was read: a copy of compiled code is megabytes.

@@ -45,6 +45,16 @@ use wconverge_engine::{Checked, LogRecord, PluginError, PreparedResource};
 /// What an entry starts with: its format.
 const FORMAT: &[u8] = b"wconverge-replay 1\n";
 
+/// The most bytes the reads of one call may take once recorded: a call that reads more
+/// is not replayed (its reads are dropped as it goes past).
+pub(crate) const MAX_READS_BYTES: usize = 4 << 20;
+
+/// The longest path a recorded read may have (Linux's `PATH_MAX`).
+pub(crate) const MAX_PATH: usize = 4096;
+
+/// The largest entry read back: its reads, and the states of at most 1,024 resources.
+pub(crate) const MAX_ENTRY_BYTES: usize = 2 * MAX_READS_BYTES;
+
 /// The deepest value an entry may hold.
 const MAX_DEPTH: usize = 64;
 
@@ -60,16 +70,20 @@ pub(crate) struct Reads {
 }
 
 impl Reads {
-    pub(crate) fn stat(&mut self, path: &str, answer: &Result<Option<FileStat>, String>) {
+    /// Records a `stat`; false when the reads are past [`MAX_READS_BYTES`].
+    pub(crate) fn stat(&mut self, path: &str, answer: &Result<Option<FileStat>, String>) -> bool {
         self.bytes.push(STAT);
         put_str(&mut self.bytes, path);
         put_answer(&mut self.bytes, |out| put_stat(out, answer));
+        self.bytes.len() <= MAX_READS_BYTES
     }
 
-    pub(crate) fn sha256(&mut self, path: &str, answer: &Result<Option<String>, String>) {
+    /// Records a `sha256`; false when the reads are past [`MAX_READS_BYTES`].
+    pub(crate) fn sha256(&mut self, path: &str, answer: &Result<Option<String>, String>) -> bool {
         self.bytes.push(SHA256);
         put_str(&mut self.bytes, path);
         put_answer(&mut self.bytes, |out| put_sha256(out, answer));
+        self.bytes.len() <= MAX_READS_BYTES
     }
 }
 
@@ -126,12 +140,14 @@ impl crate::Runtime {
                 .collect::<Vec<_>>()
                 .join(" ")
         };
-        let key = self
-            .cache
-            .keeps()
-            .then(|| Key::of(plugin.policy_text(), grants, batch));
+        let what = format!(" of type `{}`", schema.name);
+        // A batch with secrets is never remembered: what the plugin found of them (a
+        // digest of a sensitive content, say) is not written to disk.
+        let key = (self.cache.keeps()
+            && batch.iter().all(|resource| resource.secrets().is_empty()))
+        .then(|| Key::of(plugin.policy_text(), grants, batch));
         if let Some(key) = &key
-            && let Some(states) = self.replayed(plugin, grants, batch, key)
+            && let Some(states) = self.replayed(plugin, (grants, batch, &what), key)
         {
             tracing::debug!(
                 plugin = %plugin.policy.name,
@@ -160,7 +176,7 @@ impl crate::Runtime {
             plugin,
             (Phase::Inspect, grants),
             batch,
-            &format!(" of type `{}`", schema.name),
+            &what,
             ("check", |exports, store, wits| {
                 exports.provider()?.call_check(store, wits)
             }),
@@ -195,8 +211,7 @@ impl crate::Runtime {
     pub(crate) fn replayed(
         &self,
         plugin: &Plugin,
-        grants: &[Arc<Grant>],
-        batch: &[&PreparedResource],
+        (grants, batch, what): (&[Arc<Grant>], &[&PreparedResource], &str),
         key: &Key,
     ) -> Option<Vec<wconverge_engine::State>> {
         let bytes = self.cache.remembered_check(&plugin.digest, &key.slot)?;
@@ -207,9 +222,12 @@ impl crate::Runtime {
             grants,
             wasmtime_wasi::WasiCtxBuilder::new().build(),
         );
-        state.subject = Some(crate::batch_subject(batch, " of a replayed check"));
+        // The subject the call would have, for what the audit trail records.
+        state.subject = Some(crate::batch_subject(batch, what));
         state.begin_call();
         let same = each_read(remembered.reads, |read| match read {
+            // Interrupted: the call, if it is made, says so.
+            _ if crate::interrupted().is_some() => false,
             Read::Stat { path, answer } => same_stat(
                 &crate::bindings::file_metadata::Host::stat(&mut state, path.to_owned()),
                 answer,
@@ -279,7 +297,7 @@ pub(crate) fn entry(
             put_value(&mut out, value)?;
         }
     }
-    Some(out)
+    (out.len() <= MAX_ENTRY_BYTES).then_some(out)
 }
 
 /// What `bytes` remembers for a call with `fingerprint` and `resources` resources;
@@ -304,11 +322,11 @@ pub(crate) fn remembered<'e>(
     let mut states = Vec::with_capacity(count);
     for _ in 0..count {
         let attributes = reader.len()?;
-        // Each attribute takes at least five bytes: a bound on what to reserve.
+        // Each attribute takes at least five bytes: a bound on how many there can be.
         if attributes > reader.rest.len() / 5 {
             return None;
         }
-        let mut state = Vec::with_capacity(attributes);
+        let mut state = Vec::with_capacity(attributes.min(64));
         for _ in 0..attributes {
             let name = reader.str()?.to_owned();
             let value = reader.value(0)?;
@@ -520,7 +538,7 @@ impl<'e> Reader<'e> {
                 if len > self.rest.len() {
                     return None;
                 }
-                let mut items = Vec::with_capacity(len);
+                let mut items = Vec::with_capacity(len.min(64));
                 for _ in 0..len {
                     items.push(self.value(depth + 1)?);
                 }
@@ -531,7 +549,7 @@ impl<'e> Reader<'e> {
                 if len > self.rest.len() / 5 {
                     return None;
                 }
-                let mut entries = Vec::with_capacity(len);
+                let mut entries = Vec::with_capacity(len.min(64));
                 for _ in 0..len {
                     let key = self.str()?.to_owned();
                     entries.push((key, self.value(depth + 1)?));
@@ -623,6 +641,20 @@ mod tests {
             entry("f1", &reads, &[&sensitive]).is_none(),
             "never on disk"
         );
+    }
+
+    #[test]
+    fn reads_past_the_cap_say_so_and_an_entry_past_its_cap_is_not_made() {
+        let mut reads = Reads::default();
+        let path = format!("/{}", "p".repeat(MAX_PATH - 1));
+        let mut count = 0;
+        while reads.sha256(&path, &Ok(None)) {
+            count += 1;
+        }
+        assert_eq!(count, MAX_READS_BYTES / (1 + 4 + MAX_PATH + 4 + 1));
+        assert!(reads.bytes.len() > MAX_READS_BYTES);
+        let state = vec![("big".to_owned(), Value::String("x".repeat(MAX_ENTRY_BYTES)))];
+        assert!(entry("f", &Reads::default(), &[&state]).is_none());
     }
 
     #[test]

@@ -554,21 +554,45 @@ fn open_entry(
 }
 
 /// The import as the plugin sees it: each error as its text.
+impl PluginState {
+    /// Whether a read of `path` is recorded for a replay (see `replay`). A read made
+    /// when no call is recorded (while the instance is made, say), or of a path longer
+    /// than a replay keeps, marks the instance: what it read is not recorded.
+    fn recording(&mut self, path: &str) -> bool {
+        let recording = self.reads.is_some() && path.len() <= crate::replay::MAX_PATH;
+        if !recording {
+            self.unrecorded = true;
+        }
+        recording
+    }
+
+    /// Records a read; past what a replay keeps, the reads are dropped and the instance
+    /// marked.
+    fn recorded(&mut self, record: impl FnOnce(&mut crate::replay::Reads) -> bool) {
+        if let Some(reads) = &mut self.reads
+            && !record(reads)
+        {
+            self.reads = None;
+            self.unrecorded = true;
+        }
+    }
+}
+
 impl file_metadata::Host for PluginState {
     fn stat(&mut self, path: String) -> Result<Option<file_metadata::FileStat>, String> {
-        let recorded = self.reads.is_some().then(|| path.clone());
+        let recorded = self.recording(&path).then(|| path.clone());
         let answer = self.stat_of(path).map_err(|error| error.to_string());
-        if let (Some(reads), Some(path)) = (&mut self.reads, recorded) {
-            reads.stat(&path, &answer);
+        if let Some(path) = recorded {
+            self.recorded(|reads| reads.stat(&path, &answer));
         }
         answer
     }
 
     fn sha256(&mut self, path: String) -> Result<Option<String>, String> {
-        let recorded = self.reads.is_some().then(|| path.clone());
+        let recorded = self.recording(&path).then(|| path.clone());
         let answer = self.sha256_of(path).map_err(|error| error.to_string());
-        if let (Some(reads), Some(path)) = (&mut self.reads, recorded) {
-            reads.sha256(&path, &answer);
+        if let Some(path) = recorded {
+            self.recorded(|reads| reads.sha256(&path, &answer));
         }
         answer
     }

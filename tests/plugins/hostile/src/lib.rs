@@ -80,10 +80,18 @@ impl Provider for Hostile {
                 .attribute(
                     Attribute::new(
                         "reading",
-                        DataType::enumeration(["metadata", "file", "clock", "random"]),
+                        DataType::enumeration([
+                            "metadata",
+                            "file",
+                            "status",
+                            "clock",
+                            "monotonic",
+                            "random",
+                        ]),
                         "`metadata`: its digest through `file-metadata`; `file`: its content \
-                     through WASI; `clock`, `random`: its digest, and the time or a random \
-                     number besides.",
+                         through WASI; `status`, `clock`, `monotonic`, `random`: its digest, \
+                         and besides its status through WASI, the time of day, the \
+                         monotonic clock or a random number.",
                     )
                     .required(),
                 )
@@ -276,8 +284,13 @@ fn peek(resource: &Resource) -> Result<State> {
             Err(error) => return Err(Error::new(format!("reading `{path}` failed: {error}"))),
         },
         reading => {
-            if reading == "clock" {
+            if reading == "status" {
+                // Only WASI's file system: the preopens and a `stat-at`.
+                std::hint::black_box(std::fs::symlink_metadata(path).ok());
+            } else if reading == "clock" {
                 std::hint::black_box(std::time::SystemTime::now());
+            } else if reading == "monotonic" {
+                std::hint::black_box(std::time::Instant::now());
             } else if reading == "random" {
                 use std::hash::BuildHasher;
                 std::hint::black_box(std::collections::hash_map::RandomState::new().hash_one(1));
