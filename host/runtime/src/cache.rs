@@ -143,14 +143,26 @@ impl Cache {
     /// it: the same rules as compiled code (a private directory, this user's regular
     /// file, the component and engine named inside, the digest of the content).
     pub(crate) fn summary(&self, digest: &str, variant: &str) -> Option<Vec<u8>> {
-        let dir = self.dir.as_ref()?;
         let (name, key) = self.summary_name(digest, variant);
-        match read_trusted(&dir.fd, &name, digest, &key) {
+        self.trusted((&name, digest, &key), MAX_ENTRY_BYTES, "rebuilding")
+    }
+
+    /// The content of the entry `name` for `component` and the engine line `key`, of
+    /// at most `limit` bytes, if it is trustworthy; a warning saying what is `done`
+    /// instead when it is there and is not.
+    fn trusted(
+        &self,
+        (name, component, key): (&str, &str, &str),
+        limit: u64,
+        done: &str,
+    ) -> Option<Vec<u8>> {
+        let dir = self.dir.as_ref()?;
+        match read_trusted_within(&dir.fd, name, (component, key), limit) {
             Ok(found) => found.map(Entry::into_code),
             Err(message) => {
                 tracing::warn!(
-                    "rebuilding cache entry {}: {message}",
-                    dir.path.join(&name).display()
+                    "{done} cache entry {}: {message}",
+                    dir.path.join(name).display()
                 );
                 None
             }
@@ -254,19 +266,9 @@ impl Cache {
     /// The `check` call remembered in the entry `slot` for the component `digest` (see
     /// `replay`), if a trustworthy entry holds one: the same rules as compiled code.
     pub(crate) fn remembered_check(&self, digest: &str, slot: &str) -> Option<Vec<u8>> {
-        let dir = self.dir.as_ref()?;
         let (name, key) = self.checked_name(digest, slot);
         let limit = crate::replay::MAX_ENTRY_BYTES as u64;
-        match read_trusted_within(&dir.fd, &name, (digest, &key), limit) {
-            Ok(found) => found.map(Entry::into_code),
-            Err(message) => {
-                tracing::warn!(
-                    "not replaying cache entry {}: {message}",
-                    dir.path.join(&name).display()
-                );
-                None
-            }
-        }
+        self.trusted((&name, digest, &key), limit, "not replaying")
     }
 
     /// Remembers a `check` call in the entry `slot` (see [`Cache::remembered_check`]),

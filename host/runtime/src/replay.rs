@@ -321,18 +321,7 @@ pub(crate) fn remembered<'e>(
     }
     let mut states = Vec::with_capacity(count);
     for _ in 0..count {
-        let attributes = reader.len()?;
-        // Each attribute takes at least five bytes: a bound on how many there can be.
-        if attributes > reader.rest.len() / 5 {
-            return None;
-        }
-        let mut state = Vec::with_capacity(attributes.min(64));
-        for _ in 0..attributes {
-            let name = reader.str()?.to_owned();
-            let value = reader.value(0)?;
-            state.push((name, value));
-        }
-        states.push(state);
+        states.push(reader.pairs(0)?);
     }
     reader
         .rest
@@ -523,6 +512,21 @@ impl<'e> Reader<'e> {
         std::str::from_utf8(self.take(len)?).ok()
     }
 
+    /// Names and values (a state's attributes, a hash's entries), their count first.
+    fn pairs(&mut self, depth: usize) -> Option<Vec<(String, Value)>> {
+        let len = self.len()?;
+        // Each takes at least five bytes: a bound on how many there can be.
+        if len > self.rest.len() / 5 {
+            return None;
+        }
+        let mut pairs = Vec::with_capacity(len.min(64));
+        for _ in 0..len {
+            let name = self.str()?.to_owned();
+            pairs.push((name, self.value(depth)?));
+        }
+        Some(pairs)
+    }
+
     fn value(&mut self, depth: usize) -> Option<Value> {
         if depth > MAX_DEPTH {
             return None;
@@ -544,18 +548,7 @@ impl<'e> Reader<'e> {
                 }
                 Value::Array(items)
             }
-            6 => {
-                let len = self.len()?;
-                if len > self.rest.len() / 5 {
-                    return None;
-                }
-                let mut entries = Vec::with_capacity(len.min(64));
-                for _ in 0..len {
-                    let key = self.str()?.to_owned();
-                    entries.push((key, self.value(depth + 1)?));
-                }
-                Value::Hash(entries)
-            }
+            6 => Value::Hash(self.pairs(depth + 1)?),
             _ => return None,
         })
     }
