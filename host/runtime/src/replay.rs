@@ -72,17 +72,19 @@ pub(crate) struct Reads {
 impl Reads {
     /// Records a `stat`; false when the reads are past [`MAX_READS_BYTES`].
     pub(crate) fn stat(&mut self, path: &str, answer: &Result<Option<FileStat>, String>) -> bool {
-        self.bytes.push(STAT);
-        put_str(&mut self.bytes, path);
-        put_answer(&mut self.bytes, |out| put_stat(out, answer));
-        self.bytes.len() <= MAX_READS_BYTES
+        self.record(STAT, path, |out| put_stat(out, answer))
     }
 
     /// Records a `sha256`; false when the reads are past [`MAX_READS_BYTES`].
     pub(crate) fn sha256(&mut self, path: &str, answer: &Result<Option<String>, String>) -> bool {
-        self.bytes.push(SHA256);
+        self.record(SHA256, path, |out| put_sha256(out, answer))
+    }
+
+    /// Records a read of `kind`: its path, then its answer as `put` encodes it.
+    fn record(&mut self, kind: u8, path: &str, put: impl FnOnce(&mut Vec<u8>)) -> bool {
+        self.bytes.push(kind);
         put_str(&mut self.bytes, path);
-        put_answer(&mut self.bytes, |out| put_sha256(out, answer));
+        put_answer(&mut self.bytes, put);
         self.bytes.len() <= MAX_READS_BYTES
     }
 }
@@ -171,7 +173,6 @@ impl crate::Runtime {
             directories = %directories(),
             "check"
         );
-        let logged = logs.len();
         let (results, reads) = self.call_many(
             plugin,
             (Phase::Inspect, grants),
@@ -198,9 +199,9 @@ impl crate::Runtime {
                 Err(message) => Ok(Err(said(resource, &message))),
             })
             .collect::<Result<Vec<_>, PluginError>>()?;
-        if let (Some(key), Some(reads)) = (key, reads)
-            && logs.len() == logged
-        {
+        // A call that logged or printed is not among them: `log` and WASI's standard
+        // output mark the instance, so it has no reads.
+        if let (Some(key), Some(reads)) = (key, reads) {
             self.remember_check(plugin, &key, &reads, &checked);
         }
         Ok(checked)
@@ -365,15 +366,18 @@ pub(crate) enum Read<'e> {
 
 /// Whether `answer` is, encoded, exactly `recorded`.
 pub(crate) fn same_stat(answer: &Result<Option<FileStat>, String>, recorded: &[u8]) -> bool {
-    let mut out = Vec::with_capacity(recorded.len());
-    put_stat(&mut out, answer);
-    out == recorded
+    same(recorded, |out| put_stat(out, answer))
 }
 
 /// Whether `answer` is, encoded, exactly `recorded`.
 pub(crate) fn same_sha256(answer: &Result<Option<String>, String>, recorded: &[u8]) -> bool {
+    same(recorded, |out| put_sha256(out, answer))
+}
+
+/// Whether what `put` encodes is exactly `recorded`.
+fn same(recorded: &[u8], put: impl FnOnce(&mut Vec<u8>)) -> bool {
     let mut out = Vec::with_capacity(recorded.len());
-    put_sha256(&mut out, answer);
+    put(&mut out);
     out == recorded
 }
 

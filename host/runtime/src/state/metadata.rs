@@ -553,7 +553,6 @@ fn open_entry(
     })
 }
 
-/// The import as the plugin sees it: each error as its text.
 impl PluginState {
     /// Whether a read of `path` is recorded for a replay (see `replay`). A read made
     /// when no call is recorded (while the instance is made, say), or of a path longer
@@ -578,6 +577,7 @@ impl PluginState {
     }
 }
 
+/// The import as the plugin sees it: each error as its text.
 impl file_metadata::Host for PluginState {
     fn stat(&mut self, path: String) -> Result<Option<file_metadata::FileStat>, String> {
         let recorded = self.recording(&path).then(|| path.clone());
