@@ -10,11 +10,23 @@ use std::path::{Path, PathBuf};
 
 /// `apply CATALOG --policy POLICY --jobs 1` with the debug log, against `cache`.
 fn apply(machine: &Machine, cache: &Path, catalog: &Path, policy: &Path) -> Run {
+    apply_with(machine, cache, catalog, policy, &[])
+}
+
+/// [`apply`] with `more` arguments.
+fn apply_with(
+    machine: &Machine,
+    cache: &Path,
+    catalog: &Path,
+    policy: &Path,
+    more: &[&str],
+) -> Run {
     let mut command = machine.command(crate::support::WCONVERGE);
     command
         .args(["apply", catalog.to_str().expect("utf-8"), "--policy"])
         .arg(policy)
         .args(["--format", "json", "--jobs", "1"])
+        .args(more)
         .env("WCONVERGE_CACHE_DIR", cache)
         .env("WCONVERGE_LOG", "debug");
     Run::of(&mut command)
@@ -250,4 +262,90 @@ fn issue_19_a_check_that_reads_more_than_file_metadata_is_never_replayed() {
             "changed"
         );
     }
+}
+
+/// A read the plugin was refused is refused again when a remembered check's reads are
+/// made again, and the audit trail records each refusal once a run: replayed, as the
+/// call would have; not replayed because a later read differs, by the call alone.
+#[test]
+fn issue_19_a_refused_read_is_in_the_audit_trail_once_a_run_replayed_or_not() {
+    let machine = Machine::new();
+    let cache = crate::support::private_cache(&machine);
+    let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
+    std::fs::create_dir(machine.file("peek")).expect("dir");
+    // Beside the granted directory, not in it.
+    let outside = machine.file("outside");
+    std::fs::write(&outside, "not granted\n").expect("file");
+    let resources: Vec<Value> = (0..2)
+        .map(|index| {
+            serde_json::json!({
+                "type": "peek",
+                "title": machine.file(&format!("peek/{index}")),
+                "attributes": {
+                    "reading": "metadata",
+                    "expect": format!("peek {index}\n"),
+                    "also": outside,
+                },
+            })
+        })
+        .collect();
+    let catalog = machine.catalog(Value::Array(resources));
+    let mut runs = 0;
+    let mut run = || {
+        runs += 1;
+        let log = machine.root().join(format!("trail-{runs}.jsonl"));
+        let run = apply_with(
+            &machine,
+            &cache,
+            &catalog,
+            &policy,
+            &["--audit-log", log.to_str().expect("utf-8")],
+        );
+        let refused: Vec<Value> = crate::support::trail(&log)
+            .into_iter()
+            .filter(|event| event["decision"] == "denied")
+            .collect();
+        (run, refused)
+    };
+    let (first, _) = run();
+    assert_eq!(first.code, 2, "{first:#?}");
+    let (second, refused) = run();
+    assert_eq!(second.code, 0, "{second:#?}");
+    assert_eq!(
+        checks(&second).0,
+        [(2, machine.file("peek"))],
+        "{second:#?}"
+    );
+    assert_eq!(refused.len(), 2, "{refused:#?}");
+    for event in &refused {
+        assert_eq!(event["target"], outside, "{event:#}");
+        // The call's subject: its resources.
+        assert_eq!(event["resource"], "2 resources of type `peek`", "{event:#}");
+    }
+    // Replayed: the same refusals, for the same call.
+    let (third, replayed) = run();
+    assert_eq!(third.code, 0, "{third:#?}");
+    assert_eq!(checks(&third).1, [(2, machine.file("peek"))], "{third:#?}");
+    let without_time = |events: &[Value]| {
+        events
+            .iter()
+            .map(|event| {
+                let mut event = event.clone();
+                event["time"] = Value::Null;
+                event
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(without_time(&replayed), without_time(&refused));
+    // The second file changed: its read, after both refused ones, differs, and the
+    // call that is then made records the refusals, once.
+    std::fs::write(machine.file("peek/1"), "changed\n").expect("changed");
+    let (fourth, refused_again) = run();
+    assert_eq!(fourth.code, 2, "{fourth:#?}");
+    assert_eq!(
+        checks(&fourth),
+        (vec![(2, machine.file("peek"))], vec![]),
+        "{fourth:#?}"
+    );
+    assert_eq!(without_time(&refused_again), without_time(&refused));
 }

@@ -36,6 +36,18 @@ const MAX_ENTRY_BYTES: u64 = 2 << 30;
 /// forgotten first. (Fewer in unit tests, which fill it.)
 const MAX_VALIDATED: usize = if cfg!(test) { 64 } else { 4096 };
 
+/// The most remembered `check` calls kept, of all components together: past it, the
+/// least recently used are removed, down to three quarters of it. (Fewer in unit tests,
+/// which fill it.)
+const MAX_CHECKED: usize = if cfg!(test) { 8 } else { 8192 };
+
+/// The most names a sweep of the cache directory reads: past it, it stops with a warning.
+const MAX_SWEPT: usize = 1 << 20;
+
+/// How long a remembered `check` counts as recently used: one used after this is
+/// marked used again (its modification time set to now), so a sweep keeps it.
+const RECENTLY_USED_SECONDS: i64 = 24 * 60 * 60;
+
 /// Where compiled components are kept, if anywhere.
 pub(crate) struct Cache {
     dir: Option<CacheDir>,
@@ -44,6 +56,9 @@ pub(crate) struct Cache {
     /// By component digest: the fingerprints of the `validate` calls that found nothing
     /// wrong, oldest first, as read from the entry once and added to since.
     validated: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
+    /// Whether this process has swept the remembered checks (it does once, when it
+    /// first adds one).
+    swept: std::sync::atomic::AtomicBool,
 }
 
 /// The cache directory, walked and opened once.
@@ -101,6 +116,7 @@ impl Cache {
             dir,
             engine_key,
             validated: std::sync::Mutex::default(),
+            swept: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -150,15 +166,20 @@ impl Cache {
     /// The content of the entry `name` for `component` and the engine line `key`, of
     /// at most `limit` bytes, if it is trustworthy; a warning saying what is `done`
     /// instead when it is there and is not.
-    fn trusted(
+    fn trusted(&self, entry: (&str, &str, &str), limit: u64, done: &str) -> Option<Vec<u8>> {
+        self.trusted_entry(entry, limit, done).map(Entry::into_code)
+    }
+
+    /// [`Cache::trusted`], the entry as it was read.
+    fn trusted_entry(
         &self,
         (name, component, key): (&str, &str, &str),
         limit: u64,
         done: &str,
-    ) -> Option<Vec<u8>> {
+    ) -> Option<Entry> {
         let dir = self.dir.as_ref()?;
         match read_trusted_within(&dir.fd, name, (component, key), limit) {
-            Ok(found) => found.map(Entry::into_code),
+            Ok(found) => found,
             Err(message) => {
                 tracing::warn!(
                     "{done} cache entry {}: {message}",
@@ -264,20 +285,52 @@ impl Cache {
     }
 
     /// The `check` call remembered in the entry `slot` for the component `digest` (see
-    /// `replay`), if a trustworthy entry holds one: the same rules as compiled code.
+    /// `replay`), if a trustworthy entry holds one: the same rules as compiled code. An
+    /// entry last marked used more than a day ago is marked used now, so that sweeps,
+    /// which remove the least recently used, keep it.
     pub(crate) fn remembered_check(&self, digest: &str, slot: &str) -> Option<Vec<u8>> {
+        let dir = self.dir.as_ref()?;
         let (name, key) = self.checked_name(digest, slot);
         let limit = crate::replay::MAX_ENTRY_BYTES as u64;
-        self.trusted((&name, digest, &key), limit, "not replaying")
+        let entry = self.trusted_entry((&name, digest, &key), limit, "not replaying")?;
+        if now_seconds().saturating_sub(entry.modified) > RECENTLY_USED_SECONDS {
+            let now = rustix::fs::Timespec {
+                tv_sec: 0,
+                tv_nsec: rustix::fs::UTIME_NOW,
+            };
+            let times = rustix::fs::Timestamps {
+                last_access: now,
+                last_modification: now,
+            };
+            // The directory is private: the name is still the file just read. Not
+            // marked, it is only swept sooner.
+            let _ = rustix::fs::utimensat(
+                &dir.fd,
+                name.as_str(),
+                &times,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            );
+        }
+        Some(entry.into_code())
     }
 
     /// Remembers a `check` call in the entry `slot` (see [`Cache::remembered_check`]),
     /// unsynced: one lost in a crash, or torn and so failing its digest, costs one call.
+    /// The first new entry a process adds sweeps the remembered checks (see
+    /// [`Cache::sweep_checked`]).
     pub(crate) fn remember_check(&self, digest: &str, slot: &str, bytes: &[u8]) {
         let Some(dir) = &self.dir else {
             return;
         };
         let (name, key) = self.checked_name(digest, slot);
+        let new = matches!(
+            rustix::fs::statat(
+                &dir.fd,
+                name.as_str(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW
+            ),
+            Err(rustix::io::Errno::NOENT)
+        );
         if let Err(error) =
             write_entry_with(&dir.fd, &name, (digest, &key), bytes, Durability::Unsynced)
         {
@@ -285,6 +338,9 @@ impl Cache {
                 "cannot write cache entry {}: {error}",
                 dir.path.join(&name).display()
             );
+        }
+        if new && !self.swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            sweep_checked(dir, MAX_CHECKED);
         }
     }
 
@@ -313,6 +369,78 @@ impl Cache {
             format!("{}/summary/{variant}", self.engine_key),
         )
     }
+}
+
+/// Removes the least recently used remembered `check` calls (`*.checked`, of every
+/// component and engine) when there are more than `most`, down to three quarters of
+/// `most`: the names a catalog's directories and first resources give change with the
+/// catalog, and each would otherwise stay. An entry is used when it is written or when
+/// it is replayed (see [`Cache::remembered_check`]); what is removed costs one `check`
+/// call if it is needed again.
+fn sweep_checked(dir: &CacheDir, most: usize) {
+    let listed = rustix::fs::openat(
+        &dir.fd,
+        ".",
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .and_then(rustix::fs::Dir::new);
+    let mut listing = match listed {
+        Ok(listing) => listing,
+        Err(error) => {
+            tracing::warn!(
+                "cannot list cache directory {}: {error}",
+                dir.path.display()
+            );
+            return;
+        }
+    };
+    let mut names = Vec::new();
+    for (read, entry) in (&mut listing).enumerate() {
+        if read == MAX_SWEPT {
+            tracing::warn!(
+                "cache directory {} has more than {MAX_SWEPT} entries; its remembered checks \
+                 were not swept: remove the directory to start afresh",
+                dir.path.display()
+            );
+            return;
+        }
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name().to_bytes();
+        if name.ends_with(b".checked") && !name.starts_with(b".") {
+            names.push(entry.file_name().to_owned());
+        }
+    }
+    if names.len() <= most {
+        return;
+    }
+    let mut used: Vec<(i64, std::ffi::CString)> = names
+        .into_iter()
+        .filter_map(|name| {
+            let stat = rustix::fs::statat(
+                &dir.fd,
+                name.as_c_str(),
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            .ok()?;
+            Some((stat.st_mtime, name))
+        })
+        .collect();
+    used.sort();
+    let remove = used.len().saturating_sub(most - most / 4);
+    for (_, name) in used.into_iter().take(remove) {
+        let _ = rustix::fs::unlinkat(&dir.fd, name.as_c_str(), rustix::fs::AtFlags::empty());
+    }
+    tracing::debug!(removed = remove, "swept the remembered checks of the cache");
+}
+
+/// The time now, in seconds since the epoch.
+fn now_seconds() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_secs()).unwrap_or(i64::MAX)
+        })
 }
 
 #[expect(
@@ -410,6 +538,8 @@ fn header(component: &str, engine_key: &str, code: &[u8]) -> Vec<u8> {
 struct Entry {
     bytes: Vec<u8>,
     code_starts: usize,
+    /// When the file was last modified, in seconds since the epoch.
+    modified: i64,
 }
 
 impl Entry {
@@ -537,7 +667,11 @@ fn read_trusted_within(
         .map_err(|error| Untrusted::Unread(error.kind()))?;
     // The code is used where it was read: a copy of compiled code is megabytes.
     let code_starts = parse_entry(&bytes, component, engine_key)?;
-    Ok(Some(Entry { bytes, code_starts }))
+    Ok(Some(Entry {
+        bytes,
+        code_starts,
+        modified: stat.st_mtime,
+    }))
 }
 
 /// Where the code of an entry starts, the entry checked against the component and
@@ -778,5 +912,77 @@ mod tests {
         rustix::fs::renameat(&fd, summary.as_str(), &fd, compiled.as_str()).expect("renamed");
         assert!(read_trusted(&fd, &compiled, "aaaa", &cache.engine_key).is_err());
         assert!(key.contains("/summary/"));
+    }
+
+    #[test]
+    fn the_least_recently_used_remembered_checks_are_swept_past_the_most_kept() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let engine = Engine::default();
+        let cache = Cache::new(Some(dir.path()), &engine);
+        cache.store_summary("aaaa", "v1", b"a summary");
+        for n in 0..12 {
+            cache.remember_check("aaaa", &format!("slot{n:02}"), b"a call");
+        }
+        // Each made older than the next, all more than a day old.
+        let day = std::time::Duration::from_secs(24 * 60 * 60);
+        for n in 0..12 {
+            let (name, _) = cache.checked_name("aaaa", &format!("slot{n:02}"));
+            let file = std::fs::File::options()
+                .write(true)
+                .open(dir.path().join(name))
+                .expect("entry");
+            let age = day * (100 - n);
+            file.set_modified(std::time::SystemTime::now() - age)
+                .expect("modified");
+        }
+        // The oldest, replayed, is marked used now.
+        let later = Cache::new(Some(dir.path()), &engine);
+        assert_eq!(
+            later.remembered_check("aaaa", "slot00").as_deref(),
+            Some(&b"a call"[..])
+        );
+        // A process that adds one sweeps: 13 entries, more than 8, down to 6.
+        later.remember_check("bbbb", "slot12", b"another call");
+        let mut left: Vec<String> = std::fs::read_dir(dir.path())
+            .expect("listing")
+            .map(|entry| {
+                entry
+                    .expect("entry")
+                    .file_name()
+                    .into_string()
+                    .expect("name")
+            })
+            .filter(|name| name.ends_with(".checked"))
+            .map(|name| name.rsplit('-').next().expect("slot").to_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "slot00.checked",
+                "slot08.checked",
+                "slot09.checked",
+                "slot10.checked",
+                "slot11.checked",
+                "slot12.checked"
+            ]
+        );
+        assert_eq!(
+            later.summary("aaaa", "v1").as_deref(),
+            Some(&b"a summary"[..])
+        );
+        // Below the most kept, a sweep removes nothing.
+        let last = Cache::new(Some(dir.path()), &engine);
+        last.remember_check("aaaa", "slot13", b"a call");
+        assert_eq!(
+            std::fs::read_dir(dir.path())
+                .expect("listing")
+                .filter(|entry| {
+                    let name = entry.as_ref().expect("entry").file_name();
+                    name.to_string_lossy().ends_with(".checked")
+                })
+                .count(),
+            7
+        );
     }
 }

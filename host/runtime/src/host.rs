@@ -192,7 +192,7 @@ impl PluginHost for Runtime {
                 let logged = logs.len();
                 let (lists, _) = self.call_many(
                     &plugin,
-                    (Phase::Describe, &[]),
+                    (Phase::Describe, &[], false),
                     batch,
                     "",
                     ("validate", |exports, store, wits| {

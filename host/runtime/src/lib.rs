@@ -680,13 +680,13 @@ impl Runtime {
     /// One call of a provider export that takes many resources (`validate`, `check`), on
     /// an instance for `access` (a phase and its grants), the call's subject the
     /// resources of `batch` (`what` says of what): one result per resource, or the fault.
-    /// With it, for a call that inspects, what it read when a replay could stand for it
-    /// (see `replay`): it was the first call of a fresh instance, which reached the host
-    /// only through what the reads record.
+    /// With it, when `record` asks for them, what it read when a replay could stand for
+    /// it (see `replay`): it was the first call of a fresh instance, which reached the
+    /// host only through what the reads record.
     pub(crate) fn call_many<T>(
         &self,
         plugin: &Plugin,
-        access: (Phase, &[Arc<Grant>]),
+        (phase, grants, record): (Phase, &[Arc<Grant>], bool),
         batch: &[&PreparedResource],
         what: &str,
         (export, call): (
@@ -699,9 +699,8 @@ impl Runtime {
         ),
         logs: &mut Vec<LogRecord>,
     ) -> Result<(Vec<T>, Option<replay::Reads>), PluginError> {
-        let (phase, grants) = access;
         let mut instance = plugin.instance(&self.engine, &self.shared, phase, grants)?;
-        let recording = phase == Phase::Inspect && instance.calls == 0 && self.cache.keeps();
+        let recording = record && instance.calls == 0;
         let state = instance.store.data_mut();
         state.subject = Some(batch_subject(batch, what));
         if recording {

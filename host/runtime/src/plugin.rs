@@ -728,6 +728,7 @@ impl Plugin {
             looked: crate::state::Looked::default(),
             reads: None,
             unrecorded: false,
+            held: std::cell::RefCell::new(None),
         }
     }
 

@@ -28,8 +28,9 @@
 //! The entry is kept as compiled code is (a private directory, this user's regular
 //! file, the component and engine named inside, the digest of its content; one that
 //! does not verify is not trusted), under a name made of the component, the engine and
-//! the call's directories and first resource, so a changed catalog replaces its entry
-//! rather than adding one. Inside is the exact input's fingerprint (the plugin's policy
+//! the call's directories and first resource, so a changed catalog mostly replaces its
+//! entry rather than adding one; past 8,192 entries the least recently used are swept
+//! (`cache::sweep_checked`). Inside is the exact input's fingerprint (the plugin's policy
 //! entry, each resource's type, title, attributes and context, the grants with the
 //! directories they really are), checked before anything is replayed.
 
@@ -175,7 +176,7 @@ impl crate::Runtime {
         );
         let (results, reads) = self.call_many(
             plugin,
-            (Phase::Inspect, grants),
+            (Phase::Inspect, grants, key.is_some()),
             batch,
             &what,
             ("check", |exports, store, wits| {
@@ -226,6 +227,7 @@ impl crate::Runtime {
         // The subject the call would have, for what the audit trail records.
         state.subject = Some(crate::batch_subject(batch, what));
         state.begin_call();
+        state.held = std::cell::RefCell::new(Some(Vec::new()));
         let same = each_read(remembered.reads, |read| match read {
             // Interrupted: the call, if it is made, says so.
             _ if crate::interrupted().is_some() => false,
@@ -239,7 +241,15 @@ impl crate::Runtime {
             ),
         });
         match same {
-            Ok(true) => Some(remembered.states),
+            Ok(true) => {
+                // The refusals its reads met, as the call would have recorded them.
+                if let Some(trail) = self.shared.trail() {
+                    for event in state.held.take().unwrap_or_default() {
+                        let _ = trail.record(event);
+                    }
+                }
+                Some(remembered.states)
+            }
             Ok(false) => None,
             Err(Malformed) => {
                 tracing::warn!(

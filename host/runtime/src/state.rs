@@ -235,6 +235,10 @@ pub(crate) struct PluginState {
     /// record their answers instead; a call of an instance that set it is never
     /// replayed.
     pub(crate) unrecorded: bool,
+    /// While a remembered call's reads are made again (see `replay`): the refusals they
+    /// met, for the audit trail once the call is replayed; when it is not, the call
+    /// itself meets and records them.
+    pub(crate) held: std::cell::RefCell<Option<Vec<Event>>>,
 }
 
 /// What `file-metadata` saw earlier in the same call. Each is only a first look: the
@@ -318,15 +322,22 @@ impl PluginState {
         }
     }
 
-    /// Records a refusal in the audit trail and returns its reason.
+    /// Records a refusal in the audit trail (or holds it, see [`PluginState::held`])
+    /// and returns its reason.
     fn refused(&self, operation: &'static str, target: &str, reason: String) -> String {
         if let Some(trail) = self.shared.trail() {
-            // A file that cannot take it leaves the console's warning.
-            let _ = trail.record(Event {
+            let event = Event {
                 decision: Decision::Denied,
                 reason: Some(self.scrub(&reason)),
                 ..self.event(operation, target.to_owned())
-            });
+            };
+            match self.held.borrow_mut().as_mut() {
+                Some(held) => held.push(event),
+                // A file that cannot take it leaves the console's warning.
+                None => {
+                    let _ = trail.record(event);
+                }
+            }
         }
         reason
     }

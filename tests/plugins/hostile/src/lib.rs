@@ -99,6 +99,12 @@ impl Provider for Hostile {
                     Attribute::new("expect", DataType::String, "The content it should have.")
                         .required(),
                 )
+                .attribute(Attribute::new(
+                    "also",
+                    DataType::String,
+                    "A path hashed through `file-metadata` first, whatever the answer (one \
+                     outside the grant is refused).",
+                ))
                 .batch_state(),
             )
     }
@@ -277,6 +283,9 @@ export_provider!(Hostile);
 /// `reading` says.
 fn peek(resource: &Resource) -> Result<State> {
     let path = resource.require_str("path")?;
+    if let Some(also) = resource.get_str("also") {
+        std::hint::black_box(wconverge_sdk::metadata::sha256(also).ok());
+    }
     let digest = match resource.require_str("reading")? {
         "file" => match std::fs::read(path) {
             Ok(content) => Some(wconverge_sdk::digest::sha256(&content)),
