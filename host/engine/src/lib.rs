@@ -18,14 +18,16 @@ pub use facter::{FACTER_NAMES, facts_value};
 pub use failure::{FactsError, Failure};
 mod run;
 mod schedule;
+mod schemas;
 mod validate;
 
 pub use graph::Graph;
 pub use guard::{Guard, GuardBody};
 pub use redact::Secrets;
 pub use run::{Mode, run, run_with_jobs};
+pub use schemas::Schemas;
 pub use validate::{
-    ENGINE, Prepared, PreparedResource, Schemas, node_block_schema, prepare, prepare_taking_values,
+    ENGINE, Prepared, PreparedResource, node_block_schema, prepare, prepare_taking_values,
 };
 
 use std::fmt;

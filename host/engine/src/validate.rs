@@ -5,6 +5,7 @@
 use crate::graph::Graph;
 use crate::guard::{self, Defaults, Guard};
 use crate::redact::Secrets;
+use crate::schemas::Schemas;
 use crate::{PluginErrorKind, PluginHost};
 use std::collections::HashMap;
 use wconverge_catalog::DiagnosticCode;
@@ -259,13 +260,8 @@ fn nearest_written<'r>(
     None
 }
 
-/// Schemas by type, then by provider: looked up by reference, without a key to build.
-pub type Schemas = HashMap<String, HashMap<String, TypeSchema>>;
-
 fn schema_of<'s>(schemas: &'s Schemas, resource: &PreparedResource) -> Option<&'s TypeSchema> {
-    schemas
-        .get(&resource.type_name)
-        .and_then(|by_provider| by_provider.get(&resource.provider))
+    schemas.get(&resource.type_name, &resource.provider)
 }
 
 /// Checks the catalog against the schemas the host provides and builds the graph.
@@ -317,7 +313,7 @@ fn prepare_checked(
 ) -> Result<Prepared, Vec<Problem>> {
     let mut problems = Vec::new();
     let mut values = values.map(Vec::into_iter);
-    let mut schemas = Schemas::new();
+    let mut schemas = Schemas::default();
     // The provider each type gets, for each `provider` a resource asks for; `None` when
     // there is none, reported once, at the first resource that needed it.
     // A few types a catalog: looked up by borrowing, not by a key made for each resource.
@@ -344,11 +340,7 @@ fn prepare_checked(
             Some(provider) => provider,
             None => {
                 let provider = if type_name == NODE_BLOCK {
-                    schemas
-                        .entry(type_name.clone())
-                        .or_default()
-                        .entry(ENGINE.to_owned())
-                        .or_insert_with(node_block_schema);
+                    schemas.keep(type_name, ENGINE, node_block_schema);
                     match requested {
                         None | Some(ENGINE) => Some(ENGINE.to_owned()),
                         Some(other) => {
@@ -366,11 +358,7 @@ fn prepare_checked(
                 } else {
                     match host.provider(type_name, requested) {
                         Ok(Some(choice)) => {
-                            schemas
-                                .entry(type_name.clone())
-                                .or_default()
-                                .entry(choice.plugin.clone())
-                                .or_insert(choice.schema);
+                            schemas.keep(type_name, &choice.plugin, || choice.schema);
                             Some(choice.plugin)
                         }
                         Ok(None) => {
@@ -426,7 +414,9 @@ fn prepare_checked(
         let Some(provider) = provider else {
             continue;
         };
-        let schema = &schemas[type_name][&provider];
+        let schema = schemas
+            .get(type_name, &provider)
+            .expect("a provider is chosen with its schema");
         match prepare_resource(resource, given, schema, provider, code, &catalog.types) {
             Ok(mut prepared) => {
                 if let Some(text) = &resource.metaparams.requires {

@@ -305,64 +305,66 @@ pub(crate) fn resource_to_wit(resource: &PreparedResource) -> wit::Resource {
 /// and context, every value with its kind), each part delimited by its length.
 pub(crate) fn fingerprint(policy_text: &str, resources: &[&PreparedResource]) -> String {
     use sha2::Digest;
-    fn text(hasher: &mut sha2::Sha256, text: &str) {
-        hasher.update((text.len() as u64).to_le_bytes());
-        hasher.update(text.as_bytes());
+    // Encoded into one buffer and hashed at once: the digest of the same bytes, without
+    // a call into the hasher for each small part.
+    fn text(out: &mut Vec<u8>, text: &str) {
+        out.extend_from_slice(&(text.len() as u64).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
     }
-    fn value(hasher: &mut sha2::Sha256, of: &Value) {
+    fn value(out: &mut Vec<u8>, of: &Value) {
         match of {
-            Value::Undef => hasher.update([0]),
-            Value::Boolean(b) => hasher.update([1, u8::from(*b)]),
+            Value::Undef => out.push(0),
+            Value::Boolean(b) => out.extend_from_slice(&[1, u8::from(*b)]),
             Value::Integer(i) => {
-                hasher.update([2]);
-                hasher.update(i.to_le_bytes());
+                out.push(2);
+                out.extend_from_slice(&i.to_le_bytes());
             }
             Value::Float(f) => {
-                hasher.update([3]);
-                hasher.update(f.to_bits().to_le_bytes());
+                out.push(3);
+                out.extend_from_slice(&f.to_bits().to_le_bytes());
             }
             Value::String(s) => {
-                hasher.update([4]);
-                text(hasher, s);
+                out.push(4);
+                text(out, s);
             }
             Value::Array(items) => {
-                hasher.update([5]);
-                hasher.update((items.len() as u64).to_le_bytes());
+                out.push(5);
+                out.extend_from_slice(&(items.len() as u64).to_le_bytes());
                 for item in items {
-                    value(hasher, item);
+                    value(out, item);
                 }
             }
             Value::Hash(entries) => {
-                hasher.update([6]);
-                hasher.update((entries.len() as u64).to_le_bytes());
+                out.push(6);
+                out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
                 for (key, item) in entries {
-                    text(hasher, key);
-                    value(hasher, item);
+                    text(out, key);
+                    value(out, item);
                 }
             }
             Value::Sensitive(inner) => {
-                hasher.update([7]);
-                value(hasher, inner);
+                out.push(7);
+                value(out, inner);
             }
         }
     }
-    fn attributes(hasher: &mut sha2::Sha256, attributes: &[(String, Value)]) {
-        hasher.update((attributes.len() as u64).to_le_bytes());
+    fn attributes(out: &mut Vec<u8>, attributes: &[(String, Value)]) {
+        out.extend_from_slice(&(attributes.len() as u64).to_le_bytes());
         for (name, item) in attributes {
-            text(hasher, name);
-            value(hasher, item);
+            text(out, name);
+            value(out, item);
         }
     }
-    let mut hasher = sha2::Sha256::new();
-    text(&mut hasher, policy_text);
-    hasher.update((resources.len() as u64).to_le_bytes());
+    let mut out = Vec::with_capacity(policy_text.len() + 256 * resources.len());
+    text(&mut out, policy_text);
+    out.extend_from_slice(&(resources.len() as u64).to_le_bytes());
     for resource in resources {
-        text(&mut hasher, &resource.type_name);
-        text(&mut hasher, &resource.title);
-        attributes(&mut hasher, &resource.attributes);
-        attributes(&mut hasher, &resource.context);
+        text(&mut out, &resource.type_name);
+        text(&mut out, &resource.title);
+        attributes(&mut out, &resource.attributes);
+        attributes(&mut out, &resource.context);
     }
-    crate::cache::hex(&hasher.finalize())
+    crate::cache::hex(&sha2::Sha256::digest(&out))
 }
 
 /// A state the host holds (read in a batch) as the provider takes it back.

@@ -276,6 +276,7 @@ impl PluginHost for Runtime {
             // its own; resources are read together only when they need exactly the same
             // ones, so no call sees more than each of its resources needs.
             let mut groups: Vec<(Vec<Arc<Grant>>, Vec<usize>)> = Vec::new();
+            let mut last = None;
             for (position, resource) in resources.iter().enumerate() {
                 if resource.provider != first.provider || resource.type_name != first.type_name {
                     results[position] = Some(Err(Failure::State(format!(
@@ -284,7 +285,8 @@ impl PluginHost for Runtime {
                     ))));
                     continue;
                 }
-                match self.grants_for(&plugin, resource, schema, Phase::Inspect) {
+                match self.grants_for_after(&plugin, (resource, schema, Phase::Inspect), &mut last)
+                {
                     Ok(grants) => {
                         let same = |other: &Vec<Arc<Grant>>| {
                             other.len() == grants.len()

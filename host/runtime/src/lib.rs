@@ -586,6 +586,9 @@ impl Runtime {
 
     fn roots(&self, plugin: &Plugin) -> Arc<PolicyRoots> {
         let mut roots = self.roots.lock().expect("roots lock");
+        if let Some(found) = roots.get(&plugin.policy.name) {
+            return Arc::clone(found);
+        }
         Arc::clone(
             roots
                 .entry(plugin.policy.name.clone())
@@ -600,6 +603,18 @@ impl Runtime {
         schema: &TypeSchema,
         phase: Phase,
     ) -> Result<Vec<Arc<Grant>>, PluginError> {
+        self.grants_for_after(plugin, (resource, schema, phase), &mut None)
+    }
+
+    /// [`Runtime::grants_for`] for resources in turn: `last` keeps what the one before
+    /// needed and got, and a resource that needs the same directories gets the same
+    /// grants without looking them up again (each is still recorded for it).
+    fn grants_for_after(
+        &self,
+        plugin: &Plugin,
+        (resource, schema, phase): (&PreparedResource, &TypeSchema, Phase),
+        last: &mut Option<(Vec<grants::Needed>, Vec<Arc<Grant>>)>,
+    ) -> Result<Vec<Arc<Grant>>, PluginError> {
         let name = &plugin.policy.name;
         let convert = |error: GrantError| match error {
             GrantError::Denied(message) => PluginError::new(name, PluginErrorKind::Denied, message),
@@ -608,8 +623,23 @@ impl Runtime {
             }
         };
         let needed = grants::needed(resource, schema).map_err(convert)?;
+        if let Some((before, granted)) = last.as_ref()
+            && *before == needed
+        {
+            for (dir, access, _) in &needed {
+                self.audit_directory(
+                    &plugin.policy,
+                    &plugin.digest,
+                    Some(resource),
+                    dir,
+                    call_access(phase, *access),
+                    None,
+                )?;
+            }
+            return Ok(granted.clone());
+        }
         let roots = self.roots(plugin);
-        needed
+        let granted = needed
             .iter()
             .map(|(dir, access, private)| {
                 // Checked for the access the resource declares, even while it is only
@@ -622,10 +652,10 @@ impl Runtime {
                     Err(GrantError::Denied(message)) => Some(message.as_str()),
                     _ => None,
                 };
-                let gets = if phase == Phase::Change || refused.is_some() {
+                let gets = if refused.is_some() {
                     *access
                 } else {
-                    Access::Read
+                    call_access(phase, *access)
                 };
                 let recorded = self.audit_directory(
                     &plugin.policy,
@@ -639,7 +669,9 @@ impl Runtime {
                 recorded?;
                 Ok(granted)
             })
-            .collect()
+            .collect::<Result<Vec<_>, PluginError>>()?;
+        *last = Some((needed, granted.clone()));
+        Ok(granted)
     }
 
     /// Runs `body` on an instance of the resource's plugin for `phase`, keeping the
@@ -912,4 +944,14 @@ fn by_weight<'r, 'p>(
         rest = after;
         Some(batch)
     })
+}
+
+/// The access a call of `phase` gets to a directory its resource declares `access` to:
+/// write access only when it applies.
+fn call_access(phase: Phase, access: Access) -> Access {
+    if phase == Phase::Change {
+        access
+    } else {
+        Access::Read
+    }
 }

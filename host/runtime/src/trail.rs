@@ -95,12 +95,16 @@ struct Sink {
 pub struct Trail {
     sink: Mutex<Sink>,
     console: Console,
+    /// Whether `sink` has a file (fixed when the trail is made): without one, nothing
+    /// can fail, and asking needs no lock.
+    has_file: bool,
 }
 
 impl Trail {
     /// A trail that writes to `file` (if any) and warns through `console`.
     pub fn new(file: Option<std::fs::File>, console: Console) -> Trail {
         Trail {
+            has_file: file.is_some(),
             sink: Mutex::new(Sink {
                 file,
                 denials: BTreeMap::new(),
@@ -113,11 +117,14 @@ impl Trail {
     /// Whether allowed decisions are worth building an event for (they go only to the
     /// file; refusals also go to the console).
     pub(crate) fn logs_allowed(&self) -> bool {
-        self.sink.lock().expect("audit trail lock").file.is_some()
+        self.has_file
     }
 
     /// Why nothing more may be allowed: the file could not be written.
     pub(crate) fn broken(&self) -> Option<Unwritable> {
+        if !self.has_file {
+            return None;
+        }
         let sink = self.sink.lock().expect("audit trail lock");
         sink.failed.as_ref().map(Unwritable::of)
     }
