@@ -57,7 +57,7 @@ pub(crate) struct Cache {
     /// wrong, oldest first, as read from the entry once and added to since.
     validated: std::sync::Mutex<std::collections::HashMap<String, Vec<String>>>,
     /// Whether this process has swept the remembered checks (it does once, when it
-    /// first adds one).
+    /// first writes one).
     swept: std::sync::atomic::AtomicBool,
 }
 
@@ -316,21 +316,13 @@ impl Cache {
 
     /// Remembers a `check` call in the entry `slot` (see [`Cache::remembered_check`]),
     /// unsynced: one lost in a crash, or torn and so failing its digest, costs one call.
-    /// The first new entry a process adds sweeps the remembered checks (see
-    /// [`Cache::sweep_checked`]).
+    /// The first entry a process writes sweeps the remembered checks (see
+    /// `sweep_checked`): a run that replays everything writes none, and lists nothing.
     pub(crate) fn remember_check(&self, digest: &str, slot: &str, bytes: &[u8]) {
         let Some(dir) = &self.dir else {
             return;
         };
         let (name, key) = self.checked_name(digest, slot);
-        let new = matches!(
-            rustix::fs::statat(
-                &dir.fd,
-                name.as_str(),
-                rustix::fs::AtFlags::SYMLINK_NOFOLLOW
-            ),
-            Err(rustix::io::Errno::NOENT)
-        );
         if let Err(error) =
             write_entry_with(&dir.fd, &name, (digest, &key), bytes, Durability::Unsynced)
         {
@@ -339,7 +331,7 @@ impl Cache {
                 dir.path.join(&name).display()
             );
         }
-        if new && !self.swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        if !self.swept.swap(true, std::sync::atomic::Ordering::Relaxed) {
             sweep_checked(dir, MAX_CHECKED);
         }
     }
@@ -941,7 +933,7 @@ mod tests {
             later.remembered_check("aaaa", "slot00").as_deref(),
             Some(&b"a call"[..])
         );
-        // A process that adds one sweeps: 13 entries, more than 8, down to 6.
+        // A process that writes one sweeps: 13 entries, more than 8, down to 6.
         later.remember_check("bbbb", "slot12", b"another call");
         let mut left: Vec<String> = std::fs::read_dir(dir.path())
             .expect("listing")

@@ -227,7 +227,7 @@ impl crate::Runtime {
         // The subject the call would have, for what the audit trail records.
         state.subject = Some(crate::batch_subject(batch, what));
         state.begin_call();
-        state.held = std::cell::RefCell::new(Some(Vec::new()));
+        state.held.replace(Some(Vec::new()));
         let same = each_read(remembered.reads, |read| match read {
             // Interrupted: the call, if it is made, says so.
             _ if crate::interrupted().is_some() => false,
