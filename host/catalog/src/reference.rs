@@ -1,6 +1,6 @@
 //! Resource references: `File[/etc/motd]`.
 
-use std::fmt;
+use std::fmt::{self, Write as _};
 
 /// A reference to a resource by type and title, as relationships name it.
 ///
@@ -64,22 +64,33 @@ fn strip_quotes(title: &str) -> &str {
 
 /// `apache::vhost` as `Apache::Vhost`.
 pub fn display_type_name(type_name: &str) -> String {
-    type_name
-        .split("::")
-        .map(|segment| {
-            let mut chars = segment.chars();
-            match chars.next() {
-                Some(first) => first.to_ascii_uppercase().to_string() + chars.as_str(),
-                None => String::new(),
-            }
-        })
-        .collect::<Vec<_>>()
-        .join("::")
+    let mut shown = String::with_capacity(type_name.len());
+    let _ = write_type_name(&mut shown, type_name);
+    shown
+}
+
+/// Writes `type_name` as [`display_type_name`] returns it, without making a string: a
+/// run shows the reference of every resource it reports.
+fn write_type_name(out: &mut impl fmt::Write, type_name: &str) -> fmt::Result {
+    for (n, segment) in type_name.split("::").enumerate() {
+        if n > 0 {
+            out.write_str("::")?;
+        }
+        let mut chars = segment.chars();
+        if let Some(first) = chars.next() {
+            out.write_char(first.to_ascii_uppercase())?;
+            out.write_str(chars.as_str())?;
+        }
+    }
+    Ok(())
 }
 
 impl fmt::Display for ResourceRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}[{}]", display_type_name(&self.type_name), self.title)
+        write_type_name(f, &self.type_name)?;
+        f.write_char('[')?;
+        f.write_str(&self.title)?;
+        f.write_char(']')
     }
 }
 

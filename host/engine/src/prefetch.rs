@@ -20,6 +20,7 @@ use crate::validate::{Prepared, PreparedResource};
 use crate::{Checked, LogRecord, PluginHost};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use wconverge_catalog::PathAccess;
 
@@ -78,6 +79,9 @@ pub(crate) struct Prefetched {
     inner: Mutex<Inner>,
     /// Signalled when a read ends.
     read: Condvar,
+    /// Whether resources read their own states (`Inner::next` is 0), as a flag that a
+    /// resource found in sync asks without taking the lock: set and cleared under it.
+    own_reads: AtomicBool,
 }
 
 struct Inner {
@@ -303,10 +307,15 @@ impl Prefetched {
     /// A resource that read its own state was found in sync: batches are worth reading
     /// again (two at first).
     pub(crate) fn in_sync(&self) {
+        // Most resources of a run find batches read already: no lock for them.
+        if !self.own_reads.load(Ordering::Acquire) {
+            return;
+        }
         let mut inner = self.inner.lock().expect("prefetch lock");
         if inner.next == 0 {
             inner.next = 2;
         }
+        self.own_reads.store(false, Ordering::Release);
     }
 
     /// The machine changed (or is changing): what was read may be stale, and so may be
@@ -315,6 +324,7 @@ impl Prefetched {
         let mut inner = self.inner.lock().expect("prefetch lock");
         inner.states.clear();
         inner.next = 0;
+        self.own_reads.store(true, Ordering::Release);
         inner.generation += 1;
     }
 }

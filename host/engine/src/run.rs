@@ -54,8 +54,7 @@ pub fn run_with_jobs(
         resources: prepared.resources.len(),
         ..Summary::default()
     };
-    let mut reports = Vec::with_capacity(finished.len());
-    for outcome in finished {
+    for outcome in &finished {
         match outcome.report.status {
             Status::Changed => summary.changed += 1,
             Status::Unchanged => summary.unchanged += 1,
@@ -68,8 +67,10 @@ pub fn run_with_jobs(
         if outcome.refreshed {
             summary.refreshed += 1;
         }
-        reports.push(outcome.report);
     }
+    // Into the outcomes' own memory (a report is most of an outcome): a copy of every
+    // report into fresh memory would be a catalog's worth of pages to zero.
+    let reports: Vec<ResourceReport> = finished.into_iter().map(|outcome| outcome.report).collect();
     let exit_code = Report::detailed_exit_code(&summary);
     Report {
         format_version: crate::report::FORMAT_VERSION,
@@ -226,6 +227,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         let facts_value = facts_value.unwrap_or(Value::Undef);
         // The resource as its provider sees it: lazy values resolved.
         let mut target = std::borrow::Cow::Borrowed(resource);
+        let schema = prepared.schema(resource);
         let planned = match guarded {
             Guarded::Skip => Ok(Planned::SkippedByGuard),
             Guarded::Fail(failure) => Err(failure),
@@ -238,7 +240,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             ),
             Guarded::Apply => resolve_lazy(
                 resource,
-                prepared.schema(resource),
+                schema,
                 (prepared.code, &prepared.types),
                 &shared.node.read().expect("node attributes lock"),
                 &facts_value,
@@ -253,8 +255,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                         return Err(Failure::Refused(problems));
                     }
                 }
-                if let Some(filled) = prepared
-                    .schema(resource)
+                if let Some(filled) = schema
                     .map(|schema| home_defaults(schema, &target, host))
                     .transpose()?
                     .flatten()
@@ -262,7 +263,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                     target = std::borrow::Cow::Owned(filled);
                 }
                 let without = std::mem::replace(&mut target, std::borrow::Cow::Borrowed(resource));
-                target = with_run_context(shared, resource, without)?;
+                target = with_run_context(shared, schema, without)?;
                 let mut batch_logs = Vec::new();
                 let checked =
                     match shared
@@ -290,7 +291,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                         outcome?
                     }
                 };
-                init_only_changes(prepared.schema(resource), &changes)?;
+                init_only_changes(schema, &changes)?;
                 Ok(Planned::Changes(changes))
             }),
         };
@@ -465,14 +466,11 @@ fn refresh_if_notified(
 /// facts, the paths managed beneath it), filled in just before its provider sees it.
 fn with_run_context<'r>(
     shared: &Shared<'_>,
-    resource: &PreparedResource,
+    schema: Option<&TypeSchema>,
     target: std::borrow::Cow<'r, PreparedResource>,
 ) -> Result<std::borrow::Cow<'r, PreparedResource>, Failure> {
     let prepared = shared.prepared;
-    if let Some(schema) = prepared
-        .schema(resource)
-        .filter(|schema| !schema.context.is_empty())
-    {
+    if let Some(schema) = schema.filter(|schema| !schema.context.is_empty()) {
         let mut context = Vec::new();
         let mut secrets = Vec::new();
         for wanted in &schema.context {

@@ -2,14 +2,21 @@
 //! resources it depends on have finished and its type's concurrency allows.
 //!
 //! Each resource goes through the same states: waiting for its dependencies, ready,
-//! running, finished. Among the ready ones, the first in graph order that may start
-//! starts: a resource of a `one-at-a-time` type waits while another of its type and
-//! provider runs; one of a `per-path` type while another whose path is the same as its
-//! own, or above or beneath it, runs; and a resource that reads or writes node
-//! attributes waits until everything before it in graph order has finished and runs
-//! alone, so it sees what it would see one resource at a time. What a resource sees of
-//! the others (which failed, which notified it) comes only from those it depends on,
-//! which have all finished before it starts: the report is the same as with `--jobs 1`.
+//! running, finished. A worker goes on with the resource after the one it finished
+//! when that one is ready and may start, so that each worker applies a stretch of the
+//! graph order and the states read in a batch for it are mostly its own; otherwise it
+//! starts the first ready resource that may start, or, while another worker runs, the
+//! first from halfway through the ready ones, taking half of what is left. With one
+//! worker that is always the first ready one in graph order.
+//!
+//! Whether a resource may start: a resource of a `one-at-a-time` type waits while
+//! another of its type and provider runs; one of a `per-path` type while another whose
+//! path is the same as its own, or above or beneath it, runs; and a resource that reads
+//! or writes node attributes waits until everything before it in graph order has
+//! finished and runs alone, so it sees what it would see one resource at a time. What a
+//! resource sees of the others (which failed, which notified it) comes only from those
+//! it depends on, which have all finished before it starts: the report is the same as
+//! with `--jobs 1`.
 
 use crate::GuardBody;
 use crate::report::Status;
@@ -21,18 +28,18 @@ use wconverge_catalog::{Concurrency, EdgeKind, RunContext, Value};
 
 /// What may run beside a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Exclusion {
+enum Exclusion<'p> {
     /// Nothing: it runs alone, after everything before it.
     Alone,
     /// No other resource of its type and provider.
-    Type(String, String),
+    Type(&'p str, &'p str),
     /// No resource whose path is this one, above it or beneath it.
-    Path(String),
+    Path(&'p str),
     /// Anything.
     Nothing,
 }
 
-fn exclusion(prepared: &Prepared, resource: &PreparedResource) -> Exclusion {
+fn exclusion<'p>(prepared: &'p Prepared, resource: &'p PreparedResource) -> Exclusion<'p> {
     let schema = prepared.schema(resource);
     let reads_node = resource.provider == ENGINE
         || !resource.lazy.is_empty()
@@ -57,12 +64,10 @@ fn exclusion(prepared: &Prepared, resource: &PreparedResource) -> Exclusion {
             .and_then(|namevar| resource.get(&namevar.name))
             .and_then(Value::as_str)
         {
-            Some(path) => Exclusion::Path(path.to_owned()),
-            None => Exclusion::Type(resource.type_name.clone(), resource.provider.clone()),
+            Some(path) => Exclusion::Path(path),
+            None => Exclusion::Type(&resource.type_name, &resource.provider),
         },
-        Concurrency::OneAtATime => {
-            Exclusion::Type(resource.type_name.clone(), resource.provider.clone())
-        }
+        Concurrency::OneAtATime => Exclusion::Type(&resource.type_name, &resource.provider),
     }
 }
 
@@ -104,7 +109,7 @@ struct State {
 struct Scheduler<'a, 'b> {
     shared: &'a Shared<'b>,
     /// By run position.
-    exclusions: Vec<Exclusion>,
+    exclusions: Vec<Exclusion<'b>>,
     state: Mutex<State>,
     changed: Condvar,
 }
@@ -127,21 +132,23 @@ impl Scheduler<'_, '_> {
             })
     }
 
-    /// Takes the next resource to run, waiting until one may start; `None` when all
-    /// have finished.
-    fn next(&self) -> Option<(usize, Inputs)> {
+    /// Takes the next resource to run (with the lock, `state`, held), waiting until one
+    /// may start; `None` when all have finished. `after` is the run position this worker
+    /// finished last.
+    fn next(
+        &self,
+        mut state: std::sync::MutexGuard<'_, State>,
+        after: Option<usize>,
+    ) -> Option<(usize, Inputs)> {
         let prepared = self.shared.prepared;
-        let mut state = self.state.lock().expect("scheduler lock");
         loop {
             if state.n_finished == state.finished.len() || state.panicked.is_some() {
                 return None;
             }
-            let startable = state
-                .ready
-                .iter()
-                .copied()
-                .find(|&position| self.may_start(&state, position));
-            if let Some(position) = startable {
+            let others_running = !state.running.is_empty();
+            if let Some(position) = pick(&state.ready, others_running, after, |position| {
+                self.may_start(&state, position)
+            }) {
                 state.ready.remove(&position);
                 state.running.insert(position);
                 let idx = prepared.graph.order()[position];
@@ -154,7 +161,9 @@ impl Scheduler<'_, '_> {
         }
     }
 
-    fn finish(&self, position: usize, outcome: Outcome) {
+    /// Records what the resource at `position` did; the lock, held still, for the
+    /// worker to take its next resource without taking it again.
+    fn finish(&self, position: usize, outcome: Outcome) -> std::sync::MutexGuard<'_, State> {
         let graph = &self.shared.prepared.graph;
         let idx = graph.order()[position];
         let mut state = self.state.lock().expect("scheduler lock");
@@ -181,15 +190,17 @@ impl Scheduler<'_, '_> {
         if state.sleeping > 0 {
             self.changed.notify_all();
         }
+        state
     }
 
     fn work(&self) {
-        while let Some((position, inputs)) = self.next() {
+        let mut taken = self.next(self.state.lock().expect("scheduler lock"), None);
+        while let Some((position, inputs)) = taken {
             let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 apply_one(self.shared, position, inputs)
             }));
             match applied {
-                Ok(outcome) => self.finish(position, outcome),
+                Ok(outcome) => taken = self.next(self.finish(position, outcome), Some(position)),
                 Err(panic) => {
                     let mut state = self.state.lock().expect("scheduler lock");
                     state.panicked.get_or_insert(panic);
@@ -199,6 +210,33 @@ impl Scheduler<'_, '_> {
             }
         }
     }
+}
+
+/// The ready resource to start next, if one `may` start: the one after `after` (what
+/// this worker finished last); else, while others run, the first from halfway through
+/// the ready ones (the other half is left to the worker there); else the first.
+fn pick(
+    ready: &BTreeSet<usize>,
+    others_running: bool,
+    after: Option<usize>,
+    may: impl Fn(usize) -> bool,
+) -> Option<usize> {
+    if let Some(next) = after.map(|position| position + 1)
+        && ready.contains(&next)
+        && may(next)
+    {
+        return Some(next);
+    }
+    if others_running
+        && let (Some(&first), Some(&last)) = (ready.first(), ready.last())
+        && let Some(position) = ready
+            .range(first + (last - first).div_ceil(2)..)
+            .copied()
+            .find(|&position| may(position))
+    {
+        return Some(position);
+    }
+    ready.iter().copied().find(|&position| may(position))
 }
 
 /// Runs every resource with up to `jobs` at once (`--jobs 1` is the same scheduler on
@@ -278,7 +316,27 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
 
 #[cfg(test)]
 mod tests {
-    use super::overlap;
+    use super::{overlap, pick};
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn a_worker_goes_on_with_the_next_resource_or_takes_half_of_what_is_ready() {
+        let ready: BTreeSet<usize> = (1..=10).collect();
+        let any = |_| true;
+        // Alone: the first ready, whatever it finished last.
+        assert_eq!(pick(&ready, false, None, any), Some(1));
+        assert_eq!(pick(&ready, false, Some(0), any), Some(1));
+        // Beside another worker: the next after its own, else halfway through.
+        assert_eq!(pick(&ready, true, Some(4), any), Some(5));
+        assert_eq!(pick(&ready, true, None, any), Some(6));
+        assert_eq!(pick(&ready, true, Some(20), any), Some(6));
+        // Only what may start: the next that may not is passed over, then the second
+        // half, then the first.
+        assert_eq!(pick(&ready, true, Some(4), |p| p != 5), Some(6));
+        assert_eq!(pick(&ready, true, Some(4), |p| p < 6 && p != 5), Some(1));
+        assert_eq!(pick(&ready, true, None, |_| false), None);
+        assert_eq!(pick(&BTreeSet::new(), true, Some(1), any), None);
+    }
 
     #[test]
     fn paths_overlap_when_one_is_the_other_or_beneath_it() {
