@@ -12,6 +12,7 @@ mod export;
 mod lazy;
 mod reference;
 mod schema;
+mod split;
 mod value;
 
 pub use code::{Code, LazyUse, NODE_BLOCK};
@@ -543,7 +544,11 @@ impl Catalog {
     /// Parses and checks a catalog: the format version, type names, titles and
     /// uniqueness. Schema checks are the engine's, which knows the types.
     pub fn from_json(text: &str) -> Result<Catalog> {
-        let catalog: Catalog = serde_json::from_str(text).map_err(|error| Error::Syntax {
+        let parsed = match split::parse_in_two(text) {
+            Some(catalog) => Ok(catalog),
+            None => serde_json::from_str(text),
+        };
+        let catalog: Catalog = parsed.map_err(|error| Error::Syntax {
             message: error
                 .to_string()
                 .split(" at line ")
