@@ -68,14 +68,46 @@ pub(crate) struct Loaded {
     pub(crate) sources: Vec<wconverge_lang::Source>,
 }
 
-/// The catalog to work on: compiled from the manifests, or read from a JSON file.
-/// `None` when the manifests have errors (already printed).
+/// A catalog in JSON being read and parsed on a thread of its own, started before the
+/// runtime is made: neither needs the other, and the two cores do both at once.
+pub(crate) struct EarlyCatalog(std::thread::JoinHandle<anyhow::Result<Catalog>>);
+
+impl EarlyCatalog {
+    /// Starts reading the catalog `input` names, if it names one catalog (and nothing
+    /// that makes it an error: that is said when the catalog is loaded).
+    pub(crate) fn start(input: &InputArgs) -> Option<EarlyCatalog> {
+        let [path] = input.files.as_slice() else {
+            return None;
+        };
+        if is_manifest(path) || input.node.is_some() {
+            return None;
+        }
+        let path = path.clone();
+        // As deep a stack as the main thread's, for a deeply nested value.
+        std::thread::Builder::new()
+            .name("wconverge-read".to_owned())
+            .stack_size(8 << 20)
+            .spawn(move || read_catalog(&path))
+            .ok()
+            .map(EarlyCatalog)
+    }
+
+    fn catalog(self) -> anyhow::Result<Catalog> {
+        self.0
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    }
+}
+
+/// The catalog to work on: compiled from the manifests, or read from a JSON file (by
+/// `early`, when it was started). `None` when the manifests have errors (already
+/// printed).
 pub(crate) fn load(
     input: &InputArgs,
     runtime: &Runtime,
     modulepath: &[PathBuf],
     fleet: &fleet::Fleet,
-    publish: Publish,
+    (publish, early): (Publish, Option<EarlyCatalog>),
 ) -> anyhow::Result<Option<Loaded>> {
     let n_manifests = input.files.iter().filter(|path| is_manifest(path)).count();
     if n_manifests == 0 {
@@ -88,7 +120,11 @@ pub(crate) fn load(
         if input.node.is_some() {
             bail!("`--node` applies to manifests; a compiled catalog is already for one node");
         }
-        return read_catalog(path).map(|catalog| {
+        let catalog = match early {
+            Some(early) => early.catalog(),
+            None => read_catalog(path),
+        };
+        return catalog.map(|catalog| {
             Some(Loaded {
                 catalog,
                 sources: Vec::new(),
@@ -193,7 +229,7 @@ pub(crate) fn load_with_sources(
     input: &InputArgs,
     runtime: &Runtime,
     fleet: &fleet::Fleet,
-    publish: Publish,
+    publish: (Publish, Option<EarlyCatalog>),
 ) -> anyhow::Result<Option<(Loaded, Vec<wconverge_catalog::Problem>)>> {
     let modulepath = module_path(input);
     let Some(mut loaded) = load(input, runtime, &modulepath, fleet, publish)? else {

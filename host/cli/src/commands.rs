@@ -2,8 +2,8 @@
 //! facts (`facts`, `requirement`): what each is given, and what it does.
 
 use crate::catalog::{
-    InputArgs, Loaded, Publish, has_lazy, load, load_with_sources, module_path, prepare,
-    prepare_for_run,
+    EarlyCatalog, InputArgs, Loaded, Publish, has_lazy, load, load_with_sources, module_path,
+    prepare, prepare_for_run,
 };
 use crate::setup::{RuntimeArgs, Trails, runtime_for};
 use crate::{GraphFormat, ReportFormat, dirs, fleet, input, output, signals};
@@ -123,13 +123,15 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         store,
     } = args;
     signals::watch();
+    let early = EarlyCatalog::start(&input);
     let runtime = runtime_for(&runtime, trails)?;
     let state_dir = dirs::state_dir(state_dir)?;
     let mut fleet = fleet::Fleet::new(&store, Some(&state_dir))?;
     if let Some(days) = keep_reports {
         fleet.keep_reports = days;
     }
-    let Some((mut loaded, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::Yes)?
+    let Some((mut loaded, problems)) =
+        load_with_sources(&input, &runtime, &fleet, (Publish::Yes, early))?
     else {
         return Ok(1);
     };
@@ -202,8 +204,13 @@ pub(crate) fn compile(args: CompileArgs, trails: &Trails) -> anyhow::Result<u8> 
     } else {
         Publish::Yes
     };
-    let Some(Loaded { catalog, .. }) =
-        load(&input, &runtime, &module_path(&input), &fleet, publish)?
+    let Some(Loaded { catalog, .. }) = load(
+        &input,
+        &runtime,
+        &module_path(&input),
+        &fleet,
+        (publish, None),
+    )?
     else {
         return Ok(1);
     };
@@ -222,7 +229,9 @@ pub(crate) fn validate(args: ValidateArgs, trails: &Trails) -> anyhow::Result<u8
     } = args;
     let runtime = runtime_for(&runtime, trails)?;
     let fleet = fleet::Fleet::of(&store)?;
-    let Some((loaded, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::No)? else {
+    let Some((loaded, problems)) =
+        load_with_sources(&input, &runtime, &fleet, (Publish::No, None))?
+    else {
         return Ok(1);
     };
     Ok(match prepare(&loaded, &runtime, problems)? {
@@ -253,7 +262,9 @@ pub(crate) fn graph(args: GraphArgs, trails: &Trails) -> anyhow::Result<u8> {
     } = args;
     let runtime = runtime_for(&runtime, trails)?;
     let fleet = fleet::Fleet::of(&store)?;
-    let Some((loaded, problems)) = load_with_sources(&input, &runtime, &fleet, Publish::No)? else {
+    let Some((loaded, problems)) =
+        load_with_sources(&input, &runtime, &fleet, (Publish::No, None))?
+    else {
         return Ok(1);
     };
     let Some(prepared) = prepare(&loaded, &runtime, problems)? else {

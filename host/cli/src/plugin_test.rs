@@ -122,7 +122,7 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::setup::Trails) -> an
         modulepath: None,
     };
     let Some((mut loaded, problems)) =
-        load_with_sources(&input, &runtime, &fleet::Fleet::none(), Publish::No)?
+        load_with_sources(&input, &runtime, &fleet::Fleet::none(), (Publish::No, None))?
     else {
         return Ok(1);
     };

@@ -33,7 +33,7 @@ pub(crate) fn types(
             &runtime,
             &module_path(&input),
             &fleet::Fleet::none(),
-            Publish::No,
+            (Publish::No, None),
         )? {
             Some(loaded) => loaded.catalog.types,
             None => return Ok(1),

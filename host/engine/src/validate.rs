@@ -481,12 +481,16 @@ fn prepare_checked(
         }
     }
     // The catalog's own checks need no plugin: made while the providers check.
-    let (mut problems, (same, graph)) =
-        provider_checks(problems, &resources, &unchecked, host, || {
-            let same = same_namevar(&resources, &schemas, host);
-            let implied = implied_relationships(&resources, &schemas);
-            (same, Graph::build(catalog, &implied))
-        });
+    let (mut problems, (graph, same)) = provider_checks(
+        problems,
+        &resources,
+        &unchecked,
+        host,
+        (
+            || Graph::build(catalog, &implied_relationships(&resources, &schemas)),
+            || same_namevar(&resources, &schemas, host),
+        ),
+    );
     problems.extend(same);
     let graph = match graph {
         Ok(graph) if problems.is_empty() => graph,
@@ -523,15 +527,17 @@ const MAX_VALIDATE: usize = 1024;
 /// though each were checked on its own in catalog order. A call that fails as a whole
 /// is made again for each of its resources, so the error is the resource's own.
 ///
-/// `beside` runs on this thread meanwhile (the checks of the catalog as a whole), which
-/// then takes its share of the calls: the cores are busy together.
-fn provider_checks<R>(
+/// Meanwhile (the checks of the catalog as a whole), `beside.0` runs on this thread and
+/// `beside.1` on another before it takes calls; each thread then takes its share of
+/// the calls: the cores are busy together.
+fn provider_checks<R, S: Send>(
     problems: Vec<Problem>,
     resources: &[PreparedResource],
     unchecked: &[(usize, usize)],
     host: &(dyn PluginHost + Sync),
-    beside: impl FnOnce() -> R,
-) -> (Vec<Problem>, R) {
+    beside: (impl FnOnce() -> R, impl FnOnce() -> S + Send),
+) -> (Vec<Problem>, (R, S)) {
+    let (here, elsewhere) = beside;
     let mut by_provider: HashMap<&str, Vec<usize>> = HashMap::new();
     for (position, &(_, idx)) in unchecked.iter().enumerate() {
         by_provider
@@ -601,9 +607,16 @@ fn provider_checks<R>(
         checked
     };
     let workers = cores.min(chunks.len());
+    // Taken by the first thread to come to it.
+    let elsewhere = std::sync::Mutex::new(Some(elsewhere));
+    let run_elsewhere = || {
+        let taken = elsewhere.lock().expect("work beside lock").take();
+        taken.map(|run| run())
+    };
     let (checked, beside) = if workers <= 1 {
-        let beside = beside();
-        (work(), beside)
+        let here = here();
+        let elsewhere = run_elsewhere();
+        (work(), (here, elsewhere))
     } else {
         std::thread::scope(|scope| {
             // A plugin runs on its caller's stack: as much as the main thread has. This
@@ -614,25 +627,30 @@ fn provider_checks<R>(
                     std::thread::Builder::new()
                         .name("wconverge-validate".to_owned())
                         .stack_size(8 << 20)
-                        .spawn_scoped(scope, work)
+                        .spawn_scoped(scope, || (run_elsewhere(), work()))
                 })
                 .collect();
-            let beside = beside();
+            let here = here();
+            let mut done_elsewhere = None;
             let mut checked = work();
             for handle in handles {
                 match handle {
-                    Ok(handle) => checked.extend(
-                        handle
+                    Ok(handle) => {
+                        let (done, more) = handle
                             .join()
-                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic)),
-                    ),
+                            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                        done_elsewhere = done_elsewhere.or(done);
+                        checked.extend(more);
+                    }
                     // No thread: this one checks what is left.
                     Err(_) => checked.extend(work()),
                 }
             }
-            (checked, beside)
+            // No thread came to it (none could be started): it is done here.
+            (checked, (here, done_elsewhere.or_else(run_elsewhere)))
         })
     };
+    let beside = (beside.0, beside.1.expect("the work beside is done once"));
     let mut found: Vec<Vec<Problem>> = vec![Vec::new(); unchecked.len()];
     for (position, problems) in checked {
         found[position] = problems;
