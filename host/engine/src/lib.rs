@@ -12,6 +12,7 @@ mod failure;
 mod graph;
 mod guard;
 mod prefetch;
+mod provider_checks;
 mod redact;
 pub mod report;
 pub use facter::{FACTER_NAMES, facts_value};
@@ -71,6 +72,13 @@ pub trait PluginHost {
             )),
             Vec::new(),
         )
+    }
+
+    /// The run will call plugin `plugin` (a resource of it reads its own state, or a
+    /// guard runs in it): what it needs for a call may be made ready now, in the
+    /// background. Nothing else about it changes.
+    fn expect_calls(&self, plugin: &str) {
+        let _ = plugin;
     }
 
     /// Makes the planned changes, with the access the resource needs.

@@ -27,6 +27,8 @@ struct MemoryHost {
     /// The resources being applied now, and every pair that was applied at once.
     applying: std::sync::Mutex<Vec<String>>,
     together: std::sync::Mutex<Vec<(String, String)>>,
+    /// The plugins `expect_calls` named, in order.
+    expected: std::sync::Mutex<Vec<String>>,
 }
 
 fn attribute(name: &str, behaviour: Behaviour, sensitive: bool) -> AttributeSchema {
@@ -249,6 +251,13 @@ impl PluginHost for MemoryHost {
 
     fn default_interpreter(&self) -> Result<Option<InterpreterInfo>, PluginError> {
         self.interpreter("sh", None)
+    }
+
+    fn expect_calls(&self, plugin: &str) {
+        self.expected
+            .lock()
+            .expect("expected")
+            .push(plugin.to_owned());
     }
 
     /// One `os` record: the Debian family.
@@ -949,4 +958,25 @@ fn resources_apply_at_once_as_their_types_allow_and_report_as_one_at_a_time() {
         format!("{:?}", together.summary)
     );
     assert_eq!(alone.exit_code, together.exit_code);
+}
+
+#[test]
+fn the_host_is_told_once_of_each_plugin_the_run_will_call() {
+    // No type of this host reads states in batches: each resource's own provider is
+    // called, and the interpreter of a guard.
+    let host = MemoryHost::default();
+    prepare(
+        &catalog(
+            r#"{"type": "test", "title": "a", "metaparams": {"only_if": "exit 0"}},
+               {"type": "test", "title": "b"},
+               {"type": "free", "title": "f"},
+               {"type": "free", "title": "g", "metaparams": {"not_if": "exit 1"}}"#,
+        ),
+        &host,
+    )
+    .expect("valid");
+    assert_eq!(
+        *host.expected.lock().expect("expected"),
+        ["sh", "test", "free"]
+    );
 }

@@ -194,8 +194,8 @@ pub struct Runtime {
     suitability: Mutex<HashMap<String, Suitability>>,
     /// Directories `resolve_path` walked in this run, and where each walk ended.
     resolved: Mutex<HashMap<String, Option<String>>>,
-    /// The threads loading the code of plugins described from their summaries.
-    loading: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// The threads loading the code of plugins ahead of their first call, by plugin.
+    loading: Mutex<Vec<(String, std::thread::JoinHandle<()>)>>,
 }
 
 impl Drop for Runtime {
@@ -203,7 +203,7 @@ impl Drop for Runtime {
     /// and no one synced are synced.
     fn drop(&mut self) {
         // A load under way may be writing a cache entry: it ends first.
-        for thread in self
+        for (_, thread) in self
             .loading
             .get_mut()
             .expect("loading threads lock")

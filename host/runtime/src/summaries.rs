@@ -110,21 +110,31 @@ impl Runtime {
             cache: Arc::clone(&self.cache),
             wasm,
         };
-        let plugin = Arc::new(
+        // Its code is loaded by the first instance, or ahead of it when the run is known
+        // to need one (`load_ahead`): a run that replays every check needs none.
+        Ok(Arc::new(
             Plugin::described(Arc::clone(policy), digest, cached, deferred).map_err(|_| None)?,
-        );
-        let loading = Arc::clone(&plugin);
+        ))
+    }
+
+    /// Starts loading the code of plugin `name` on a thread of its own, once: the run
+    /// will call it, and the call then need not wait for its code.
+    pub(crate) fn load_ahead(&self, name: &str) {
+        let plugin = match self.plugins.lock().expect("plugins lock").get(name) {
+            Some(Ok(plugin)) => Arc::clone(plugin),
+            _ => return,
+        };
+        let mut loading = self.loading.lock().expect("loading threads lock");
+        if loading.iter().any(|(started, _)| started == name) {
+            return;
+        }
         // Without a thread, the first instance loads it.
         if let Ok(thread) = std::thread::Builder::new()
-            .name(format!("load {}", policy.name))
-            .spawn(move || loading.load_code())
+            .name(format!("load {name}"))
+            .spawn(move || plugin.load_code())
         {
-            self.loading
-                .lock()
-                .expect("loading threads lock")
-                .push(thread);
+            loading.push((name.to_owned(), thread));
         }
-        Ok(plugin)
     }
 }
 
