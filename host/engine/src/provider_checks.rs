@@ -107,8 +107,8 @@ pub(crate) fn provider_checks<R, S: Send>(
     } else {
         std::thread::scope(|scope| {
             // A plugin runs on its caller's stack: as much as the main thread has. This
-            // thread is one of the workers (a thread costs its memory), once `beside` is
-            // done.
+            // thread is one of the workers (a thread costs its memory), once `beside.0`
+            // is done; the first other worker runs `beside.1` first.
             let handles: Vec<_> = (1..workers)
                 .map(|_| {
                     std::thread::Builder::new()
