@@ -9,6 +9,14 @@ use std::collections::{BinaryHeap, HashMap};
 use wconverge_catalog::DiagnosticCode;
 use wconverge_catalog::{Catalog, EdgeKind, Problem, ResourceRef};
 
+/// One end of a relationship a type implies: a resource by its catalog index, when the
+/// one who found the relationship knows it, or by its reference.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum End {
+    At(usize),
+    Named(ResourceRef),
+}
+
 /// Resources (by catalog index) and the ordering edges between them.
 #[derive(Debug)]
 pub struct Graph {
@@ -26,21 +34,27 @@ impl Graph {
     /// name a resource of the catalog; any cycle is reported in full. `implied` are the
     /// relationships the types imply (a file requires its directory and its owner, Puppet's
     /// autorequire), `(required, requiring)`: each is added unless the manifest already
-    /// orders the two resources the other way.
-    pub fn build(
-        catalog: &Catalog,
-        implied: &[(ResourceRef, ResourceRef)],
-    ) -> Result<Graph, Vec<Problem>> {
+    /// orders the two resources the other way, or either end is not in the catalog.
+    pub fn build(catalog: &Catalog, implied: &[(End, End)]) -> Result<Graph, Vec<Problem>> {
         let references: Vec<ResourceRef> = catalog
             .resources
             .iter()
             .map(|resource| resource.reference())
             .collect();
-        let index: HashMap<&ResourceRef, usize> = references
-            .iter()
-            .enumerate()
-            .map(|(idx, reference)| (reference, idx))
-            .collect();
+        // Resources by reference, made only when something names one: a catalog without
+        // relationships (its files ordered by the directories they imply, by index) hashes
+        // no reference at all.
+        let by_reference: std::cell::OnceCell<HashMap<&ResourceRef, usize>> =
+            std::cell::OnceCell::new();
+        let index = || {
+            by_reference.get_or_init(|| {
+                references
+                    .iter()
+                    .enumerate()
+                    .map(|(idx, reference)| (reference, idx))
+                    .collect()
+            })
+        };
         let n_resources = references.len();
         let mut successors: Vec<Vec<(usize, EdgeKind)>> = vec![Vec::new(); n_resources];
         let mut problems = Vec::new();
@@ -68,7 +82,7 @@ impl Graph {
             ];
             for (metaparameter, targets, outgoing, kind) in relationships {
                 for target in targets {
-                    match index.get(target) {
+                    match index().get(target) {
                         Some(&other) if outgoing => add(idx, other, kind),
                         Some(&other) => add(other, idx, kind),
                         None => problems.push(
@@ -88,6 +102,7 @@ impl Graph {
             }
         }
         for edge in &catalog.edges {
+            let index = index();
             let ends = (index.get(&edge.source), index.get(&edge.target));
             match ends {
                 (Some(&from), Some(&to)) => add(from, to, edge.kind),
@@ -116,7 +131,11 @@ impl Graph {
             return Err(problems);
         }
         for (required, requiring) in implied {
-            if let (Some(&from), Some(&to)) = (index.get(required), index.get(requiring))
+            let at = |end: &End| match end {
+                End::At(idx) => (*idx < n_resources).then_some(*idx),
+                End::Named(reference) => index().get(reference).copied(),
+            };
+            if let (Some(from), Some(to)) = (at(required), at(requiring))
                 && from != to
                 && !successors[to].iter().any(|(next, _)| *next == from)
                 && !successors[from].iter().any(|(next, _)| *next == to)

@@ -2,7 +2,7 @@
 //! provider's checks, every relationship against the catalog. A catalog with any
 //! problem changes nothing.
 
-use crate::graph::Graph;
+use crate::graph::{End, Graph};
 use crate::guard::{self, Defaults, Guard};
 use crate::provider_checks::provider_checks;
 use crate::redact::Secrets;
@@ -185,23 +185,35 @@ fn written_path<'r>(schemas: &Schemas, resource: &'r PreparedResource) -> Option
 fn implied_relationships(
     resources: &[PreparedResource],
     schemas: &Schemas,
-) -> Vec<(ResourceRef, ResourceRef)> {
+    in_catalog: usize,
+) -> Vec<(End, End)> {
+    // A resource by its catalog index when every resource of the catalog was prepared
+    // (then the indices are the same); by its reference otherwise (the graph is built
+    // only to report its own problems then).
+    let aligned = resources.len() == in_catalog;
+    let end = |idx: usize| {
+        if aligned {
+            End::At(idx)
+        } else {
+            End::Named(resources[idx].reference.clone())
+        }
+    };
     let paths: Vec<Option<&str>> = resources
         .iter()
         .map(|resource| written_path(schemas, resource))
         .collect();
-    let mut written: HashMap<&str, &ResourceRef> = HashMap::with_capacity(resources.len());
+    let mut written: HashMap<&str, usize> = HashMap::with_capacity(resources.len());
     written.extend(
-        resources
+        paths
             .iter()
-            .zip(&paths)
-            .filter_map(|(resource, path)| Some(((*path)?, &resource.reference))),
+            .enumerate()
+            .filter_map(|(idx, path)| Some(((*path)?, idx))),
     );
     // The nearest written ancestor of a path is its directory's: looked up once for the
     // files of one directory, which come one after another.
-    let mut last: Option<(&str, Option<&ResourceRef>)> = None;
+    let mut last: Option<(&str, Option<usize>)> = None;
     let mut implied = Vec::new();
-    for (resource, path) in resources.iter().zip(&paths) {
+    for (idx, (resource, path)) in resources.iter().zip(&paths).enumerate() {
         if let Some(path) = path {
             let trimmed = path.trim_end_matches('/');
             let dir = match trimmed.rfind('/') {
@@ -218,7 +230,7 @@ fn implied_relationships(
                 }
             };
             if let Some(parent) = parent {
-                implied.push((parent.clone(), resource.reference.clone()));
+                implied.push((end(parent), end(idx)));
             }
         }
         let Some(schema) = schema_of(schemas, resource) else {
@@ -235,7 +247,7 @@ fn implied_relationships(
                 other => other.as_str().into_iter().collect(),
             };
             for name in names {
-                implied.push((ResourceRef::new(referred, name), resource.reference.clone()));
+                implied.push((End::Named(ResourceRef::new(referred, name)), end(idx)));
             }
         }
     }
@@ -244,14 +256,11 @@ fn implied_relationships(
 
 /// The resource that writes the nearest ancestor directory of `path` (its trailing
 /// slashes trimmed), if one does.
-fn nearest_written<'r>(
-    written: &HashMap<&str, &'r ResourceRef>,
-    path: &str,
-) -> Option<&'r ResourceRef> {
+fn nearest_written(written: &HashMap<&str, usize>, path: &str) -> Option<usize> {
     let mut ancestor = path;
     while let Some(slash) = ancestor.rfind('/') {
         ancestor = if slash == 0 { "/" } else { &ancestor[..slash] };
-        if let Some(parent) = written.get(ancestor) {
+        if let Some(&parent) = written.get(ancestor) {
             return Some(parent);
         }
         if ancestor == "/" {
@@ -495,7 +504,12 @@ fn prepare_checked(
         &unchecked,
         host,
         (
-            || Graph::build(catalog, &implied_relationships(&resources, &schemas)),
+            || {
+                Graph::build(
+                    catalog,
+                    &implied_relationships(&resources, &schemas, catalog.resources.len()),
+                )
+            },
             || same_namevar(&resources, &schemas, host),
         ),
     );
