@@ -13,7 +13,7 @@
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{FileType, Mode, OFlags};
 use std::ffi::OsString;
-use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Component, Path, PathBuf};
 
 /// The most symbolic links one walk follows, as the kernel's own limit.
@@ -462,10 +462,30 @@ pub(crate) fn plain_name(name: &str) -> bool {
 }
 
 /// Whether `path` is absolute, with no empty, `.` or `..` component.
+/// One pass over the bytes: it is asked for each read a plugin makes.
 pub(crate) fn normal_absolute(path: &str) -> bool {
-    path.starts_with('/')
-        && (path == "/" || path[1..].split('/').all(plain_name))
-        && !Path::new(path).as_os_str().as_bytes().contains(&0)
+    let bytes = path.as_bytes();
+    if bytes.first() != Some(&b'/') {
+        return false;
+    }
+    if bytes.len() == 1 {
+        return true;
+    }
+    let component = |name: &[u8]| !name.is_empty() && name != b"." && name != b"..";
+    let mut start = 1;
+    for (at, &byte) in bytes.iter().enumerate().skip(1) {
+        match byte {
+            0 => return false,
+            b'/' => {
+                if !component(&bytes[start..at]) {
+                    return false;
+                }
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    component(&bytes[start..])
 }
 
 #[cfg(test)]
@@ -564,5 +584,12 @@ mod tests {
         assert!(!normal_absolute("/srv/./etc"));
         assert!(!normal_absolute("/srv//app"));
         assert!(!normal_absolute("/srv/app/"));
+        assert!(!normal_absolute("/srv/.."));
+        assert!(!normal_absolute("/srv/."));
+        assert!(!normal_absolute("/./srv"));
+        assert!(!normal_absolute("//srv"));
+        assert!(!normal_absolute("/srv/a\0b"));
+        assert!(!normal_absolute(""));
+        assert!(normal_absolute("/srv/.app/..x/a.b"));
     }
 }
