@@ -81,12 +81,14 @@ impl Hasher for Sha256Hasher {
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
+    // Bytes, then one check that they are text: a `char` pushed at a time is encoded
+    // at a time (this runs for each file a check hashes).
+    let mut out = Vec::with_capacity(bytes.len() * 2);
     for byte in bytes {
-        out.push(char::from(DIGITS[usize::from(byte >> 4)]));
-        out.push(char::from(DIGITS[usize::from(byte & 0xf)]));
+        out.push(DIGITS[usize::from(byte >> 4)]);
+        out.push(DIGITS[usize::from(byte & 0xf)]);
     }
-    out
+    String::from_utf8(out).expect("hex digits are ASCII")
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -760,6 +762,12 @@ mod tests {
 
     const COMPONENT: &str = "aaaa";
     const ENGINE: &str = "engine";
+
+    #[test]
+    fn hex_is_lowercase_two_digits_a_byte() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff, 0x10]), "000fa5ff10");
+        assert_eq!(hex(&[]), "");
+    }
 
     fn private_dir() -> (tempfile::TempDir, OwnedFd) {
         let dir = tempfile::tempdir().expect("temp dir");
