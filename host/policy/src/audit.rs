@@ -343,13 +343,26 @@ pub fn writable_programs(plugin: &PluginPolicy) -> Vec<Flag> {
                 ));
             }
         }
-        if children && let Ok(entries) = std::fs::read_dir(path) {
+        if children && let Some(dir) = opened_directory(path) {
             let mut names = Vec::new();
             let mut more = 0usize;
+            // Each entry looked at from the directory's descriptor: one name to resolve
+            // rather than the whole path (`/bin` holds thousands, at every run that
+            // loads a plugin allowed to launch them).
+            let entries = rustix::fs::Dir::read_from(&dir).into_iter().flatten();
             for entry in entries.flatten().take(100_000) {
-                if writable(&entry.path(), true).is_some() {
+                let name = entry.file_name();
+                if name == c"." || name == c".." {
+                    continue;
+                }
+                let Ok(stat) =
+                    rustix::fs::statat(&dir, name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)
+                else {
+                    continue;
+                };
+                if judged(&stat, true).is_some() {
                     if names.len() < NAMED_FILES {
-                        names.push(entry.file_name().to_string_lossy().into_owned());
+                        names.push(name.to_string_lossy().into_owned());
                     } else {
                         more += 1;
                     }
@@ -414,32 +427,49 @@ fn kind_of(path: &Path) -> &'static str {
 /// `sticky_is_safe`, a sticky directory counts as safe: what is in it can be replaced only
 /// by its owner, which is checked on its own.
 fn writable(path: &Path, sticky_is_safe: bool) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::symlink_metadata(path).ok()?;
-    let mode = metadata.mode() & 0o7777;
-    if metadata.uid() != 0 {
-        return Some(format!("belongs to uid {}", metadata.uid()));
+    judged(&rustix::fs::lstat(path).ok()?, sticky_is_safe)
+}
+
+/// [`writable`] of the file `stat` describes.
+fn judged(stat: &rustix::fs::Stat, sticky_is_safe: bool) -> Option<String> {
+    use rustix::fs::FileType;
+    let mode = stat.st_mode & 0o7777;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    if stat.st_uid != 0 {
+        return Some(format!("belongs to uid {}", stat.st_uid));
     }
     // A link's own mode means nothing; its owner decides where it leads.
-    if metadata.file_type().is_symlink()
-        || (sticky_is_safe && metadata.is_dir() && mode & 0o1000 != 0)
+    if kind == FileType::Symlink
+        || (sticky_is_safe && kind == FileType::Directory && mode & 0o1000 != 0)
     {
         return None;
     }
     if mode & 0o002 != 0 {
         return Some(format!("can be written by every user (mode {mode:04o})"));
     }
-    if mode & 0o020 != 0 && metadata.gid() != 0 {
+    if mode & 0o020 != 0 && stat.st_gid != 0 {
         return Some(format!(
             "can be written by group {} (gid {}, mode {mode:04o})",
-            nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(metadata.gid()))
+            nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(stat.st_gid))
                 .ok()
                 .flatten()
-                .map_or_else(|| metadata.gid().to_string(), |group| group.name),
-            metadata.gid()
+                .map_or_else(|| stat.st_gid.to_string(), |group| group.name),
+            stat.st_gid
         ));
     }
     None
+}
+
+/// The directory at `path` (links on the way followed, as listing it by name would),
+/// opened to list it.
+fn opened_directory(path: &Path) -> Option<rustix::fd::OwnedFd> {
+    use rustix::fs::{Mode, OFlags};
+    rustix::fs::open(
+        path,
+        OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
 }
 
 #[cfg(test)]
@@ -492,7 +522,8 @@ mod tests {
         );
         assert!(
             messages.iter().any(|message| message.starts_with(&format!(
-                "{} holds programs that someone other than root can write: tool",
+                // `tool` alone: the directory's own `.` and `..` are not its programs.
+                "{} holds programs that someone other than root can write: tool;",
                 bin.display()
             ))),
             "{messages:#?}"
