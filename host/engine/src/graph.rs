@@ -130,11 +130,11 @@ impl Graph {
         if !problems.is_empty() {
             return Err(problems);
         }
+        let at = |end: &End| match end {
+            End::At(idx) => (*idx < n_resources).then_some(*idx),
+            End::Named(reference) => index().get(reference).copied(),
+        };
         for (required, requiring) in implied {
-            let at = |end: &End| match end {
-                End::At(idx) => (*idx < n_resources).then_some(*idx),
-                End::Named(reference) => index().get(reference).copied(),
-            };
             if let (Some(from), Some(to)) = (at(required), at(requiring))
                 && from != to
                 && !successors[to].iter().any(|(next, _)| *next == from)

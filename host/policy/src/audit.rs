@@ -343,13 +343,15 @@ pub fn writable_programs(plugin: &PluginPolicy) -> Vec<Flag> {
                 ));
             }
         }
-        if children && let Some(dir) = opened_directory(path) {
+        // Each entry looked at from the directory's descriptor: one name to resolve
+        // rather than the whole path (`/bin` holds thousands, at every run that loads a
+        // plugin allowed to launch them).
+        if children
+            && let Some(dir) = opened_directory(path)
+            && let Ok(entries) = rustix::fs::Dir::read_from(&dir)
+        {
             let mut names = Vec::new();
             let mut more = 0usize;
-            // Each entry looked at from the directory's descriptor: one name to resolve
-            // rather than the whole path (`/bin` holds thousands, at every run that
-            // loads a plugin allowed to launch them).
-            let entries = rustix::fs::Dir::read_from(&dir).into_iter().flatten();
             for entry in entries.flatten().take(100_000) {
                 let name = entry.file_name();
                 if name == c"." || name == c".." {

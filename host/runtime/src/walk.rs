@@ -461,23 +461,21 @@ pub(crate) fn plain_name(name: &str) -> bool {
     !name.is_empty() && !name.contains('/') && name != "." && name != ".."
 }
 
-/// Whether `path` is absolute, with no empty, `.` or `..` component.
-/// One pass over the bytes: it is asked for each read a plugin makes.
+/// Whether `path` is absolute, with no empty, `.` or `..` component, and no NUL. One
+/// pass to find the slashes: it is asked for each read a plugin makes.
 pub(crate) fn normal_absolute(path: &str) -> bool {
-    let bytes = path.as_bytes();
-    if bytes.first() != Some(&b'/') {
+    if !path.starts_with('/') {
         return false;
     }
-    if bytes.len() == 1 {
+    if path == "/" {
         return true;
     }
-    let component = |name: &[u8]| !name.is_empty() && name != b"." && name != b"..";
     let mut start = 1;
-    for (at, &byte) in bytes.iter().enumerate().skip(1) {
+    for (at, byte) in path.bytes().enumerate().skip(1) {
         match byte {
             0 => return false,
             b'/' => {
-                if !component(&bytes[start..at]) {
+                if !plain_name(&path[start..at]) {
                     return false;
                 }
                 start = at + 1;
@@ -485,7 +483,7 @@ pub(crate) fn normal_absolute(path: &str) -> bool {
             _ => {}
         }
     }
-    component(&bytes[start..])
+    plain_name(&path[start..])
 }
 
 #[cfg(test)]
