@@ -325,6 +325,9 @@ pub fn writable_programs(plugin: &PluginPolicy) -> Vec<Flag> {
             found.push(message);
         }
     };
+    // Each directory of programs listed once: `/bin/*` and `/usr/bin/*` are one
+    // directory where `/bin` is a link to `usr/bin`.
+    let mut listed: Vec<(u64, u64)> = Vec::new();
     for grant in &plugin.programs {
         let (path, children) = match &grant.pattern {
             ProgramPattern::Exact(path) => (path.as_path(), false),
@@ -348,8 +351,11 @@ pub fn writable_programs(plugin: &PluginPolicy) -> Vec<Flag> {
         // plugin allowed to launch them).
         if children
             && let Some(dir) = opened_directory(path)
+            && let Ok(identity) = rustix::fs::fstat(&dir)
+            && !listed.contains(&(identity.st_dev, identity.st_ino))
             && let Ok(entries) = rustix::fs::Dir::read_from(&dir)
         {
+            listed.push((identity.st_dev, identity.st_ino));
             let mut names = Vec::new();
             let mut more = 0usize;
             for entry in entries.flatten().take(100_000) {
@@ -487,10 +493,14 @@ mod tests {
         std::fs::create_dir(&bin).expect("bin");
         let tool = bin.join("tool");
         std::fs::write(&tool, "#!/bin/sh\n").expect("tool");
+        // The same directory by another name, as `/bin` is `/usr/bin`.
+        let also = dir.path().join("also");
+        std::os::unix::fs::symlink(&bin, &also).expect("link");
         let entry = format!(
-            "programs = [\"{}\", \"{}/*\"]\n",
+            "programs = [\"{}\", \"{}/*\", \"{}/*\"]\n",
             tool.display(),
-            bin.display()
+            bin.display(),
+            also.display()
         );
         let clean: Vec<String> = writable_programs(&plugin(&entry))
             .into_iter()
@@ -530,6 +540,11 @@ mod tests {
             ))),
             "{messages:#?}"
         );
+        let listings = messages
+            .iter()
+            .filter(|message| message.contains("holds programs"))
+            .count();
+        assert_eq!(listings, 1, "one directory, listed once: {messages:#?}");
     }
 
     fn plugin(entry: &str) -> PluginPolicy {
