@@ -26,8 +26,12 @@ use std::path::{Component, Path};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
+mod pin;
 mod reaping;
 mod supervise;
+
+use pin::Pinned;
+pub(crate) use pin::Programs;
 
 pub(crate) use reaping::*;
 use supervise::*;
@@ -104,16 +108,7 @@ pub(crate) struct Checked {
     output_cap: usize,
     /// The file that will run, opened when the request was checked: the launch runs
     /// exactly it, whatever happens to the path in between.
-    file: Option<Pinned>,
-}
-
-/// A program file held open from the check to the launch.
-struct Pinned {
-    fd: rustix::fd::OwnedFd,
-    /// Where it is, after symlinks, when it was opened.
-    resolved: String,
-    /// A `#!` script: its interpreter opens it again by name, so it runs by name.
-    script: bool,
+    file: Option<Arc<Pinned>>,
 }
 
 impl Checked {
@@ -130,99 +125,6 @@ impl Checked {
         line.extend(self.args.iter().map(|arg| scrub(arg)));
         Some(display_args(&line, 4096))
     }
-}
-
-/// Names for pinned programs: a private directory (mode 0711, this process's own) of
-/// symlinks `N/NAME -> /proc/self/fd/N`. Running a pinned program through such a link
-/// runs exactly the file descriptor N holds, and gives the process its own name in `ps`,
-/// `top` and the kernel's audit log (the kernel names a process after the last component
-/// of the path it was started by, which for `/proc/self/fd/N` would be `N`).
-pub(crate) struct ExecNames {
-    dir: std::path::PathBuf,
-}
-
-impl ExecNames {
-    /// A new directory under the temporary directory; `None` if it cannot be made (a
-    /// pinned program then runs as `/proc/self/fd/N`, named `N`).
-    pub(crate) fn create() -> Option<ExecNames> {
-        use std::os::unix::fs::PermissionsExt;
-        let template = std::env::temp_dir().join("wconverge-exec-XXXXXX");
-        let dir = nix::unistd::mkdtemp(&template).ok()?;
-        let names = ExecNames { dir };
-        std::fs::set_permissions(&names.dir, std::fs::Permissions::from_mode(0o711)).ok()?;
-        Some(names)
-    }
-
-    /// A link named like `program` to the file `fd` holds; removed when dropped.
-    fn link(&self, fd: i32, program: &str) -> Option<Link> {
-        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-        let name = Path::new(program).file_name()?;
-        let slot = self.dir.join(fd.to_string());
-        match std::fs::DirBuilder::new().mode(0o711).create(&slot) {
-            Ok(()) => {
-                std::fs::set_permissions(&slot, std::fs::Permissions::from_mode(0o711)).ok()?;
-            }
-            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
-            Err(_) => return None,
-        }
-        let path = slot.join(name);
-        // A link left by an earlier launch with the same descriptor and name.
-        let _ = std::fs::remove_file(&path);
-        std::os::unix::fs::symlink(format!("/proc/self/fd/{fd}"), &path).ok()?;
-        Some(Link(path))
-    }
-}
-
-impl Drop for ExecNames {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-/// One program's name in [`ExecNames`], removed when the launch is done.
-struct Link(std::path::PathBuf);
-
-impl Drop for Link {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Opens the program that is about to be checked and run, so the launch runs this very
-/// file; refuses anything but an executable regular file.
-fn pin(program: &str) -> Result<Pinned, wit::LaunchError> {
-    use rustix::fs::{FileType, Mode, OFlags};
-    let fd = rustix::fs::open(program, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(
-        |error| {
-            if error == rustix::io::Errno::NOENT {
-                wit::LaunchError::NotFound(format!("cannot launch `{program}`: it does not exist"))
-            } else {
-                wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}"))
-            }
-        },
-    )?;
-    let stat = rustix::fs::fstat(&fd)
-        .map_err(|error| wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")))?;
-    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_mode & 0o111 == 0 {
-        return Err(wit::LaunchError::Failed(format!(
-            "cannot launch `{program}`: it is not an executable file"
-        )));
-    }
-    let link = format!("/proc/self/fd/{}", rustix::fd::AsRawFd::as_raw_fd(&fd));
-    let resolved = std::fs::read_link(&link)
-        .map_or_else(|_| program.to_owned(), |path| path.display().to_string());
-    // A file that cannot be read cannot be a script: its interpreter could not read it.
-    let script = std::fs::File::open(&link)
-        .and_then(|mut file| {
-            let mut magic = [0u8; 2];
-            file.read_exact(&mut magic).map(|()| magic == *b"#!")
-        })
-        .unwrap_or(false);
-    Ok(Pinned {
-        fd,
-        resolved,
-        script,
-    })
 }
 
 fn normalized_absolute(path: &str) -> bool {
@@ -243,18 +145,27 @@ pub(crate) fn check<'l>(
     command: &wit::Command,
     launcher: impl FnOnce() -> Option<&'l LauncherSlot>,
 ) -> Result<Checked, wit::LaunchError> {
-    check_scrubbed(policy, launch, command, launcher, &|text| text.to_owned())
+    check_scrubbed(
+        policy,
+        launch,
+        command,
+        launcher,
+        &|text| text.to_owned(),
+        &Programs::unnamed(),
+    )
 }
 
 /// [`check`], with `scrub` applied to every argument a refusal quotes (a resource's
 /// secrets are removed before the arguments are quoted and cut, which would hide them
-/// from a later scrub).
+/// from a later scrub); the program that will run is opened (or found open) in
+/// `programs`.
 pub(crate) fn check_scrubbed<'l>(
     policy: &PluginPolicy,
     launch: Launch,
     command: &wit::Command,
     launcher: impl FnOnce() -> Option<&'l LauncherSlot>,
     scrub: &dyn Fn(&str) -> String,
+    programs: &Programs,
 ) -> Result<Checked, wit::LaunchError> {
     let mut checked =
         check_policy(policy, launch, command, scrub).map_err(wit::LaunchError::Refused)?;
@@ -314,7 +225,7 @@ pub(crate) fn check_scrubbed<'l>(
         checked.args = route.args.clone();
         checked.route = Some((architecture.clone(), route));
     }
-    checked.file = Some(pin(&checked.program)?);
+    checked.file = Some(programs.pin(&checked.program)?);
     Ok(checked)
 }
 
@@ -703,25 +614,14 @@ fn spawn_drain<R: Read + Send + 'static>(
 }
 
 /// Runs a checked request to completion.
-pub(crate) fn run(
-    checked: Checked,
-    names: Option<&ExecNames>,
-) -> Result<wit::Output, wit::LaunchError> {
+pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
     // The file opened at the check, through its descriptor: the kernel resolves
     // `/proc/self/fd/N` in the child to that very inode (the descriptor is closed only as
     // the program starts), through a link that carries the program's name when there is
     // one. The program still sees its own path as argv[0]. A script is opened again by
     // its interpreter, by name, so it runs by name.
-    let mut link = None;
     let path = match &checked.file {
-        Some(file) if !file.script => {
-            let fd = rustix::fd::AsRawFd::as_raw_fd(&file.fd);
-            link = names.and_then(|names| names.link(fd, &checked.program));
-            match &link {
-                Some(Link(path)) => path.as_os_str().to_owned(),
-                None => format!("/proc/self/fd/{fd}").into(),
-            }
-        }
+        Some(file) if !file.script => file.exec_path().into_os_string(),
         _ => checked.program.clone().into(),
     };
     let text = |text: &[u8], what: &str| {
@@ -755,6 +655,7 @@ pub(crate) fn run(
         gid: checked.gid,
         umask: checked.umask,
         cgroup: None,
+        input: !checked.stdin.is_empty(),
     };
     // wconverge's own children before this launch: any other that appears during it (a
     // process the program made wconverge's child with `CLONE_PARENT`, or an orphan of
@@ -808,25 +709,19 @@ pub(crate) fn run(
             _ => wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")),
         }
     })?;
-    // The program runs; its name is no longer needed.
-    drop(link);
     let pid = child.pid;
     let killer = cgroup.as_ref().map(LaunchCgroup::killer);
     let _live = Live::register(pid, before.clone(), killer.clone());
     drop(spawning);
-    let mut stdin = child.stdin;
     let input = checked.stdin;
-    // No input (most launches, every guard): the pipe is closed at once (the program
-    // reads the end of its input), and no thread is started to feed it.
-    let feeder = if input.is_empty() {
-        drop(stdin);
-        None
-    } else {
-        Some(std::thread::spawn(move || {
+    // No input (most launches, every guard): the program's input is `/dev/null` (it
+    // reads the end of its input at once), and no thread is started to feed it.
+    let feeder = child.stdin.map(|mut stdin| {
+        std::thread::spawn(move || {
             // A program may exit without reading its input; a broken pipe is its choice.
             let _ = stdin.write_all(&input);
-        }))
-    };
+        })
+    });
     let deadline = started + checked.timeout;
     let mut cgroup = cgroup;
     let ended = || {
@@ -837,10 +732,13 @@ pub(crate) fn run(
     };
     // Where the kernel has pidfds (Linux 5.3), this thread waits for the program and
     // reads its output at once, with one poll: no thread per launch. Elsewhere, threads.
+    // The pidfd comes with the child from `clone3`, or is asked for.
     let pidfd = rustix::process::Pid::from_raw(pid)
         .filter(|_| PIDFDS_USABLE.load(std::sync::atomic::Ordering::Relaxed))
         .and_then(|pid| {
-            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            child.pidfd.or_else(|| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            })
         });
     let supervised = match pidfd {
         Some(pidfd) => supervise(

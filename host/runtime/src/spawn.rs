@@ -42,6 +42,9 @@ pub(crate) struct Spawn {
     pub(crate) umask: Option<u32>,
     /// The cgroup the child is born in, or joins first of all.
     pub(crate) cgroup: Option<Cgroup>,
+    /// Whether the program gets input: a pipe for it; else its standard input is
+    /// `/dev/null` (it reads the end of its input at once).
+    pub(crate) input: bool,
 }
 
 /// A cgroup for a child: its directory (for `clone3`'s `CLONE_INTO_CGROUP`) and its
@@ -51,6 +54,10 @@ pub(crate) struct Cgroup {
     pub(crate) dir: std::os::fd::RawFd,
     pub(crate) procs: std::os::fd::RawFd,
 }
+
+/// `CLONE_PIDFD` (Linux 5.2): `clone3` also returns a pidfd for the child (close-on-exec),
+/// which spares a `pidfd_open` per launch.
+const CLONE_PIDFD: u64 = 0x1000;
 
 /// `CLONE_INTO_CGROUP` (Linux 5.7): the child starts in the cgroup, with no migration
 /// (moving a process between cgroups waits for an RCU grace period, a good part of a
@@ -117,7 +124,10 @@ unsafe fn clone3(
 /// A program that runs, and the other ends of its standard streams.
 pub(crate) struct Spawned {
     pub(crate) pid: i32,
-    pub(crate) stdin: std::fs::File,
+    /// Its pidfd, where `clone3` made one with it.
+    pub(crate) pidfd: Option<OwnedFd>,
+    /// Where its input goes, when it gets any.
+    pub(crate) stdin: Option<std::fs::File>,
     pub(crate) stdout: std::fs::File,
     pub(crate) stderr: std::fs::File,
 }
@@ -173,7 +183,16 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
     let pipe = || -> std::io::Result<(OwnedFd, OwnedFd)> {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(Into::into)
     };
-    let (stdin_read, stdin_write) = pipe()?;
+    let (stdin_read, stdin_write) = if spawn.input {
+        let (read, write) = pipe()?;
+        (Some(read), Some(write))
+    } else {
+        (None, None)
+    };
+    let null = match &stdin_read {
+        Some(_) => None,
+        None => Some(dev_null()?),
+    };
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
     let null_terminated = |strings: &[CString]| -> Vec<*const c_char> {
@@ -188,7 +207,9 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
     let mut child = Child {
         cgroup: -1,
         streams: [
-            stdin_read.as_raw_fd(),
+            stdin_read
+                .as_ref()
+                .map_or_else(|| null.unwrap_or(-1), AsRawFd::as_raw_fd),
             stdout_write.as_raw_fd(),
             stderr_write.as_raw_fd(),
         ],
@@ -206,15 +227,18 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
         errno: 0,
         step: Step::None as c_int,
     };
-    let mut stack = vec![0u8; STACK];
+    // Only the child writes it before it reads it: no need to clear it first.
+    let mut stack: Vec<u8> = Vec::with_capacity(STACK);
     let base = stack.as_mut_ptr();
     // The top of the stack, aligned to 16 bytes as every ABI wants.
     let top = (base as usize + STACK) & !15;
     let mut pid = -1;
+    let mut pidfd: c_int = -1;
     #[cfg(target_arch = "x86_64")]
     if let Some(cgroup) = spawn.cgroup {
         let mut args = CloneArgs {
-            flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP,
+            flags: (libc::CLONE_VM | libc::CLONE_VFORK) as u64 | CLONE_INTO_CGROUP | CLONE_PIDFD,
+            pidfd: std::ptr::from_mut(&mut pidfd) as u64,
             exit_signal: libc::SIGCHLD as u64,
             stack: base as u64,
             stack_size: (top - base as usize) as u64,
@@ -222,7 +246,8 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
             ..CloneArgs::default()
         };
         // SAFETY: the stack is `stack`, aligned at its top; `stack`, `child`, `argv`,
-        // `envp`, the strings and the descriptors all outlive the child's use of them
+        // `envp`, the strings, the descriptors and `pidfd` (where the kernel writes the
+        // child's pidfd before either runs on) all outlive the child's use of them
         // (with CLONE_VFORK, clone3 returns only once the child has replaced itself
         // with the program or exited); `run_child` never returns.
         let result = unsafe { clone3(&mut args, run_child, (&raw mut child).cast::<c_void>()) };
@@ -241,6 +266,9 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
             result => pid = result as libc::pid_t,
         }
     }
+    // SAFETY: a descriptor the kernel made for this process (clone3 wrote it), owned
+    // by nothing else; -1 when there is none.
+    let pidfd = (pidfd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(pidfd) });
     if pid == -1 {
         child.cgroup = spawn.cgroup.map_or(-1, |cgroup| cgroup.procs);
         // SAFETY: as for clone3 above; glibc's clone runs `run_child` on the stack.
@@ -284,10 +312,26 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
     drop((stdin_read, stdout_write, stderr_write));
     Ok(Spawned {
         pid,
-        stdin: std::fs::File::from(stdin_write),
+        pidfd,
+        stdin: stdin_write.map(std::fs::File::from),
         stdout: std::fs::File::from(stdout_read),
         stderr: std::fs::File::from(stderr_read),
     })
+}
+
+/// `/dev/null`, opened once (close-on-exec; the child's copy as its standard input has
+/// no such flag).
+fn dev_null() -> std::io::Result<c_int> {
+    static NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
+    if let Some(null) = NULL.get() {
+        return Ok(null.as_raw_fd());
+    }
+    let opened = rustix::fs::open(
+        "/dev/null",
+        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::empty(),
+    )?;
+    Ok(NULL.get_or_init(|| opened).as_raw_fd())
 }
 
 /// The child, between clone and exec. It shares wconverge's memory and runs while
@@ -438,9 +482,10 @@ mod tests {
             gid: None,
             umask: None,
             cgroup: None,
+            input: true,
         })
         .expect("spawned");
-        let mut stdin = spawned.stdin;
+        let mut stdin = spawned.stdin.expect("a pipe for its input");
         stdin.write_all(b"hello\n").expect("input");
         drop(stdin);
         let mut out = String::new();
@@ -466,6 +511,7 @@ mod tests {
             gid: None,
             umask: None,
             cgroup: None,
+            input: false,
         });
         assert_eq!(
             missing.err().map(|error| error.kind()),
@@ -480,6 +526,7 @@ mod tests {
             gid: None,
             umask: None,
             cgroup: None,
+            input: false,
         })
         .err()
         .expect("no such directory");

@@ -68,8 +68,8 @@ pub(crate) struct Shared {
     launcher_loader: Mutex<Option<LauncherLoader>>,
     /// The run's audit trail, when the operator asked for one or a console is set.
     trail: OnceLock<Arc<Trail>>,
-    /// Names for the programs launched, made at the first launch.
-    exec_names: OnceLock<Option<crate::process::ExecNames>>,
+    /// The programs launched, held open with their names, from the first launch on.
+    programs: OnceLock<crate::process::Programs>,
     /// Directories whose entries plugins changed (renamed, removed, made) and that are
     /// not synced yet: `Runtime::sync_directories` makes them durable once each.
     unsynced: Mutex<HashMap<(u64, u64), (OwnedFd, std::path::PathBuf)>>,
@@ -86,10 +86,8 @@ impl Shared {
         let _ = self.trail.set(trail);
     }
 
-    pub(crate) fn exec_names(&self) -> Option<&crate::process::ExecNames> {
-        self.exec_names
-            .get_or_init(crate::process::ExecNames::create)
-            .as_ref()
+    pub(crate) fn programs(&self) -> &crate::process::Programs {
+        self.programs.get_or_init(crate::process::Programs::new)
     }
 
     /// Notes that a plugin changed an entry of `dir` (at `path`): the directory is
@@ -397,6 +395,7 @@ impl process::Host for PluginState {
             &command,
             || Some(shared.launcher()),
             &|text| self.scrub(text),
+            shared.programs(),
         );
         let mut checked = checked;
         if let (Ok(_), Some(why)) = (&checked, crate::interrupted()) {
@@ -452,8 +451,7 @@ impl process::Host for PluginState {
                 }
             }
         }
-        let mut result =
-            checked.and_then(|checked| crate::process::run(checked, shared.exec_names()));
+        let mut result = checked.and_then(crate::process::run);
         // Output cut at the cap may end with the start of a secret: drop it here, where
         // the secrets are known, before the plugin passes it on in pieces.
         if let (Ok(output), Some((_, secrets))) = (&mut result, &self.subject) {

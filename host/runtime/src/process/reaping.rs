@@ -182,6 +182,8 @@ pub(crate) struct LaunchCgroup {
     dir: std::path::PathBuf,
     pub(super) dir_fd: rustix::fd::OwnedFd,
     pub(super) procs: rustix::fd::OwnedFd,
+    /// `cgroup.procs` open for reading, read again from its start after each launch.
+    listing: rustix::fd::OwnedFd,
     own_procs: rustix::fd::OwnedFd,
     kill: Killer,
 }
@@ -222,6 +224,12 @@ impl LaunchCgroup {
                 )
                 .ok()?,
                 procs: open(dir.join("cgroup.procs"))?,
+                listing: rustix::fs::open(
+                    dir.join("cgroup.procs"),
+                    OFlags::RDONLY | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()?,
                 own_procs: open(own.join("cgroup.procs"))?,
                 kill: Killer(Arc::new((
                     open(dir.join("cgroup.kill"))?,
@@ -255,6 +263,12 @@ impl LaunchCgroup {
         if self.kill.killed() {
             // What was killed may still be dying: removed at the end of the runtime.
             KILLED.lock().expect("cgroup pool lock").push(self);
+            return;
+        }
+        // Empty, as after almost every launch: one read of the open listing.
+        let mut first = [0u8; 1];
+        if matches!(rustix::io::pread(&self.listing, &mut first, 0), Ok(0)) {
+            POOL.lock().expect("cgroup pool lock").push(self);
             return;
         }
         for _ in 0..KILL_ROUNDS {

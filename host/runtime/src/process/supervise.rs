@@ -36,7 +36,8 @@ pub(super) fn supervise(
     let mut status: Option<std::process::ExitStatus> = None;
     let mut timed_out = false;
     let mut grace: Option<Instant> = None;
-    let mut buffer = vec![0u8; 16 * 1024];
+    // Read into without being cleared first (most launches read only the end of output).
+    let mut buffer: Vec<u8> = Vec::with_capacity(16 * 1024);
     let timespec = |within: Duration| Timespec {
         tv_sec: i64::try_from(within.as_secs()).unwrap_or(i64::MAX),
         tv_nsec: i64::from(within.subsec_nanos()),
@@ -90,8 +91,9 @@ pub(super) fn supervise(
             if !ready {
                 continue;
             }
-            let read = match &mut open[idx] {
-                Some(pipe) => pipe.read(&mut buffer),
+            buffer.clear();
+            let read = match &open[idx] {
+                Some(pipe) => rustix::io::read(pipe, rustix::buffer::spare_capacity(&mut buffer)),
                 None => continue,
             };
             match read {

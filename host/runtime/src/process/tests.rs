@@ -5,11 +5,8 @@ use crate::policy::Policy;
 
 /// [`run`], then the launch cgroups kept for reuse are removed: a test process ends
 /// without the runtime's end, which would remove them.
-fn run_released(
-    checked: Checked,
-    names: Option<&ExecNames>,
-) -> Result<wit::Output, wit::LaunchError> {
-    let output = run(checked, names);
+fn run_released(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
+    let output = run(checked);
     release_cgroups();
     output
 }
@@ -204,11 +201,9 @@ fn a_launch_that_names_no_user_runs_as_the_policys_run_as() {
 fn a_program_runs_with_an_empty_environment_and_its_input() {
     let mut request = command("/bin/sh", &["-c", "cat; echo \"[$HOME]\"; exit 3"]);
     request.stdin = Some(b"fed\n".to_vec());
-    let output = run_released(
-        check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
-        None,
-    )
-    .expect("ran");
+    let output =
+        run_released(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"))
+            .expect("ran");
     assert_eq!(output.status, wit::ExitStatus::Exited(3));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "fed\n[]\n");
 }
@@ -218,16 +213,12 @@ fn without_pidfds_threads_supervise_a_launch_alike() {
     PIDFDS_USABLE.store(false, std::sync::atomic::Ordering::Relaxed);
     let mut request = command("/bin/sh", &["-c", "cat; echo out; echo err >&2; exit 4"]);
     request.stdin = Some(b"in\n".to_vec());
-    let output = run_released(
-        check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
-        None,
-    );
+    let output =
+        run_released(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"));
     let mut slow = command("/bin/sh", &["-c", "sleep 30"]);
     slow.timeout_ms = Some(200);
-    let timed = run_released(
-        check(&exec_policy(), Launch::Allowed, &slow, || None).expect("allowed"),
-        None,
-    );
+    let timed =
+        run_released(check(&exec_policy(), Launch::Allowed, &slow, || None).expect("allowed"));
     PIDFDS_USABLE.store(true, std::sync::atomic::Ordering::Relaxed);
     let output = output.expect("ran");
     assert_eq!(output.status, wit::ExitStatus::Exited(4));
@@ -243,11 +234,9 @@ fn a_program_given_no_input_reads_its_end_at_once() {
     let mut request = command("/bin/sh", &["-c", "cat; echo done"]);
     request.timeout_ms = Some(5_000);
     let started = Instant::now();
-    let output = run_released(
-        check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
-        None,
-    )
-    .expect("ran");
+    let output =
+        run_released(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"))
+            .expect("ran");
     assert_eq!(output.status, wit::ExitStatus::Exited(0));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "done\n");
     assert!(
@@ -262,11 +251,9 @@ fn the_timeout_kills_the_whole_group() {
     let mut request = command("/bin/sh", &["-c", "sleep 30 & sleep 30"]);
     request.timeout_ms = Some(200);
     let started = Instant::now();
-    let output = run_released(
-        check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"),
-        None,
-    )
-    .expect("ran");
+    let output =
+        run_released(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"))
+            .expect("ran");
     assert_eq!(output.status, wit::ExitStatus::TimedOut);
     assert!(
         started.elapsed() < Duration::from_secs(5),
@@ -280,14 +267,47 @@ fn output_is_capped_and_marked_truncated() {
     let mut policy = exec_policy();
     policy.limits.output_bytes = 1000;
     let request = command("/bin/sh", &["-c", "yes | head -c 100000"]);
-    let output = run_released(
-        check(&policy, Launch::Allowed, &request, || None).expect("allowed"),
-        None,
-    )
-    .expect("ran");
+    let output = run_released(check(&policy, Launch::Allowed, &request, || None).expect("allowed"))
+        .expect("ran");
     assert_eq!(output.stdout.len(), 1000);
     assert!(output.stdout_truncated);
     assert_eq!(output.status, wit::ExitStatus::Exited(0));
+}
+
+/// A policy that lets the `sh` plugin launch `program` too.
+fn policy_with(program: &str) -> PluginPolicy {
+    let mut policy = exec_policy();
+    policy.programs.push(crate::policy::ProgramGrant {
+        pattern: crate::policy::ProgramPattern::Exact(program.into()),
+        args: None,
+        query: false,
+    });
+    policy
+}
+
+fn check_in(
+    programs: &Programs,
+    policy: &PluginPolicy,
+    request: &wit::Command,
+) -> Result<Checked, wit::LaunchError> {
+    check_scrubbed(
+        policy,
+        Launch::Allowed,
+        request,
+        || None,
+        &|text| text.to_owned(),
+        programs,
+    )
+}
+
+/// The links in the directory of names, each slot's.
+fn names_in(programs: &Programs) -> Vec<std::path::PathBuf> {
+    let dir = programs.names_dir().expect("a directory for names");
+    std::fs::read_dir(dir)
+        .expect("names dir")
+        .flat_map(|slot| std::fs::read_dir(slot.expect("slot").path()).expect("slot dir"))
+        .map(|entry| entry.expect("entry").path())
+        .collect()
 }
 
 #[test]
@@ -296,14 +316,10 @@ fn the_program_that_runs_is_the_file_that_was_checked_under_its_own_name() {
     let program = dir.path().join("tool");
     std::os::unix::fs::symlink("/bin/sh", &program).expect("link");
     let program = program.to_str().expect("utf-8").to_owned();
-    let mut policy = exec_policy();
-    policy.programs.push(crate::policy::ProgramGrant {
-        pattern: crate::policy::ProgramPattern::Exact(program.clone().into()),
-        args: None,
-        query: false,
-    });
+    let policy = policy_with(&program);
+    let programs = Programs::new();
     let request = command(&program, &["-c", "cat /proc/$$/comm; echo \"$0\"; exit 3"]);
-    let checked = check(&policy, Launch::Allowed, &request, || None).expect("allowed");
+    let checked = check_in(&programs, &policy, &request).expect("allowed");
     assert_eq!(
         checked.resolved().as_deref(),
         std::fs::canonicalize("/bin/sh")
@@ -314,19 +330,96 @@ fn the_program_that_runs_is_the_file_that_was_checked_under_its_own_name() {
     // The path now names another program: what was checked runs all the same.
     std::fs::remove_file(&program).expect("unlinked");
     std::os::unix::fs::symlink("/bin/false", &program).expect("relinked");
-    let names = ExecNames::create().expect("a directory for names");
-    let output = run_released(checked, Some(&names)).expect("ran");
+    let output = run_released(checked).expect("ran");
     assert_eq!(output.status, wit::ExitStatus::Exited(3));
     assert_eq!(
         String::from_utf8_lossy(&output.stdout),
         format!("tool\n{program}\n")
     );
-    let kept = std::fs::read_dir(&names.dir)
-        .expect("names dir")
-        .flat_map(|slot| std::fs::read_dir(slot.expect("slot").path()).expect("slot dir"))
-        .count();
-    assert_eq!(kept, 0, "the name is removed once the program runs");
-    let dir_of_names = names.dir.clone();
-    drop(names);
+    assert_eq!(
+        names_in(&programs).len(),
+        1,
+        "held with its name for the next launch"
+    );
+    // The next check finds the path changed: it opens what the path names now.
+    let checked = check_in(&programs, &policy, &request).expect("allowed");
+    assert_eq!(
+        checked.resolved().as_deref(),
+        std::fs::canonicalize("/bin/false")
+            .ok()
+            .and_then(|p| p.to_str().map(str::to_owned))
+            .as_deref()
+    );
+    let output = run_released(checked).expect("ran");
+    assert_eq!(output.status, wit::ExitStatus::Exited(1), "`false` ran");
+    let names = names_in(&programs);
+    assert_eq!(
+        names.len(),
+        1,
+        "the name of the file no longer held is gone: {names:?}"
+    );
+    assert_eq!(programs.held(), 1);
+    let dir_of_names = programs.names_dir().expect("names").to_owned();
+    drop(programs);
     assert!(!dir_of_names.exists());
+}
+
+#[test]
+fn a_held_program_is_reused_until_its_file_changes() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let program = dir.path().join("tool");
+    std::fs::write(&program, "#!/bin/sh\nexit 4\n").expect("script");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("mode");
+    let program = program.to_str().expect("utf-8").to_owned();
+    let programs = Programs::unnamed();
+    let first = programs.pin(&program).expect("pinned");
+    assert!(first.script);
+    assert!(Arc::ptr_eq(
+        &first,
+        &programs.pin(&program).expect("pinned")
+    ));
+    // A change of mode (the change time moves): opened again.
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o750)).expect("mode");
+    let second = programs.pin(&program).expect("pinned");
+    assert!(!Arc::ptr_eq(&first, &second));
+    // Written in place (same inode, other content): opened again, and judged again.
+    let elf = std::fs::read("/bin/true").expect("true");
+    std::fs::write(&program, elf).expect("rewritten");
+    let third = programs.pin(&program).expect("pinned");
+    assert!(!Arc::ptr_eq(&second, &third));
+    assert!(!third.script);
+    // No longer executable: refused, and nothing is held for it.
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o644)).expect("mode");
+    assert!(matches!(
+        programs.pin(&program),
+        Err(wit::LaunchError::Failed(message)) if message.contains("not an executable file")
+    ));
+    assert_eq!(programs.held(), 0);
+    std::fs::remove_file(&program).expect("removed");
+    assert!(matches!(
+        programs.pin(&program),
+        Err(wit::LaunchError::NotFound(_))
+    ));
+}
+
+#[test]
+fn a_run_holds_a_bounded_number_of_programs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let programs = Programs::new();
+    let mut pins = Vec::new();
+    for index in 0..pin::HELD_PROGRAMS + 3 {
+        let program = dir.path().join(format!("tool-{index}"));
+        std::os::unix::fs::symlink("/bin/true", &program).expect("link");
+        pins.push(
+            programs
+                .pin(program.to_str().expect("utf-8"))
+                .expect("pinned"),
+        );
+    }
+    assert_eq!(programs.held(), pin::HELD_PROGRAMS);
+    assert_eq!(names_in(&programs).len(), pin::HELD_PROGRAMS + 3);
+    // Those not held lose their names when their launches are done.
+    drop(pins);
+    assert_eq!(names_in(&programs).len(), pin::HELD_PROGRAMS);
 }

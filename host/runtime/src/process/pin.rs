@@ -1,0 +1,232 @@
+//! Program files held open from the check to the launch, and kept open for the next
+//! launches of the same program while its path still names the same, unchanged file.
+//!
+//! A launch runs the file opened when its request was checked (`/proc/self/fd/N` in the
+//! child), whatever happens to the path in between. Opening, inspecting and naming a
+//! program for each launch is most of what a guard costs beyond its shell, so a run
+//! keeps each program it launched open ([`Programs`]): the next check of the same path
+//! looks it up by name once (`stat`) and reuses the open file when the path leads to
+//! that very inode (held open, so its number cannot be reused) and its change time,
+//! size and mode are as they were; anything else (the path replaced, the file written,
+//! its mode or owner changed) opens it again. What runs is what the path named at the
+//! check, as before.
+
+use crate::bindings::process as wit;
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// The most programs a run keeps open; past it, each launch of another program opens
+/// and names it for itself, as the first launch of a program does.
+pub(crate) const HELD_PROGRAMS: usize = 64;
+
+/// A program file held open.
+pub(crate) struct Pinned {
+    pub(super) fd: rustix::fd::OwnedFd,
+    /// Where it is, after symlinks, when it was opened.
+    pub(super) resolved: String,
+    /// A `#!` script: its interpreter opens it again by name, so it runs by name.
+    pub(super) script: bool,
+    /// What the file was when it was opened: a later look by name that finds the same
+    /// reuses it.
+    identity: Identity,
+    /// The name it runs by (see [`ExecNames`]), removed with it.
+    link: Option<PathBuf>,
+}
+
+impl Pinned {
+    /// The path the child executes: the link that names it, or its descriptor.
+    pub(super) fn exec_path(&self) -> PathBuf {
+        match &self.link {
+            Some(link) => link.clone(),
+            None => PathBuf::from(format!(
+                "/proc/self/fd/{}",
+                rustix::fd::AsRawFd::as_raw_fd(&self.fd)
+            )),
+        }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // Before the descriptor closes (the fields drop after this): while it is open no
+        // other program can be opened as the same number and named in the same slot.
+        if let Some(link) = &self.link {
+            let _ = std::fs::remove_file(link);
+        }
+    }
+}
+
+/// The file's inode and the attributes any change to it (content, mode, owner, links)
+/// moves: device, inode, mode, owner, group, size, modification and change times.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Identity([i128; 10]);
+
+impl Identity {
+    fn of(stat: &rustix::fs::Stat) -> Identity {
+        Identity([
+            i128::from(stat.st_dev),
+            i128::from(stat.st_ino),
+            i128::from(stat.st_mode),
+            i128::from(stat.st_uid),
+            i128::from(stat.st_gid),
+            i128::from(stat.st_size),
+            i128::from(stat.st_mtime),
+            i128::from(stat.st_mtime_nsec),
+            i128::from(stat.st_ctime),
+            i128::from(stat.st_ctime_nsec),
+        ])
+    }
+}
+
+/// The programs a run has opened, and the names they run by.
+pub(crate) struct Programs {
+    /// Dropped first: each held program removes its name before the directory goes.
+    held: Mutex<HashMap<String, Arc<Pinned>>>,
+    names: Option<ExecNames>,
+}
+
+impl Programs {
+    /// Programs that run under their own names (a private directory of links), or by
+    /// their descriptors' numbers where the directory cannot be made.
+    pub(crate) fn new() -> Programs {
+        Programs {
+            held: Mutex::new(HashMap::new()),
+            names: ExecNames::create(),
+        }
+    }
+
+    /// Programs that run by their descriptors' numbers.
+    #[cfg(test)]
+    pub(crate) fn unnamed() -> Programs {
+        Programs {
+            held: Mutex::new(HashMap::new()),
+            names: None,
+        }
+    }
+
+    /// The file `program` names now, open: the one held since an earlier launch when
+    /// the path still leads to it unchanged, else opened (and held, up to
+    /// [`HELD_PROGRAMS`]). Refuses anything but an executable regular file.
+    pub(crate) fn pin(&self, program: &str) -> Result<Arc<Pinned>, wit::LaunchError> {
+        let now = rustix::fs::stat(program)
+            .ok()
+            .map(|stat| Identity::of(&stat));
+        let mut held = self.held.lock().expect("no pin panics while holding it");
+        if let (Some(now), Some(pinned)) = (now, held.get(program))
+            && pinned.identity == now
+        {
+            return Ok(Arc::clone(pinned));
+        }
+        // Another file, a changed one, or none: whatever was held goes.
+        held.remove(program);
+        let pinned = Arc::new(pin(program, self.names.as_ref())?);
+        if held.len() < HELD_PROGRAMS {
+            held.insert(program.to_owned(), Arc::clone(&pinned));
+        }
+        Ok(pinned)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.held.lock().expect("pins").len()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn names_dir(&self) -> Option<&Path> {
+        self.names.as_ref().map(|names| names.dir.as_path())
+    }
+}
+
+/// Names for pinned programs: a private directory (mode 0711, this process's own) of
+/// symlinks `N/NAME -> /proc/self/fd/N`. Running a pinned program through such a link
+/// runs exactly the file descriptor N holds, and gives the process its own name in `ps`,
+/// `top` and the kernel's audit log (the kernel names a process after the last component
+/// of the path it was started by, which for `/proc/self/fd/N` would be `N`).
+pub(crate) struct ExecNames {
+    dir: PathBuf,
+}
+
+impl ExecNames {
+    /// A new directory under the temporary directory; `None` if it cannot be made (a
+    /// pinned program then runs as `/proc/self/fd/N`, named `N`).
+    fn create() -> Option<ExecNames> {
+        use std::os::unix::fs::PermissionsExt;
+        let template = std::env::temp_dir().join("wconverge-exec-XXXXXX");
+        let dir = nix::unistd::mkdtemp(&template).ok()?;
+        let names = ExecNames { dir };
+        std::fs::set_permissions(&names.dir, std::fs::Permissions::from_mode(0o711)).ok()?;
+        Some(names)
+    }
+
+    /// A link named like `program` to the file `fd` holds.
+    fn link(&self, fd: i32, program: &str) -> Option<PathBuf> {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let name = Path::new(program).file_name()?;
+        let slot = self.dir.join(fd.to_string());
+        match std::fs::DirBuilder::new().mode(0o711).create(&slot) {
+            Ok(()) => {
+                std::fs::set_permissions(&slot, std::fs::Permissions::from_mode(0o711)).ok()?;
+            }
+            Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(_) => return None,
+        }
+        let path = slot.join(name);
+        // A link left by an earlier program with the same descriptor and name (one that
+        // was not held removes its own when it is done; this is for one that could not).
+        let _ = std::fs::remove_file(&path);
+        std::os::unix::fs::symlink(format!("/proc/self/fd/{fd}"), &path).ok()?;
+        Some(path)
+    }
+}
+
+impl Drop for ExecNames {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Opens `program`, so a launch runs this very file, and names it in `names`; refuses
+/// anything but an executable regular file.
+fn pin(program: &str, names: Option<&ExecNames>) -> Result<Pinned, wit::LaunchError> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    let fd = rustix::fs::open(program, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(
+        |error| {
+            if error == rustix::io::Errno::NOENT {
+                wit::LaunchError::NotFound(format!("cannot launch `{program}`: it does not exist"))
+            } else {
+                wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}"))
+            }
+        },
+    )?;
+    let stat = rustix::fs::fstat(&fd)
+        .map_err(|error| wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")))?;
+    if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_mode & 0o111 == 0 {
+        return Err(wit::LaunchError::Failed(format!(
+            "cannot launch `{program}`: it is not an executable file"
+        )));
+    }
+    let raw = rustix::fd::AsRawFd::as_raw_fd(&fd);
+    let proc_path = format!("/proc/self/fd/{raw}");
+    let resolved = std::fs::read_link(&proc_path)
+        .map_or_else(|_| program.to_owned(), |path| path.display().to_string());
+    // A file that cannot be read cannot be a script: its interpreter could not read it.
+    let script = std::fs::File::open(&proc_path)
+        .and_then(|mut file| {
+            let mut magic = [0u8; 2];
+            file.read_exact(&mut magic).map(|()| magic == *b"#!")
+        })
+        .unwrap_or(false);
+    // A script runs by name: it needs none.
+    let link = names
+        .filter(|_| !script)
+        .and_then(|names| names.link(raw, program));
+    Ok(Pinned {
+        fd,
+        resolved,
+        script,
+        identity: Identity::of(&stat),
+        link,
+    })
+}
