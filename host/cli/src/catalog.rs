@@ -172,13 +172,7 @@ pub(crate) fn load(
             .files
             .iter()
             .any(|path| path.extension().is_some_and(|e| e == "pp"))
-        || sources.iter().any(|source| {
-            source.text.contains("facts")
-                || source.text.contains("$::")
-                || wconverge_engine::FACTER_NAMES
-                    .iter()
-                    .any(|name| source.text.contains(&format!("${name}")))
-        });
+        || sources.iter().any(|source| names_facts(&source.text));
     let facts = if publish == Publish::FactsFromStore {
         let (groups, _) = fleet.stored_facts(&node)?;
         wconverge_engine::facts_value(&groups)
@@ -333,6 +327,52 @@ fn report(
             earlier.append(&mut problems);
             output::problems(&earlier, sources);
             Ok(None)
+        }
+    }
+}
+
+/// Whether manifest text may read facts: it names `facts`, a top-scope variable
+/// (`$::os`) or a variable that starts like one of Facter's own names (`$osfamily`).
+/// One pass over the text's `$` signs (a manifest of 10 MB was read once per name).
+fn names_facts(text: &str) -> bool {
+    if text.contains("facts") {
+        return true;
+    }
+    let mut rest = text;
+    while let Some(at) = rest.find('$') {
+        rest = &rest[at + 1..];
+        if rest.starts_with("::")
+            || wconverge_engine::FACTER_NAMES
+                .iter()
+                .any(|name| rest.starts_with(name))
+        {
+            return true;
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::names_facts;
+
+    #[test]
+    fn text_names_facts_by_facts_a_top_scope_variable_or_a_facter_name() {
+        for reads in [
+            "$facts['os']['family']",
+            "notify { $::osfamily: }",
+            "if $osfamily == 'Debian' {}",
+            "$kernel",
+        ] {
+            assert!(names_facts(reads), "{reads}");
+        }
+        for reads_none in [
+            "file { '/srv/${title}': content => \"$x\" }",
+            "no variables at all",
+            "a dollar at the end $",
+            "$",
+        ] {
+            assert!(!names_facts(reads_none), "{reads_none}");
         }
     }
 }

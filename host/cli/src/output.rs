@@ -52,10 +52,7 @@ fn needs_escape(c: char) -> bool {
 pub(crate) fn inert(text: &str) -> std::borrow::Cow<'_, str> {
     // Most output is plain ASCII: printable bytes, newlines and tabs need no look at
     // characters.
-    let plain = text
-        .bytes()
-        .all(|byte| matches!(byte, b' '..=b'~' | b'\n' | b'\t'));
-    if plain || !text.chars().any(needs_escape) {
+    if plain(text) || !text.chars().any(needs_escape) {
         return std::borrow::Cow::Borrowed(text);
     }
     let mut shown = String::with_capacity(text.len() + 16);
@@ -70,6 +67,17 @@ pub(crate) fn inert(text: &str) -> std::borrow::Cow<'_, str> {
         }
     }
     std::borrow::Cow::Owned(shown)
+}
+
+/// Whether `text` holds only printable ASCII, newlines and tabs. Looked at in blocks of
+/// 64 bytes, each as a whole (no early exit within a block), which the compiler turns into
+/// a few vector instructions: the JSON of a large catalog passes through here.
+fn plain(text: &str) -> bool {
+    text.as_bytes().chunks(64).all(|block| {
+        block.iter().fold(true, |plain, &byte| {
+            plain & (matches!(byte, b' '..=b'~') | (byte == b'\n') | (byte == b'\t'))
+        })
+    })
 }
 
 /// A message that may hold several lines, with every line after the first indented by
@@ -121,19 +129,32 @@ struct InertWriter<W: Write> {
     pending: Vec<u8>,
 }
 
+/// How many bytes of `bytes` are whole UTF-8 characters: all but the start of one cut at
+/// the end; an error if they are not UTF-8.
+fn whole_characters(bytes: &[u8]) -> std::io::Result<usize> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.len()),
+        Err(error) if error.error_len().is_none() => Ok(error.valid_up_to()),
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "output that is not UTF-8",
+        )),
+    }
+}
+
 impl<W: Write> Write for InertWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.pending.is_empty() {
+            // No character cut in two before: written from `buf` itself, and only the
+            // start of a character cut at its end is kept.
+            let whole = whole_characters(buf)?;
+            let text = std::str::from_utf8(&buf[..whole]).expect("checked");
+            self.inner.write_all(inert(text).as_bytes())?;
+            self.pending.extend_from_slice(&buf[whole..]);
+            return Ok(buf.len());
+        }
         self.pending.extend_from_slice(buf);
-        let whole = match std::str::from_utf8(&self.pending) {
-            Ok(text) => text.len(),
-            Err(error) if error.error_len().is_none() => error.valid_up_to(),
-            Err(_) => {
-                return Err(std::io::Error::new(
-                    std::io::ErrorKind::InvalidData,
-                    "output that is not UTF-8",
-                ));
-            }
-        };
+        let whole = whole_characters(&self.pending)?;
         let text = std::str::from_utf8(&self.pending[..whole]).expect("checked above");
         self.inner.write_all(inert(text).as_bytes())?;
         self.pending.drain(..whole);
@@ -551,8 +572,22 @@ pub(crate) fn facts_json(groups: &wconverge_runtime::FactGroups) {
 
 #[cfg(test)]
 mod tests {
-    use super::{InertWriter, inert};
+    use super::{InertWriter, inert, plain};
     use std::io::Write;
+
+    #[test]
+    fn plain_text_is_printable_ascii_newlines_and_tabs_wherever_a_block_ends() {
+        let base = "key: value\twith a tab\n".repeat(10);
+        assert!(plain(&base));
+        assert!(plain(""));
+        for at in 0..base.len() {
+            for odd in ["\u{1b}", "\r", "\u{7f}", "\u{e9}", "\u{202e}", "\0"] {
+                let mut text = base.clone();
+                text.replace_range(at..=at, odd);
+                assert!(!plain(&text), "{odd:?} at {at}");
+            }
+        }
+    }
 
     #[test]
     fn streamed_output_is_made_inert_as_a_whole_even_when_a_character_comes_in_pieces() {

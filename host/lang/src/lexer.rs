@@ -149,51 +149,53 @@ impl P {
     }
 }
 
-/// Punctuation, longest first so that `<<|` wins over `<<` and `<`.
-const PUNCTUATION: &[(&str, P)] = &[
-    ("<<|", P::LLCollect),
-    ("|>>", P::RRCollect),
-    ("=>", P::FatArrow),
-    ("+>", P::PlusArrow),
-    ("+=", P::PlusAssign),
-    ("->", P::InEdge),
-    ("~>", P::InEdgeSub),
-    ("<-", P::OutEdge),
-    ("<~", P::OutEdgeSub),
-    ("<|", P::LCollect),
-    ("|>", P::RCollect),
-    ("==", P::Eq),
-    ("!=", P::Ne),
-    ("=~", P::Match),
-    ("!~", P::NoMatch),
-    (">=", P::Ge),
-    ("<=", P::Le),
-    ("<<", P::LShift),
-    (">>", P::RShift),
-    ("@@", P::AtAt),
-    ("{", P::LBrace),
-    ("}", P::RBrace),
-    ("[", P::LBrack),
-    ("]", P::RBrack),
-    ("(", P::LParen),
-    (")", P::RParen),
-    (",", P::Comma),
-    (";", P::Semi),
-    (":", P::Colon),
-    (">", P::Gt),
-    ("<", P::Lt),
-    ("+", P::Plus),
-    ("-", P::Minus),
-    ("*", P::Star),
-    ("/", P::Slash),
-    ("%", P::Percent),
-    ("!", P::Not),
-    ("=", P::Assign),
-    ("?", P::Question),
-    ("@", P::At),
-    (".", P::Dot),
-    ("|", P::Pipe),
-];
+/// The punctuation `rest` starts with: by its first byte, then the longest that fits
+/// (`<<|` wins over `<<` and `<`).
+fn punctuation(rest: &str) -> Option<(&'static str, P)> {
+    let candidates: &[(&str, P)] = match rest.as_bytes().first()? {
+        b'<' => &[
+            ("<<|", P::LLCollect),
+            ("<-", P::OutEdge),
+            ("<~", P::OutEdgeSub),
+            ("<|", P::LCollect),
+            ("<=", P::Le),
+            ("<<", P::LShift),
+            ("<", P::Lt),
+        ],
+        b'|' => &[("|>>", P::RRCollect), ("|>", P::RCollect), ("|", P::Pipe)],
+        b'=' => &[
+            ("=>", P::FatArrow),
+            ("==", P::Eq),
+            ("=~", P::Match),
+            ("=", P::Assign),
+        ],
+        b'+' => &[("+>", P::PlusArrow), ("+=", P::PlusAssign), ("+", P::Plus)],
+        b'-' => &[("->", P::InEdge), ("-", P::Minus)],
+        b'~' => &[("~>", P::InEdgeSub)],
+        b'!' => &[("!=", P::Ne), ("!~", P::NoMatch), ("!", P::Not)],
+        b'>' => &[(">=", P::Ge), (">>", P::RShift), (">", P::Gt)],
+        b'@' => &[("@@", P::AtAt), ("@", P::At)],
+        b'{' => &[("{", P::LBrace)],
+        b'}' => &[("}", P::RBrace)],
+        b'[' => &[("[", P::LBrack)],
+        b']' => &[("]", P::RBrack)],
+        b'(' => &[("(", P::LParen)],
+        b')' => &[(")", P::RParen)],
+        b',' => &[(",", P::Comma)],
+        b';' => &[(";", P::Semi)],
+        b':' => &[(":", P::Colon)],
+        b'*' => &[("*", P::Star)],
+        b'/' => &[("/", P::Slash)],
+        b'%' => &[("%", P::Percent)],
+        b'?' => &[("?", P::Question)],
+        b'.' => &[(".", P::Dot)],
+        _ => return None,
+    };
+    candidates
+        .iter()
+        .find(|(text, _)| rest.starts_with(text))
+        .copied()
+}
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Part {
@@ -372,6 +374,15 @@ impl<'a> Lexer<'a> {
             // Whitespace and comments.
             loop {
                 let rest = self.rest();
+                // Spaces and tabs by their bytes; anything else by its character.
+                match rest.as_bytes().first() {
+                    Some(b' ' | b'\t' | b'\r') => {
+                        self.pos += 1;
+                        continue;
+                    }
+                    Some(byte) if byte.is_ascii_alphanumeric() => break,
+                    _ => {}
+                }
                 let Some(c) = rest.chars().next() else { break };
                 if c == '\n' {
                     state.line_start = true;
@@ -496,13 +507,9 @@ impl<'a> Lexer<'a> {
         if c == '@' && self.rest().starts_with("@(") {
             return self.heredoc(start);
         }
-        let first = self.rest().as_bytes().first().copied();
-        for (text, punct) in PUNCTUATION {
-            // Comparing the first byte first keeps this loop cheap.
-            if text.as_bytes().first().copied() == first && self.rest().starts_with(text) {
-                self.pos += text.len();
-                return Some(Tok::Punct(*punct));
-            }
+        if let Some((text, punct)) = punctuation(self.rest()) {
+            self.pos += text.len();
+            return Some(Tok::Punct(punct));
         }
         self.pos += c.len_utf8();
         self.error(

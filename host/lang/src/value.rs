@@ -187,12 +187,17 @@ impl Val {
         }
     }
 
+    /// Puppet's `==` of two strings: without regard to case.
+    pub(crate) fn str_equals(a: &str, b: &str) -> bool {
+        // Two ASCII strings that differ apart from case differ in lower case too.
+        a.eq_ignore_ascii_case(b)
+            || (!(a.is_ascii() && b.is_ascii()) && a.to_lowercase() == b.to_lowercase())
+    }
+
     /// Puppet's `==`: strings compare without regard to case, numbers by value.
     pub(crate) fn equals(&self, other: &Val) -> bool {
         match (self, other) {
-            (Val::Str(a), Val::Str(b)) => {
-                a.eq_ignore_ascii_case(b) || a.to_lowercase() == b.to_lowercase()
-            }
+            (Val::Str(a), Val::Str(b)) => Val::str_equals(a, b),
             (Val::Int(a), Val::Float(b)) | (Val::Float(b), Val::Int(a)) => (*a as f64) == *b,
             (Val::Array(a), Val::Array(b)) => {
                 a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.equals(y))

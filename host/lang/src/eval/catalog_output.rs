@@ -58,9 +58,7 @@ impl Evaluator<'_> {
         let res = &self.resources[idx];
         push_tag(&res.type_name, &mut tags);
         if let Some(attr) = res.attr("tag") {
-            for tag in tag_values(&attr.value) {
-                push_tag(&tag, &mut tags);
-            }
+            each_tag(&attr.value, &mut |tag| push_tag(tag, &mut tags));
         }
         self.foreign_tags(idx, &mut tags);
         self.container_tags(res.container, &mut tags);
@@ -93,9 +91,7 @@ impl Evaluator<'_> {
                 }
             }
             if let Some(attr) = container.attr("tag") {
-                for tag in tag_values(&attr.value) {
-                    push_tag(&tag, tags);
-                }
+                each_tag(&attr.value, &mut |tag| push_tag(tag, tags));
             }
             for tag in &container.function_tags {
                 push_tag(tag, tags);
@@ -641,15 +637,17 @@ impl Evaluator<'_> {
     }
 }
 
-fn tag_values(value: &Val) -> Vec<String> {
-    let mut flat = Vec::new();
-    flatten_into(value.clone(), &mut flat);
-    flat.into_iter()
-        .filter_map(|item| match item {
-            Val::Str(tag) => Some(tag),
-            _ => None,
-        })
-        .collect()
+/// Each string of a `tag` value, arrays flattened (anything else is no tag).
+fn each_tag(value: &Val, each: &mut dyn FnMut(&str)) {
+    match value {
+        Val::Str(tag) => each(tag),
+        Val::Array(items) => {
+            for item in items {
+                each_tag(item, each);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Relationships through a class or defined type instance that contains nothing:
@@ -752,8 +750,8 @@ pub(super) fn valid_tag(tag: &str) -> bool {
 
 /// Adds a tag, lowercased, unless it is there.
 pub(super) fn push_tag(tag: &str, tags: &mut Vec<String>) {
-    let tag = tag.to_ascii_lowercase();
-    if !tags.contains(&tag) {
-        tags.push(tag);
+    // The tags are kept in lower case: one that is there already costs no copy.
+    if !tags.iter().any(|kept| kept.eq_ignore_ascii_case(tag)) {
+        tags.push(tag.to_ascii_lowercase());
     }
 }

@@ -61,10 +61,13 @@ impl Evaluator<'_> {
                 let res = &self.resources[idx];
                 let found = match attribute.as_str() {
                     "title" => value.equals(&Val::Str(res.title.clone())),
-                    "tag" => self
-                        .tags_of(idx)
-                        .iter()
-                        .any(|tag| value.equals(&Val::Str(tag.clone()))),
+                    "tag" => match value {
+                        Val::Str(wanted) => self
+                            .tags_of(idx)
+                            .iter()
+                            .any(|tag| Val::str_equals(wanted, tag)),
+                        _ => false,
+                    },
                     name => match res.attr(name).map(|attr| &attr.value) {
                         Some(Val::Array(items)) => items.iter().any(|item| value.equals(item)),
                         Some(Val::Undef) | None => false,
