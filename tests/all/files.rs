@@ -636,6 +636,51 @@ fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_
     );
 }
 
+/// Issue 19. A `notify` changes nothing on the machine (its plugin may write no
+/// directory and launch no program): the files that run after it keep the states their
+/// batch read, where a resource that changes the machine makes them read their own.
+#[test]
+fn issue_19_a_notify_leaves_the_states_files_read_in_a_batch_standing() {
+    let machine = Machine::new();
+    std::fs::create_dir(machine.file("a")).expect("dir");
+    let mut resources = vec![serde_json::json!({
+        "type": "notify", "title": "hello", "attributes": { "message": "hello" }
+    })];
+    resources.extend((0..10).map(|index| {
+        serde_json::json!({
+            "type": "file",
+            "title": machine.file(&format!("a/file-{index:03}")),
+            "attributes": { "content": format!("line {index}\n") },
+        })
+    }));
+    let catalog = machine.catalog(Value::Array(resources));
+    let policy = machine.policy("");
+    // One worker: the notify runs first, every time.
+    let first = apply_logged(&machine, &catalog, &policy, "1");
+    assert_eq!(first.code, 2, "{first:#?}");
+    let second = apply_logged(&machine, &catalog, &policy, "1");
+    assert_eq!(
+        second.code, 2,
+        "the notify changes, as in Puppet: {second:#?}"
+    );
+    assert_eq!(
+        second.json()["summary"]["unchanged"],
+        10,
+        "{}",
+        second.stdout
+    );
+    assert_eq!(
+        state_reads(&second.stderr),
+        [(10, machine.file("a"))],
+        "{second:#?}"
+    );
+    assert_eq!(
+        log_lines(&second.stderr, " plan plugin=file"),
+        0,
+        "{second:#?}"
+    );
+}
+
 /// Issue 19. A batch is cut to fit its plugin's memory: files of 1 MiB each are
 /// validated and checked several at a time, no call holding more than an eighth of the
 /// plugin's memory limit, and the no-op holds.

@@ -117,6 +117,15 @@ pub trait PluginHost {
         None
     }
 
+    /// Whether a resource of plugin `plugin` can change the machine when it is applied or
+    /// refreshed: when it cannot (its policy grants it no directory to write and no
+    /// program to launch, as for `notify`), the states other resources read in batches
+    /// are still good after it. Unknown plugins can.
+    fn changes_machine(&self, plugin: &str) -> bool {
+        let _ = plugin;
+        true
+    }
+
     /// Why the run must stop now (the operator interrupted it), if it must: the
     /// resources not yet applied fail with this reason.
     fn interrupted(&self) -> Option<String> {

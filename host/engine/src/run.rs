@@ -103,9 +103,12 @@ impl Shared<'_> {
         self.facts.get_or_init(|| self.host.facts())
     }
 
-    /// The machine changed (or is changing): what was read in batches may be stale.
-    fn invalidate(&self) {
-        self.prefetched.invalidate();
+    /// The machine changed (or is changing) through `resource`: what was read in
+    /// batches may be stale, unless its plugin can change nothing (`notify`).
+    fn invalidate(&self, resource: &PreparedResource) {
+        if self.host.changes_machine(&resource.provider) {
+            self.prefetched.invalidate();
+        }
     }
 }
 
@@ -307,9 +310,9 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             Ok(Planned::Changes(changes)) => {
                 // What was read in batches may be stale once anything changes (and
                 // while it changes, for reads other resources make meanwhile).
-                shared.invalidate();
+                shared.invalidate(&target);
                 let Call { outcome, logs } = host.apply(&target, &changes);
-                shared.invalidate();
+                shared.invalidate(&target);
                 record(logs);
                 outcome
                     .map(|()| (Status::Changed, changes))
@@ -440,9 +443,9 @@ fn refresh_if_notified(
         } else if noop {
             "would_refresh"
         } else {
-            shared.invalidate();
+            shared.invalidate(target);
             let Call { outcome, logs } = shared.host.refresh(target);
-            shared.invalidate();
+            shared.invalidate(target);
             record(logs);
             match outcome {
                 Ok(()) => "refreshed",

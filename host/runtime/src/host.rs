@@ -59,6 +59,16 @@ impl PluginHost for Runtime {
         self.load_ahead(plugin);
     }
 
+    fn changes_machine(&self, plugin: &str) -> bool {
+        self.policy.plugin(plugin).is_none_or(|policy| {
+            !policy.programs.is_empty()
+                || policy
+                    .directories
+                    .iter()
+                    .any(|grant| grant.access == crate::policy::Access::ReadWrite)
+        })
+    }
+
     /// The directory walked as a grant is (links followed only when root or this user
     /// owns them), then the file's name.
     fn resolve_path(&self, path: &str) -> Option<String> {
