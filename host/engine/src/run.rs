@@ -104,9 +104,10 @@ impl Shared<'_> {
     }
 
     /// The machine changed (or is changing) through `resource`: what was read in
-    /// batches may be stale, unless its plugin can change nothing (`notify`).
+    /// batches may be stale, unless its plugin can change nothing (`notify`) and it has
+    /// no guard (whose commands, run by another plugin, may have changed something).
     fn invalidate(&self, resource: &PreparedResource) {
-        if self.host.changes_machine(&resource.provider) {
+        if !resource.guards.is_empty() || self.host.changes_machine(&resource.provider) {
             self.prefetched.invalidate();
         }
     }

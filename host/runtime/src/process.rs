@@ -192,6 +192,8 @@ pub(crate) fn check_scrubbed<'l>(
                 wit::LaunchError::Failed(format!("architecture `{architecture}`: {why}"))
             })?;
         if route.program == checked.program && route.args == checked.args {
+            // The machine runs it as it is: pinned like any other launch.
+            checked.file = Some(programs.pin(&checked.program)?);
             return Ok(checked);
         }
         check_route(policy, launcher.policy(), launch, &checked, &route)
@@ -679,6 +681,21 @@ pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
         CGROUPS_USABLE.store(false, std::sync::atomic::Ordering::Relaxed);
         cgroup = None;
         spec.cgroup = None;
+        started = Instant::now();
+        spawned = crate::spawn::spawn(&spec);
+    }
+    if let (Err(error), Some(file)) = (&spawned, &checked.file)
+        && error.kind() == std::io::ErrorKind::NotFound
+        && !file.script
+        && let Ok(by_number) = text(
+            std::os::unix::ffi::OsStrExt::as_bytes(file.fd_path().as_os_str()),
+            "its path",
+        )
+        && by_number != spec.path
+    {
+        // The link that names it is gone (someone cleaned the temporary directory):
+        // the file still runs, by its descriptor's number.
+        spec.path = by_number;
         started = Instant::now();
         spawned = crate::spawn::spawn(&spec);
     }

@@ -183,15 +183,14 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
     let pipe = || -> std::io::Result<(OwnedFd, OwnedFd)> {
         nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC).map_err(Into::into)
     };
-    let (stdin_read, stdin_write) = if spawn.input {
+    // No input: `/dev/null`, or where there is none to trust, a pipe whose other end
+    // is closed at once.
+    let null = if spawn.input { None } else { dev_null() };
+    let (stdin_read, stdin_write) = if null.is_none() {
         let (read, write) = pipe()?;
-        (Some(read), Some(write))
+        (Some(read), spawn.input.then_some(write))
     } else {
         (None, None)
-    };
-    let null = match &stdin_read {
-        Some(_) => None,
-        None => Some(dev_null()?),
     };
     let (stdout_read, stdout_write) = pipe()?;
     let (stderr_read, stderr_write) = pipe()?;
@@ -234,6 +233,7 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
     let top = (base as usize + STACK) & !15;
     let mut pid = -1;
     let mut pidfd: c_int = -1;
+    let mut owned_pidfd: Option<OwnedFd> = None;
     #[cfg(target_arch = "x86_64")]
     if let Some(cgroup) = spawn.cgroup {
         let mut args = CloneArgs {
@@ -263,12 +263,16 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
                     ),
                 ));
             }
-            result => pid = result as libc::pid_t,
+            result => {
+                pid = result as libc::pid_t;
+                if pidfd >= 0 {
+                    // SAFETY: the child was made, so the descriptor clone3 wrote is this
+                    // process's, owned by nothing else.
+                    owned_pidfd = Some(unsafe { std::os::fd::FromRawFd::from_raw_fd(pidfd) });
+                }
+            }
         }
     }
-    // SAFETY: a descriptor the kernel made for this process (clone3 wrote it), owned
-    // by nothing else; -1 when there is none.
-    let pidfd = (pidfd >= 0).then(|| unsafe { std::os::fd::FromRawFd::from_raw_fd(pidfd) });
     if pid == -1 {
         child.cgroup = spawn.cgroup.map_or(-1, |cgroup| cgroup.procs);
         // SAFETY: as for clone3 above; glibc's clone runs `run_child` on the stack.
@@ -312,7 +316,7 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
     drop((stdin_read, stdout_write, stderr_write));
     Ok(Spawned {
         pid,
-        pidfd,
+        pidfd: owned_pidfd,
         stdin: stdin_write.map(std::fs::File::from),
         stdout: std::fs::File::from(stdout_read),
         stderr: std::fs::File::from(stderr_read),
@@ -320,18 +324,25 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
 }
 
 /// `/dev/null`, opened once (close-on-exec; the child's copy as its standard input has
-/// no such flag).
-fn dev_null() -> std::io::Result<c_int> {
-    static NULL: std::sync::OnceLock<OwnedFd> = std::sync::OnceLock::new();
-    if let Some(null) = NULL.get() {
-        return Ok(null.as_raw_fd());
-    }
-    let opened = rustix::fs::open(
-        "/dev/null",
-        rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::empty(),
-    )?;
-    Ok(NULL.get_or_init(|| opened).as_raw_fd())
+/// no such flag), if it is the null device: not a link, not a file someone put there.
+fn dev_null() -> Option<c_int> {
+    use rustix::fs::{FileType, Mode, OFlags};
+    static NULL: std::sync::OnceLock<Option<OwnedFd>> = std::sync::OnceLock::new();
+    NULL.get_or_init(|| {
+        let opened = rustix::fs::open(
+            "/dev/null",
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NOCTTY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+        .ok()?;
+        let stat = rustix::fs::fstat(&opened).ok()?;
+        let null = FileType::from_raw_mode(stat.st_mode) == FileType::CharacterDevice
+            && rustix::fs::major(stat.st_rdev) == 1
+            && rustix::fs::minor(stat.st_rdev) == 3;
+        null.then_some(opened)
+    })
+    .as_ref()
+    .map(AsRawFd::as_raw_fd)
 }
 
 /// The child, between clone and exec. It shares wconverge's memory and runs while

@@ -29,8 +29,8 @@ pub(crate) struct Pinned {
     /// A `#!` script: its interpreter opens it again by name, so it runs by name.
     pub(super) script: bool,
     /// What the file was when it was opened: a later look by name that finds the same
-    /// reuses it.
-    identity: Identity,
+    /// reuses it (never, where it could not be told).
+    identity: Option<Identity>,
     /// The name it runs by (see [`ExecNames`]), removed with it.
     link: Option<PathBuf>,
 }
@@ -40,11 +40,16 @@ impl Pinned {
     pub(super) fn exec_path(&self) -> PathBuf {
         match &self.link {
             Some(link) => link.clone(),
-            None => PathBuf::from(format!(
-                "/proc/self/fd/{}",
-                rustix::fd::AsRawFd::as_raw_fd(&self.fd)
-            )),
+            None => self.fd_path(),
         }
+    }
+
+    /// Its descriptor's path, `/proc/self/fd/N`, which names it as `N` in `ps`.
+    pub(super) fn fd_path(&self) -> PathBuf {
+        PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            rustix::fd::AsRawFd::as_raw_fd(&self.fd)
+        ))
     }
 }
 
@@ -58,25 +63,55 @@ impl Drop for Pinned {
     }
 }
 
-/// The file's inode and the attributes any change to it (content, mode, owner, links)
-/// moves: device, inode, mode, owner, group, size, modification and change times.
+/// The file's mount, device and inode, and the attributes any change to it (content,
+/// mode, owner, links) moves: mode, owner, group, size, modification and change times.
+/// The mount tells a bind mount (`noexec`, say) put over the path since, which shows the
+/// same device and inode (kernels before 5.8 give no mount: 0).
 #[derive(Clone, Copy, PartialEq, Eq)]
-struct Identity([i128; 10]);
+struct Identity([u64; 12]);
 
 impl Identity {
-    fn of(stat: &rustix::fs::Stat) -> Identity {
-        Identity([
-            i128::from(stat.st_dev),
-            i128::from(stat.st_ino),
-            i128::from(stat.st_mode),
-            i128::from(stat.st_uid),
-            i128::from(stat.st_gid),
-            i128::from(stat.st_size),
-            i128::from(stat.st_mtime),
-            i128::from(stat.st_mtime_nsec),
-            i128::from(stat.st_ctime),
-            i128::from(stat.st_ctime_nsec),
-        ])
+    /// What `path` leads to now.
+    fn of_path(path: &str) -> Option<Identity> {
+        Identity::of(rustix::fs::statx(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::AtFlags::empty(),
+            rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID,
+        ))
+    }
+
+    /// What the open file `fd` is.
+    fn of_file(fd: &rustix::fd::OwnedFd) -> Option<Identity> {
+        Identity::of(rustix::fs::statx(
+            fd,
+            c"",
+            rustix::fs::AtFlags::EMPTY_PATH,
+            rustix::fs::StatxFlags::BASIC_STATS | rustix::fs::StatxFlags::MNT_ID,
+        ))
+    }
+
+    fn of(found: rustix::io::Result<rustix::fs::Statx>) -> Option<Identity> {
+        let stat = found.ok()?;
+        let mount = if stat.stx_mask & rustix::fs::StatxFlags::MNT_ID.bits() != 0 {
+            stat.stx_mnt_id
+        } else {
+            0
+        };
+        Some(Identity([
+            mount,
+            u64::from(stat.stx_dev_major),
+            u64::from(stat.stx_dev_minor),
+            stat.stx_ino,
+            u64::from(stat.stx_mode),
+            u64::from(stat.stx_uid),
+            u64::from(stat.stx_gid),
+            stat.stx_size,
+            stat.stx_mtime.tv_sec as u64,
+            u64::from(stat.stx_mtime.tv_nsec),
+            stat.stx_ctime.tv_sec as u64,
+            u64::from(stat.stx_ctime.tv_nsec),
+        ]))
     }
 }
 
@@ -110,19 +145,22 @@ impl Programs {
     /// the path still leads to it unchanged, else opened (and held, up to
     /// [`HELD_PROGRAMS`]). Refuses anything but an executable regular file.
     pub(crate) fn pin(&self, program: &str) -> Result<Arc<Pinned>, wit::LaunchError> {
-        let now = rustix::fs::stat(program)
-            .ok()
-            .map(|stat| Identity::of(&stat));
-        let mut held = self.held.lock().expect("no pin panics while holding it");
-        if let (Some(now), Some(pinned)) = (now, held.get(program))
-            && pinned.identity == now
+        let now = Identity::of_path(program);
         {
-            return Ok(Arc::clone(pinned));
+            let mut held = self.held.lock().expect("no pin panics while holding it");
+            if let (Some(now), Some(pinned)) = (now, held.get(program))
+                && pinned.identity == Some(now)
+            {
+                return Ok(Arc::clone(pinned));
+            }
+            // Another file, a changed one, or none: whatever was held goes.
+            held.remove(program);
         }
-        // Another file, a changed one, or none: whatever was held goes.
-        held.remove(program);
+        // Opened without the lock: a slow file system holds up this launch alone.
         let pinned = Arc::new(pin(program, self.names.as_ref())?);
-        if held.len() < HELD_PROGRAMS {
+        let mut held = self.held.lock().expect("no pin panics while holding it");
+        if held.len() < HELD_PROGRAMS || held.contains_key(program) {
+            // The latest opened is kept (another thread may have opened it meanwhile).
             held.insert(program.to_owned(), Arc::clone(&pinned));
         }
         Ok(pinned)
@@ -207,6 +245,8 @@ fn pin(program: &str, names: Option<&ExecNames>) -> Result<Pinned, wit::LaunchEr
             "cannot launch `{program}`: it is not an executable file"
         )));
     }
+    // Before anything is read of it: a change after this is a change the next look sees.
+    let identity = Identity::of_file(&fd);
     let raw = rustix::fd::AsRawFd::as_raw_fd(&fd);
     let proc_path = format!("/proc/self/fd/{raw}");
     let resolved = std::fs::read_link(&proc_path)
@@ -226,7 +266,7 @@ fn pin(program: &str, names: Option<&ExecNames>) -> Result<Pinned, wit::LaunchEr
         fd,
         resolved,
         script,
-        identity: Identity::of(&stat),
+        identity,
         link,
     })
 }

@@ -300,6 +300,13 @@ fn check_in(
     )
 }
 
+/// Where `path` really is, after symlinks.
+fn real(path: &str) -> Option<String> {
+    std::fs::canonicalize(path)
+        .ok()
+        .and_then(|real| real.to_str().map(str::to_owned))
+}
+
 /// The links in the directory of names, each slot's.
 fn names_in(programs: &Programs) -> Vec<std::path::PathBuf> {
     let dir = programs.names_dir().expect("a directory for names");
@@ -320,13 +327,7 @@ fn the_program_that_runs_is_the_file_that_was_checked_under_its_own_name() {
     let programs = Programs::new();
     let request = command(&program, &["-c", "cat /proc/$$/comm; echo \"$0\"; exit 3"]);
     let checked = check_in(&programs, &policy, &request).expect("allowed");
-    assert_eq!(
-        checked.resolved().as_deref(),
-        std::fs::canonicalize("/bin/sh")
-            .ok()
-            .and_then(|p| p.to_str().map(str::to_owned))
-            .as_deref()
-    );
+    assert_eq!(checked.resolved(), real("/bin/sh"));
     // The path now names another program: what was checked runs all the same.
     std::fs::remove_file(&program).expect("unlinked");
     std::os::unix::fs::symlink("/bin/false", &program).expect("relinked");
@@ -343,13 +344,7 @@ fn the_program_that_runs_is_the_file_that_was_checked_under_its_own_name() {
     );
     // The next check finds the path changed: it opens what the path names now.
     let checked = check_in(&programs, &policy, &request).expect("allowed");
-    assert_eq!(
-        checked.resolved().as_deref(),
-        std::fs::canonicalize("/bin/false")
-            .ok()
-            .and_then(|p| p.to_str().map(str::to_owned))
-            .as_deref()
-    );
+    assert_eq!(checked.resolved(), real("/bin/false"));
     let output = run_released(checked).expect("ran");
     assert_eq!(output.status, wit::ExitStatus::Exited(1), "`false` ran");
     let names = names_in(&programs);
@@ -359,9 +354,89 @@ fn the_program_that_runs_is_the_file_that_was_checked_under_its_own_name() {
         "the name of the file no longer held is gone: {names:?}"
     );
     assert_eq!(programs.held(), 1);
+    // The shell again, its name removed behind the run's back (a cleaner of the
+    // temporary directory): the file checked still runs, by its descriptor's number.
+    std::fs::remove_file(&program).expect("unlinked");
+    std::os::unix::fs::symlink("/bin/sh", &program).expect("relinked");
+    let request = command(&program, &["-c", "cat /proc/$$/comm; exit 5"]);
+    let checked = check_in(&programs, &policy, &request).expect("allowed");
+    for link in names_in(&programs) {
+        std::fs::remove_file(link).expect("name removed");
+    }
+    let output = run_released(checked).expect("ran");
+    assert_eq!(output.status, wit::ExitStatus::Exited(5));
+    let comm = String::from_utf8_lossy(&output.stdout).trim().to_owned();
+    assert!(comm.parse::<u32>().is_ok(), "named by its number: {comm}");
     let dir_of_names = programs.names_dir().expect("names").to_owned();
     drop(programs);
     assert!(!dir_of_names.exists());
+}
+
+#[test]
+fn a_program_that_gets_no_input_reads_the_null_device() {
+    let request = command(
+        "/bin/sh",
+        &["-c", "cat; test -c /proc/self/fd/0 && echo device"],
+    );
+    let output =
+        run_released(check(&exec_policy(), Launch::Allowed, &request, || None).expect("allowed"))
+            .expect("ran");
+    assert_eq!(output.status, wit::ExitStatus::Exited(0));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "device\n");
+}
+
+/// Unmounts a bind mount when dropped, even when the test fails.
+struct Mounted(std::path::PathBuf);
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[test]
+fn a_held_program_is_opened_again_once_another_mount_covers_its_path() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    let program = bin.join("tool");
+    std::fs::copy("/bin/true", &program).expect("tool");
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("mode");
+    let program = program.to_str().expect("utf-8").to_owned();
+    let programs = Programs::unnamed();
+    let first = programs.pin(&program).expect("pinned");
+    assert!(Arc::ptr_eq(
+        &first,
+        &programs.pin(&program).expect("pinned")
+    ));
+    // The same directory mounted over itself without exec: the same device and inode
+    // through another mount.
+    let mount = |args: &[&str]| {
+        let status = std::process::Command::new("mount")
+            .args(args)
+            .arg(&bin)
+            .arg(&bin)
+            .status()
+            .expect("mount runs");
+        assert!(status.success(), "mount {args:?} (the tests run as root)");
+    };
+    mount(&["--bind"]);
+    let _mounted = Mounted(bin.clone());
+    let status = std::process::Command::new("mount")
+        .args(["-o", "remount,bind,noexec"])
+        .arg(&bin)
+        .status()
+        .expect("mount runs");
+    assert!(status.success(), "remount noexec");
+    let second = programs.pin(&program).expect("pinned");
+    assert!(
+        !Arc::ptr_eq(&first, &second),
+        "the path now leads through another mount"
+    );
 }
 
 #[test]
