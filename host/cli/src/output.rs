@@ -144,20 +144,19 @@ fn whole_characters(bytes: &[u8]) -> std::io::Result<usize> {
 
 impl<W: Write> Write for InertWriter<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.pending.is_empty() {
-            // No character cut in two before: written from `buf` itself, and only the
-            // start of a character cut at its end is kept.
-            let whole = whole_characters(buf)?;
-            let text = std::str::from_utf8(&buf[..whole]).expect("checked");
-            self.inner.write_all(inert(text).as_bytes())?;
-            self.pending.extend_from_slice(&buf[whole..]);
-            return Ok(buf.len());
-        }
-        self.pending.extend_from_slice(buf);
-        let whole = whole_characters(&self.pending)?;
-        let text = std::str::from_utf8(&self.pending[..whole]).expect("checked above");
+        // `buf` itself, unless a character cut in two waits for its other bytes.
+        let joined;
+        let bytes = if self.pending.is_empty() {
+            buf
+        } else {
+            joined = [std::mem::take(&mut self.pending).as_slice(), buf].concat();
+            &joined
+        };
+        let whole = whole_characters(bytes)?;
+        let text = std::str::from_utf8(&bytes[..whole]).expect("checked");
         self.inner.write_all(inert(text).as_bytes())?;
-        self.pending.drain(..whole);
+        // The start of a character cut at the end, kept for the next write.
+        self.pending.extend_from_slice(&bytes[whole..]);
         Ok(buf.len())
     }
 

@@ -206,9 +206,10 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
     let mut child = Child {
         cgroup: -1,
         streams: [
-            stdin_read
-                .as_ref()
-                .map_or_else(|| null.unwrap_or(-1), AsRawFd::as_raw_fd),
+            match (&stdin_read, null) {
+                (Some(read), _) => read.as_raw_fd(),
+                (None, null) => null.expect("no pipe only where /dev/null is used"),
+            },
             stdout_write.as_raw_fd(),
             stderr_write.as_raw_fd(),
         ],

@@ -5,11 +5,11 @@
 //! child), whatever happens to the path in between. Opening, inspecting and naming a
 //! program for each launch is most of what a guard costs beyond its shell, so a run
 //! keeps each program it launched open ([`Programs`]): the next check of the same path
-//! looks it up by name once (`stat`) and reuses the open file when the path leads to
-//! that very inode (held open, so its number cannot be reused) and its change time,
-//! size and mode are as they were; anything else (the path replaced, the file written,
-//! its mode or owner changed) opens it again. What runs is what the path named at the
-//! check, as before.
+//! looks it up by name once (`statx`) and reuses the open file when the path leads to
+//! that very inode (held open, so its number cannot be reused) through the same mount,
+//! and its mode, owner, size and times are as they were; anything else (the path
+//! replaced, the file written, its mode or owner changed, a mount put over it) opens it
+//! again. What runs is what the path named at the check, as before.
 
 use crate::bindings::process as wit;
 use std::collections::HashMap;
@@ -23,7 +23,7 @@ pub(crate) const HELD_PROGRAMS: usize = 64;
 
 /// A program file held open.
 pub(crate) struct Pinned {
-    pub(super) fd: rustix::fd::OwnedFd,
+    fd: rustix::fd::OwnedFd,
     /// Where it is, after symlinks, when it was opened.
     pub(super) resolved: String,
     /// A `#!` script: its interpreter opens it again by name, so it runs by name.
@@ -182,7 +182,7 @@ impl Programs {
 /// runs exactly the file descriptor N holds, and gives the process its own name in `ps`,
 /// `top` and the kernel's audit log (the kernel names a process after the last component
 /// of the path it was started by, which for `/proc/self/fd/N` would be `N`).
-pub(crate) struct ExecNames {
+struct ExecNames {
     dir: PathBuf,
 }
 

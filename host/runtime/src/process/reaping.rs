@@ -265,14 +265,8 @@ impl LaunchCgroup {
             KILLED.lock().expect("cgroup pool lock").push(self);
             return;
         }
-        // Empty, as after almost every launch: one read of the open listing.
-        let mut first = [0u8; 1];
-        if matches!(rustix::io::pread(&self.listing, &mut first, 0), Ok(0)) {
-            POOL.lock().expect("cgroup pool lock").push(self);
-            return;
-        }
         for _ in 0..KILL_ROUNDS {
-            let Ok(procs) = std::fs::read_to_string(self.dir.join("cgroup.procs")) else {
+            let Some(procs) = self.members() else {
                 return;
             };
             if procs.trim().is_empty() {
@@ -284,7 +278,36 @@ impl LaunchCgroup {
             }
         }
     }
+
+    /// The processes in it now: its open `cgroup.procs` read again from the start (one
+    /// read when it is empty, as after almost every launch), up to [`MEMBERS_CAP`]
+    /// bytes; `None` if it cannot be read.
+    fn members(&self) -> Option<String> {
+        let mut bytes = Vec::new();
+        let mut chunk = [0u8; 4096];
+        // Each read starts where the one before ended, as the listing expects.
+        while bytes.len() < MEMBERS_CAP {
+            let read = rustix::io::pread(&self.listing, &mut chunk, bytes.len() as u64).ok()?;
+            if read == 0 {
+                break;
+            }
+            bytes.extend_from_slice(&chunk[..read]);
+        }
+        if bytes.len() >= MEMBERS_CAP {
+            // Whole lines only: a number cut short would name another process.
+            let whole = bytes
+                .iter()
+                .rposition(|&byte| byte == b'\n')
+                .map_or(0, |at| at + 1);
+            bytes.truncate(whole);
+        }
+        String::from_utf8(bytes).ok()
+    }
 }
+
+/// The most of a launch cgroup's listing read at a time (its process ids, a line
+/// each): the rest is moved out in the next round.
+const MEMBERS_CAP: usize = 1 << 20;
 
 /// Launch cgroups that were killed, to remove once what they held has died.
 pub(super) static KILLED: Mutex<Vec<LaunchCgroup>> = Mutex::new(Vec::new());
