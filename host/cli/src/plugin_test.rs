@@ -522,4 +522,12 @@ impl PluginHost for Recorder<'_> {
     fn resolve_path(&self, path: &str) -> Option<String> {
         self.inner.resolve_path(path)
     }
+
+    fn changes_machine(&self, plugin: &str) -> bool {
+        self.inner.changes_machine(plugin)
+    }
+
+    fn launches_programs(&self, plugin: &str) -> bool {
+        self.inner.launches_programs(plugin)
+    }
 }

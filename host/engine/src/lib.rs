@@ -126,6 +126,15 @@ pub trait PluginHost {
         true
     }
 
+    /// Whether plugin `plugin` may launch programs (its policy grants it some): what a
+    /// program does is not bounded by the paths its resource names, so each of its
+    /// resources keeps its place in the run's order (`apply --jobs`). Unknown plugins
+    /// may.
+    fn launches_programs(&self, plugin: &str) -> bool {
+        let _ = plugin;
+        true
+    }
+
     /// Why the run must stop now (the operator interrupted it), if it must: the
     /// resources not yet applied fail with this reason.
     fn interrupted(&self) -> Option<String> {

@@ -304,6 +304,11 @@ impl Prefetched {
         }
     }
 
+    /// How many times the machine changed (or began to change) so far in this run.
+    pub(crate) fn generation(&self) -> u64 {
+        self.inner.lock().expect("prefetch lock").generation
+    }
+
     /// A resource that read its own state was found in sync: batches are worth reading
     /// again (two at first).
     pub(crate) fn in_sync(&self) {

@@ -8,7 +8,8 @@ use crate::report::{
 };
 use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, Failure, GuardBody, LogRecord, PluginHost, ScriptStatus};
-use std::sync::{OnceLock, RwLock};
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock, RwLock};
 use std::time::Instant;
 use wconverge_catalog::{Code, NodeAttributes, RunContext, TypeSchema, Value};
 
@@ -27,13 +28,11 @@ pub fn run(prepared: &Prepared, host: &(dyn PluginHost + Sync), mode: Mode) -> R
     run_with_jobs(prepared, host, mode, 1)
 }
 
-/// Runs a prepared catalog, applying up to `jobs` resources at once: a resource starts
-/// once every resource it depends on has finished, as its type's concurrency allows
-/// (one at a time per type and provider, at different paths, or any), and a resource
-/// that reads or writes node attributes (a `node_block`, a lazy value, a block guard,
-/// the `node` context) runs alone, after everything before it in graph order. Each
-/// resource sees what it would see with `jobs` at 1, and the report lists resources in
-/// graph order whatever finished first.
+/// Runs a prepared catalog, applying up to `jobs` resources at once without changing
+/// what it means (see `schedule`): a resource starts once every resource it depends on
+/// has finished and every earlier one it could reach or be reached by; each resource
+/// sees what it would see with `jobs` at 1, and the report lists resources in graph
+/// order whatever finished first.
 pub fn run_with_jobs(
     prepared: &Prepared,
     host: &(dyn PluginHost + Sync),
@@ -48,6 +47,7 @@ pub fn run_with_jobs(
         node: RwLock::new(prepared.node_attributes.clone()),
         facts: OnceLock::new(),
         prefetched: crate::prefetch::Prefetched::default(),
+        ahead: Mutex::new(HashMap::new()),
     };
     let finished = crate::schedule::concurrently(&shared, jobs);
     let mut summary = Summary {
@@ -96,6 +96,63 @@ pub(crate) struct Shared<'a> {
     /// Gathered at the first resource that needs them, once.
     facts: OnceLock<Result<wconverge_program::Facts, crate::FactsError>>,
     prefetched: crate::prefetch::Prefetched,
+    /// Guards evaluated ahead of their resource's turn, by run position (see
+    /// [`guards_ahead`]).
+    ahead: Mutex<HashMap<usize, Ahead>>,
+}
+
+/// What a resource's guards said when evaluated ahead of its turn, and the count of the
+/// machine's changes when they began.
+pub(crate) struct Ahead {
+    generation: u64,
+    guarded: Guarded,
+    reports: Vec<GuardReport>,
+    logs: Vec<LogRecord>,
+}
+
+/// Whether the guards of `resource` may be evaluated ahead of its turn: they are all
+/// scripts (a block guard reads node attributes), and the resource has no lazy value
+/// and reads no facts. A script guard changes nothing (Chef's rule for guards), so what
+/// it says stands until something changes the machine.
+pub(crate) fn may_guard_ahead(resource: &PreparedResource) -> bool {
+    !resource.guards.is_empty()
+        && resource.lazy.is_empty()
+        && !resource.reads_facts
+        && resource.provider != ENGINE
+        && resource
+            .guards
+            .iter()
+            .all(|guard| matches!(guard.body, GuardBody::Script(_)))
+}
+
+/// Evaluates the guards of the resource at run `position` ahead of its turn (while a
+/// worker has nothing else to start), for [`apply_one`] to take if nothing changed the
+/// machine since they began.
+pub(crate) fn guards_ahead(shared: &Shared<'_>, position: usize) {
+    let prepared = shared.prepared;
+    let resource = &prepared.resources[prepared.graph.order()[position]];
+    let generation = shared.prefetched.generation();
+    let mut reports = Vec::new();
+    let mut logs = Vec::new();
+    let guarded = guards(
+        shared.host,
+        prepared.code,
+        resource,
+        // Script guards read neither node attributes nor facts.
+        &shared.node.read().expect("node attributes lock"),
+        &Value::Hash(Vec::new()),
+        &mut reports,
+        &mut |call_logs| logs.extend(call_logs),
+    );
+    shared.ahead.lock().expect("guards ahead lock").insert(
+        position,
+        Ahead {
+            generation,
+            guarded,
+            reports,
+            logs,
+        },
+    );
 }
 
 impl Shared<'_> {
@@ -216,8 +273,20 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         } else {
             Ok(Value::Hash(Vec::new()))
         };
-        let guarded = match &facts_value {
-            Ok(facts_value) => guards(
+        let ahead = shared
+            .ahead
+            .lock()
+            .expect("guards ahead lock")
+            .remove(&position)
+            // Taken only if nothing changed the machine since they began.
+            .filter(|ahead| ahead.generation == shared.prefetched.generation());
+        let guarded = match (&facts_value, ahead) {
+            (_, Some(ahead)) => {
+                report.guards = ahead.reports;
+                record(ahead.logs);
+                ahead.guarded
+            }
+            (Ok(facts_value), None) => guards(
                 host,
                 prepared.code,
                 resource,
@@ -226,7 +295,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                 &mut report.guards,
                 &mut record,
             ),
-            Err(failure) => Guarded::Fail(failure.clone()),
+            (Err(failure), None) => Guarded::Fail(failure.clone()),
         };
         let facts_value = facts_value.unwrap_or(Value::Undef);
         // The resource as its provider sees it: lazy values resolved.
@@ -713,7 +782,7 @@ fn resolve_lazy_values(
 
 /// What a resource's guards decided.
 #[derive(Debug, Clone, PartialEq)]
-enum Guarded {
+pub(crate) enum Guarded {
     Apply,
     Skip,
     /// A guard could not be evaluated: the resource fails.

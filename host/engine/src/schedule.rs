@@ -1,19 +1,36 @@
-//! `apply --jobs N`: up to N resources applied at once, each started as soon as the
-//! resources it depends on have finished and its type's concurrency allows.
+//! `apply --jobs N`: up to N resources applied at once, without changing what the
+//! manifest means: the run does what `--jobs 1` does, in the same order wherever order
+//! can matter.
 //!
-//! Each resource goes through the same states: waiting for its dependencies, ready,
-//! running, finished. A worker goes on with the resource after the one it finished
-//! when that one is ready and may start, so that each worker applies a stretch of the
-//! graph order and the states read in a batch for it are mostly its own; otherwise it
-//! starts the first ready resource that may start, or, while another worker runs, the
-//! first from halfway through the ready ones, taking half of what is left. With one
-//! worker that is always the first ready one in graph order.
+//! Each resource goes through the same states: waiting for the resources it must follow,
+//! ready, running, finished. It must follow its dependencies in the graph, and, in run
+//! order (the graph's order, ties broken by manifest order, Puppet's `ordering =
+//! manifest`):
+//! - a resource whose effects are not bounded (a *barrier*: it runs a program, manages a
+//!   package, a service, a user, or is of a type that declares nothing) follows every
+//!   resource before it, and every resource after it follows it;
+//! - a resource whose effects are bounded by its paths (its type declares `per-path` or
+//!   `any` concurrency and its plugin may launch no program: `file`, `template`,
+//!   `notify`) follows each earlier one whose paths overlap its own (the same path, or
+//!   one beneath the other) where either writes.
 //!
-//! Whether a resource may start: a resource of a `one-at-a-time` type waits while
-//! another of its type and provider runs; one of a `per-path` type while another whose
-//! path is the same as its own, or above or beneath it, runs; and a resource that reads
-//! or writes node attributes waits until everything before it in graph order has
-//! finished and runs alone, so it sees what it would see one resource at a time. What a
+//! A resource that reads or writes node attributes, or asks to be `serial`, is a barrier
+//! too. So two resources overlap only when nothing either does can reach the other, and
+//! the states read ahead in batches are dropped whenever a resource changes the machine
+//! (`prefetch`): a no-op run keeps all its parallelism, and a run that changes the
+//! machine does what one at a time would.
+//!
+//! Reading is not changing: a worker with nothing to start evaluates ahead the script
+//! guards of a barrier soon to come (`run::guards_ahead`), and the barrier takes what
+//! they said when its turn comes only if nothing changed the machine since they began;
+//! else it evaluates them again in its place. So 200 guarded commands that change
+//! nothing still use every core.
+//!
+//! A worker goes on with the resource after the one it finished when that one is ready,
+//! so that each worker applies a stretch of the run order and the states read in a batch
+//! for it are mostly its own; otherwise it starts the first ready resource, or, while
+//! another worker runs, the first from halfway through the ready ones, taking half of
+//! what is left. With one worker that is always the first ready one in run order. What a
 //! resource sees of the others (which failed, which notified it) comes only from those
 //! it depends on, which have all finished before it starts: the report is the same as
 //! with `--jobs 1`.
@@ -22,24 +39,31 @@ use crate::GuardBody;
 use crate::report::Status;
 use crate::run::{Inputs, Outcome, Shared, apply_one};
 use crate::validate::{ENGINE, Prepared, PreparedResource};
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Condvar, Mutex};
-use wconverge_catalog::{Concurrency, EdgeKind, RunContext, Value};
+use wconverge_catalog::{Concurrency, EdgeKind, PathAccess, RunContext, Value};
 
-/// What may run beside a resource.
+/// How far past the first unfinished resource a worker with nothing to start looks for
+/// guards to evaluate ahead.
+const GUARD_AHEAD: usize = 64;
+
+/// What a resource may touch, as far as the order of a run is concerned.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Exclusion<'p> {
-    /// Nothing: it runs alone, after everything before it.
-    Alone,
-    /// No other resource of its type and provider.
-    Type(&'p str, &'p str),
-    /// No resource whose path is this one, above it or beneath it.
-    Path(&'p str),
-    /// Anything.
-    Nothing,
+enum Footprint<'p> {
+    /// Anything: a barrier in run order.
+    Unbounded,
+    /// The paths it writes and the paths it reads, and nothing else (none: `notify`).
+    Paths {
+        writes: Vec<&'p str>,
+        reads: Vec<&'p str>,
+    },
 }
 
-fn exclusion<'p>(prepared: &'p Prepared, resource: &'p PreparedResource) -> Exclusion<'p> {
+fn footprint<'p>(
+    prepared: &'p Prepared,
+    host: &dyn crate::PluginHost,
+    resource: &'p PreparedResource,
+) -> Footprint<'p> {
     let schema = prepared.schema(resource);
     let reads_node = resource.provider == ENGINE
         || !resource.lazy.is_empty()
@@ -48,40 +72,127 @@ fn exclusion<'p>(prepared: &'p Prepared, resource: &'p PreparedResource) -> Excl
             .iter()
             .any(|guard| matches!(guard.body, GuardBody::Block(_)))
         || schema.is_some_and(|schema| schema.context.contains(&RunContext::NodeAttributes));
-    if reads_node {
-        return Exclusion::Alone;
-    }
     let Some(schema) = schema else {
-        return Exclusion::Alone;
+        return Footprint::Unbounded;
     };
-    match schema.concurrency {
-        Concurrency::Any if resource.get("serial") == Some(&Value::Boolean(true)) => {
-            Exclusion::Alone
+    if reads_node
+        || schema.concurrency == Concurrency::OneAtATime
+        || resource.get("serial") == Some(&Value::Boolean(true))
+        || host.launches_programs(&resource.provider)
+    {
+        return Footprint::Unbounded;
+    }
+    let mut writes = Vec::new();
+    let mut reads = Vec::new();
+    for (attribute, path) in resource.paths(schema) {
+        let path = trimmed(path);
+        match attribute.path_access {
+            PathAccess::ReadWrite => writes.push(path),
+            PathAccess::Read | PathAccess::ReadPrivate => reads.push(path),
+            PathAccess::None => {}
         }
-        Concurrency::Any => Exclusion::Nothing,
-        Concurrency::PerPath => match schema
-            .namevar()
-            .and_then(|namevar| resource.get(&namevar.name))
-            .and_then(Value::as_str)
-        {
-            Some(path) => Exclusion::Path(path),
-            None => Exclusion::Type(&resource.type_name, &resource.provider),
-        },
-        Concurrency::OneAtATime => Exclusion::Type(&resource.type_name, &resource.provider),
+    }
+    if schema.concurrency == Concurrency::PerPath && writes.is_empty() {
+        // A type that orders its resources by path, and this one names none.
+        return Footprint::Unbounded;
+    }
+    Footprint::Paths { writes, reads }
+}
+
+/// A path without its trailing slashes (`/` stays `/`).
+fn trimmed(path: &str) -> &str {
+    match path.trim_end_matches('/') {
+        "" if path.starts_with('/') => "/",
+        trimmed => trimmed,
     }
 }
 
-/// Whether two paths are one, or one lies beneath the other.
-fn overlap(a: &str, b: &str) -> bool {
-    let (a, b) = (a.trim_end_matches('/'), b.trim_end_matches('/'));
-    let beneath = |inner: &str, outer: &str| {
-        inner == outer
-            || outer.is_empty()
-            || inner
-                .strip_prefix(outer)
-                .is_some_and(|rest| rest.starts_with('/'))
+/// For each run position, the later run positions that must wait for it beyond the
+/// graph's own edges: the order barriers and overlapping paths keep (see the module's
+/// comment). At most two for each resource around a barrier, and one for each pair of
+/// overlapping paths.
+fn run_order(footprints: &[Footprint<'_>]) -> Vec<Vec<usize>> {
+    let n_positions = footprints.len();
+    let mut after: Vec<Vec<usize>> = vec![Vec::new(); n_positions];
+    let mut last_barrier: Option<usize> = None;
+    let mut since_barrier: Vec<usize> = Vec::new();
+    for (position, footprint) in footprints.iter().enumerate() {
+        match footprint {
+            Footprint::Unbounded => {
+                if since_barrier.is_empty()
+                    && let Some(barrier) = last_barrier
+                {
+                    after[barrier].push(position);
+                }
+                for earlier in since_barrier.drain(..) {
+                    after[earlier].push(position);
+                }
+                last_barrier = Some(position);
+            }
+            Footprint::Paths { .. } => {
+                if let Some(barrier) = last_barrier {
+                    after[barrier].push(position);
+                }
+                since_barrier.push(position);
+            }
+        }
+    }
+    // Overlapping paths where one side writes: every path against the written ones, the
+    // same or above it (looked up by ancestor), and beneath it (a range of the sorted
+    // written paths).
+    let mut written: Vec<(&str, usize)> = Vec::new();
+    for (position, footprint) in footprints.iter().enumerate() {
+        if let Footprint::Paths { writes, .. } = footprint {
+            written.extend(writes.iter().map(|path| (*path, position)));
+        }
+    }
+    if written.is_empty() {
+        return after;
+    }
+    written.sort_unstable();
+    let mut by_path: HashMap<&str, Vec<usize>> = HashMap::with_capacity(written.len());
+    for (path, position) in &written {
+        by_path.entry(path).or_default().push(*position);
+    }
+    let mut pair = |a: usize, b: usize| {
+        if a != b {
+            after[a.min(b)].push(a.max(b));
+        }
     };
-    beneath(a, b) || beneath(b, a)
+    for (position, footprint) in footprints.iter().enumerate() {
+        let Footprint::Paths { writes, reads } = footprint else {
+            continue;
+        };
+        for path in writes.iter().chain(reads) {
+            // The same path, and each ancestor.
+            let mut ancestor = *path;
+            loop {
+                for &other in by_path.get(ancestor).into_iter().flatten() {
+                    pair(position, other);
+                }
+                match ancestor.rfind('/') {
+                    Some(0) if ancestor != "/" => ancestor = "/",
+                    Some(slash) if slash > 0 => ancestor = &ancestor[..slash],
+                    _ => break,
+                }
+            }
+            // Beneath it: the written paths that start with it and a `/` next.
+            let start = written.partition_point(|(other, _)| *other <= *path);
+            for &(other, other_position) in &written[start..] {
+                if !other.starts_with(path) {
+                    break;
+                }
+                if *path == "/" || other.as_bytes().get(path.len()) == Some(&b'/') {
+                    pair(position, other_position);
+                }
+            }
+        }
+    }
+    for successors in &mut after {
+        successors.sort_unstable();
+        successors.dedup();
+    }
+    after
 }
 
 struct State {
@@ -104,40 +215,45 @@ struct State {
     /// Workers waiting for a change: a finish wakes them only if there are any (a
     /// wake-up is a system call even when no one waits).
     sleeping: usize,
+    /// By run position: its guards were evaluated ahead of its turn, or are being.
+    guarded_ahead: Vec<bool>,
+    /// Run positions whose guards are being evaluated ahead: they start once that ends.
+    guarding: BTreeSet<usize>,
 }
 
 struct Scheduler<'a, 'b> {
     shared: &'a Shared<'b>,
-    /// By run position.
-    exclusions: Vec<Exclusion<'b>>,
+    /// By run position: whether it is a barrier.
+    barriers: Vec<bool>,
+    /// By run position: the later positions that wait for it besides its graph
+    /// successors.
+    after: Vec<Vec<usize>>,
+    /// By run position: a barrier whose guards may be evaluated ahead of its turn.
+    may_guard_ahead: Vec<bool>,
     state: Mutex<State>,
     changed: Condvar,
 }
 
 impl Scheduler<'_, '_> {
-    /// Whether the ready resource at `position` may start beside those running.
+    /// Whether the ready resource at `position` may start beside those running. The
+    /// order `run_order` adds already says so; this keeps a barrier alone even if it
+    /// did not.
     fn may_start(&self, state: &State, position: usize) -> bool {
-        let mine = &self.exclusions[position];
-        if *mine == Exclusion::Alone {
+        if state.guarding.contains(&position) {
+            return false;
+        }
+        if self.barriers[position] {
             return state.running.is_empty() && state.first_unfinished == position;
         }
-        state
-            .running
-            .iter()
-            .all(|&other| match (mine, &self.exclusions[other]) {
-                (_, Exclusion::Alone) => false,
-                (Exclusion::Type(a, b), Exclusion::Type(c, d)) => !(a == c && b == d),
-                (Exclusion::Path(a), Exclusion::Path(b)) => !overlap(a, b),
-                _ => true,
-            })
+        state.running.iter().all(|&other| !self.barriers[other])
     }
 
     /// Takes the next resource to run (with the lock, `state`, held), waiting until one
     /// may start; `None` when all have finished. `after` is the run position this worker
     /// finished last.
-    fn next(
-        &self,
-        mut state: std::sync::MutexGuard<'_, State>,
+    fn next<'s>(
+        &'s self,
+        mut state: std::sync::MutexGuard<'s, State>,
         after: Option<usize>,
     ) -> Option<(usize, Inputs)> {
         let prepared = self.shared.prepared;
@@ -154,6 +270,35 @@ impl Scheduler<'_, '_> {
                 let idx = prepared.graph.order()[position];
                 let inputs = Inputs::of(prepared, idx, &state.statuses, &state.notified_by);
                 return Some((position, inputs));
+            }
+            // Nothing may start: the guards of a barrier soon to come are evaluated
+            // ahead of its turn (reading is not changing; `apply_one` takes what they
+            // said only if nothing changed the machine since).
+            if let Some(position) = (state.first_unfinished..)
+                .take(GUARD_AHEAD)
+                .take_while(|&position| position < state.finished.len())
+                .find(|&position| {
+                    self.may_guard_ahead[position]
+                        && !state.guarded_ahead[position]
+                        && !state.running.contains(&position)
+                        && !state.finished[position]
+                })
+            {
+                state.guarded_ahead[position] = true;
+                state.guarding.insert(position);
+                drop(state);
+                let evaluated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    crate::run::guards_ahead(self.shared, position)
+                }));
+                state = self.state.lock().expect("scheduler lock");
+                state.guarding.remove(&position);
+                if let Err(panic) = evaluated {
+                    state.panicked.get_or_insert(panic);
+                }
+                if state.sleeping > 0 {
+                    self.changed.notify_all();
+                }
+                continue;
             }
             state.sleeping += 1;
             state = self.changed.wait(state).expect("scheduler lock");
@@ -176,6 +321,13 @@ impl Scheduler<'_, '_> {
             state.waiting_on[successor] -= 1;
             if state.waiting_on[successor] == 0 {
                 state.ready.insert(graph.position(successor));
+            }
+        }
+        for &later in &self.after[position] {
+            let successor = graph.order()[later];
+            state.waiting_on[successor] -= 1;
+            if state.waiting_on[successor] == 0 {
+                state.ready.insert(later);
             }
         }
         state.running.remove(&position);
@@ -245,20 +397,38 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
     let prepared = shared.prepared;
     let graph = &prepared.graph;
     let n_resources = prepared.resources.len();
-    let waiting_on: Vec<usize> = (0..n_resources)
+    let footprints: Vec<Footprint<'_>> = graph
+        .order()
+        .iter()
+        .map(|&idx| footprint(prepared, shared.host, &prepared.resources[idx]))
+        .collect();
+    let after = run_order(&footprints);
+    let mut waiting_on: Vec<usize> = (0..n_resources)
         .map(|idx| graph.predecessors(idx).len())
         .collect();
+    for later in after.iter().flatten() {
+        waiting_on[graph.order()[*later]] += 1;
+    }
     let ready = (0..n_resources)
         .filter(|&idx| waiting_on[idx] == 0)
         .map(|idx| graph.position(idx))
         .collect();
     let scheduler = Scheduler {
         shared,
-        exclusions: graph
+        may_guard_ahead: graph
             .order()
             .iter()
-            .map(|&idx| exclusion(prepared, &prepared.resources[idx]))
+            .zip(&footprints)
+            .map(|(&idx, footprint)| {
+                *footprint == Footprint::Unbounded
+                    && crate::run::may_guard_ahead(&prepared.resources[idx])
+            })
             .collect(),
+        barriers: footprints
+            .iter()
+            .map(|footprint| *footprint == Footprint::Unbounded)
+            .collect(),
+        after,
         state: Mutex::new(State {
             waiting_on,
             statuses: vec![None; n_resources],
@@ -271,6 +441,8 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
             outcomes: (0..n_resources).map(|_| None).collect(),
             panicked: None,
             sleeping: 0,
+            guarded_ahead: vec![false; n_resources],
+            guarding: BTreeSet::new(),
         }),
         changed: Condvar::new(),
     };
@@ -316,7 +488,7 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
 
 #[cfg(test)]
 mod tests {
-    use super::{overlap, pick};
+    use super::{Footprint, pick, run_order, trimmed};
     use std::collections::BTreeSet;
 
     #[test]
@@ -339,12 +511,68 @@ mod tests {
     }
 
     #[test]
-    fn paths_overlap_when_one_is_the_other_or_beneath_it() {
-        assert!(overlap("/etc/app", "/etc/app"));
-        assert!(overlap("/etc/app", "/etc/app/conf.d/a"));
-        assert!(overlap("/etc/app/conf.d/a", "/etc/app"));
-        assert!(overlap("/", "/etc"));
-        assert!(!overlap("/etc/app", "/etc/apple"));
-        assert!(!overlap("/etc/a", "/etc/b"));
+    fn a_barrier_follows_everything_before_it_and_precedes_everything_after_it() {
+        let file = |path| Footprint::Paths {
+            writes: vec![path],
+            reads: vec![],
+        };
+        let order = run_order(&[
+            file("/a"),
+            file("/b"),
+            Footprint::Unbounded,
+            Footprint::Unbounded,
+            file("/c"),
+            file("/d"),
+            Footprint::Unbounded,
+        ]);
+        assert_eq!(
+            order,
+            vec![
+                vec![2],
+                vec![2],
+                vec![3],
+                vec![4, 5],
+                vec![6],
+                vec![6],
+                vec![],
+            ]
+        );
+    }
+
+    #[test]
+    fn overlapping_paths_keep_their_order_where_one_side_writes() {
+        let paths = |writes: Vec<&'static str>, reads: Vec<&'static str>| Footprint::Paths {
+            writes,
+            reads,
+        };
+        let order = run_order(&[
+            // 0 writes /srv/app, 1 a file beneath it, 2 a sibling whose name starts alike.
+            paths(vec!["/srv/app"], vec![]),
+            paths(vec!["/srv/app/conf"], vec![]),
+            paths(vec!["/srv/apple"], vec![]),
+            // 3 reads what 1 writes; 4 reads the directory 0 writes, 5 reads what 3 reads.
+            paths(vec!["/etc/x"], vec!["/srv/app/conf"]),
+            paths(vec!["/etc/y"], vec!["/srv"]),
+            paths(vec!["/etc/z"], vec!["/srv/app/conf"]),
+            // 6 writes the root: beneath it is everything written.
+            paths(vec!["/"], vec![]),
+            // 7 touches nothing.
+            paths(vec![], vec![]),
+        ]);
+        assert_eq!(
+            order,
+            vec![
+                vec![1, 3, 4, 5, 6],
+                vec![3, 4, 5, 6],
+                vec![4, 6],
+                vec![6],
+                vec![6],
+                vec![6],
+                vec![],
+                vec![],
+            ]
+        );
+        assert_eq!(trimmed("/srv/app/"), "/srv/app");
+        assert_eq!(trimmed("///"), "/");
     }
 }
