@@ -160,7 +160,8 @@ impl ScriptType {
                      an absolute path. Defaults to the title."
                 ),
             )
-            .namevar(),
+            .namevar()
+            .refers_to("file"),
         };
         // Commands share nothing the host knows of: any number run at once under
         // `apply --jobs`.
@@ -176,15 +177,17 @@ impl ScriptType {
         schema = schema
             .attribute(code)
             .attribute(
-                Attribute::new("cwd", DataType::String, "Absolute working directory.").parameter(),
+                Attribute::new("cwd", DataType::String, "Absolute working directory.")
+                    .parameter()
+                    .refers_to("file"),
             )
             .attribute(
                 Attribute::new(
                     "serial",
                     DataType::Boolean,
                     "Run alone under `apply --jobs`: after every resource before it in the \
-                     graph's order, with nothing beside it. Default: false (commands run at \
-                     once when nothing orders them).",
+                     graph's order, with nothing beside it. A command always does, since \
+                     what it touches is not known; kept for the catalogs that set it.",
                 )
                 .parameter(),
             )
@@ -197,8 +200,16 @@ impl ScriptType {
                 )
                 .parameter(),
             )
-            .attribute(Attribute::new("user", DataType::String, "User to run as.").parameter())
-            .attribute(Attribute::new("group", DataType::String, "Group to run as.").parameter())
+            .attribute(
+                Attribute::new("user", DataType::String, "User to run as.")
+                    .parameter()
+                    .refers_to("user"),
+            )
+            .attribute(
+                Attribute::new("group", DataType::String, "Group to run as.")
+                    .parameter()
+                    .refers_to("group"),
+            )
             .attribute(
                 Attribute::new("umask", DataType::String, "Umask in octal, like '022'.")
                     .parameter(),

@@ -178,14 +178,20 @@ fn written_path<'r>(schemas: &Schemas, resource: &'r PreparedResource) -> Option
     resource.get(&namevar.name)?.as_str()
 }
 
-/// The relationships types imply, `(required, requiring)`, as Puppet's autorequire: a
-/// resource that writes a path requires the one that writes its nearest written
-/// ancestor directory, and each resource its attributes name (`refers-to`: a file's
-/// `owner` names a `user`) when the catalog declares it.
+/// The relationships types imply, `(required, requiring)`, as Puppet's autorequire:
+/// - a resource that writes a path (its namevar, or another `read-write` path attribute
+///   such as an authorized key's `target`, its default below the user's home included)
+///   requires the one that writes its nearest written ancestor directory;
+/// - an attribute that `refers-to` a type names resources of it, required when the
+///   catalog declares them (a file's `owner` names a `user`); one that refers to `file`
+///   names a path (a file's `source`, an exec's `cwd` or command), and requires the
+///   resource that writes it: the whole value, or its first word when it has several (a
+///   command's program).
 fn implied_relationships(
     resources: &[PreparedResource],
     schemas: &Schemas,
     in_catalog: usize,
+    host: &dyn PluginHost,
 ) -> Vec<(End, End)> {
     // A resource by its catalog index when every resource of the catalog was prepared
     // (then the indices are the same); by its reference otherwise (the graph is built
@@ -207,8 +213,29 @@ fn implied_relationships(
         paths
             .iter()
             .enumerate()
-            .filter_map(|(idx, path)| Some(((*path)?, idx))),
+            .filter_map(|(idx, path)| Some((without_trailing_slash((*path)?), idx))),
     );
+    // The homes the catalog's users declare, made when a default below a home needs one.
+    let homes: std::cell::OnceCell<HashMap<&str, &str>> = std::cell::OnceCell::new();
+    let home_of = |user: &str| -> Option<String> {
+        let declared = homes.get_or_init(|| {
+            resources
+                .iter()
+                .filter(|resource| resource.type_name == "user")
+                .filter_map(|resource| {
+                    let name = match resource.get("name").and_then(Value::as_str) {
+                        Some(name) => name,
+                        None => resource.title.as_str(),
+                    };
+                    Some((name, resource.get("home")?.as_str()?))
+                })
+                .collect()
+        });
+        match declared.get(user) {
+            Some(home) => Some((*home).to_owned()),
+            None => host.home_of(user),
+        }
+    };
     // The nearest written ancestor of a path is its directory's: looked up once for the
     // files of one directory, which come one after another.
     let mut last: Option<(&str, Option<usize>)> = None;
@@ -237,6 +264,25 @@ fn implied_relationships(
             continue;
         };
         for attribute in &schema.attributes {
+            if attribute.path_access == PathAccess::ReadWrite
+                && attribute.behaviour != Behaviour::Namevar
+            {
+                let value = match resource.get(&attribute.name) {
+                    Some(value) => value.unwrap_sensitive().as_str().map(str::to_owned),
+                    None => attribute.home_default.as_ref().and_then(|home| {
+                        let user = resource.get(&home.user_attribute)?.as_str()?;
+                        let dir = home_of(user)?;
+                        Some(format!("{}{}", dir.trim_end_matches('/'), home.suffix))
+                    }),
+                };
+                if let Some(parent) = value
+                    .as_deref()
+                    .and_then(|path| nearest_written(&written, path.trim_end_matches('/')))
+                    .filter(|parent| *parent != idx)
+                {
+                    implied.push((end(parent), end(idx)));
+                }
+            }
             let (Some(referred), Some(value)) =
                 (&attribute.refers_to, resource.get(&attribute.name))
             else {
@@ -247,11 +293,32 @@ fn implied_relationships(
                 other => other.as_str().into_iter().collect(),
             };
             for name in names {
+                if referred == "file" {
+                    let first_word = name.split_whitespace().next().filter(|word| *word != name);
+                    if let Some(&writer) = [Some(name), first_word]
+                        .into_iter()
+                        .flatten()
+                        .map(without_trailing_slash)
+                        .find_map(|path| written.get(path))
+                        .filter(|writer| **writer != idx)
+                    {
+                        implied.push((end(writer), end(idx)));
+                    }
+                    continue;
+                }
                 implied.push((End::Named(ResourceRef::new(referred, name)), end(idx)));
             }
         }
     }
     implied
+}
+
+/// `path` without its trailing slashes; `/` stays `/`.
+fn without_trailing_slash(path: &str) -> &str {
+    match path.trim_end_matches('/') {
+        "" if path.starts_with('/') => "/",
+        trimmed => trimmed,
+    }
 }
 
 /// The resource that writes the nearest ancestor directory of `path` (its trailing
@@ -507,7 +574,7 @@ fn prepare_checked(
             || {
                 Graph::build(
                     catalog,
-                    &implied_relationships(&resources, &schemas, catalog.resources.len()),
+                    &implied_relationships(&resources, &schemas, catalog.resources.len(), host),
                 )
             },
             || same_namevar(&resources, &schemas, host),

@@ -85,14 +85,18 @@ fn schema() -> TypeSchema {
              `recurse`, its whole tree), in a directory the plugin's policy lets it read.",
         )
         .parameter()
-        .path_access(PathAccess::Read),
+        .path_access(PathAccess::Read)
+        .refers_to("file"),
     )
-    .attribute(Attribute::new(
-        "target",
-        DataType::String,
-        "What a link points to (`ensure => link`): a path, absolute or relative to the \
-         link's directory. It need not exist.",
-    ))
+    .attribute(
+        Attribute::new(
+            "target",
+            DataType::String,
+            "What a link points to (`ensure => link`): a path, absolute or relative to the \
+             link's directory. It need not exist.",
+        )
+        .refers_to("file"),
+    )
     .attribute(
         Attribute::new(
             "recurse",

@@ -78,7 +78,8 @@ fn schema() -> TypeSchema {
         )
         .required()
         .parameter()
-        .path_access(PathAccess::Read),
+        .path_access(PathAccess::Read)
+        .refers_to("file"),
     )
     .attribute(
         Attribute::new(

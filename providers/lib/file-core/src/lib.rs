@@ -91,16 +91,22 @@ impl FileAttributes for TypeSchema {
             "Permission bits in octal, like '0644'. New files get 0644 when not set; \
              existing files keep theirs.",
         ))
-        .attribute(Attribute::new(
-            "owner",
-            DataType::String,
-            "Owner, a user name or numeric id. Left alone when not set.",
-        ))
-        .attribute(Attribute::new(
-            "group",
-            DataType::String,
-            "Group, a group name or numeric id. Left alone when not set.",
-        ))
+        .attribute(
+            Attribute::new(
+                "owner",
+                DataType::String,
+                "Owner, a user name or numeric id. Left alone when not set.",
+            )
+            .refers_to("user"),
+        )
+        .attribute(
+            Attribute::new(
+                "group",
+                DataType::String,
+                "Group, a group name or numeric id. Left alone when not set.",
+            )
+            .refers_to("group"),
+        )
         .attribute(
             Attribute::new(
                 "backup",

@@ -46,7 +46,8 @@ pub fn schema(provider_doc: &str, local_files: bool) -> TypeSchema {
         "A `.deb` file to install from (the `dpkg` provider): root's, in a directory only \
          root can write.",
     )
-    .parameter();
+    .parameter()
+    .refers_to("file");
     let source = if local_files {
         source.path_access(PathAccess::ReadPrivate)
     } else {
