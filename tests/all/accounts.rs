@@ -12,14 +12,14 @@ use std::sync::{Mutex, MutexGuard};
 pub(crate) static ACCOUNTS: Mutex<()> = Mutex::new(());
 
 /// Users and groups a test made, removed when it is dropped.
-struct Accounts {
+pub(crate) struct Accounts {
     users: Vec<String>,
     groups: Vec<String>,
     _turn: MutexGuard<'static, ()>,
 }
 
 impl Accounts {
-    fn new() -> Accounts {
+    pub(crate) fn new() -> Accounts {
         Accounts {
             users: Vec::new(),
             groups: Vec::new(),
@@ -29,13 +29,13 @@ impl Accounts {
         }
     }
 
-    fn user(&mut self, stem: &str) -> String {
+    pub(crate) fn user(&mut self, stem: &str) -> String {
         let name = format!("wcvu{}{stem}", std::process::id());
         self.users.push(name.clone());
         name
     }
 
-    fn group(&mut self, stem: &str) -> String {
+    pub(crate) fn group(&mut self, stem: &str) -> String {
         let name = format!("wcvg{}{stem}", std::process::id());
         self.groups.push(name.clone());
         name

@@ -18,6 +18,7 @@ mod guards;
 mod hardening;
 mod manifest;
 mod node;
+mod ordering;
 mod packages;
 mod pg;
 mod providers;

@@ -11,7 +11,7 @@ use std::process::Command;
 use std::sync::{Mutex, MutexGuard};
 
 /// dpkg allows one writer at a time: the tests that install take turns.
-static DPKG: Mutex<()> = Mutex::new(());
+pub(crate) static DPKG: Mutex<()> = Mutex::new(());
 
 /// Packages a test built, purged (and its apt source removed) when it is dropped.
 struct Packages {

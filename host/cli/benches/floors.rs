@@ -11,6 +11,9 @@
 //! - the first apply of 5,000 files, against a loop that writes each as the file
 //!   provider must (a temporary file, `fchmod`, `write`, `fsync`, `rename`, `fsync` of
 //!   the directory);
+//! - a no-op re-apply of 5,000 files with 200 guarded `exec`s among them (one after
+//!   every 25 files, no relationships: each a barrier in manifest order), against the
+//!   floors of the two rows above added up;
 //! - `wconverge compile` of 50,000 resources (defaults, classes, 5,000 defined type
 //!   instances, a collector realizing 5,000 virtual resources): no floor, a target.
 //!
@@ -83,6 +86,8 @@ fn main() {
         guards(&bench, &env, Some("1")),
         first_apply(&bench, &env, None),
         first_apply(&bench, &env, Some("1")),
+        interleaved(&bench, &env, None),
+        interleaved(&bench, &env, Some("1")),
         compile(&bench, &env),
     ];
     println!("| workload | wconverge | peak RSS | floor | ratio | target |");
@@ -230,6 +235,70 @@ fn guards(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
             None => "<= 1.2x",
             Some(_) => "",
         },
+    }
+}
+
+/// 5,000 files and 200 `exec`s whose `unless` guard holds, one after every 25 files, with
+/// no relationships: a no-op re-apply, where order keeps each command in its place.
+fn interleaved(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
+    let marker = bench.path("files/done");
+    std::fs::write(&marker, "").expect("marker");
+    let (catalog, files) = bench.files_catalog("mixed");
+    let mut parsed: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&catalog).expect("catalog")).expect("json");
+    let resources = parsed["resources"].as_array_mut().expect("resources");
+    let every = FILES / GUARDS;
+    let mut mixed = Vec::with_capacity(resources.len() + GUARDS);
+    for (index, resource) in resources.drain(..).enumerate() {
+        mixed.push(resource);
+        if (index + 1) % every == 0 {
+            mixed.push(serde_json::json!({
+                "type": "exec",
+                "title": format!("step {index}"),
+                "attributes": { "command": "/bin/true", "unless": format!("test -e {marker}") },
+            }));
+        }
+    }
+    *resources = mixed;
+    std::fs::write(&catalog, serde_json::to_string(&parsed).expect("json")).expect("catalog");
+    let policy = bench.path("mixed-policy.toml");
+    std::fs::write(
+        &policy,
+        format!(
+            "{}\n[plugins.sh]\nsource = \"builtin\"\nprovides = [\"sh\", \"exec\", \"script\"]\n\
+             programs = [\"/bin/sh\", \"/bin/true\"]\n",
+            std::fs::read_to_string(bench.file_policy()).expect("policy")
+        ),
+    )
+    .expect("policy");
+    let args = apply_args(&[&catalog, "--policy", &policy], jobs);
+    let first = measure(&args, env);
+    assert!(
+        matches!(first.exit_code, 0 | 2),
+        "the first apply creates the files"
+    );
+    let mut samples = Vec::new();
+    let mut floors = Vec::new();
+    for _ in 0..7 {
+        samples.push(measure(&args, env));
+        floors.push(support::native_noop(&files) + native_guards(&marker));
+    }
+    assert!(
+        samples.iter().all(|sample| sample.exit_code == 0),
+        "a no-op"
+    );
+    let (wall, rss_kib) = summary(&samples);
+    Row {
+        workload: match jobs {
+            None => {
+                "no-op re-apply of 5,000 files and 200 guarded `exec`s among them (floor: the two floors above)"
+            }
+            Some(_) => "the same, `--jobs 1`",
+        },
+        wall,
+        rss_kib,
+        floor: Some(median(floors)),
+        target: "",
     }
 }
 

@@ -106,7 +106,9 @@ impl Runtime {
                         name,
                         PluginErrorKind::Denied,
                         match error {
-                            GrantError::Denied(message) | GrantError::Unusable(message) => message,
+                            GrantError::Denied(message)
+                            | GrantError::Unusable(message)
+                            | GrantError::Missing(message) => message,
                         },
                     )
                 })?;

@@ -98,7 +98,15 @@ pub(crate) struct Paths {
     directories: HashMap<u32, rustix::fs::Stat>,
     /// The descriptors that stand for everything outside the grants, by resource index.
     outside: Vec<u32>,
+    /// Directories the plugin made in this instance, by device and inode: wconverge's
+    /// own, not something another user moved in, though they belong to root in a
+    /// directory that user can write until the plugin gives them their owner. At most
+    /// [`MAX_MADE_DIRECTORIES`], the oldest forgotten first.
+    made_directories: std::collections::VecDeque<(u64, u64)>,
 }
+
+/// How many directories an instance remembers it made.
+const MAX_MADE_DIRECTORIES: usize = 4096;
 
 impl Paths {
     /// The descriptor of a file the plugin created exclusively at `path` and still

@@ -37,13 +37,24 @@ impl Grant {
     }
 }
 
+/// The directories a call of a resource gets.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Granted {
+    pub(crate) grants: Vec<Arc<Grant>>,
+    /// A directory the resource writes in does not exist yet, and was left out: what
+    /// it would write there is absent (only while the resource is inspected).
+    pub(crate) absent: bool,
+}
+
 /// Why a grant could not be made.
 #[derive(Debug)]
 pub(crate) enum GrantError {
     /// The policy refuses it.
     Denied(String),
-    /// The resource cannot be handled as it stands (a missing directory, say).
+    /// The resource cannot be handled as it stands.
     Unusable(String),
+    /// The directory does not exist (yet: a resource before this one may create it).
+    Missing(String),
 }
 
 /// A grant's plugin, directory, access and whether its ancestors must be private.
@@ -122,7 +133,7 @@ fn parent(path: &str) -> Option<String> {
 }
 
 /// The path itself if it is an existing directory, else its nearest existing ancestor.
-fn nearest_existing(path: &str) -> String {
+pub(crate) fn nearest_existing(path: &str) -> String {
     let mut candidate = PathBuf::from(path);
     loop {
         if candidate.is_dir() {
@@ -173,7 +184,7 @@ fn open_grant(
         Ancestors::Any
     };
     let walked = walk(Path::new(dir), ancestors).map_err(|error| match error {
-        WalkError::Missing(_) => GrantError::Unusable(format!(
+        WalkError::Missing(_) => GrantError::Missing(format!(
             "directory `{dir}` does not exist; create it first (for example with a resource \
              ordered before this one)"
         )),

@@ -69,6 +69,12 @@ impl PluginHost for Runtime {
         })
     }
 
+    fn launches_programs(&self, plugin: &str) -> bool {
+        self.policy
+            .plugin(plugin)
+            .is_none_or(|policy| !policy.programs.is_empty())
+    }
+
     /// The directory walked as a grant is (links followed only when root or this user
     /// owns them), then the file's name.
     fn resolve_path(&self, path: &str) -> Option<String> {
@@ -234,7 +240,7 @@ impl PluginHost for Runtime {
         self.session(
             resource,
             Phase::Inspect,
-            |plugin, schema, instance, logs| {
+            |plugin, schema, instance, absent, logs| {
                 tracing::debug!(
                     plugin = %plugin.policy.name,
                     resource = %resource.reference,
@@ -245,6 +251,8 @@ impl PluginHost for Runtime {
                 let state = match current {
                     // Read in a batch, and checked then.
                     Some(state) => convert::attributes_to_wit(&state),
+                    // Its directory does not exist yet: nothing is there.
+                    None if absent => convert::attributes_to_wit(&absent_state(plugin, schema)?),
                     None => {
                         let called = plugin.call(instance, |exports, store| {
                             exports.provider()?.call_current_state(store, &wit)
@@ -301,7 +309,25 @@ impl PluginHost for Runtime {
                 }
                 match self.grants_for_after(&plugin, (resource, schema, Phase::Inspect), &mut last)
                 {
-                    Ok(grants) => {
+                    Ok(granted) if granted.absent => {
+                        // Its directory does not exist yet: planned on its own, from
+                        // nothing there.
+                        let planned = self.plan(resource, None);
+                        logs.extend(planned.logs);
+                        results[position] = Some(
+                            planned
+                                .outcome
+                                .and_then(|changes| {
+                                    Ok(Checked {
+                                        state: absent_state(&plugin, schema)?,
+                                        changes,
+                                    })
+                                })
+                                .map_err(Failure::Plugin),
+                        );
+                    }
+                    Ok(granted) => {
+                        let grants = granted.grants;
                         let same = |other: &Vec<Arc<Grant>>| {
                             other.len() == grants.len()
                                 && other.iter().zip(&grants).all(|(a, b)| Arc::ptr_eq(a, b))
@@ -341,7 +367,7 @@ impl PluginHost for Runtime {
     }
 
     fn apply(&self, resource: &PreparedResource, changes: &[Change]) -> Call<()> {
-        self.session(resource, Phase::Change, |plugin, _, instance, logs| {
+        self.session(resource, Phase::Change, |plugin, _, instance, _, logs| {
             let wit = convert::resource_to_wit(resource);
             let changes: Vec<_> = changes.iter().map(convert::change_to_wit).collect();
             let called = plugin.call(instance, |exports, store| {
@@ -355,7 +381,7 @@ impl PluginHost for Runtime {
     }
 
     fn refresh(&self, resource: &PreparedResource) -> Call<()> {
-        self.session(resource, Phase::Change, |plugin, _, instance, logs| {
+        self.session(resource, Phase::Change, |plugin, _, instance, _, logs| {
             let wit = convert::resource_to_wit(resource);
             let called = plugin.call(instance, |exports, store| {
                 exports.provider()?.call_refresh(store, &wit)
@@ -366,6 +392,26 @@ impl PluginHost for Runtime {
                 .map_err(|message| provider_error(plugin, said(resource, &message)))
         })
     }
+}
+
+/// The state of a resource whose directory does not exist yet: `ensure` absent, for a
+/// type that has `ensure`.
+fn absent_state(plugin: &Plugin, schema: &TypeSchema) -> Result<State, PluginError> {
+    if schema.attribute("ensure").is_none() {
+        return Err(PluginError::new(
+            &plugin.policy.name,
+            PluginErrorKind::Provider,
+            format!(
+                "a directory a `{}` resource writes in does not exist; create it first (for \
+                 example with a resource ordered before this one)",
+                schema.name
+            ),
+        ));
+    }
+    Ok(vec![(
+        "ensure".to_owned(),
+        wconverge_catalog::Value::String("absent".to_owned()),
+    )])
 }
 
 /// `name` in the directory `dir` (an absolute path, `/` included).

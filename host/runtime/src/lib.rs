@@ -33,7 +33,7 @@ mod walk;
 /// which needs no wasmtime; they keep their paths here.
 pub use wconverge_policy::{arguments, audit, policy};
 
-use crate::grants::{Grant, GrantCache, GrantError};
+use crate::grants::{Grant, GrantCache, GrantError, Granted};
 use crate::plugin::{Instance, Loader, Plugin};
 use crate::policy::{Access, Policy};
 use crate::process::{Launcher, LauncherSlot, Route};
@@ -602,23 +602,28 @@ impl Runtime {
         resource: &PreparedResource,
         schema: &TypeSchema,
         phase: Phase,
-    ) -> Result<Vec<Arc<Grant>>, PluginError> {
+    ) -> Result<Granted, PluginError> {
         self.grants_for_after(plugin, (resource, schema, phase), &mut None)
     }
 
     /// [`Runtime::grants_for`] for resources in turn: `last` keeps what the one before
     /// needed and got, and a resource that needs the same directories gets the same
     /// grants without looking them up again (each is still recorded for it).
+    ///
+    /// While a resource is only inspected, a directory it would write in that does not
+    /// exist yet is left out (a resource before it may create it): what the resource
+    /// writes is then absent (`Granted::absent`). When it is applied, the directory must
+    /// exist.
     fn grants_for_after(
         &self,
         plugin: &Plugin,
         (resource, schema, phase): (&PreparedResource, &TypeSchema, Phase),
-        last: &mut Option<(Vec<grants::Needed>, Vec<Arc<Grant>>)>,
-    ) -> Result<Vec<Arc<Grant>>, PluginError> {
+        last: &mut Option<(Vec<grants::Needed>, Granted)>,
+    ) -> Result<Granted, PluginError> {
         let name = &plugin.policy.name;
         let convert = |error: GrantError| match error {
             GrantError::Denied(message) => PluginError::new(name, PluginErrorKind::Denied, message),
-            GrantError::Unusable(message) => {
+            GrantError::Unusable(message) | GrantError::Missing(message) => {
                 PluginError::new(name, PluginErrorKind::Provider, message)
             }
         };
@@ -626,7 +631,10 @@ impl Runtime {
         if let Some((before, granted)) = last.as_ref()
             && *before == needed
         {
-            for (dir, access, _) in &needed {
+            for (dir, access, _) in needed
+                .iter()
+                .filter(|(dir, _, _)| granted.grants.iter().any(|grant| grant.guest == *dir))
+            {
                 self.audit_directory(
                     &plugin.policy,
                     &plugin.digest,
@@ -639,9 +647,10 @@ impl Runtime {
             return Ok(granted.clone());
         }
         let roots = self.roots(plugin);
+        let mut absent = false;
         let granted = needed
             .iter()
-            .map(|(dir, access, private)| {
+            .filter_map(|(dir, access, private)| {
                 // Checked for the access the resource declares, even while it is only
                 // inspected: a resource that could not be applied fails before anything
                 // changes. The call itself gets write access only when it applies.
@@ -657,6 +666,31 @@ impl Runtime {
                 } else {
                     call_access(phase, *access)
                 };
+                if phase == Phase::Inspect
+                    && *access == Access::ReadWrite
+                    && matches!(granted, Err(GrantError::Missing(_)))
+                {
+                    // The plugin sees the nearest directory that exists, read-only, where
+                    // what it would write is plainly absent; nothing if the policy does not
+                    // grant that one.
+                    absent = true;
+                    let ancestor = grants::nearest_existing(dir);
+                    let seen = self
+                        .grants
+                        .grant(&plugin.policy, &roots, &ancestor, Access::Read, *private)
+                        .ok()?;
+                    return Some(
+                        self.audit_directory(
+                            &plugin.policy,
+                            &plugin.digest,
+                            Some(resource),
+                            &ancestor,
+                            Access::Read,
+                            None,
+                        )
+                        .map(|()| seen),
+                    );
+                }
                 let recorded = self.audit_directory(
                     &plugin.policy,
                     &plugin.digest,
@@ -665,17 +699,23 @@ impl Runtime {
                     gets,
                     refused,
                 );
-                let granted = granted.map_err(convert)?;
-                recorded?;
-                Ok(granted)
+                Some(granted.map_err(convert).and_then(|granted| {
+                    recorded?;
+                    Ok(granted)
+                }))
             })
             .collect::<Result<Vec<_>, PluginError>>()?;
+        let granted = Granted {
+            grants: granted,
+            absent,
+        };
         *last = Some((needed, granted.clone()));
         Ok(granted)
     }
 
     /// Runs `body` on an instance of the resource's plugin for `phase`, keeping the
-    /// instance for reuse unless it faulted.
+    /// instance for reuse unless it faulted; `body` is told whether what the resource
+    /// writes is absent because its directory does not exist yet (`Granted::absent`).
     fn session<T>(
         &self,
         resource: &PreparedResource,
@@ -684,6 +724,7 @@ impl Runtime {
             &Plugin,
             &TypeSchema,
             &mut Instance,
+            bool,
             &mut Vec<LogRecord>,
         ) -> Result<T, PluginError>,
     ) -> Call<T> {
@@ -691,16 +732,17 @@ impl Runtime {
         let outcome = (|| {
             let plugin = self.plugin(&resource.provider)?;
             let schema = schema_of(&plugin, resource)?;
-            let grants = match phase {
-                Phase::Describe | Phase::Guard => Vec::new(),
+            let granted = match phase {
+                Phase::Describe | Phase::Guard => Granted::default(),
                 Phase::Inspect | Phase::Change => {
                     self.grants_for(&plugin, resource, schema, phase)?
                 }
             };
-            let mut instance = plugin.instance(&self.engine, &self.shared, phase, &grants)?;
+            let mut instance =
+                plugin.instance(&self.engine, &self.shared, phase, &granted.grants)?;
             instance.store.data_mut().subject =
                 Some((resource.reference.to_string(), resource.secrets().clone()));
-            let result = body(&plugin, schema, &mut instance, &mut logs);
+            let result = body(&plugin, schema, &mut instance, granted.absent, &mut logs);
             if !matches!(&result, Err(error) if error.kind == PluginErrorKind::Fault) {
                 plugin.put_back(instance);
             }

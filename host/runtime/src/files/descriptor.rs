@@ -86,12 +86,22 @@ impl fs::HostDescriptor for View<'_> {
         let target = self.target(&fd, &path, "create-directory", true)?;
         self.change("create-directory", target.clone(), |view| {
             let (dir, found) = view.parent_for_change("create-directory", &fd, &path, &target)?;
-            rustix::fs::mkdirat(
-                found.parent(&*dir.dir),
-                &found.name,
-                Mode::from_raw_mode(0o777),
-            )
-            .map_err(|errno| std::io::Error::from(errno).into())
+            let parent = found.parent(&*dir.dir);
+            // Private until the plugin sets its mode: no one else enters it meanwhile.
+            rustix::fs::mkdirat(parent, &found.name, Mode::from_raw_mode(0o700))
+                .map_err(std::io::Error::from)?;
+            // Remembered by device and inode as this run's own: its owner and mode may be
+            // set though it is root's in a directory another user can write. Only an
+            // empty private directory of this user's is taken for it: one swapped in
+            // meanwhile would have to be that too, so nothing is given away with it.
+            if let Ok(made) = rustix::fs::statat(parent, &found.name, AtFlags::SYMLINK_NOFOLLOW)
+                && made.st_uid == rustix::process::geteuid().as_raw()
+                && made.st_nlink == 2
+                && made.st_mode & 0o7777 == 0o700
+            {
+                view.paths.made_directory(&made);
+            }
+            Ok(())
         })
     }
 
@@ -453,5 +463,22 @@ impl fs::HostDirectoryEntryStream for View<'_> {
             self.paths.listed -= cost;
         }
         fs::HostDirectoryEntryStream::drop(&mut self.fs, stream)
+    }
+}
+
+impl Paths {
+    /// Whether the plugin made the directory whose status is `stat` itself.
+    pub(crate) fn made(&self, stat: &rustix::fs::Stat) -> bool {
+        let id = (stat.st_dev, stat.st_ino);
+        FileType::from_raw_mode(stat.st_mode) == FileType::Directory
+            && self.made_directories.contains(&id)
+    }
+
+    /// The plugin made the directory whose status is `stat`.
+    pub(crate) fn made_directory(&mut self, stat: &rustix::fs::Stat) {
+        if self.made_directories.len() == MAX_MADE_DIRECTORIES {
+            self.made_directories.pop_front();
+        }
+        self.made_directories.push_back((stat.st_dev, stat.st_ino));
     }
 }

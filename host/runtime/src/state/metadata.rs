@@ -225,7 +225,8 @@ impl PluginState {
         };
         let parent = found.parent(&grant.fd);
         let parent_stat = rustix::fs::fstat(parent).map_err(system("stat", path))?;
-        let fd = match open_entry(parent, &parent_stat, &found.name, path) {
+        let made = |stat: &rustix::fs::Stat| self.paths.made(stat);
+        let fd = match open_entry(parent, &parent_stat, (&found.name, path), &made) {
             Ok(Ok(fd)) => fd,
             Ok(Err(why)) => return Err(self.refusal(operation, path, why)),
             // The trail records the entry that could not be opened too: the change it
@@ -524,8 +525,8 @@ fn kind_of(file_type: FileType) -> file_metadata::FileKind {
 fn open_entry(
     parent: rustix::fd::BorrowedFd<'_>,
     parent_stat: &rustix::fs::Stat,
-    name: &std::ffi::OsStr,
-    path: &str,
+    (name, path): (&std::ffi::OsStr, &str),
+    made: &dyn Fn(&rustix::fs::Stat) -> bool,
 ) -> Result<Result<OwnedFd, String>, MetadataError> {
     let fd = rustix::fs::openat(
         parent,
@@ -536,7 +537,10 @@ fn open_entry(
     .map_err(system("open", path))?;
     let stat = rustix::fs::fstat(&fd).map_err(system("stat", path))?;
     let shown = std::path::Path::new(path);
-    if let Some(reason) = crate::files::moved_in(parent_stat, &stat, shown) {
+    // A directory this instance made is its own, whoever may write its parent.
+    if !made(&stat)
+        && let Some(reason) = crate::files::moved_in(parent_stat, &stat, shown)
+    {
         return Ok(Err(reason));
     }
     Ok(match FileType::from_raw_mode(stat.st_mode) {
