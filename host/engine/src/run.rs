@@ -273,11 +273,17 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         } else {
             Ok(Value::Hash(Vec::new()))
         };
-        let ahead = shared
-            .ahead
-            .lock()
-            .expect("guards ahead lock")
-            .remove(&position)
+        // Only a resource with guards may have had them evaluated ahead: no lock for the
+        // others (most resources of a run).
+        let ahead = (!resource.guards.is_empty())
+            .then(|| {
+                shared
+                    .ahead
+                    .lock()
+                    .expect("guards ahead lock")
+                    .remove(&position)
+            })
+            .flatten()
             // Taken only if nothing changed the machine since they began.
             .filter(|ahead| ahead.generation == shared.prefetched.generation());
         let guarded = match (&facts_value, ahead) {
