@@ -200,6 +200,13 @@ pub struct HomeDefault {
     pub suffix: String,
 }
 
+impl HomeDefault {
+    /// The default for a user whose home is `home`.
+    pub fn below(&self, home: &str) -> String {
+        format!("{}{}", home.trim_end_matches('/'), self.suffix)
+    }
+}
+
 impl AttributeSchema {
     /// A single optional value of `data_type`, a property, no checks: the defaults of
     /// Puppet's types ARM (`[0..1]`).

@@ -686,7 +686,7 @@ fn home_defaults(
                 attribute.name, attribute.name
             ))
         })?;
-        let value = format!("{}{}", dir.trim_end_matches('/'), home.suffix);
+        let value = home.below(&dir);
         filled
             .get_or_insert_with(|| resource.clone())
             .attributes

@@ -38,7 +38,7 @@
 use crate::GuardBody;
 use crate::report::Status;
 use crate::run::{Inputs, Outcome, Shared, apply_one};
-use crate::validate::{ENGINE, Prepared, PreparedResource};
+use crate::validate::{ENGINE, Prepared, PreparedResource, without_trailing_slash};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Condvar, Mutex};
 use wconverge_catalog::{Concurrency, EdgeKind, PathAccess, RunContext, Value};
@@ -85,7 +85,7 @@ fn footprint<'p>(
     let mut writes = Vec::new();
     let mut reads = Vec::new();
     for (attribute, path) in resource.paths(schema) {
-        let path = trimmed(path);
+        let path = without_trailing_slash(path);
         match attribute.path_access {
             PathAccess::ReadWrite => writes.push(path),
             PathAccess::Read | PathAccess::ReadPrivate => reads.push(path),
@@ -97,14 +97,6 @@ fn footprint<'p>(
         return Footprint::Unbounded;
     }
     Footprint::Paths { writes, reads }
-}
-
-/// A path without its trailing slashes (`/` stays `/`).
-fn trimmed(path: &str) -> &str {
-    match path.trim_end_matches('/') {
-        "" if path.starts_with('/') => "/",
-        trimmed => trimmed,
-    }
 }
 
 /// For each run position, the later run positions that must wait for it beyond the
@@ -488,7 +480,7 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Footprint, pick, run_order, trimmed};
+    use super::{Footprint, pick, run_order, without_trailing_slash};
     use std::collections::BTreeSet;
 
     #[test]
@@ -572,7 +564,7 @@ mod tests {
                 vec![],
             ]
         );
-        assert_eq!(trimmed("/srv/app/"), "/srv/app");
-        assert_eq!(trimmed("///"), "/");
+        assert_eq!(without_trailing_slash("/srv/app/"), "/srv/app");
+        assert_eq!(without_trailing_slash("///"), "/");
     }
 }

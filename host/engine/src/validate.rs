@@ -272,7 +272,7 @@ fn implied_relationships(
                     None => attribute.home_default.as_ref().and_then(|home| {
                         let user = resource.get(&home.user_attribute)?.as_str()?;
                         let dir = home_of(user)?;
-                        Some(format!("{}{}", dir.trim_end_matches('/'), home.suffix))
+                        Some(home.below(&dir))
                     }),
                 };
                 if let Some(parent) = value
@@ -314,7 +314,7 @@ fn implied_relationships(
 }
 
 /// `path` without its trailing slashes; `/` stays `/`.
-fn without_trailing_slash(path: &str) -> &str {
+pub(crate) fn without_trailing_slash(path: &str) -> &str {
     match path.trim_end_matches('/') {
         "" if path.starts_with('/') => "/",
         trimmed => trimmed,
