@@ -7,6 +7,7 @@
 //! an in-memory host).
 #![warn(clippy::disallowed_methods)]
 
+mod ahead;
 mod facter;
 mod failure;
 mod graph;

@@ -92,67 +92,13 @@ pub(crate) struct Shared<'a> {
     pub(crate) host: &'a (dyn PluginHost + Sync),
     mode: Mode,
     /// The node attributes: as compiled, then as `node_block`s write them.
-    node: RwLock<NodeAttributes>,
+    pub(crate) node: RwLock<NodeAttributes>,
     /// Gathered at the first resource that needs them, once.
     facts: OnceLock<Result<wconverge_program::Facts, crate::FactsError>>,
-    prefetched: crate::prefetch::Prefetched,
+    pub(crate) prefetched: crate::prefetch::Prefetched,
     /// Guards evaluated ahead of their resource's turn, by run position (see
-    /// [`guards_ahead`]).
-    ahead: Mutex<HashMap<usize, Ahead>>,
-}
-
-/// What a resource's guards said when evaluated ahead of its turn, and the count of the
-/// machine's changes when they began.
-pub(crate) struct Ahead {
-    generation: u64,
-    guarded: Guarded,
-    reports: Vec<GuardReport>,
-    logs: Vec<LogRecord>,
-}
-
-/// Whether the guards of `resource` may be evaluated ahead of its turn: they are all
-/// scripts (a block guard reads node attributes), and the resource has no lazy value
-/// and reads no facts. A script guard changes nothing (Chef's rule for guards), so what
-/// it says stands until something changes the machine.
-pub(crate) fn may_guard_ahead(resource: &PreparedResource) -> bool {
-    !resource.guards.is_empty()
-        && resource.lazy.is_empty()
-        && !resource.reads_facts
-        && resource.provider != ENGINE
-        && resource
-            .guards
-            .iter()
-            .all(|guard| matches!(guard.body, GuardBody::Script(_)))
-}
-
-/// Evaluates the guards of the resource at run `position` ahead of its turn (while a
-/// worker has nothing else to start), for [`apply_one`] to take if nothing changed the
-/// machine since they began.
-pub(crate) fn guards_ahead(shared: &Shared<'_>, position: usize) {
-    let prepared = shared.prepared;
-    let resource = &prepared.resources[prepared.graph.order()[position]];
-    let generation = shared.prefetched.generation();
-    let mut reports = Vec::new();
-    let mut logs = Vec::new();
-    let guarded = guards(
-        shared.host,
-        prepared.code,
-        resource,
-        // Script guards read neither node attributes nor facts.
-        &shared.node.read().expect("node attributes lock"),
-        &Value::Hash(Vec::new()),
-        &mut reports,
-        &mut |call_logs| logs.extend(call_logs),
-    );
-    shared.ahead.lock().expect("guards ahead lock").insert(
-        position,
-        Ahead {
-            generation,
-            guarded,
-            reports,
-            logs,
-        },
-    );
+    /// [`crate::ahead`]).
+    pub(crate) ahead: Mutex<HashMap<usize, crate::ahead::Ahead>>,
 }
 
 impl Shared<'_> {
@@ -285,12 +231,13 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             })
             .flatten()
             // Taken only if nothing changed the machine since they began.
-            .filter(|ahead| ahead.generation == shared.prefetched.generation());
+            .filter(|ahead| ahead.still_holds(shared));
         let guarded = match (&facts_value, ahead) {
             (_, Some(ahead)) => {
-                report.guards = ahead.reports;
-                record(ahead.logs);
-                ahead.guarded
+                let (guarded, reports, logs) = ahead.taken();
+                report.guards = reports;
+                record(logs);
+                guarded
             }
             (Ok(facts_value), None) => guards(
                 host,
@@ -798,7 +745,7 @@ pub(crate) enum Guarded {
 /// Evaluates the guards in order until one says to skip (as Chef does); a guard that
 /// cannot be launched or times out fails the resource rather than count as true or
 /// false.
-fn guards(
+pub(crate) fn guards(
     host: &dyn PluginHost,
     code: &dyn Code,
     resource: &crate::PreparedResource,

@@ -21,7 +21,7 @@
 //! machine does what one at a time would.
 //!
 //! Reading is not changing: a worker with nothing to start evaluates ahead the script
-//! guards of a barrier soon to come (`run::guards_ahead`), and the barrier takes what
+//! guards of a barrier soon to come (`ahead`), and the barrier takes what
 //! they said when its turn comes only if nothing changed the machine since they began;
 //! else it evaluates them again in its place. So 200 guarded commands that change
 //! nothing still use every core.
@@ -280,7 +280,7 @@ impl Scheduler<'_, '_> {
                 state.guarding.insert(position);
                 drop(state);
                 let evaluated = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    crate::run::guards_ahead(self.shared, position)
+                    crate::ahead::evaluate(self.shared, position)
                 }));
                 state = self.state.lock().expect("scheduler lock");
                 state.guarding.remove(&position);
@@ -413,7 +413,7 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
             .zip(&footprints)
             .map(|(&idx, footprint)| {
                 *footprint == Footprint::Unbounded
-                    && crate::run::may_guard_ahead(&prepared.resources[idx])
+                    && crate::ahead::may_guard_ahead(&prepared.resources[idx])
             })
             .collect(),
         barriers: footprints
