@@ -416,3 +416,202 @@ fn the_readmes_web_server_role_converges_from_nothing_on_its_first_run() {
     drop(role);
     assert!(!std::path::Path::new("/srv/wcv-demo-web").exists());
 }
+
+/// One autorequire row run from nothing: `manifest` (with `@FILES@`, and `{user}`,
+/// `{group}`, `{group2}`, `{deb}` for what the row makes) declares the dependent first,
+/// and with `--jobs 1` and the default the first run converges (exit 2, no failure) and
+/// the second changes nothing (exit 0); `check` then looks at the machine.
+fn row_converges(row: &str, manifest: &str, check: impl Fn(&Machine, &str)) {
+    for jobs in ["1", ""] {
+        let mut accounts = Accounts::new();
+        // After the account files' turn, as every test that takes both.
+        let _dpkg = crate::packages::DPKG
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let user = accounts.user("row");
+        let group = accounts.group("row");
+        let group2 = accounts.group("row2");
+        let _ = std::fs::remove_dir_all(format!("/home/{user}"));
+        let machine = Machine::new();
+        let text = manifest
+            .replace("{user}", &user)
+            .replace("{group}", &group)
+            .replace("{group2}", &group2);
+        let manifest = machine.manifest("site.wcv", &text);
+        let args: &[&str] = if jobs.is_empty() {
+            &[]
+        } else {
+            &["--jobs", jobs]
+        };
+        let first = machine.apply_with(&manifest, None, args, 2);
+        assert_eq!(
+            first["summary"]["failed"], 0,
+            "{row}, jobs {jobs:?}: {first:#}"
+        );
+        let second = machine.apply_with(&manifest, None, args, 0);
+        assert_eq!(second["summary"]["changed"], 0, "{row}: {second:#}");
+        check(&machine, &user);
+        drop(accounts);
+    }
+}
+
+#[test]
+fn a_link_declared_before_its_target_converges_from_nothing() {
+    row_converges(
+        "file -> its link's target",
+        r#"
+file { '@FILES@/link': ensure => link, target => '@FILES@/target' }
+file { '@FILES@/target': content => "t\n" }
+"#,
+        |machine, _| {
+            assert_eq!(
+                std::fs::read_to_string(machine.file("link")).expect("through the link"),
+                "t\n"
+            );
+        },
+    );
+}
+
+#[test]
+fn a_template_declared_before_its_source_owner_and_group_converges_from_nothing() {
+    row_converges(
+        "template -> source, owner, group",
+        r#"
+template { '@FILES@/page': source => '@FILES@/page.j2', owner => '{user}', group => '{group}', mode => '0640' }
+file { '@FILES@/page.j2': content => "hello\n" }
+user { '{user}': gid => '{group}', home => '/home/{user}', managehome => false }
+group { '{group}': }
+"#,
+        |machine, _| {
+            assert_eq!(
+                std::fs::read_to_string(machine.file("page")).expect("page"),
+                "hello\n"
+            );
+        },
+    );
+}
+
+#[test]
+fn a_command_declared_before_its_program_user_and_group_converges_from_nothing() {
+    row_converges(
+        "exec -> the command's program, user, group",
+        r##"
+exec { 'as the user': command => '/usr/bin/touch /home/{user}/made', user => '{user}', group => '{group}', creates => '/home/{user}/made' }
+exec { '@FILES@/bin/tool': creates => '@FILES@/made' }
+file { '@FILES@/bin/tool': content => "#!/bin/sh\necho made > @FILES@/made\n", mode => '0755' }
+file { '@FILES@/bin': ensure => directory }
+user { '{user}': gid => '{group}', home => '/home/{user}', managehome => true }
+group { '{group}': }
+"##,
+        |machine, user| {
+            assert_eq!(
+                std::fs::read_to_string(machine.file("made")).expect("made"),
+                "made\n"
+            );
+            let made = std::fs::metadata(format!("/home/{user}/made")).expect("made");
+            let home = std::fs::metadata(format!("/home/{user}")).expect("home");
+            assert_eq!(made.uid(), home.uid(), "made as the user");
+        },
+    );
+}
+
+#[test]
+fn a_user_declared_before_its_groups_converges_from_nothing() {
+    row_converges(
+        "user -> gid, groups",
+        r#"
+user { '{user}': gid => '{group}', groups => ['{group2}'], home => '/home/{user}', managehome => false }
+group { ['{group}', '{group2}']: }
+"#,
+        |_, user| {
+            let groups = std::process::Command::new("id")
+                .args(["-Gn", user])
+                .output()
+                .expect("id");
+            let groups = String::from_utf8_lossy(&groups.stdout).into_owned();
+            assert!(
+                groups.contains("wcvg") && groups.split_whitespace().count() == 2,
+                "{groups}"
+            );
+        },
+    );
+}
+
+#[test]
+fn a_cron_job_declared_before_its_user_converges_from_nothing() {
+    row_converges(
+        "cron -> user",
+        r#"
+cron { 'nightly': user => '{user}', command => '/usr/bin/true', special => daily }
+user { '{user}': home => '/home/{user}', managehome => false }
+"#,
+        |_, user| {
+            let listed = std::process::Command::new("crontab")
+                .args(["-u", user, "-l"])
+                .output()
+                .expect("crontab");
+            assert!(String::from_utf8_lossy(&listed.stdout).contains("/usr/bin/true"));
+            let _ = std::process::Command::new("crontab")
+                .args(["-u", user, "-r"])
+                .output();
+        },
+    );
+}
+
+#[test]
+fn a_package_declared_before_its_local_source_converges_from_nothing() {
+    let name = format!("wcvt-{}-row", std::process::id());
+    let debs = tempfile::Builder::new()
+        .prefix("wcvt-debs-")
+        .tempdir()
+        .expect("temp dir");
+    let root = debs.path().join("root");
+    std::fs::create_dir_all(root.join("DEBIAN")).expect("DEBIAN");
+    std::fs::write(
+        root.join("DEBIAN/control"),
+        format!(
+            "Package: {name}\nVersion: 1.0\nArchitecture: all\nMaintainer: wconverge tests \
+             <tests@example.invalid>\nDescription: a package the wconverge tests build\n"
+        ),
+    )
+    .expect("control");
+    let deb = debs.path().join(format!("{name}.deb"));
+    let built = std::process::Command::new("dpkg-deb")
+        .args(["--build", "--root-owner-group"])
+        .arg(&root)
+        .arg(&deb)
+        .output()
+        .expect("dpkg-deb");
+    assert!(built.status.success(), "{built:?}");
+    /// Purges the package when dropped, the test failed or not.
+    struct Purged<'n>(&'n str);
+    impl Drop for Purged<'_> {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("dpkg")
+                .args(["--purge", self.0])
+                .output();
+        }
+    }
+    let purge = || drop(Purged(&name));
+    purge();
+    let _purged = Purged(&name);
+    row_converges(
+        "package -> a local source",
+        &format!(
+            "package {{ '{name}': provider => dpkg, source => '@FILES@/{name}.deb' }}\n\
+             file {{ '@FILES@/{name}.deb': source => '{}' }}\n",
+            deb.display()
+        ),
+        |_, _| {
+            let status = std::process::Command::new("dpkg-query")
+                .args(["-W", "-f", "${Status}", &name])
+                .output()
+                .expect("dpkg-query");
+            assert_eq!(
+                String::from_utf8_lossy(&status.stdout),
+                "install ok installed"
+            );
+            purge();
+        },
+    );
+}
