@@ -1,4 +1,4 @@
-//! Users and groups (issue 17, deliverable 4): `user` and `group` with the `useradd`
+//! Users and groups: `user` and `group` with the `useradd`
 //! provider, through the built-in policy, on this machine's real account databases. The
 //! tests remove every user and group they create when they end, failed or not.
 
@@ -68,7 +68,7 @@ fn getent(database: &str, key: &str) -> Option<Vec<String>> {
 }
 
 #[test]
-fn issue_17_a_user_and_its_group_are_created_changed_and_removed() {
+fn a_user_and_its_group_are_created_changed_and_removed() {
     let mut accounts = Accounts::new();
     let web = accounts.user("web");
     let team = accounts.group("team");
@@ -166,7 +166,7 @@ user {{ '{web}':
 }
 
 #[test]
-fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
+fn membership_is_minimum_unless_inclusive_and_states_are_read_once() {
     let mut accounts = Accounts::new();
     let (one, two) = (accounts.group("one"), accounts.group("two"));
     let users: Vec<String> = (0..5).map(|n| accounts.user(&format!("m{n}"))).collect();
@@ -227,7 +227,7 @@ fn issue_17_membership_is_minimum_unless_inclusive_and_states_are_read_once() {
 }
 
 #[test]
-fn issue_17_account_values_that_would_be_options_never_reach_a_command_line() {
+fn account_values_that_would_be_options_never_reach_a_command_line() {
     let _accounts = Accounts::new();
     let machine = Machine::new();
     let manifest = machine.manifest(

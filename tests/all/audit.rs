@@ -1,4 +1,4 @@
-//! `wconverge plugins audit`: what a reviewer signs off (issue 8, item 3 in part): each
+//! `wconverge plugins audit`: what a reviewer signs off: each
 //! plugin's digest, imports and grants, with root-equivalent grants flagged, stable so
 //! that two deployments diff line by line.
 

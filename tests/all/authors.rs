@@ -1,4 +1,4 @@
-//! Issue 21: the plugin author's kit. `wconverge plugins test` converges a manifest with
+//! The plugin author's kit. `wconverge plugins test` converges a manifest with
 //! the author's build in a throwaway root, twice, then in noop, and says whether the
 //! plugin is idempotent.
 
@@ -67,7 +67,7 @@ fn file_line_setup(machine: &Machine, replace: bool) -> (PathBuf, PathBuf, PathB
 }
 
 #[test]
-fn issue_21_plugins_test_passes_an_idempotent_plugin_in_a_throwaway_root() {
+fn plugins_test_passes_an_idempotent_plugin_in_a_throwaway_root() {
     let machine = Machine::new();
     let (plugin, manifest, policy) = file_line_setup(&machine, false);
     let run = plugins_test(
@@ -125,7 +125,7 @@ fn issue_21_plugins_test_passes_an_idempotent_plugin_in_a_throwaway_root() {
 }
 
 #[test]
-fn issue_21_plugins_test_fails_what_is_not_idempotent() {
+fn plugins_test_fails_what_is_not_idempotent() {
     let machine = Machine::new();
     // The fixture replaces the line file_line fixed: the two fight on every run.
     let (plugin, manifest, policy) = file_line_setup(&machine, true);
@@ -212,7 +212,7 @@ fn issue_21_plugins_test_fails_what_is_not_idempotent() {
 /// The SDK is a crate of its own: `cargo package` takes it with the WIT contract inside,
 /// and builds it from the package alone, as an author's dependency would be.
 #[test]
-fn issue_21_the_sdk_packages_on_its_own_with_its_wit() {
+fn the_sdk_packages_on_its_own_with_its_wit() {
     let sdk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../guest-sdk/Cargo.toml");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdk-package");
     let output = Command::new(env!("CARGO"))
@@ -256,7 +256,7 @@ fn issue_21_the_sdk_packages_on_its_own_with_its_wit() {
 /// `plugins new` writes a project that builds, whose unit test passes, and whose
 /// component passes `plugins test` with the manifest and policy it comes with.
 #[test]
-fn issue_21_plugins_new_writes_a_project_that_builds_tests_and_converges() {
+fn plugins_new_writes_a_project_that_builds_tests_and_converges() {
     let machine = Machine::new();
     let project = machine.root().join("motd_file");
     let mut new = Command::new(WCONVERGE);
@@ -333,7 +333,7 @@ fn issue_21_plugins_new_writes_a_project_that_builds_tests_and_converges() {
 /// A Python provider's bug (an exception its code does not catch) is its resource's
 /// error, with the exception and its traceback, and the other resources go on.
 #[test]
-fn issue_21_a_python_exception_is_reported_with_its_traceback() {
+fn a_python_exception_is_reported_with_its_traceback() {
     let machine = Machine::new();
     let policy = machine.root().join("python-policy.toml");
     std::fs::write(
@@ -390,7 +390,7 @@ fn issue_21_a_python_exception_is_reported_with_its_traceback() {
 /// arguments are rebased into the throwaway root with its grants, so nothing is written
 /// where the policy points.
 #[test]
-fn issue_21_plugins_new_writes_a_python_project_that_tests_builds_and_converges() {
+fn plugins_new_writes_a_python_project_that_tests_builds_and_converges() {
     let machine = Machine::new();
     let project = machine.root().join("py_file");
     let written = Run::of(
@@ -478,7 +478,7 @@ fn issue_21_plugins_new_writes_a_python_project_that_tests_builds_and_converges(
 /// or relative) reach the host instead of failing inside the guest as a bare "no such
 /// file".
 #[test]
-fn issue_21_the_host_reports_a_write_outside_the_grant_with_the_path_and_the_grant() {
+fn the_host_reports_a_write_outside_the_grant_with_the_path_and_the_grant() {
     let machine = Machine::new();
     let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
     let files = std::fs::canonicalize(machine.files_dir()).expect("files dir");
@@ -591,7 +591,7 @@ const WIT_06_PLUGIN_SHA256: &str =
 /// and its file writes go through the grants, and a write outside them is refused by the
 /// host. `plugins inspect` says which version it was built against.
 #[test]
-fn issue_21_a_provider_built_against_the_previous_wit_loads_through_the_adapter() {
+fn a_provider_built_against_the_previous_wit_loads_through_the_adapter() {
     let machine = Machine::new();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../tests/fixtures/wit-0.6.0/hostile.wasm")

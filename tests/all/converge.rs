@@ -619,11 +619,11 @@ fn commands_keep_their_manifest_order_under_jobs_with_the_report_of_one_at_a_tim
     );
 }
 
-/// Issue 22: an `apply` whose output nobody reads (`wconverge apply | head`, or with
+/// An `apply` whose output nobody reads (`wconverge apply | head`, or with
 /// stderr too) still converges every resource, finishes its audit trail and exits with
 /// the run's exit code; `/dev/full` as stdout makes a run that would succeed fail.
 #[test]
-fn issue_22_an_apply_whose_output_pipe_is_closed_finishes_and_exits_with_the_runs_code() {
+fn an_apply_whose_output_pipe_is_closed_finishes_and_exits_with_the_runs_code() {
     fn text(path: &std::path::Path) -> &str {
         path.to_str().expect("utf-8")
     }

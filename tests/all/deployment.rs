@@ -1,4 +1,4 @@
-//! Security-reviewed deployments (issue 8): third-party plugins from `--plugin-dir`,
+//! Security-reviewed deployments: third-party plugins from `--plugin-dir`,
 //! loaded only when pinned; argument patterns, run-as and environment grants; the audit
 //! trail of a run; the audit output as a snapshot.
 

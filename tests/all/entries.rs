@@ -1,4 +1,4 @@
-//! Entries of shared files (issue 17, deliverable 5): `cron` (a user's crontab through
+//! Entries of shared files: `cron` (a user's crontab through
 //! `crontab`), `host` (a hosts file replaced atomically) and `ssh_authorized_key` (a
 //! user's authorized_keys, with the file type's rules in a directory the user owns).
 //! The users are real, created for a test and removed after it with their crontab.
@@ -36,7 +36,7 @@ fn crontab_of(user: &str) -> String {
 }
 
 #[test]
-fn issue_17_cron_jobs_are_added_changed_and_removed_in_a_users_crontab() {
+fn cron_jobs_are_added_changed_and_removed_in_a_users_crontab() {
     crontab_available();
     let user = LocalUser::create();
     struct Remove(String);
@@ -117,7 +117,7 @@ cron {{ 'cleanup': user => '{name}', command => '/usr/bin/true', special => dail
 }
 
 #[test]
-fn issue_17_a_host_entry_is_kept_in_place_and_the_file_replaced_whole() {
+fn a_host_entry_is_kept_in_place_and_the_file_replaced_whole() {
     let machine = Machine::new();
     let hosts = machine.file("hosts");
     std::fs::write(
@@ -172,7 +172,7 @@ host {{ 'cache.example.com': ip => '10.0.0.9', comment => 'redis', target => '@F
 }
 
 #[test]
-fn issue_17_an_authorized_key_is_written_for_its_user_and_never_through_a_link() {
+fn an_authorized_key_is_written_for_its_user_and_never_through_a_link() {
     let user = LocalUser::create();
     let machine = Machine::new();
     let home = machine.file(&user.name);

@@ -1,4 +1,4 @@
-//! Puppet's `file` type, complete (issue 17, deliverable 1): directories, links, sources
+//! Puppet's `file` type, complete: directories, links, sources
 //! and whole trees with `recurse` and `purge`, `force`, `replace`, `checksum`, symbolic
 //! modes, and the relationships Puppet implies (a file requires its directory).
 
@@ -38,7 +38,7 @@ fn order(report: &Value) -> Vec<String> {
 }
 
 #[test]
-fn issue_17_a_tree_is_copied_from_its_source_purged_and_a_second_run_changes_nothing() {
+fn a_tree_is_copied_from_its_source_purged_and_a_second_run_changes_nothing() {
     let machine = Machine::new();
     let source = machine.file("source");
     std::fs::create_dir_all(format!("{source}/sub")).expect("source");
@@ -139,7 +139,7 @@ file { '@FILES@/www':
 }
 
 #[test]
-fn issue_17_links_are_made_and_retargeted_and_a_directory_gives_way_only_with_force() {
+fn links_are_made_and_retargeted_and_a_directory_gives_way_only_with_force() {
     let machine = Machine::new();
     let link = machine.file("current");
     let manifest = |target: &str, force: bool| {
@@ -199,7 +199,7 @@ fn issue_17_links_are_made_and_retargeted_and_a_directory_gives_way_only_with_fo
 }
 
 #[test]
-fn issue_17_directories_are_made_removed_only_with_force_and_take_symbolic_modes() {
+fn directories_are_made_removed_only_with_force_and_take_symbolic_modes() {
     let machine = Machine::new();
     let dir = machine.file("conf.d");
     let policy = machine.policy("");
@@ -259,7 +259,7 @@ fn issue_17_directories_are_made_removed_only_with_force_and_take_symbolic_modes
 }
 
 #[test]
-fn issue_17_replace_false_checksum_none_and_single_file_sources() {
+fn replace_false_checksum_none_and_single_file_sources() {
     let machine = Machine::new();
     let policy = machine.policy("");
     let kept = machine.file("kept");
@@ -309,7 +309,7 @@ file { '@FILES@/copied': source => '@FILES@/motd.source', owner => '0', group =>
 }
 
 #[test]
-fn issue_17_recursion_never_follows_a_link_out_of_the_tree() {
+fn recursion_never_follows_a_link_out_of_the_tree() {
     let machine = Machine::new();
     let policy = machine.policy("");
     // Outside the managed tree (and outside the policy's directory).
@@ -372,7 +372,7 @@ fn issue_17_recursion_never_follows_a_link_out_of_the_tree() {
 }
 
 #[test]
-fn issue_17_puppet_urls_and_mixed_attributes_are_refused_before_anything_runs() {
+fn puppet_urls_and_mixed_attributes_are_refused_before_anything_runs() {
     let machine = Machine::new();
     let manifest = machine.manifest(
         "bad.wcv",
@@ -406,7 +406,7 @@ file { '@FILES@/c': ensure => directory, content => "x" }
 }
 
 #[test]
-fn issue_17_puppet_module_sources_are_found_in_the_module_path_when_applied() {
+fn puppet_module_sources_are_found_in_the_module_path_when_applied() {
     let machine = Machine::new();
     let modules = machine.root().join("modules");
     let files = modules.join("site/files");
@@ -573,12 +573,12 @@ pub(crate) fn check_lines(stderr: &str, needle: &str) -> Vec<(usize, String)> {
         .collect()
 }
 
-/// Issue 19. A no-op of files reads the states of each directory's files in one call,
+/// A no-op of files reads the states of each directory's files in one call,
 /// granted that directory alone, wherever the files sit in the run order; after a run
 /// changes a file, what was read is not trusted, and the file changed by hand is the one
 /// converged.
 #[test]
-fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_alone() {
+fn files_are_checked_one_call_per_directory_each_granted_its_directory_alone() {
     let machine = Machine::new();
     let dirs = ["a", "b", "c"];
     for dir in dirs {
@@ -636,11 +636,11 @@ fn issue_19_files_are_checked_one_call_per_directory_each_granted_its_directory_
     );
 }
 
-/// Issue 19. A `notify` changes nothing on the machine (its plugin may write no
+/// A `notify` changes nothing on the machine (its plugin may write no
 /// directory and launch no program): the files that run after it keep the states their
 /// batch read, where a resource that changes the machine makes them read their own.
 #[test]
-fn issue_19_a_notify_leaves_the_states_files_read_in_a_batch_standing() {
+fn a_notify_leaves_the_states_files_read_in_a_batch_standing() {
     let machine = Machine::new();
     std::fs::create_dir(machine.file("a")).expect("dir");
     let mut resources = vec![serde_json::json!({
@@ -681,11 +681,11 @@ fn issue_19_a_notify_leaves_the_states_files_read_in_a_batch_standing() {
     );
 }
 
-/// Issue 19. A batch is cut to fit its plugin's memory: files of 1 MiB each are
+/// A batch is cut to fit its plugin's memory: files of 1 MiB each are
 /// validated and checked several at a time, no call holding more than an eighth of the
 /// plugin's memory limit, and the no-op holds.
 #[test]
-fn issue_19_batches_of_large_files_are_cut_to_fit_the_plugin_memory() {
+fn batches_of_large_files_are_cut_to_fit_the_plugin_memory() {
     let machine = Machine::new();
     let content = "x".repeat(1 << 20);
     let resources: Vec<Value> = (0..24)
@@ -724,12 +724,12 @@ fn issue_19_batches_of_large_files_are_cut_to_fit_the_plugin_memory() {
     assert_eq!(validated_before(&second.stderr), validated, "{second:#?}");
 }
 
-/// Issue 19. A `validate` call that found nothing wrong is remembered in the cache (for
+/// A `validate` call that found nothing wrong is remembered in the cache (for
 /// its component, engine, policy entry and exact input) and not made again for the same
 /// resources; one that found a problem is made, and the problem shown, on every run; and
 /// an entry that does not verify is not trusted but rebuilt.
 #[test]
-fn issue_19_a_clean_validate_is_remembered_and_a_problem_is_shown_on_every_run() {
+fn a_clean_validate_is_remembered_and_a_problem_is_shown_on_every_run() {
     let machine = Machine::new();
     // A cache of this test's own, because its entry is tampered with below.
     let cache = crate::support::private_cache(&machine);
@@ -798,13 +798,13 @@ fn issue_19_a_clean_validate_is_remembered_and_a_problem_is_shown_on_every_run()
     }
 }
 
-/// Issue 19. Two workers on the files of four directories, each directory's files one
+/// Two workers on the files of four directories, each directory's files one
 /// after the other in the run order: while one worker reads a directory, the other, whose
 /// next file is in it, reads the next directory meanwhile. Each directory is still read
 /// once, in one call, no file is planned on its own, and a file changed by hand is the one
 /// converged.
 #[test]
-fn issue_19_two_workers_read_two_directories_at_once_and_each_once() {
+fn two_workers_read_two_directories_at_once_and_each_once() {
     let machine = Machine::new();
     let dirs = ["a", "b", "c", "d"];
     for dir in dirs {

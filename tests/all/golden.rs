@@ -1,4 +1,4 @@
-//! Issue 22: what users read, as golden files in `tests/golden/`: the human report of an
+//! What users read, as golden files in `tests/golden/`: the human report of an
 //! apply, `validate`'s problem list, `plugins audit` and `types`. Each file holds a
 //! command's exit code, stdout and stderr, with what differs between machines and runs
 //! replaced by a placeholder (the temporary directory, digests, durations).
@@ -95,7 +95,7 @@ fn text(path: &Path) -> &str {
 }
 
 #[test]
-fn issue_22_the_human_report_of_an_apply() {
+fn the_human_report_of_an_apply() {
     let machine = Machine::new();
     let policy = machine.policy(&test_plugins_policy(&machine, ""));
     let kept = machine.file("kept");
@@ -131,7 +131,7 @@ fn issue_22_the_human_report_of_an_apply() {
 }
 
 #[test]
-fn issue_22_the_problems_validate_lists() {
+fn the_problems_validate_lists() {
     let machine = Machine::new();
     let policy = machine.policy("");
     let catalog = machine.catalog(json!([
@@ -149,7 +149,7 @@ fn issue_22_the_problems_validate_lists() {
 /// The same problems found in a manifest: each shown as the manifests' diagnostics are,
 /// with the line it lies on.
 #[test]
-fn issue_22_the_problems_validate_lists_with_their_lines() {
+fn the_problems_validate_lists_with_their_lines() {
     let machine = Machine::new();
     let policy = machine.policy("");
     let manifest = machine.manifest(
@@ -161,7 +161,7 @@ fn issue_22_the_problems_validate_lists_with_their_lines() {
 }
 
 #[test]
-fn issue_22_plugins_audit() {
+fn plugins_audit() {
     let machine = Machine::new();
     // The built-in plugins only: the test plugins' paths are those of the build.
     let policy = machine.policy("");
@@ -170,7 +170,7 @@ fn issue_22_plugins_audit() {
 }
 
 #[test]
-fn issue_22_types_and_one_type() {
+fn types_and_one_type() {
     let machine = Machine::new();
     let policy = machine.policy("");
     let run = machine.run(&["types", "--policy", text(&policy)]);
@@ -182,7 +182,7 @@ fn issue_22_types_and_one_type() {
 /// A policy or a JSON catalog that cannot be used as a whole is a diagnostic too: a
 /// code, the place (with the policy's line), and what happened; nothing is done.
 #[test]
-fn issue_22_a_policy_or_a_catalog_that_cannot_be_used() {
+fn a_policy_or_a_catalog_that_cannot_be_used() {
     let machine = Machine::new();
     let empty = machine.catalog(json!([]));
     let write = |name: &str, text: &str| {

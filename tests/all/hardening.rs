@@ -1,4 +1,4 @@
-//! Issue 16: the sandbox holds against a hostile local user, a hostile plugin and a
+//! The sandbox holds against a hostile local user, a hostile plugin and a
 //! hostile manifest. Each test stands for a class of attacks; the races run for a
 //! bounded count as a real unprivileged user the test creates and removes.
 
@@ -112,7 +112,7 @@ fn apply_args<'a>(catalog: &'a Path, policy: &'a Path) -> Vec<&'a str> {
 /// 4% of runs. Now the directory is walked once, by descriptor, and the walk refuses her
 /// link whenever it sees it.
 #[test]
-fn issue_16_a_grant_is_resolved_once_by_descriptor_while_a_user_swaps_a_symlink() {
+fn a_grant_is_resolved_once_by_descriptor_while_a_user_swaps_a_symlink() {
     let (machine, user, home) = with_attacker();
     let victim = machine.root().join("victim");
     std::fs::create_dir(&victim).expect("victim dir");
@@ -180,7 +180,7 @@ fn issue_16_a_grant_is_resolved_once_by_descriptor_while_a_user_swaps_a_symlink(
 /// not changed in place, it is not opened for writing (nor truncated), and managing its
 /// content replaces the name with a new file.
 #[test]
-fn issue_16_a_hard_link_in_a_directory_others_can_write_is_never_changed_in_place() {
+fn a_hard_link_in_a_directory_others_can_write_is_never_changed_in_place() {
     let (machine, user, home) = with_attacker();
     let vault = machine.root().join("vault");
     std::fs::create_dir(&vault).expect("vault");
@@ -252,7 +252,7 @@ fn issue_16_a_hard_link_in_a_directory_others_can_write_is_never_changed_in_plac
 /// created, so her files stay hers; a swap that lands is reported, not passed off as
 /// converged.
 #[test]
-fn issue_16_a_swapped_temporary_file_never_gets_the_managed_owner_or_mode() {
+fn a_swapped_temporary_file_never_gets_the_managed_owner_or_mode() {
     let (machine, user, home) = with_attacker();
     let target = home.join("app.conf");
     let policy = policy_for(&machine, machine.root(), "");
@@ -328,7 +328,7 @@ fn issue_16_a_swapped_temporary_file_never_gets_the_managed_owner_or_mode() {
 /// kind, at once: before, a template whose source was a FIFO hung the run (holding the
 /// run lock) until someone wrote to it.
 #[test]
-fn issue_16_special_files_are_refused_by_kind_and_nothing_blocks() {
+fn special_files_are_refused_by_kind_and_nothing_blocks() {
     let machine = Machine::new();
     let fifo = machine.root().join("files/source.fifo");
     nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o644)).expect("fifo");
@@ -388,7 +388,7 @@ fn issue_16_special_files_are_refused_by_kind_and_nothing_blocks() {
 /// none of it. A resource that leaves the secret and looks for it in one call shows
 /// that the search finds it when it is there.
 #[test]
-fn issue_16_an_instance_never_sees_what_an_earlier_one_left_in_memory() {
+fn an_instance_never_sees_what_an_earlier_one_left_in_memory() {
     let machine = Machine::new();
     let files = machine.root().join("files");
     let policy = policy_for(&machine, &files, "");
@@ -447,7 +447,7 @@ fn issue_16_an_instance_never_sees_what_an_earlier_one_left_in_memory() {
 /// Class 3. A plugin that blocks inside the host (a sleep of an hour) fails its
 /// resource at its wall-clock limit, and the run goes on.
 #[test]
-fn issue_16_a_plugin_blocked_in_the_host_fails_at_its_wall_clock_limit() {
+fn a_plugin_blocked_in_the_host_fails_at_its_wall_clock_limit() {
     let machine = Machine::new();
     let policy = policy_for(&machine, &machine.root().join("files"), "wall_seconds = 1");
     let catalog = machine.catalog(json!([
@@ -485,7 +485,7 @@ fn issue_16_a_plugin_blocked_in_the_host_fails_at_its_wall_clock_limit() {
 /// keeps files open is refused past the descriptor limit, and the instance that holds
 /// them is not kept for the next resources.
 #[test]
-fn issue_16_host_memory_for_listings_and_descriptors_is_bounded_per_plugin() {
+fn host_memory_for_listings_and_descriptors_is_bounded_per_plugin() {
     let machine = Machine::new();
     let crowd = machine.root().join("files/crowd");
     std::fs::create_dir(&crowd).expect("crowd");
@@ -545,7 +545,7 @@ fn run_bounded_program(machine: &Machine, program: &str, args: &[&str]) -> (Run,
 /// Class 3. A file whose size differs from the content is not read: a sparse 10 GiB
 /// file is reported as differing by its size, not hashed for seconds.
 #[test]
-fn issue_16_a_file_of_another_size_is_not_hashed() {
+fn a_file_of_another_size_is_not_hashed() {
     let machine = Machine::new();
     let big = machine.file("big");
     std::fs::File::create(&big)
@@ -562,7 +562,7 @@ fn issue_16_a_file_of_another_size_is_not_hashed() {
 /// Class 1. `file-metadata` answers only for normal paths inside the call's grants:
 /// `..` never reaches above a grant.
 #[test]
-fn issue_16_file_metadata_never_resolves_dot_dot_beyond_the_grant() {
+fn file_metadata_never_resolves_dot_dot_beyond_the_grant() {
     let machine = Machine::new();
     let policy = policy_for(&machine, &machine.root().join("files"), "");
     let files = machine.files_dir();
@@ -589,7 +589,7 @@ fn issue_16_file_metadata_never_resolves_dot_dot_beyond_the_grant() {
 /// needs it), resolved by descriptor: never out through a link, absolute or relative,
 /// never the grant's directory itself, and set-ID bits only where no other user writes.
 #[test]
-fn issue_17_metadata_changes_beneath_a_grant_never_leave_it() {
+fn metadata_changes_beneath_a_grant_never_leave_it() {
     let machine = Machine::new();
     let policy = policy_for(&machine, &machine.root().join("files"), "");
     let files = machine.files_dir();
@@ -672,7 +672,7 @@ fn issue_17_metadata_changes_beneath_a_grant_never_leave_it() {
 /// them) resolves the names before the last by descriptor: a link another user made on
 /// the way is not followed, even one that stays inside the grant.
 #[test]
-fn issue_17_a_deep_change_never_follows_another_users_link_on_the_way() {
+fn a_deep_change_never_follows_another_users_link_on_the_way() {
     let user = LocalUser::create();
     let machine = Machine::new();
     let policy = policy_for(&machine, &machine.root().join("files"), "");
@@ -792,7 +792,7 @@ fn runaway(machine: &Machine, title: &str, timeout: u64) -> (serde_json::Value, 
 /// `script`), wconverge's child cannot open `/dev/tty`, so it cannot push keystrokes into
 /// the operator's root shell with `TIOCSTI` (before, it shared wconverge's session).
 #[test]
-fn issue_16_a_launched_program_has_no_controlling_terminal() {
+fn a_launched_program_has_no_controlling_terminal() {
     let machine = Machine::new();
     let catalog = machine.catalog(json!([
         { "type": "exec", "title": "tty",
@@ -826,7 +826,7 @@ fn issue_16_a_launched_program_has_no_controlling_terminal() {
 /// Class 4. Descriptors wconverge inherited (here a root-only file left open by whoever
 /// started it) never reach a launched program, even one running as another user.
 #[test]
-fn issue_16_a_launched_program_gets_only_standard_input_output_and_error() {
+fn a_launched_program_gets_only_standard_input_output_and_error() {
     let machine = Machine::new();
     let user = LocalUser::create();
     let secret = machine.root().join("root-only");
@@ -860,7 +860,7 @@ fn issue_16_a_launched_program_gets_only_standard_input_output_and_error() {
 /// that left its session included (before, it survived, holding the output pipes),
 /// and the run does not wait for it.
 #[test]
-fn issue_16_a_timeout_kills_every_descendant_even_one_that_left_its_session() {
+fn a_timeout_kills_every_descendant_even_one_that_left_its_session() {
     let machine = Machine::new();
     let (exec, survivors) = runaway(&machine, "runaway", 1);
     let catalog = machine.catalog(json!([exec]));
@@ -886,7 +886,7 @@ fn issue_16_a_timeout_kills_every_descendant_even_one_that_left_its_session() {
 /// descendants, applies nothing more, reports, and releases the run lock; a killed one
 /// (`SIGKILL`) takes its program with it.
 #[test]
-fn issue_16_an_interrupted_or_killed_wconverge_leaves_no_program_running() {
+fn an_interrupted_or_killed_wconverge_leaves_no_program_running() {
     let machine = Machine::new();
     let (exec, survivors) = runaway(&machine, "interrupted", 600);
     let after = machine.file("after");
@@ -1003,7 +1003,7 @@ fn own_cgroup() -> Option<std::path::PathBuf> {
 /// interpreter on standard input, never in its arguments, where every local user reads
 /// it (`/proc/PID/cmdline`).
 #[test]
-fn issue_16_secrets_stay_out_of_reports_and_process_arguments() {
+fn secrets_stay_out_of_reports_and_process_arguments() {
     let machine = Machine::new();
     let secret = "hunter2-3f9a7c";
     let marker = machine.root().join("sensitive-code.pid");
@@ -1095,7 +1095,7 @@ fn issue_16_secrets_stay_out_of_reports_and_process_arguments() {
 /// fake summary after a newline, all come out as visible escapes, and only wconverge
 /// writes lines of its own.
 #[test]
-fn issue_16_output_is_inert_on_a_terminal() {
+fn output_is_inert_on_a_terminal() {
     let machine = Machine::new();
     let nasty = "printf '\\033]52;c;cm0gLXJmIH4K\\007\\rapplied in 0.00 s: 1 resource, nothing changed\\033[8m hidden\\n'; exit 1";
     let catalog = machine.catalog(json!([
@@ -1135,7 +1135,7 @@ fn issue_16_output_is_inert_on_a_terminal() {
 /// plugin's pin); a FIFO in place of an entry is refused without blocking; a cache below
 /// a directory others can write is not used at all.
 #[test]
-fn issue_16_the_compiled_code_cache_is_bound_to_its_component_and_private() {
+fn the_compiled_code_cache_is_bound_to_its_component_and_private() {
     let machine = Machine::new();
     let cache = machine.root().join("cache");
     let catalog = machine.catalog(json!([
@@ -1211,7 +1211,7 @@ fn issue_16_the_compiled_code_cache_is_bound_to_its_component_and_private() {
 /// hundred copies of a large array, two thousand regular expressions, and two thousand
 /// collectors over twenty thousand resources, each round.)
 #[test]
-fn issue_16_manifests_and_inputs_have_budgets() {
+fn manifests_and_inputs_have_budgets() {
     let machine = Machine::new();
     let doubling: String = (1..=30)
         .map(|n| format!("$a{n} = \"${{a{p}}}${{a{p}}}\"\n", p = n - 1))
@@ -1372,7 +1372,7 @@ fn issue_16_manifests_and_inputs_have_budgets() {
 /// resource, refused before anything runs; and a plugin's answers are checked against
 /// its own schema: an enumeration answered with a number fails the resource.
 #[test]
-fn issue_16_aliased_paths_and_values_outside_a_plugins_own_schema_are_refused() {
+fn aliased_paths_and_values_outside_a_plugins_own_schema_are_refused() {
     let machine = Machine::new();
     let real = machine.file("real");
     std::fs::create_dir(&real).expect("real");
@@ -1423,7 +1423,7 @@ fn issue_16_aliased_paths_and_values_outside_a_plugins_own_schema_are_refused() 
 /// (here: it sits in a directory a local user owns) is flagged by `plugins audit`, and
 /// every run that loads the plugin warns of it.
 #[test]
-fn issue_16_a_program_others_can_replace_is_flagged_and_warned_of() {
+fn a_program_others_can_replace_is_flagged_and_warned_of() {
     let (machine, user, home) = with_attacker();
     let tool = home.join("tool");
     std::fs::copy("/bin/true", &tool).expect("tool");
@@ -1470,7 +1470,7 @@ fn issue_16_a_program_others_can_replace_is_flagged_and_warned_of() {
 /// reading it, hoping to catch content meant for mode 0600 (before, it was created 0644
 /// and made private only later: 41 leaks in 50 runs with inotify).
 #[test]
-fn issue_16_a_temporary_file_is_private_from_its_creation() {
+fn a_temporary_file_is_private_from_its_creation() {
     let machine = Machine::new();
     open_to_all(machine.root());
     let user = LocalUser::create();
@@ -1521,7 +1521,7 @@ fn issue_16_a_temporary_file_is_private_from_its_creation() {
 /// into her directory (as she could where `fs.protected_hardlinks` is off) on the way to
 /// a managed file (before: the file was written where that link led, and given to her).
 #[test]
-fn issue_16_links_another_user_could_have_placed_are_not_followed() {
+fn links_another_user_could_have_placed_are_not_followed() {
     let (machine, user, home) = with_attacker();
     let secret = home.join(".htpasswd");
     std::fs::write(&secret, "SECRET-HTPASSWD\n").expect("secret");
@@ -1571,7 +1571,7 @@ fn issue_16_links_another_user_could_have_placed_are_not_followed() {
 /// others can write is refused (before, her `run.lock` symlink had root truncate the
 /// file it named and write its pid in it).
 #[test]
-fn issue_16_the_audit_log_and_the_run_lock_cannot_be_planted() {
+fn the_audit_log_and_the_run_lock_cannot_be_planted() {
     let machine = Machine::new();
     let catalog = machine.catalog(json!([{ "type": "notify", "title": "hi" }]));
     let policy = machine.policy("");
@@ -1625,7 +1625,7 @@ fn issue_16_the_audit_log_and_the_run_lock_cannot_be_planted() {
 /// (before: the first two survived, and the third held the run until the helper chose to
 /// let go).
 #[test]
-fn issue_16_programs_that_escape_the_tree_are_killed_and_the_run_ends_on_time() {
+fn programs_that_escape_the_tree_are_killed_and_the_run_ends_on_time() {
     let machine = Machine::new();
     let [clone, prctl, ptrace, getpid] = escape_syscalls();
     let pid_file = |name: &str| machine.root().join(format!("{name}.pid"));
@@ -1739,14 +1739,14 @@ fn running_with(marker: &str) -> Vec<i32> {
         .collect()
 }
 
-/// Issue 19. `file-metadata.sha256` (the host hashing a file, so that a no-op check
+/// `file-metadata.sha256` (the host hashing a file, so that a no-op check
 /// does not stream its content through WASI) opens what `open-at` would open and
 /// nothing else: a regular file inside the call's grants. A FIFO, a socket, a symlink,
 /// a path outside the grants or climbing out of them, a file another user could have
 /// moved into a directory others can write, and a link of hers on the way are each
 /// refused; a huge file ends at the call's wall-clock limit, not after reading it all.
 #[test]
-fn issue_19_the_host_digest_opens_only_what_open_at_would() {
+fn the_host_digest_opens_only_what_open_at_would() {
     let (machine, user, home) = with_attacker();
     let files = machine.root().join("files");
     let plain = files.join("plain");
@@ -1799,7 +1799,7 @@ fn issue_19_the_host_digest_opens_only_what_open_at_would() {
         &apply_args(&catalog, &policy),
         Duration::from_secs(60),
     );
-    figure(&format!("issue 19: ten host digests in {took:?}"));
+    figure(&format!("ten host digests in {took:?}"));
     let report: serde_json::Value =
         serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("{error}: {run:#?}"));
     let said = |name: &str| {

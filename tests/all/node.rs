@@ -1,5 +1,5 @@
 //! Node attributes, lazy values and `node_block` (Facebook's Chef model, "Compile Time vs
-//! Run Time, and APIs"; issue 5): set at compile time, read at run time, and the stale read reported.
+//! Run Time, and APIs"): set at compile time, read at run time, and the stale read reported.
 
 use crate::support::{Machine, entry, first_error};
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! Packages (issue 17, deliverable 2): `package` with the `dpkg` provider (a local
+//! Packages: `package` with the `dpkg` provider (a local
 //! `.deb`) and the `apt` provider (a repository), through the built-in policy, on this
 //! machine's real dpkg database. The tests build their packages with `dpkg-deb` and
 //! purge them when they end, failed or not.
@@ -156,7 +156,7 @@ fn message(report: &Value, resource: &str) -> String {
 }
 
 #[test]
-fn issue_17_dpkg_installs_upgrades_removes_and_purges_a_local_package() {
+fn dpkg_installs_upgrades_removes_and_purges_a_local_package() {
     let mut packages = Packages::new();
     let name = packages.name("local");
     let v1 = packages.build(&name, "1.0-1");
@@ -248,7 +248,7 @@ fn issue_17_dpkg_installs_upgrades_removes_and_purges_a_local_package() {
 }
 
 #[test]
-fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once() {
+fn apt_installs_a_version_the_latest_and_back_reading_the_database_once() {
     let mut packages = Packages::new();
     let web = packages.name("web");
     let tools = packages.name("tools");
@@ -337,7 +337,7 @@ fn issue_17_apt_installs_a_version_the_latest_and_back_reading_the_database_once
 }
 
 #[test]
-fn issue_17_a_package_name_that_would_be_an_option_never_reaches_a_command_line() {
+fn a_package_name_that_would_be_an_option_never_reaches_a_command_line() {
     let packages = Packages::new();
     let machine = Machine::new();
     let marker = machine.file("pwned");
@@ -364,7 +364,7 @@ package {{ 'opts': name => 'nginx', install_options => ['-oDebug::pkgProblemReso
 }
 
 #[test]
-fn issue_17_a_package_file_another_user_could_swap_is_never_installed() {
+fn a_package_file_another_user_could_swap_is_never_installed() {
     let mut packages = Packages::new();
     let name = packages.name("swappable");
     let deb = packages.build(&name, "1.0-1");

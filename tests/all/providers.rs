@@ -1,4 +1,4 @@
-//! Provider suitability (issue 6): several plugins provide one type,
+//! Provider suitability: several plugins provide one type,
 //! each suitable where its resource program over facts holds; a resource gets the first
 //! suitable one in the policy's order, or the one its `provider` metaparameter names.
 //! The facts come from a third-party fact plugin that publishes `site.name == 'paris'`

@@ -1,4 +1,4 @@
-//! Issue 19: a batched `check` that found everything in sync is replayed on the next run
+//! A batched `check` that found everything in sync is replayed on the next run
 //! (every read it made through `file-metadata` made again, natively, and compared) rather
 //! than run again in the plugin; a check that reads anything else is never replayed.
 
@@ -65,7 +65,7 @@ fn remembered(cache: &Path) -> Vec<PathBuf> {
 /// mode changed by hand, a resource changed in the catalog, a tampered entry: each is
 /// seen, and only the directory it is in is checked in the plugin again.
 #[test]
-fn issue_19_a_check_found_in_sync_is_replayed_and_every_read_made_again() {
+fn a_check_found_in_sync_is_replayed_and_every_read_made_again() {
     let machine = Machine::new();
     let cache = crate::support::private_cache(&machine);
     let policy = machine.policy("");
@@ -188,7 +188,7 @@ fn issue_19_a_check_found_in_sync_is_replayed_and_every_read_made_again() {
 /// is. (Each reading reaches the host another way: `WasiView::ctx`, `files::view`,
 /// `clock::view`; the debug log tells a replay from a call.)
 #[test]
-fn issue_19_a_check_that_reads_more_than_file_metadata_is_never_replayed() {
+fn a_check_that_reads_more_than_file_metadata_is_never_replayed() {
     let machine = Machine::new();
     let cache = crate::support::private_cache(&machine);
     let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));
@@ -268,7 +268,7 @@ fn issue_19_a_check_that_reads_more_than_file_metadata_is_never_replayed() {
 /// made again, and the audit trail records each refusal once a run: replayed, as the
 /// call would have; not replayed because a later read differs, by the call alone.
 #[test]
-fn issue_19_a_refused_read_is_in_the_audit_trail_once_a_run_replayed_or_not() {
+fn a_refused_read_is_in_the_audit_trail_once_a_run_replayed_or_not() {
     let machine = Machine::new();
     let cache = crate::support::private_cache(&machine);
     let policy = machine.policy(&crate::support::test_plugins_policy(&machine, ""));

@@ -56,11 +56,11 @@ fn a_granted_path_that_resolves_outside_the_grant_is_refused() {
     assert!(!outside_dir.join("file").exists());
 }
 
-/// Issue 19. Providers validate many resources per call. A plugin that traps on one of
+/// Providers validate many resources per call. A plugin that traps on one of
 /// them fails that resource alone (the call is made again for each resource of the
 /// batch), and the problems still come in catalog order.
 #[test]
-fn issue_19_a_trap_in_a_batched_validate_fails_only_its_own_resource() {
+fn a_trap_in_a_batched_validate_fails_only_its_own_resource() {
     let machine = Machine::new();
     let files = machine.files_dir();
     let hostile = |name: &str, action: &str| {

@@ -1,4 +1,4 @@
-//! Services (issue 17, deliverable 3): `service` with the `debian` provider (a real
+//! Services: `service` with the `debian` provider (a real
 //! daemon under an `/etc/init.d` script the test installs), the `base` provider (the
 //! commands a resource gives) and, where PID 1 is systemd, the `systemd` provider.
 //! Through the built-in policy; every script, link, unit and daemon is removed when a
@@ -85,7 +85,7 @@ impl Drop for InitScript {
 }
 
 #[test]
-fn issue_17_an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_stopped() {
+fn an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_stopped() {
     let script = InitScript::install();
     let name = script.name.clone();
     let machine = Machine::new();
@@ -142,7 +142,7 @@ fn issue_17_an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_st
 }
 
 #[test]
-fn issue_17_the_base_provider_runs_the_commands_given() {
+fn the_base_provider_runs_the_commands_given() {
     let machine = Machine::new();
     let pidfile = machine.root().join("base.pid");
     let ctl = machine.root().join("ctl.sh");
@@ -219,7 +219,7 @@ service { 'x': provider => base, start => '/bin/true', status => '/bin/true', en
 #[test]
 #[ignore = "needs systemd as PID 1 (this machine's PID 1 is not systemd); the systemd \
             provider's command lines are unit-tested in providers/systemd"]
-fn issue_17_a_systemd_unit_is_started_enabled_and_restarted_on_refresh() {
+fn a_systemd_unit_is_started_enabled_and_restarted_on_refresh() {
     let machine = Machine::new();
     let name = format!("wcvt{}.service", std::process::id());
     let unit = PathBuf::from(format!("/etc/systemd/system/{name}"));

@@ -1,4 +1,4 @@
-//! Issue 20: the store nodes share. Three nodes (`--node`) of one machine directory
+//! The store nodes share. Three nodes (`--node`) of one machine directory
 //! share a store: the backends export their `@@file`, a load-balancer node collects
 //! them, a deactivated backend drops out of the next collection, and reports and facts
 //! are listed. On the embedded SQLite store and on a real PostgreSQL server.
@@ -73,7 +73,7 @@ fn files_of(compiled: &Run) -> Vec<String> {
     titles
 }
 
-/// The scenario on `store`: every acceptance point of issue 20 that holds for both
+/// The scenario on `store`: every acceptance point of the store that holds for both
 /// back ends.
 fn three_nodes_share(machine: &Machine, store: &str) {
     machine.manifest("site.wcv", SITE);
@@ -178,7 +178,7 @@ fn three_nodes_share(machine: &Machine, store: &str) {
 }
 
 #[test]
-fn issue_20_three_nodes_share_a_sqlite_store() {
+fn three_nodes_share_a_sqlite_store() {
     let machine = Machine::new();
     let store = format!(
         "sqlite:{}",
@@ -194,7 +194,7 @@ fn issue_20_three_nodes_share_a_sqlite_store() {
 }
 
 #[test]
-fn issue_20_three_nodes_share_a_postgresql_store() {
+fn three_nodes_share_a_postgresql_store() {
     let postgres = Postgres::start();
     let machine = Machine::new();
     three_nodes_share(&machine, &postgres.url());
@@ -217,7 +217,7 @@ fn issue_20_three_nodes_share_a_postgresql_store() {
 }
 
 #[test]
-fn issue_20_a_collected_file_outside_the_local_policy_is_refused_at_validation() {
+fn a_collected_file_outside_the_local_policy_is_refused_at_validation() {
     let machine = Machine::new();
     machine.manifest("site.wcv", SITE);
     let policy = machine.policy("");
@@ -255,7 +255,7 @@ fn issue_20_a_collected_file_outside_the_local_policy_is_refused_at_validation()
 }
 
 #[test]
-fn issue_20_an_unreachable_store_fails_a_collecting_compile_and_warns_otherwise() {
+fn an_unreachable_store_fails_a_collecting_compile_and_warns_otherwise() {
     let machine = Machine::new();
     machine.manifest("site.wcv", SITE);
     machine.policy("");
@@ -309,7 +309,7 @@ fn issue_20_an_unreachable_store_fails_a_collecting_compile_and_warns_otherwise(
 }
 
 #[test]
-fn issue_20_a_report_that_cannot_be_stored_is_spooled_and_sent_by_the_next_run() {
+fn a_report_that_cannot_be_stored_is_spooled_and_sent_by_the_next_run() {
     let machine = Machine::new();
     let policy = machine.policy("");
     let catalog = machine.catalog(serde_json::json!([
@@ -367,7 +367,7 @@ fn issue_20_a_report_that_cannot_be_stored_is_spooled_and_sent_by_the_next_run()
 }
 
 #[test]
-fn issue_20_a_node_compiles_centrally_from_its_stored_facts() {
+fn a_node_compiles_centrally_from_its_stored_facts() {
     let machine = Machine::new();
     let policy = machine.policy("");
     let store_path = machine.root().join("state/fleet.sqlite");
@@ -417,7 +417,7 @@ fn issue_20_a_node_compiles_centrally_from_its_stored_facts() {
 /// while another connection collects: every collection sees one whole set, never a mix
 /// or half of one.
 #[test]
-fn issue_20_concurrent_runs_never_interleave_a_nodes_exports() {
+fn concurrent_runs_never_interleave_a_nodes_exports() {
     let postgres = Postgres::start();
     let location = Location::parse(&postgres.url(), None, &|_| None).expect("url");
     let sets: Vec<Vec<Export>> = ["a", "b"]
@@ -497,7 +497,7 @@ fn issue_20_concurrent_runs_never_interleave_a_nodes_exports() {
 }
 
 #[test]
-fn issue_20_postgresql_over_tls_checks_the_server_and_presents_a_client_certificate() {
+fn postgresql_over_tls_checks_the_server_and_presents_a_client_certificate() {
     let (postgres, tls) = Postgres::start_tls();
     let machine = Machine::new();
     let policy = machine.policy("");
@@ -539,7 +539,7 @@ fn issue_20_postgresql_over_tls_checks_the_server_and_presents_a_client_certific
 }
 
 #[test]
-fn issue_20_a_password_on_the_command_line_is_refused() {
+fn a_password_on_the_command_line_is_refused() {
     let machine = Machine::new();
     let policy = machine.policy("");
     let catalog = machine.catalog(serde_json::json!([]));
@@ -559,7 +559,7 @@ fn issue_20_a_password_on_the_command_line_is_refused() {
 /// The config file names the store and where its password is; a password also comes
 /// from PGPASSWORD or a pgpass file, never from the command line.
 #[test]
-fn issue_20_the_config_file_names_the_store_and_the_password_comes_from_a_file() {
+fn the_config_file_names_the_store_and_the_password_comes_from_a_file() {
     use std::os::unix::fs::PermissionsExt;
     let postgres = Postgres::start_with_password("node1", "s3cret-pw");
     let machine = Machine::new();
@@ -652,7 +652,7 @@ fn issue_20_the_config_file_names_the_store_and_the_password_comes_from_a_file()
 /// A store file in a directory another user could write is never opened: that user
 /// could swap the file (or a link) under root between runs.
 #[test]
-fn issue_20_a_store_in_a_directory_others_can_write_is_refused() {
+fn a_store_in_a_directory_others_can_write_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     let machine = Machine::new();
     let policy = machine.policy("");

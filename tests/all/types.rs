@@ -1,4 +1,4 @@
-//! Types as data (issue 7): a provider's checks and invariants, written in the manifest
+//! Types as data: a provider's checks and invariants, written in the manifest
 //! language and evaluated by the host; every problem of a catalog reported at once;
 //! `wconverge types` for declared and provided types.
 

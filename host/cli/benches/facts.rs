@@ -1,6 +1,6 @@
 //! Benchmark of fact gathering: all the built-in fact plugins of the built-in policy, as a
 //! run pays for it (a new runtime, plugins from a warm cache, every plugin gathering),
-//! issue 6's target being under 50 ms. Prints figures; asserts nothing about time.
+//! the target being under 50 ms. Prints figures; asserts nothing about time.
 //!
 //! Run it with `scripts/bench` (or `cargo bench -p wconverge-cli --bench facts`).
 

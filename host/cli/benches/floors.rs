@@ -1,4 +1,4 @@
-//! Issue 19's table: each workload through the release `wconverge` binary (whole
+//! The performance table: each workload through the release `wconverge` binary (whole
 //! processes, medians, peak RSS) against its floor measured in the same run by a small
 //! native program here:
 //!
@@ -73,7 +73,7 @@ fn main() {
     let bench = Bench::new("wcv-floors");
     let env = bench.env();
     println!(
-        "issue 19's table ({} cores, load average {}); binary: {}\n",
+        "the performance table ({} cores, load average {}); binary: {}\n",
         cores(),
         load(),
         support::WCONVERGE

@@ -1,6 +1,6 @@
 //! Benchmark of one guard: `sh` running `true` through the interpreter plugin (the
 //! runtime's `run_guard`, as the engine calls it for every `only_if`), against a direct
-//! spawn of `/bin/sh -c true` from Rust. Prints figures and their ratio (issue 19's
+//! spawn of `/bin/sh -c true` from Rust. Prints figures and their ratio (the table's
 //! target: at most 1.2x); asserts nothing about time.
 //!
 //! Run it with `scripts/bench` (or `cargo bench -p wconverge-cli --bench guard`).

@@ -1,4 +1,4 @@
-//! Issue 20's benchmark of the store nodes share, on SQLite and on a PostgreSQL server
+//! The benchmark of the store nodes share, on SQLite and on a PostgreSQL server
 //! this benchmark starts from the installed binaries (as the tests do):
 //!
 //! - 1,000 simulated nodes each export 20 resources (two of them tagged `lb_backend`):
@@ -37,7 +37,7 @@ const CONCURRENT: usize = 20;
 
 fn main() {
     println!(
-        "issue 20's store benchmark ({} cores, load average {}); binary: {}\n",
+        "the store benchmark ({} cores, load average {}); binary: {}\n",
         cores(),
         load(),
         support::WCONVERGE

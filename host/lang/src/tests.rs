@@ -766,7 +766,7 @@ fn compile_in_fleet(text: &str, fleet: &dyn Exports) -> Compiled {
 }
 
 #[test]
-fn issue_20_exported_collectors_realize_other_nodes_exports_once() {
+fn exported_collectors_realize_other_nodes_exports_once() {
     let fleet = Fleet(vec![
         exported("web1", "file", "/lb/web1", &["file", "backend"]),
         exported("web2", "file", "/lb/web2", &["file", "backend"]),
@@ -804,7 +804,7 @@ fn issue_20_exported_collectors_realize_other_nodes_exports_once() {
 }
 
 #[test]
-fn issue_20_a_collected_export_that_clashes_is_an_error_naming_its_node() {
+fn a_collected_export_that_clashes_is_an_error_naming_its_node() {
     let fleet = Fleet(vec![exported("web1", "file", "/lb/web1", &["file"])]);
     let compiled = compile_in_fleet(
         "file { '/lb/web1': content => 'mine' }\nFile <<| |>>\n",
@@ -830,7 +830,7 @@ impl Exports for Unreachable {
 }
 
 #[test]
-fn issue_20_a_store_that_cannot_answer_fails_the_collector_never_collects_nothing() {
+fn a_store_that_cannot_answer_fails_the_collector_never_collects_nothing() {
     let compiled = compile_in_fleet(
         "file { '/a': content => 'x' }\nFile <<| |>>\n",
         &Unreachable,
@@ -845,7 +845,7 @@ fn issue_20_a_store_that_cannot_answer_fails_the_collector_never_collects_nothin
 }
 
 #[test]
-fn issue_20_an_export_no_compile_would_make_is_refused() {
+fn an_export_no_compile_would_make_is_refused() {
     let mut lazy = exported("web1", "file", "/lb/web1", &["file"]);
     lazy.export.attributes.0.push((
         "mode".to_owned(),
@@ -877,7 +877,7 @@ fn issue_20_an_export_no_compile_would_make_is_refused() {
 }
 
 #[test]
-fn issue_20_a_guard_on_an_exported_resource_is_refused_where_it_is_exported() {
+fn a_guard_on_an_exported_resource_is_refused_where_it_is_exported() {
     let compiled = compile_in_fleet(
         "@@file { '/lb/self': content => 'x', only_if => 'true', require => File['/a'] }\n\
          file { '/a': content => 'a' }\n",

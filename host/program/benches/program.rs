@@ -1,5 +1,5 @@
 //! Benchmark of resource programs: a 20-line program evaluated over 5,000 package
-//! records (issue 6's target: under 5 ms). Prints figures; asserts nothing about time.
+//! records (the target: under 5 ms). Prints figures; asserts nothing about time.
 //!
 //! Run it with `scripts/bench` (or `cargo bench -p wconverge-program --bench program`).
 

@@ -1,4 +1,4 @@
-//! The manifest of issue 19's compile benchmark, shared by `compile` (in-process) and
+//! The manifest of the compile benchmark, shared by `compile` (in-process) and
 //! `wconverge-cli`'s `floors` (the whole `wconverge compile` process).
 
 use std::fmt::Write as _;

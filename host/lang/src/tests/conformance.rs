@@ -362,12 +362,12 @@ pub(super) fn fixtures() -> Vec<(std::path::PathBuf, String)> {
     all
 }
 
-/// Issue 19. Lexing as parsing goes (the tokens of one top-level statement at a time)
+/// Lexing as parsing goes (the tokens of one top-level statement at a time)
 /// gives the tree and the problems of lexing the whole file first: on every fixture and
 /// on broken prefixes of them. Only the order of the problems may differ (a lexing
 /// problem now comes where it is, among the parser's).
 #[test]
-fn issue_19_streamed_lexing_parses_as_lexing_the_whole_file_first() {
+fn streamed_lexing_parses_as_lexing_the_whole_file_first() {
     let mut checked = 0;
     for (path, text) in fixtures() {
         for end in (0..=text.len())
