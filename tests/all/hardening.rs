@@ -1835,3 +1835,81 @@ fn the_host_digest_opens_only_what_open_at_would() {
     drop(user);
     let _ = home;
 }
+
+/// A directory wconverge makes in a directory another user can write (`~/.ssh` in her
+/// home) is its own only as it made it: she renames each new `.ssh` away the moment it
+/// appears (root's, before it gets her as its owner) and moves a private directory of
+/// root's that holds a secret in its place. Runs race her until she has won at least
+/// 20 swaps (at most 3,000 runs): the vault she moved in is never given to her, and
+/// each run she won failed saying so or left her only the empty directory it made.
+#[test]
+fn a_directory_swapped_in_for_one_wconverge_made_is_never_given_away() {
+    let (machine, user, home) = with_attacker();
+    let ssh = home.join(".ssh");
+    let vault = home.join("vault");
+    std::fs::create_dir(&vault).expect("vault");
+    std::fs::set_permissions(&vault, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+    std::fs::write(vault.join("secret"), "root's\n").expect("secret");
+    let vault_inode = std::fs::metadata(&vault).expect("vault").ino();
+    let policy = policy_for(&machine, machine.root(), "");
+    let catalog = machine.catalog(json!([
+        { "type": "file", "title": ssh.to_str().expect("utf-8"),
+          "attributes": { "ensure": "directory", "owner": user.name, "mode": "0700" } },
+    ]));
+    let attacker = user.spawn_perl(
+        &home,
+        r#"my $n = 0; $SIG{TERM} = sub { print "swapped $n\n"; exit 0 };
+           while (1) {
+             my @st = lstat('.ssh');
+             next unless @st && $st[4] == 0 && -d _ && -e 'vault';
+             rename('.ssh', "gone-$n") or next;
+             rename('vault', '.ssh') and $n++;
+           }"#,
+        &[],
+    );
+    let (mut runs, mut won, mut failed) = (0, 0, 0);
+    while won < 20 && runs < 3000 {
+        runs += 1;
+        let (run, _) = run_bounded(
+            &machine,
+            &apply_args(&catalog, &policy),
+            Duration::from_secs(60),
+        );
+        let at_ssh = std::fs::symlink_metadata(&ssh).ok();
+        if at_ssh
+            .as_ref()
+            .is_some_and(|stat| stat.ino() == vault_inode)
+        {
+            won += 1;
+            if run.code != 2 {
+                failed += 1;
+            }
+            assert_eq!(
+                at_ssh.expect("stat").uid(),
+                0,
+                "the vault was given to her: {run:#?}"
+            );
+            std::fs::rename(&ssh, &vault).expect("the vault back");
+        }
+        // From nothing again: her directories and what the run made go.
+        for entry in std::fs::read_dir(&home).expect("home") {
+            let path = entry.expect("entry").path();
+            if path != vault {
+                let _ = std::fs::remove_dir_all(&path);
+            }
+        }
+    }
+    let said = attacker.stop();
+    let vault_stat = std::fs::metadata(&vault).expect("vault");
+    figure(&format!(
+        "made directories: {runs} runs under the race, she moved the vault in {won} times, \
+         {failed} of those runs failed; the vault is uid {}",
+        vault_stat.uid()
+    ));
+    assert_eq!(vault_stat.ino(), vault_inode);
+    assert_eq!(vault_stat.uid(), 0, "the vault stays root's");
+    assert!(
+        won > 0,
+        "she never won the race; the test proves nothing:\n{said}"
+    );
+}

@@ -92,14 +92,20 @@ impl fs::HostDescriptor for View<'_> {
                 .map_err(std::io::Error::from)?;
             // Remembered by device and inode as this run's own: its owner and mode may be
             // set though it is root's in a directory another user can write. Only an
-            // empty private directory of this user's is taken for it: one swapped in
-            // meanwhile would have to be that too, so nothing is given away with it.
-            if let Ok(made) = rustix::fs::statat(parent, &found.name, AtFlags::SYMLINK_NOFOLLOW)
-                && made.st_uid == rustix::process::geteuid().as_raw()
-                && made.st_nlink == 2
-                && made.st_mode & 0o7777 == 0o700
+            // empty private directory of this user's, as opened, is taken for it: one
+            // swapped in meanwhile would have to be that too, so nothing is given away
+            // with it.
+            if let Ok(made) = rustix::fs::openat(
+                parent,
+                &found.name,
+                OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                Mode::empty(),
+            ) && let Ok(stat) = rustix::fs::fstat(&made)
+                && stat.st_uid == rustix::process::geteuid().as_raw()
+                && stat.st_mode & 0o7777 == 0o700
+                && is_empty(made)
             {
-                view.paths.made_directory(&made);
+                view.paths.made_directory(&stat);
             }
             Ok(())
         })
@@ -481,4 +487,26 @@ impl Paths {
         }
         self.made_directories.push_back((stat.st_dev, stat.st_ino));
     }
+}
+
+/// Whether the directory open as `dir` holds nothing but `.` and `..` (read no further
+/// than a third entry).
+fn is_empty(dir: OwnedFd) -> bool {
+    let Ok(entries) = rustix::fs::Dir::new(dir) else {
+        return false;
+    };
+    let mut seen = 0;
+    for entry in entries {
+        let Ok(entry) = entry else {
+            return false;
+        };
+        if !matches!(entry.file_name().to_bytes(), b"." | b"..") {
+            return false;
+        }
+        seen += 1;
+        if seen > 2 {
+            return false;
+        }
+    }
+    true
 }
