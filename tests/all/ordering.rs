@@ -10,22 +10,23 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 
 /// Commands and files interleaved, with no relationships: each command appends to one
 /// log, some read what a file above them wrote, one removes a file a later command looks
-/// for. Twenty runs at the default jobs, each from nothing: the manifest's order every
-/// time, as one at a time.
+/// for. Puppet 7.23's `puppet apply` of this very text (exit 2) applied it in manifest
+/// order and logged `c one b two three two`: twenty runs at the default jobs and five at
+/// `--jobs 8`, each from nothing, log the same and report in that order.
 #[test]
 fn resources_without_relationships_apply_in_manifest_order_at_the_default_jobs() {
     let text = r#"
-exec { 'c': command => 'echo c >> @FILES@/log' }
+exec { 'c': command => '/bin/sh -c "echo c >> @FILES@/log"' }
 file { '@FILES@/one': content => "one\n" }
-exec { 'a': command => '/bin/cat @FILES@/one >> @FILES@/log' }
-exec { 'b': command => 'echo b >> @FILES@/log' }
+exec { 'a': command => '/bin/sh -c "/bin/cat @FILES@/one >> @FILES@/log"' }
+exec { 'b': command => '/bin/sh -c "echo b >> @FILES@/log"' }
 file { '@FILES@/two': content => "two\n" }
 notify { 'between': message => 'nothing on the machine' }
 file { '@FILES@/three': content => "three\n" }
-exec { 'd': command => '/bin/cat @FILES@/two @FILES@/three >> @FILES@/log' }
+exec { 'd': command => '/bin/sh -c "/bin/cat @FILES@/two @FILES@/three >> @FILES@/log"' }
 exec { 'e': command => '/bin/rm @FILES@/one' }
 file { '@FILES@/copy': source => '@FILES@/two' }
-exec { 'f': command => 'test -e @FILES@/one || /bin/cat @FILES@/copy >> @FILES@/log' }
+exec { 'f': command => '/bin/sh -c "test -e @FILES@/one || /bin/cat @FILES@/copy >> @FILES@/log"' }
 "#;
     let declared = [
         "Exec[c]",
@@ -40,7 +41,7 @@ exec { 'f': command => 'test -e @FILES@/one || /bin/cat @FILES@/copy >> @FILES@/
         "File[",
         "Exec[f]",
     ];
-    for (run, jobs) in (0..20).map(|run| (run, if run % 4 == 3 { "8" } else { "" })) {
+    for (run, jobs) in (0..25).map(|run| (run, if run < 20 { "" } else { "8" })) {
         let machine = Machine::new();
         let manifest = machine.manifest("site.wcv", text);
         let args: &[&str] = if jobs.is_empty() {
@@ -176,7 +177,8 @@ group { ['wcvtg', 'wcvtg2']: }
 
 /// The dependents declared before what they require, on a machine where none of them
 /// exist: with `--jobs 1` and the default, the first run converges (exit 2) and the
-/// second changes nothing (exit 0).
+/// second changes nothing (exit 0). Puppet 7.23's `puppet apply` of the same program did
+/// the same (exit 2, then 0), in the order the report lists.
 #[test]
 fn dependents_declared_first_converge_on_the_first_run_at_any_jobs() {
     for jobs in ["1", ""] {
@@ -217,6 +219,24 @@ programs = [
         };
         let first = machine.apply_with(&manifest, Some(&policy), args, 2);
         assert_eq!(first["summary"]["failed"], 0, "jobs {jobs:?}: {first:#}");
+        let files = machine.files_dir();
+        let puppets_order = [
+            format!("File[{files}/app]"),
+            format!("File[{files}/app/seed.ini]"),
+            format!("Group[{group}]"),
+            format!("User[{user}]"),
+            format!("File[{files}/app/conf]"),
+            format!("File[{files}/app/conf/app.ini]"),
+            format!("File[{files}/app/conf/copy.ini]"),
+            "Exec[build]".to_owned(),
+        ];
+        let order: Vec<&str> = first["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .map(|resource| resource["resource"].as_str().expect("reference"))
+            .collect();
+        assert_eq!(order, puppets_order, "jobs {jobs:?}");
         let second = machine.apply_with(&manifest, Some(&policy), args, 0);
         assert_eq!(second["summary"]["changed"], 0, "{second:#}");
         let conf = std::fs::metadata(machine.file("app/conf")).expect("conf");
