@@ -146,11 +146,14 @@ fn apply_args<'a>(args: &[&'a str], jobs: Option<&'a str>) -> Vec<&'a str> {
     all
 }
 
-fn noop(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
-    let policy = bench.file_policy();
-    let (catalog, files) = bench.files_catalog("noop");
-    let args = apply_args(&[&catalog, "--policy", &policy], jobs);
-    let first = measure(&args, env);
+/// `apply ARGS` once to converge, then seven no-op runs, each beside a run of `floor`:
+/// the median wall time, the peak memory and the median floor.
+fn noop_runs(
+    args: &[&str],
+    env: &[(&str, &Path)],
+    floor: impl Fn() -> Duration,
+) -> (Duration, i64, Duration) {
+    let first = measure(args, env);
     assert!(
         matches!(first.exit_code, 0 | 2),
         "the first apply creates the files"
@@ -158,14 +161,22 @@ fn noop(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
     let mut samples = Vec::new();
     let mut floors = Vec::new();
     for _ in 0..7 {
-        samples.push(measure(&args, env));
-        floors.push(support::native_noop(&files));
+        samples.push(measure(args, env));
+        floors.push(floor());
     }
     assert!(
         samples.iter().all(|sample| sample.exit_code == 0),
         "a no-op"
     );
     let (wall, rss_kib) = summary(&samples);
+    (wall, rss_kib, median(floors))
+}
+
+fn noop(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
+    let policy = bench.file_policy();
+    let (catalog, files) = bench.files_catalog("noop");
+    let args = apply_args(&[&catalog, "--policy", &policy], jobs);
+    let (wall, rss_kib, floor) = noop_runs(&args, env, || support::native_noop(&files));
     Row {
         workload: match jobs {
             None => "no-op re-apply of 5,000 files (floor: `lstat`, open, read, compare)",
@@ -173,7 +184,7 @@ fn noop(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
         },
         wall,
         rss_kib,
-        floor: Some(median(floors)),
+        floor: Some(floor),
         target: match jobs {
             None => "<= 3x",
             // Not a row of the table: one worker, for comparison.
@@ -272,22 +283,9 @@ fn interleaved(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row 
     )
     .expect("policy");
     let args = apply_args(&[&catalog, "--policy", &policy], jobs);
-    let first = measure(&args, env);
-    assert!(
-        matches!(first.exit_code, 0 | 2),
-        "the first apply creates the files"
-    );
-    let mut samples = Vec::new();
-    let mut floors = Vec::new();
-    for _ in 0..7 {
-        samples.push(measure(&args, env));
-        floors.push(support::native_noop(&files) + native_guards(&marker));
-    }
-    assert!(
-        samples.iter().all(|sample| sample.exit_code == 0),
-        "a no-op"
-    );
-    let (wall, rss_kib) = summary(&samples);
+    let (wall, rss_kib, floor) = noop_runs(&args, env, || {
+        support::native_noop(&files) + native_guards(&marker)
+    });
     Row {
         workload: match jobs {
             None => {
@@ -297,7 +295,7 @@ fn interleaved(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row 
         },
         wall,
         rss_kib,
-        floor: Some(median(floors)),
+        floor: Some(floor),
         target: "",
     }
 }
