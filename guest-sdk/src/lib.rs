@@ -206,6 +206,25 @@ pub trait Provider {
     }
 }
 
+/// `text` as a message may show it: control characters and line separators written
+/// as escapes (`\u{0}`, `\n`), everything else as it is, so a value read from the
+/// machine can neither break a line of the report nor drive the terminal.
+///
+/// ```no_run
+/// assert_eq!(wconverge_sdk::shown("a\0b \"c\""), "a\\u{0}b \"c\"");
+/// ```
+pub fn shown(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// The state of one resource, read as a batch of one: for a provider whose
 /// [`Provider::current_states`] reads a database once for many resources, its
 /// `current_state` is `state_from_batch::<Self>(resource)`.
