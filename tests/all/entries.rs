@@ -11,7 +11,7 @@ use std::process::Command;
 
 /// `crontab`, which the `cron` type drives: Debian's `cron` package, installed when this
 /// machine lacks it (the tests run as root).
-fn crontab_available() {
+pub(crate) fn crontab_available() {
     if Path::new("/usr/bin/crontab").exists() {
         return;
     }
@@ -27,7 +27,7 @@ fn crontab_available() {
     );
 }
 
-fn crontab_of(user: &str) -> String {
+pub(crate) fn crontab_of(user: &str) -> String {
     let output = Command::new("crontab")
         .args(["-u", user, "-l"])
         .output()
@@ -94,8 +94,7 @@ cron {{ 'cleanup': user => '{name}', command => '/usr/bin/true', special => dail
     let report = machine.apply_with(&manifest("3", "absent"), None, &[], 2);
     assert_eq!(
         entry(&report, "Cron[backup]")["changes"][0]["message"],
-        "changed 'MAILTO=ops@example.com\n0 2,14 * * * /usr/local/bin/backup --all' to \
-         'MAILTO=ops@example.com\n0 3 * * * /usr/local/bin/backup --all'"
+        "schedule changed '0 2,14 * * *' to '0 3 * * *'"
     );
     assert_eq!(
         crontab_of(name),
@@ -112,7 +111,11 @@ cron {{ 'cleanup': user => '{name}', command => '/usr/bin/true', special => dail
     );
     let run = machine.run(&["apply", hostile.to_str().expect("utf-8")]);
     assert_eq!(run.code, 1, "{run:#?}");
-    assert!(run.stderr.contains("command must be one line"), "{run:#?}");
+    assert!(
+        run.stderr
+            .contains("a command is one line of printable text"),
+        "{run:#?}"
+    );
     assert!(!crontab_of(name).contains("evil"));
 }
 
@@ -285,4 +288,71 @@ purge_ssh_keys {{ '{name}': keep => [] }}
     );
     machine.apply_with(&declared, Some(&policy), &[], 2);
     assert_eq!(std::fs::read_to_string(&target).expect("keys"), "");
+}
+
+/// Keys are told apart by what they are, never by their names. A line someone appended
+/// with a managed key's name and another key is removed by that key's resource; purge
+/// removes every line whose key is not managed, whatever its comment, and any line sshd
+/// might read as a key that wconverge cannot; blank lines and comments stay.
+#[test]
+fn a_foreign_key_carrying_a_managed_name_is_removed_and_purge_goes_by_key() {
+    let machine = Machine::new();
+    let files = machine.files_dir();
+    let policy = machine.policy(&format!(
+        "[plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\", \"purge_ssh_keys\"]\n\
+         directories = [{{ path = \"{files}\", access = \"read-write\" }}]\n"
+    ));
+    let target = format!("{files}/authorized_keys");
+    let key = |name: &str| {
+        let path = machine.root().join(name);
+        let made = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+            .arg(&path)
+            .output()
+            .expect("ssh-keygen");
+        assert!(made.status.success(), "{made:?}");
+        let public = std::fs::read_to_string(path.with_extension("pub")).expect("public");
+        public.split_whitespace().nth(1).expect("key").to_owned()
+    };
+    let (managed, other, stranger) = (key("managed"), key("other"), key("stranger"));
+    let manifest = |purge: bool| {
+        let mut text = format!(
+            "ssh_authorized_key {{ 'deploy': user => 'root', type => 'ssh-ed25519', key => '{managed}', target => '{target}' }}\n"
+        );
+        if purge {
+            text.push_str(&format!(
+                "purge_ssh_keys {{ 'root': target => '{target}', keep => ['{managed}'], require => Ssh_authorized_key['deploy'] }}\n"
+            ));
+        }
+        machine.manifest(if purge { "purge.wcv" } else { "key.wcv" }, &text)
+    };
+    machine.apply_with(&manifest(false), Some(&policy), &[], 2);
+    let planted = format!(
+        "ssh-ed25519 {managed} deploy\n# kept\n\nssh-ed25519 {other} deploy\n\
+         no-pty ssh-ed25519 {stranger} laptop\nssh-ed25519 {managed} copy\nnot a key at all\n"
+    );
+    std::fs::write(&target, &planted).expect("planted");
+    let report = machine.apply_with(&manifest(false), Some(&policy), &[], 2);
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("keys"),
+        format!(
+            "ssh-ed25519 {managed} deploy\n# kept\n\nno-pty ssh-ed25519 {stranger} laptop\n\
+             not a key at all\n"
+        ),
+        "the other key named `deploy` and the second line of the managed key went: {report:#}"
+    );
+    machine.apply_with(&manifest(false), Some(&policy), &[], 0);
+    machine.apply_with(&manifest(true), Some(&policy), &[], 2);
+    assert_eq!(
+        std::fs::read_to_string(&target).expect("keys"),
+        format!("ssh-ed25519 {managed} deploy\n# kept\n\n")
+    );
+    machine.apply_with(&manifest(true), Some(&policy), &[], 0);
+    let listed = Command::new("ssh-keygen")
+        .args(["-l", "-f", &target])
+        .output()
+        .expect("ssh-keygen");
+    let listed = String::from_utf8_lossy(&listed.stdout);
+    assert_eq!(listed.lines().count(), 1, "one key is left: {listed}");
+    assert!(listed.contains(" deploy (ED25519)"), "{listed}");
 }

@@ -14,6 +14,7 @@ mod deployment;
 mod entries;
 mod files;
 mod golden;
+mod grammars;
 mod guards;
 mod hardening;
 mod manifest;

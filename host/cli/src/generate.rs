@@ -1,7 +1,8 @@
 //! Resources a catalog implies that it does not declare, added when it is applied, as
 //! Puppet generates them: `user { purge_ssh_keys => true }` becomes a `purge_ssh_keys`
 //! resource for the user, which keeps the keys the catalog manages for that user (its
-//! `ssh_authorized_key` resources) and removes the others, after the user and its keys.
+//! `ssh_authorized_key` resources that are present, by key, never by name) and removes
+//! the others, after the user and its keys.
 
 use wconverge_catalog::{Attributes, Catalog, Metaparams, Resource, Value};
 
@@ -36,15 +37,9 @@ pub(crate) fn implied_resources(catalog: &mut Catalog) {
             .collect();
         let keep = keys
             .iter()
-            .map(|key| {
-                Value::String(
-                    key.attributes
-                        .get("name")
-                        .and_then(Value::as_str)
-                        .unwrap_or(&key.title)
-                        .to_owned(),
-                )
-            })
+            .filter(|key| key.attributes.get("ensure").and_then(Value::as_str) != Some("absent"))
+            .filter_map(|key| key.attributes.get("key").and_then(Value::as_str))
+            .map(|key| Value::String(key.to_owned()))
             .collect();
         let mut require = vec![user];
         require.extend(keys.iter().map(|key| key.reference()));
@@ -75,25 +70,27 @@ mod tests {
         let mut catalog = Catalog::from_json(
             r#"{"format_version": 1, "resources": [
                 {"type": "user", "title": "alice", "attributes": {"purge_ssh_keys": true}},
-                {"type": "ssh_authorized_key", "title": "laptop", "attributes": {"user": "alice"}},
-                {"type": "ssh_authorized_key", "title": "other", "attributes": {"user": "bob"}},
+                {"type": "ssh_authorized_key", "title": "laptop", "attributes": {"user": "alice", "key": "AAAA"}},
+                {"type": "ssh_authorized_key", "title": "gone", "attributes": {"user": "alice", "key": "BBBB", "ensure": "absent"}},
+                {"type": "ssh_authorized_key", "title": "other", "attributes": {"user": "bob", "key": "CCCC"}},
                 {"type": "user", "title": "bob"}
             ]}"#,
         )
         .expect("catalog");
         implied_resources(&mut catalog);
-        assert_eq!(catalog.resources.len(), 5);
-        let purge = &catalog.resources[4];
+        assert_eq!(catalog.resources.len(), 6);
+        let purge = &catalog.resources[5];
         assert_eq!(purge.type_name, "purge_ssh_keys");
         assert_eq!(
             purge.attributes.get("keep"),
-            Some(&Value::Array(vec!["laptop".into()]))
+            Some(&Value::Array(vec!["AAAA".into()]))
         );
         assert_eq!(
             purge.metaparams.require,
             vec![
                 ResourceRef::new("user", "alice"),
-                ResourceRef::new("ssh_authorized_key", "laptop")
+                ResourceRef::new("ssh_authorized_key", "laptop"),
+                ResourceRef::new("ssh_authorized_key", "gone")
             ]
         );
         assert!(

@@ -4,6 +4,7 @@
 //! it, as Puppet marks them, so crontabs Puppet wrote are taken over unchanged.
 
 use wconverge_sdk::process::Command;
+use wconverge_sdk::shown;
 use wconverge_sdk::{
     Attribute, Change, DataType, Error, Provider, ProviderInfo, Resource, Result, State,
     TypeSchema, Value, export_provider,
@@ -28,7 +29,9 @@ fn schema() -> TypeSchema {
     .attribute(Attribute::new(
         "command",
         DataType::String,
-        "The command cron runs (one line).",
+        "The command, as crontab text: one line; cron reads `\\%` as a percent sign and \
+         `\\\\` as a backslash, and feeds what follows a bare `%` to the command as \
+         standard input (refused here).",
     ))
     .attribute(
         Attribute::new("user", DataType::String, "Whose crontab (default root).")
@@ -61,14 +64,23 @@ fn schema() -> TypeSchema {
             .many(),
         );
     }
-    schema.attribute(
-        Attribute::new(
-            "line",
-            DataType::String,
-            "The job's line, as it is in the crontab.",
+    schema
+        .attribute(
+            Attribute::new(
+                "line",
+                DataType::String,
+                "The job's lines, as they are in the crontab.",
+            )
+            .read_only(),
         )
-        .read_only(),
-    )
+        .attribute(
+            Attribute::new(
+                "schedule",
+                DataType::String,
+                "The job's schedule, as it is in the crontab.",
+            )
+            .read_only(),
+        )
 }
 
 fn field(resource: &Resource, name: &str) -> String {
@@ -104,6 +116,24 @@ fn entry(resource: &Resource) -> Result<Vec<String>> {
     };
     lines.push(format!("{schedule} {command}"));
     Ok(lines)
+}
+
+/// A job line's schedule (`@daily`, or five time fields joined by one space) and
+/// command, split where cron splits it.
+fn split_job(job: &str) -> (String, &str) {
+    let fields = if job.starts_with('@') { 1 } else { 5 };
+    let mut rest = job.trim_start_matches([' ', '\t']);
+    let mut schedule = Vec::new();
+    for _ in 0..fields {
+        let end = rest.find([' ', '\t']).unwrap_or(rest.len());
+        schedule.push(&rest[..end]);
+        rest = rest[end..].trim_start_matches([' ', '\t']);
+    }
+    (schedule.join(" "), rest)
+}
+
+fn strings_value(strings: &[String]) -> Value {
+    Value::Array(strings.iter().map(|s| Value::from(s.as_str())).collect())
 }
 
 fn environment(resource: &Resource) -> Vec<String> {
@@ -168,6 +198,135 @@ fn write(user: &str, lines: &[String]) -> Result<()> {
     }
 }
 
+/// The longest command and environment line cron takes: Debian's cron refuses a longer
+/// command (`command too long`) and keeps environment values in buffers of the same
+/// size.
+const MAX_LINE: usize = 998;
+
+/// The longest job name: it is only a comment, but one wconverge reads back.
+const MAX_NAME: usize = 255;
+
+/// Why `name` cannot name a job, if it cannot: it is written in the marker comment and
+/// must read back byte for byte (the marker is read without spaces at its ends).
+fn name_problem(name: &str) -> Option<String> {
+    if name.is_empty() || name.len() > MAX_NAME {
+        return Some(format!("a job's name is 1 to {MAX_NAME} bytes"));
+    }
+    if name.chars().any(char::is_control) || name.contains(['\u{2028}', '\u{2029}']) {
+        return Some(format!(
+            "job name `{}` holds a control character or line break: a name is one line of \
+             printable text",
+            shown(name)
+        ));
+    }
+    if name.trim() != name {
+        return Some(format!(
+            "job name `{}` has spaces at an end, which the crontab does not keep: remove them",
+            shown(name)
+        ));
+    }
+    None
+}
+
+/// Why `command` cannot be a job's command, if it cannot: one line of printable text
+/// (a tab allowed), no spaces at its ends (cron drops them), at most [`MAX_LINE`]
+/// bytes, and every `%` written `\%` (cron ends the command at a bare `%` and feeds the
+/// rest to it as standard input).
+fn command_problem(command: &str) -> Option<String> {
+    let text = shown(command);
+    if command.is_empty() || command.len() > MAX_LINE {
+        return Some(format!(
+            "a command is 1 to {MAX_LINE} bytes (cron's limit); this one is {}",
+            command.len()
+        ));
+    }
+    if command.chars().any(|c| c.is_control() && c != '\t')
+        || command.contains(['\u{2028}', '\u{2029}'])
+    {
+        return Some(format!(
+            "command `{text}` holds a control character (a line break, NUL...): a command \
+             is one line of printable text"
+        ));
+    }
+    if command.trim() != command {
+        return Some(format!(
+            "command `{text}` has spaces at an end, which cron drops: remove them"
+        ));
+    }
+    if command.starts_with('*') {
+        return Some(format!(
+            "command `{text}` starts with `*`, which cron takes for a sixth time field and \
+             refuses: start it otherwise (`/usr/bin/env *...`, or a path)"
+        ));
+    }
+    // Cron's own reading: a `\` escapes the character after it; only `\%` means `%`.
+    let mut escaped = false;
+    for c in command.chars() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' => escaped = true,
+            '%' => {
+                return Some(format!(
+                    "command `{text}` has a bare `%`: cron ends the command there and feeds \
+                     the rest to it as standard input; write `\\%` for a percent sign, or \
+                     pass input another way"
+                ));
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Why `variable` cannot be an environment line, if it cannot: `NAME=value`, the name
+/// letters, digits and `_`, the value printable, not empty, without spaces at its ends
+/// (cron drops them) and, when it starts with a quote, quoted whole (cron removes the
+/// quotes).
+fn environment_problem(variable: &str) -> Option<String> {
+    let text = shown(variable);
+    let Some((name, value)) = variable.split_once('=') else {
+        return Some(format!("environment `{text}` is not a line `NAME=value`"));
+    };
+    if name.is_empty()
+        || name.starts_with(|c: char| c.is_ascii_digit())
+        || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return Some(format!(
+            "environment `{text}`: a name is letters, digits and `_`, not starting with a \
+             digit, right before the `=`"
+        ));
+    }
+    if variable.len() > MAX_LINE {
+        return Some(format!(
+            "environment `{}...` is longer than {MAX_LINE} bytes (cron's limit)",
+            shown(name)
+        ));
+    }
+    if value.is_empty()
+        || value.trim() != value
+        || value.chars().any(char::is_control)
+        || value.contains(['\u{2028}', '\u{2029}'])
+    {
+        return Some(format!(
+            "environment `{text}`: the value is printable text, not empty, without spaces \
+             at its ends (cron drops them; quote the value to keep them)"
+        ));
+    }
+    for quote in ['"', '\''] {
+        if value.starts_with(quote)
+            && (value.len() < 2
+                || !value.ends_with(quote)
+                || value[1..value.len() - 1].contains(quote))
+        {
+            return Some(format!(
+                "environment `{text}`: a value that starts with {quote} is quoted whole, \
+                 with no {quote} inside (cron removes the quotes)"
+            ));
+        }
+    }
+    None
+}
+
 fn is_user(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 32
@@ -184,21 +343,16 @@ impl Provider for Cron {
 
     fn validate(resource: &Resource) -> Vec<String> {
         let mut problems = Vec::new();
-        let name = resource.get_str("name").unwrap_or_default();
-        if name.contains(['\n', '\r']) || name.trim().is_empty() {
-            problems.push("a job's name is one line of text".to_owned());
-        }
+        problems.extend(name_problem(resource.get_str("name").unwrap_or_default()));
         let user = resource.get_str("user").unwrap_or_default();
         if !is_user(user) {
             problems.push(format!("`{user}` is not a user name"));
         }
         let present = resource.get_str("ensure") != Some("absent");
         match resource.get_str("command") {
-            Some(command) if command.contains('\n') || command.contains('\r') => {
-                problems.push("command must be one line".to_owned());
-            }
+            Some(command) => problems.extend(command_problem(command)),
             None if present => problems.push("a job needs a `command`".to_owned()),
-            _ => {}
+            None => {}
         }
         for name in TIME_FIELDS {
             if let Some(given) = resource.get(name) {
@@ -226,13 +380,11 @@ impl Provider for Cron {
                 problems.push(format!("set `special` or `{name}`, not both"));
             }
         }
-        for variable in environment(resource) {
-            if !is_variable(&variable) || variable.contains('\n') {
-                problems.push(format!(
-                    "environment `{variable}` is not a line `NAME=value`"
-                ));
-            }
-        }
+        problems.extend(
+            environment(resource)
+                .iter()
+                .filter_map(|variable| environment_problem(variable)),
+        );
         problems
     }
 
@@ -240,9 +392,23 @@ impl Provider for Cron {
         let name = resource.require_str("name")?;
         let lines = read(resource.require_str("user")?)?;
         Ok(match find(&lines, name) {
-            Some((start, end)) => State::new()
-                .with("ensure", "present")
-                .with("line", lines[start + 1..end].join("\n")),
+            Some((start, end)) => {
+                let entry = &lines[start + 1..end];
+                let (variables, job) = match entry.split_last() {
+                    Some((job, variables)) if !is_variable(job) => (variables, job.as_str()),
+                    _ => (entry, ""),
+                };
+                let (schedule, command) = split_job(job);
+                State::new()
+                    .with("ensure", "present")
+                    .with("line", entry.join("\n"))
+                    .with("command", command)
+                    .with("schedule", schedule)
+                    .with(
+                        "environment",
+                        Value::Array(variables.iter().map(|v| Value::from(v.as_str())).collect()),
+                    )
+            }
             None => State::new().with("ensure", "absent"),
         })
     }
@@ -257,22 +423,53 @@ impl Provider for Cron {
                 Vec::new()
             });
         }
-        let wanted = entry(resource)?[1..].join("\n");
-        let found = current.get_str("line").unwrap_or_default();
-        Ok(if !exists {
-            vec![Change::created(format!(
-                "added to {user}'s crontab: {wanted}"
-            ))]
-        } else if found != wanted {
-            vec![Change::new(
+        let wanted = entry(resource)?;
+        if !exists {
+            return Ok(vec![Change::created(format!(
+                "added to {user}'s crontab: {}",
+                wanted[1..].join("\n")
+            ))]);
+        }
+        // Each attribute changes on its own, so a sensitive one is redacted whole,
+        // its old value as well as its new.
+        let mut changes = Vec::new();
+        let found_environment = current.get_strings("environment").unwrap_or_default();
+        let wanted_environment = environment(resource);
+        if found_environment != wanted_environment {
+            changes.push(Change::new(
+                "environment",
+                Some(strings_value(&found_environment)),
+                Some(strings_value(&wanted_environment)),
+                format!(
+                    "environment changed '{}' to '{}'",
+                    shown(&found_environment.join(" ")),
+                    wanted_environment.join(" ")
+                ),
+            ));
+        }
+        let (schedule, command) = split_job(wanted.last().expect("an entry ends with its job"));
+        let found_schedule = current.get_str("schedule").unwrap_or_default();
+        if found_schedule != schedule {
+            changes.push(Change::new(
                 "line",
-                Some(found.into()),
-                Some(wanted.clone().into()),
-                format!("changed '{found}' to '{wanted}'"),
-            )]
-        } else {
-            Vec::new()
-        })
+                None,
+                None,
+                format!(
+                    "schedule changed '{}' to '{schedule}'",
+                    shown(found_schedule)
+                ),
+            ));
+        }
+        let found_command = current.get_str("command").unwrap_or_default();
+        if found_command != command {
+            changes.push(Change::new(
+                "command",
+                Some(found_command.into()),
+                Some(command.into()),
+                format!("command changed '{}' to '{command}'", shown(found_command)),
+            ));
+        }
+        Ok(changes)
     }
 
     fn apply(resource: &Resource, _changes: &[Change]) -> Result<()> {
@@ -308,6 +505,15 @@ mod tests {
             .with("name", name)
             .with("user", "root")
             .with("command", "/usr/local/bin/backup")
+    }
+
+    #[test]
+    fn jobs_split_where_cron_splits_them() {
+        assert_eq!(
+            split_job("0  2 * * *\t/bin/x  y"),
+            ("0 2 * * *".to_owned(), "/bin/x  y")
+        );
+        assert_eq!(split_job("@daily /bin/x"), ("@daily".to_owned(), "/bin/x"));
     }
 
     #[test]
@@ -347,6 +553,36 @@ mod tests {
         assert_eq!(validate_of(job("x").with("user", "-r")), 1);
         assert_eq!(validate_of(job("x").with("environment", "PATH")), 1);
         assert_eq!(validate_of(job("x")), 0);
+        for command in [
+            "a\0* * * * * evil",
+            "date +%Y",
+            "a\\\\%b",
+            " a",
+            "a\u{2028}b",
+            "a\u{85}",
+        ] {
+            assert_eq!(
+                validate_of(job("x").with("command", command)),
+                1,
+                "{command:?}"
+            );
+        }
+        assert_eq!(validate_of(job("x").with("command", "date +\\%Y\tx")), 0);
+        assert_eq!(
+            validate_of(job("x").with("command", "x".repeat(MAX_LINE + 1))),
+            1
+        );
+        for variable in ["A=b\0c", "A= b", "A=", "A=\"b", "A='b'c'", "1A=b", "A B=c"] {
+            assert_eq!(
+                validate_of(job("x").with("environment", variable)),
+                1,
+                "{variable:?}"
+            );
+        }
+        assert_eq!(validate_of(job("x").with("environment", "A=\"b c\"")), 0);
+        for name in ["x ", " x", "x\0y", ""] {
+            assert_eq!(validate_of(job(name)), 1, "{name:?}");
+        }
     }
 
     fn validate_of(resource: Resource) -> usize {

@@ -5,6 +5,7 @@
 
 use wconverge_file_core::{read_entries, replace_entry, write_atomically};
 use wconverge_sdk::metadata;
+use wconverge_sdk::shown;
 use wconverge_sdk::{
     Attribute, Change, DataType, PathAccess, Provider, ProviderInfo, Resource, Result, State,
     TypeSchema, Value, export_provider,
@@ -52,6 +53,47 @@ fn is_host_name(name: &str) -> bool {
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'-' || b == b'_')
+        && !is_address_to_glibc(name)
+}
+
+/// Whether glibc reads `name` as an address before it looks for it as a name
+/// (`inet_aton`: up to four parts, each a number in decimal, octal or `0x` hex): no
+/// entry of a hosts file can name it.
+fn is_address_to_glibc(name: &str) -> bool {
+    let parts: Vec<&str> = name.split('.').collect();
+    parts.len() <= 4
+        && parts.iter().all(|part| {
+            let hex = part.strip_prefix("0x").or_else(|| part.strip_prefix("0X"));
+            match hex {
+                Some(digits) => digits.bytes().all(|b| b.is_ascii_hexdigit()),
+                None => !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()),
+            }
+        })
+}
+
+/// The longest comment written: glibc reads lines of any length, but a comment is a
+/// note, not a store.
+const MAX_COMMENT: usize = 255;
+
+/// Why `comment` cannot end an entry's line, if it cannot: one line of printable text
+/// without spaces at its ends (the file does not keep them: it is read back trimmed).
+fn comment_problem(comment: &str) -> Option<String> {
+    let text = shown(comment);
+    if comment.is_empty() || comment.len() > MAX_COMMENT {
+        Some(format!("a comment is 1 to {MAX_COMMENT} bytes"))
+    } else if comment.chars().any(char::is_control) || comment.contains(['\u{2028}', '\u{2029}']) {
+        Some(format!(
+            "comment `{text}` holds a control character or line break: a comment is one line \
+             of printable text"
+        ))
+    } else if comment.trim() != comment {
+        Some(format!(
+            "comment `{text}` has spaces at an end, which the hosts file does not keep: remove \
+             them"
+        ))
+    } else {
+        None
+    }
 }
 
 fn aliases(resource: &Resource) -> Vec<String> {
@@ -97,7 +139,12 @@ impl Provider for Hosts {
         let mut problems = Vec::new();
         let name = resource.get_str("name").unwrap_or_default();
         for host in std::iter::once(name.to_owned()).chain(aliases(resource)) {
-            if !is_host_name(&host) {
+            if is_address_to_glibc(&host) {
+                problems.push(format!(
+                    "`{host}` is read as an address, not a name, by the programs that read \
+                     the hosts file: a host name has a part that is not a number"
+                ));
+            } else if !is_host_name(&host) {
                 problems.push(format!("`{host}` is not a host name"));
             }
         }
@@ -110,10 +157,8 @@ impl Provider for Hosts {
             }
             _ => {}
         }
-        if let Some(comment) = resource.get_str("comment")
-            && (comment.contains('\n') || comment.contains('\r'))
-        {
-            problems.push("comment must be one line".to_owned());
+        if let Some(comment) = resource.get_str("comment") {
+            problems.extend(comment_problem(comment));
         }
         let target = resource.get_str("target").unwrap_or_default();
         if !target.starts_with('/') || !target.ends_with("/hosts") {
@@ -252,5 +297,19 @@ mod tests {
         assert_eq!(Hosts::validate(&host("-x", "10.0.0.5")).len(), 1);
         assert_eq!(Hosts::validate(&host("db", "10.0.0.500")).len(), 1);
         assert_eq!(Hosts::validate(&host("db\nevil", "10.0.0.5")).len(), 1);
+        for address in ["7", "10.1", "0x7f.1", "1.2.3.4"] {
+            assert_eq!(
+                Hosts::validate(&host(address, "10.0.0.5")).len(),
+                1,
+                "{address}"
+            );
+        }
+        assert!(Hosts::validate(&host("1password.example", "10.0.0.5")).is_empty());
+        for comment in ["primary ", " primary", "a\0b", "a\u{2028}b", ""] {
+            let with = host("db", "10.0.0.5").with("comment", comment);
+            assert_eq!(Hosts::validate(&with).len(), 1, "{comment:?}");
+        }
+        let kept = host("db", "10.0.0.5").with("comment", "primary # db");
+        assert!(Hosts::validate(&kept).is_empty());
     }
 }

@@ -4,25 +4,17 @@
 //! changed in place when another user could have put it there (the user owns the
 //! directory), a temporary file that is the user's and private from its creation.
 
+mod grammar;
 mod purge;
 
+use grammar::{KEY_TYPES, Line, key_problem, name_problem, option_problem, split_options};
 use wconverge_file_core::{read_entries, replace_entry, write_atomically};
 use wconverge_sdk::metadata;
+use wconverge_sdk::shown;
 use wconverge_sdk::{
     Attribute, Change, DataType, PathAccess, Provider, ProviderInfo, Resource, Result, State,
     TypeSchema, Value, export_provider,
 };
-
-const KEY_TYPES: [&str; 8] = [
-    "ssh-rsa",
-    "ssh-dss",
-    "ssh-ed25519",
-    "ecdsa-sha2-nistp256",
-    "ecdsa-sha2-nistp384",
-    "ecdsa-sha2-nistp521",
-    "sk-ssh-ed25519@openssh.com",
-    "sk-ecdsa-sha2-nistp256@openssh.com",
-];
 
 struct SshKeys;
 
@@ -67,65 +59,31 @@ fn schema() -> TypeSchema {
         Attribute::new(
             "options",
             DataType::String,
-            "Options before the key (`from=\"10.0.0.0/8\"`, `no-pty`).",
+            "Options before the key (`from=\"10.0.0.0/8\"`, `no-pty`), each an option sshd \
+             knows, `name` or `name=\"value\"`; in a value, a quote is written `\\\"`.",
         )
         .many(),
     )
-}
-
-/// An option of authorized_keys: `name`, or `name="value"` (sshd's grammar, without the
-/// escapes), so that no option can add a key or another option.
-fn is_option(option: &str) -> bool {
-    let (name, value) = match option.split_once('=') {
-        Some((name, value)) => (name, Some(value)),
-        None => (option, None),
-    };
-    !name.is_empty()
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        && value.is_none_or(|value| {
-            value.len() >= 2
-                && value.starts_with('"')
-                && value.ends_with('"')
-                && !value[1..value.len() - 1].contains(['"', '\n', '\r'])
-        })
-}
-
-/// The options of a line, split at the commas outside quotes.
-fn split_options(options: &str) -> Vec<String> {
-    let mut split = Vec::new();
-    let mut current = String::new();
-    let mut quoted = false;
-    for c in options.chars() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                current.push(c);
-            }
-            ',' if !quoted => split.push(std::mem::take(&mut current)),
-            c => current.push(c),
-        }
-    }
-    if !current.is_empty() {
-        split.push(current);
-    }
-    split
+    .attribute(
+        Attribute::new(
+            "comment",
+            DataType::String,
+            "The name the line of this key carries, as observed.",
+        )
+        .read_only(),
+    )
+    .attribute(
+        Attribute::new(
+            "others",
+            DataType::Integer,
+            "Other lines carrying this key or this name, as observed (removed when applied).",
+        )
+        .read_only(),
+    )
 }
 
 fn options(resource: &Resource) -> Vec<String> {
     resource.get_strings("options").unwrap_or_default()
-}
-
-/// A line's options, type, key and comment, if it holds a key.
-pub(crate) fn parse(line: &str) -> Option<(String, String, String, String)> {
-    let fields: Vec<&str> = line.split_whitespace().collect();
-    let at = fields.iter().position(|field| KEY_TYPES.contains(field))?;
-    let key = fields.get(at + 1)?;
-    Some((
-        fields[..at].join(" "),
-        fields[at].to_owned(),
-        (*key).to_owned(),
-        fields[at + 2..].join(" "),
-    ))
 }
 
 fn line(resource: &Resource) -> Result<String> {
@@ -156,32 +114,23 @@ impl Provider for SshKeys {
             return Vec::new();
         }
         let mut problems = Vec::new();
-        let name = resource.get_str("name").unwrap_or_default();
-        if name.is_empty() || name.contains(['\n', '\r']) {
-            problems.push("a key's name is one line of text".to_owned());
-        }
+        problems.extend(name_problem(resource.get_str("name").unwrap_or_default()));
         if resource.get_str("ensure") != Some("absent") {
-            match resource.get_str("key") {
-                Some(key)
-                    if !key.is_empty()
-                        && key
-                            .bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b)) => {}
-                Some(key) => problems.push(format!("key `{key}` is not base64")),
-                None => problems.push("a key needs `key` and `type`".to_owned()),
+            match (resource.get_str("type"), resource.get_str("key")) {
+                (Some(key_type), Some(key)) => problems.extend(key_problem(key_type, key)),
+                _ => problems
+                    .push("a key needs `key` and `type` (ssh-ed25519, ssh-rsa...)".to_owned()),
             }
-            if resource.get("type").is_none() {
-                problems.push("a key needs a `type` (ssh-ed25519, ssh-rsa...)".to_owned());
-            }
+        } else if let Some(key) = resource.get_str("key")
+            && grammar::decode_base64(key).is_none()
+        {
+            problems.push(format!("key `{}` is not base64", shown(key)));
         }
-        for option in options(resource) {
-            if !is_option(&option) {
-                problems.push(format!(
-                    "option `{option}` is neither `name` nor `name=\"value\"` (letters, digits \
-                     and `-` in the name; no `\"` or line break in the value)"
-                ));
-            }
-        }
+        problems.extend(
+            options(resource)
+                .iter()
+                .filter_map(|option| option_problem(option)),
+        );
         if let Some(target) = resource.get_str("target")
             && !target.ends_with("/authorized_keys")
             && !target.ends_with("/authorized_keys2")
@@ -202,35 +151,40 @@ impl Provider for SshKeys {
         if resource.type_name == "purge_ssh_keys" {
             return purge::current_state(resource);
         }
-        let name = resource.require_str("name")?;
         let text = read_entries(resource.require_str("target")?)?;
-        Ok(
-            match text
-                .lines()
-                .filter_map(parse)
-                .find(|(_, _, _, comment)| comment == name)
-            {
-                None => State::new().with("ensure", "absent"),
-                Some((options, key_type, key, _)) => {
-                    let mut state = State::new()
-                        .with("ensure", "present")
-                        .with("key", key)
-                        .with("type", key_type);
-                    if !options.is_empty() {
-                        state.set(
-                            "options",
-                            Value::Array(
-                                split_options(&options)
-                                    .into_iter()
-                                    .map(Value::from)
-                                    .collect(),
-                            ),
-                        );
-                    }
-                    state
-                }
-            },
-        )
+        let holders: Vec<Line> = text
+            .lines()
+            .filter(|line| holds(resource, line))
+            .filter_map(grammar::parse)
+            .collect();
+        let wanted = wanted_identity(resource);
+        // The line that is the key: the one with its key, else (a key being replaced)
+        // the first with its name.
+        let Some(found) = holders
+            .iter()
+            .find(|line| wanted.is_some() && line.identity() == wanted)
+            .or(holders.first())
+        else {
+            return Ok(State::new().with("ensure", "absent"));
+        };
+        let mut state = State::new()
+            .with("ensure", "present")
+            .with("key", found.key.as_str())
+            .with("type", found.key_type.as_str())
+            .with("comment", found.comment.as_str())
+            .with("others", (holders.len() - 1) as i64);
+        if !found.options.is_empty() {
+            state.set(
+                "options",
+                Value::Array(
+                    split_options(&found.options)
+                        .into_iter()
+                        .map(Value::from)
+                        .collect(),
+                ),
+            );
+        }
+        Ok(state)
     }
 
     fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> {
@@ -259,6 +213,19 @@ impl Provider for SshKeys {
         if found != wanted {
             changes.push(Change::new("key", None, None, "key replaced"));
         }
+        let name = resource.require_str("name")?;
+        let comment = current.get_str("comment").unwrap_or_default();
+        if comment != name {
+            changes.push(Change::new(
+                "comment",
+                None,
+                None,
+                format!(
+                    "the line of this key was named '{}'; named '{name}'",
+                    shown(comment)
+                ),
+            ));
+        }
         if resource.get("options").is_some() && found_options != options(resource) {
             changes.push(Change::new(
                 "options",
@@ -266,8 +233,23 @@ impl Provider for SshKeys {
                 None,
                 format!(
                     "options changed '{}' to '{}'",
-                    found_options.join(","),
+                    shown(&found_options.join(",")),
                     options(resource).join(",")
+                ),
+            ));
+        }
+        let others = current
+            .get("others")
+            .and_then(Value::as_integer)
+            .unwrap_or(0);
+        if others > 0 {
+            changes.push(Change::new(
+                "others",
+                None,
+                None,
+                format!(
+                    "removed {others} other line(s) of {target} carrying this key or the \
+                     name '{name}'"
                 ),
             ));
         }
@@ -278,18 +260,31 @@ impl Provider for SshKeys {
         if resource.type_name == "purge_ssh_keys" {
             return purge::apply(resource);
         }
-        let name = resource.require_str("name")?;
         let target = resource.require_str("target")?;
         let text = read_entries(target)?;
         let present = resource.get_str("ensure") != Some("absent");
         let line = if present { Some(line(resource)?) } else { None };
-        let content = replace_entry(
-            &text,
-            |existing| parse(existing).is_some_and(|(_, _, _, comment)| comment == name),
-            line,
-        );
+        let content = replace_entry(&text, |existing| holds(resource, existing), line);
         write_keys(target, resource.require_str("user")?, &content)
     }
+}
+
+/// The decoded key the resource declares.
+fn wanted_identity(resource: &Resource) -> Option<Vec<u8>> {
+    resource.get_str("key").and_then(grammar::decode_base64)
+}
+
+/// Whether `line` is the resource's or claims to be: it carries the resource's key
+/// (whatever its name: sshd takes the options of the first line with the key), or its
+/// name (the line of a key being replaced, or one that poses as it). There is one such
+/// line once the resource is applied.
+fn holds(resource: &Resource, line: &str) -> bool {
+    let Some(parsed) = grammar::parse(line) else {
+        return false;
+    };
+    let wanted = wanted_identity(resource);
+    resource.get_str("name") == Some(parsed.comment.as_str())
+        || (wanted.is_some() && parsed.identity() == wanted)
 }
 
 /// Replaces `target` with `content`, atomically, as the user's file with mode 0600.
@@ -303,35 +298,3 @@ pub(crate) fn write_keys(target: &str, user: &str, content: &str) -> Result<()> 
 }
 
 export_provider!(SshKeys);
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn key_lines_parse_with_options() {
-        assert_eq!(
-            parse("from=\"10.0.0.0/8\",no-pty ssh-ed25519 AAAAC3Nz deploy@ci"),
-            Some((
-                "from=\"10.0.0.0/8\",no-pty".to_owned(),
-                "ssh-ed25519".to_owned(),
-                "AAAAC3Nz".to_owned(),
-                "deploy@ci".to_owned()
-            ))
-        );
-        assert_eq!(parse("# a comment"), None);
-    }
-
-    #[test]
-    fn options_follow_sshds_grammar_and_split_outside_quotes() {
-        assert!(is_option("no-pty"));
-        assert!(is_option("from=\"10.0.0.0/8,192.168.0.0/16\""));
-        assert!(!is_option("no-pty ssh-rsa AAAA evil"));
-        assert!(!is_option("command=\"x\" y"));
-        assert!(!is_option("from=10.0.0.1"));
-        assert_eq!(
-            split_options("from=\"a,b\",no-pty"),
-            vec!["from=\"a,b\"", "no-pty"]
-        );
-    }
-}

@@ -1,11 +1,16 @@
-//! `user { purge_ssh_keys => true }`, as Puppet does it: the keys of the user's
-//! authorized_keys that no `ssh_authorized_key` of the catalog manages are removed.
-//! wconverge generates one `purge_ssh_keys` resource per such user when it applies a
-//! catalog (`keep`: the names of the keys the catalog manages for the user), ordered
-//! after the user and its keys.
+//! `user { purge_ssh_keys => true }`: the keys of the user's authorized_keys that no
+//! `ssh_authorized_key` of the catalog manages are removed. wconverge generates one
+//! `purge_ssh_keys` resource per such user when it applies a catalog (`keep`: the keys
+//! the catalog manages for the user), ordered after the user and its keys.
+//!
+//! Keys are told apart by what they are, the decoded key, never by their names: a line
+//! whose key is not managed goes whatever its comment says, and so does any line sshd
+//! might read as a key that wconverge cannot (only blank lines and `#` comments stay).
 
-use crate::{parse, write_keys};
+use crate::grammar::{decode_base64, is_blank_or_comment, parse};
+use crate::write_keys;
 use wconverge_file_core::read_entries;
+use wconverge_sdk::shown;
 use wconverge_sdk::{
     Attribute, Change, DataType, PathAccess, Resource, Result, State, TypeSchema, Value,
 };
@@ -35,7 +40,7 @@ pub(crate) fn schema() -> TypeSchema {
         Attribute::new(
             "keep",
             DataType::String,
-            "The names of the keys the catalog manages for the user.",
+            "The keys (base64) the catalog manages for the user.",
         )
         .many()
         .parameter(),
@@ -44,19 +49,44 @@ pub(crate) fn schema() -> TypeSchema {
         Attribute::new(
             "unmanaged",
             DataType::String,
-            "The names of the keys no resource manages, as observed.",
+            "The keys no resource manages, as observed: their names, or their lines when \
+             they hold no key wconverge can read.",
         )
         .many()
         .read_only(),
     )
 }
 
+/// Whether `line` stays: a blank line, a comment, or a key the catalog manages.
+fn kept(keep: &[Vec<u8>], line: &str) -> bool {
+    is_blank_or_comment(line)
+        || parse(line)
+            .and_then(|parsed| parsed.identity())
+            .is_some_and(|identity| keep.contains(&identity))
+}
+
+fn keep(resource: &Resource) -> Vec<Vec<u8>> {
+    resource
+        .get_strings("keep")
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|key| decode_base64(key))
+        .collect()
+}
+
+/// How the lines that go are named in the report: their names, escaped.
 fn unmanaged(resource: &Resource, text: &str) -> Vec<String> {
-    let keep = resource.get_strings("keep").unwrap_or_default();
+    let keep = keep(resource);
     text.lines()
-        .filter_map(parse)
-        .map(|(_, _, _, comment)| comment)
-        .filter(|comment| !keep.contains(comment))
+        .filter(|line| !kept(&keep, line))
+        .map(|line| match parse(line) {
+            Some(parsed) if !parsed.comment.is_empty() => shown(&parsed.comment),
+            Some(parsed) => format!("a {} key without a name", shown(&parsed.key_type)),
+            None => format!(
+                "the line `{}`",
+                shown(&line.chars().take(60).collect::<String>())
+            ),
+        })
         .collect()
 }
 
@@ -94,10 +124,10 @@ pub(crate) fn plan(resource: &Resource, current: &State) -> Result<Vec<Change>> 
 pub(crate) fn apply(resource: &Resource) -> Result<()> {
     let target = resource.require_str("target")?;
     let text = read_entries(target)?;
-    let remove = unmanaged(resource, &text);
+    let keep = keep(resource);
     let mut content: String = text
         .lines()
-        .filter(|line| parse(line).is_none_or(|(_, _, _, comment)| !remove.contains(&comment)))
+        .filter(|line| kept(&keep, line))
         .collect::<Vec<_>>()
         .join("\n");
     if !content.is_empty() {
