@@ -64,3 +64,101 @@ fn sensitive_values_never_appear_in_output_reports_logs_or_diffs() {
     );
     assert!(!run.stderr.contains("644"), "{run:#?}");
 }
+
+/// A secret rotated away is still a secret: what a provider reads back of a sensitive
+/// attribute (the old value, in the crontab, authorized_keys, a hosts file, a file) is
+/// in no output, no JSON report and no stored report, whatever the text around it.
+#[test]
+fn a_rotated_secret_read_back_from_the_machine_appears_nowhere() {
+    crate::entries::crontab_available();
+    let user = crate::attacker::LocalUser::create();
+    struct Remove(String);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("crontab")
+                .args(["-u", &self.0, "-r"])
+                .output();
+        }
+    }
+    let _remove = Remove(user.name.clone());
+    let machine = Machine::new();
+    let files = machine.files_dir();
+    let policy = machine.policy(&format!(
+        "[plugins.cron]\nsource = \"builtin\"\nprograms = [\n  {{ path = \"/usr/bin/crontab\", query = true, args = [[\"-u\", \"*\", \"-l\"]] }},\n  {{ path = \"/usr/bin/crontab\", args = [[\"-u\", \"*\", \"-\"]] }},\n]\n\n\
+         [plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\"]\ndirectories = [{{ path = \"{files}\", access = \"read-write\" }}]\n\n\
+         [plugins.hosts]\nsource = \"builtin\"\nprovides = [\"host\"]\ndirectories = [{{ path = \"{files}\", access = \"read-write\" }}]\n"
+    ));
+    let store = format!(
+        "sqlite:{}",
+        machine.root().join("state/fleet.sqlite").display()
+    );
+    let catalog = |token: &str| {
+        let secret = |text: String| json!({ "__sensitive": text });
+        machine.catalog(json!([
+            { "type": "cron", "title": "backup", "attributes": {
+                "user": user.name, "minute": 5,
+                "command": secret(format!("/usr/local/bin/backup --token {token}")) } },
+            { "type": "cron", "title": "report", "attributes": {
+                "user": user.name, "minute": 7, "command": "/usr/local/bin/report",
+                "environment": [secret(format!("API_TOKEN={token}"))] } },
+            { "type": "ssh_authorized_key", "title": "deploy", "attributes": {
+                "user": "root", "type": "ssh-ed25519", "target": format!("{files}/authorized_keys"),
+                "key": "AAAAC3NzaC1lZDI1NTE5AAAAIDM2LGkSJYrTSjy13nkVtwz5jftP2gqdf8k6fqE5RJ8n",
+                "options": [secret(format!("command=\"/bin/deploy {token}\""))] } },
+            { "type": "host", "title": "db", "attributes": {
+                "ip": "10.0.0.5", "target": format!("{files}/hosts"),
+                "comment": secret(format!("token {token}")) } },
+            { "type": "file", "title": format!("{files}/app.conf"), "attributes": {
+                "content": secret(format!("token={token}\n")) } },
+        ]))
+    };
+    let old = "OLDTOKEN-4b1d";
+    let new = "NEWTOKEN-9e2c";
+    let first = machine.apply(&catalog(old), &policy, &["--store", &store]);
+    assert_eq!(first.code, 2, "{first:#?}");
+    let rotated = catalog(new);
+    let mut outputs = Vec::new();
+    for (args, code) in [
+        (&["--noop"][..], 2),
+        (&["--noop", "--format", "json"][..], 2),
+        (&["--format", "json", "--store", &store][..], 2),
+        (&[][..], 0),
+    ] {
+        let run = machine.apply(&rotated, &policy, args);
+        assert_eq!(run.code, code, "{run:#?}");
+        outputs.push(run.all_output());
+    }
+    // Every change was reported, redacted.
+    assert!(
+        outputs[0].contains("command changed [redacted]")
+            && outputs[0].contains("environment changed [redacted]")
+            && outputs[0].contains("options changed [redacted]")
+            && outputs[0].contains("comment changed [redacted]"),
+        "{}",
+        outputs[0]
+    );
+    for listed in [
+        vec!["reports"],
+        vec!["reports", "show", "1"],
+        vec!["reports", "show", "2"],
+    ] {
+        let mut args = listed.clone();
+        args.extend(["--store", &store]);
+        let run = machine.run(&args);
+        assert_eq!(run.code, 0, "{run:#?}");
+        outputs.push(run.all_output());
+    }
+    let stored = std::fs::read(machine.root().join("state/fleet.sqlite")).expect("the store");
+    outputs.push(String::from_utf8_lossy(&stored).into_owned());
+    for (index, output) in outputs.iter().enumerate() {
+        for token in [old, new] {
+            assert!(
+                !output.contains(token),
+                "output {index} holds {token}:\n{output}"
+            );
+        }
+    }
+    // The secrets are on the machine, where they belong.
+    let crontab = crate::entries::crontab_of(&user.name);
+    assert!(crontab.contains(new) && !crontab.contains(old), "{crontab}");
+}

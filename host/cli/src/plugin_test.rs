@@ -375,6 +375,19 @@ impl Recorder<'_> {
         outcome: &wconverge_engine::Call<T>,
     ) {
         let secrets = wconverge_engine::Secrets::union(resources.iter().map(|r| r.secrets()));
+        self.show_scrubbed(call, resources, input, outcome, &secrets);
+    }
+
+    /// Shows a call, scrubbed of `secrets` (the resources' own and, for a call that
+    /// read states, what it read of their sensitive attributes).
+    fn show_scrubbed<T: std::fmt::Debug>(
+        &self,
+        call: &str,
+        resources: &[&wconverge_engine::PreparedResource],
+        input: &str,
+        outcome: &wconverge_engine::Call<T>,
+        secrets: &wconverge_engine::Secrets,
+    ) {
         let names: Vec<String> = resources
             .iter()
             .map(|resource| resource.reference.to_string())
@@ -445,9 +458,13 @@ impl PluginHost for Recorder<'_> {
         &self,
         resource: &wconverge_engine::PreparedResource,
         current: Option<wconverge_engine::State>,
-    ) -> wconverge_engine::Call<Vec<wconverge_engine::Change>> {
+    ) -> wconverge_engine::Call<wconverge_engine::Checked> {
         let call = self.inner.plan(resource, current);
-        self.show("plan", &[resource], &attributes(resource), &call);
+        let secrets = match &call.outcome {
+            Ok(checked) => resource.secrets_with_observed(&checked.state),
+            Err(_) => resource.secrets().clone(),
+        };
+        self.show_scrubbed("plan", &[resource], &attributes(resource), &call, &secrets);
         call
     }
 
@@ -461,7 +478,19 @@ impl PluginHost for Recorder<'_> {
             .iter()
             .map(|resource| attributes(resource))
             .collect();
-        self.show("check", resources, &input, &call);
+        let read: Vec<wconverge_engine::Secrets> = match &call.outcome {
+            Ok(results) => resources
+                .iter()
+                .zip(results)
+                .map(|(resource, result)| match result {
+                    Ok(checked) => resource.secrets_with_observed(&checked.state),
+                    Err(_) => resource.secrets().clone(),
+                })
+                .collect(),
+            Err(_) => resources.iter().map(|r| r.secrets().clone()).collect(),
+        };
+        let secrets = wconverge_engine::Secrets::union(&read);
+        self.show_scrubbed("check", resources, &input, &call, &secrets);
         call
     }
 

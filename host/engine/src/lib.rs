@@ -56,8 +56,9 @@ pub trait PluginHost {
     fn validate(&self, resources: &[&PreparedResource]) -> Call<Vec<Vec<String>>>;
 
     /// Reads the resource's current state (unless `current` is the state a batch read
-    /// for it) and plans the changes, with read-only access.
-    fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Vec<Change>>;
+    /// for it) and plans the changes, with read-only access: the state it planned from
+    /// and the changes.
+    fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Checked>;
 
     /// Reads the current states of many resources of one type and provider at once, for
     /// a type whose schema sets `batch_state` (Puppet's prefetch), and plans each: one

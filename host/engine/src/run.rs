@@ -253,6 +253,9 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         let facts_value = facts_value.unwrap_or(Value::Undef);
         // The resource as its provider sees it: lazy values resolved.
         let mut target = std::borrow::Cow::Borrowed(resource);
+        // The state its provider planned from: what it read of sensitive attributes is
+        // as secret as what the catalog says of them.
+        let mut observed: crate::State = Vec::new();
         let schema = prepared.schema(resource);
         let planned = match guarded {
             Guarded::Skip => Ok(Planned::SkippedByGuard),
@@ -304,12 +307,10 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                         None => None,
                     };
                 record(batch_logs);
-                let changes = match checked {
+                let checked = match checked {
                     // The batch planned the resource as it is: nothing was added to it
                     // (a home default, a run context) since.
-                    Some(checked) if matches!(target, std::borrow::Cow::Borrowed(_)) => {
-                        checked.changes
-                    }
+                    Some(checked) if matches!(target, std::borrow::Cow::Borrowed(_)) => checked,
                     current => {
                         let Call { outcome, logs } =
                             host.plan(&target, current.map(|checked| checked.state));
@@ -317,6 +318,8 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                         outcome?
                     }
                 };
+                observed = checked.state;
+                let changes = checked.changes;
                 init_only_changes(schema, &changes)?;
                 Ok(Planned::Changes(changes))
             }),
@@ -342,11 +345,11 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                     .map_err(Failure::Plugin)
             }
         };
-        let secrets = &target.secrets;
+        let sensitive_attributes = target.sensitive_attributes();
+        let secrets = &target.secrets_with_observed(&observed);
         match outcome {
             Ok((status, changes)) => {
                 report.status = status;
-                let sensitive_attributes = sensitive_attributes(&target);
                 report.changes = changes
                     .iter()
                     .map(|change| change_report(change, secrets, &sensitive_attributes))
@@ -361,6 +364,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             shared,
             &target,
             &notified_by,
+            secrets,
             noop,
             &mut report,
             &mut record,
@@ -438,11 +442,11 @@ fn refresh_if_notified(
     shared: &Shared<'_>,
     target: &PreparedResource,
     notified_by: &[usize],
+    secrets: &Secrets,
     noop: bool,
     report: &mut ResourceReport,
     record: &mut impl FnMut(Vec<LogRecord>),
 ) -> bool {
-    let secrets = &target.secrets;
     let refreshable = shared
         .prepared
         .schema(target)
@@ -853,17 +857,6 @@ fn seconds(duration: std::time::Duration) -> String {
     } else {
         format!("{seconds} seconds")
     }
-}
-
-/// Attributes whose changes are shown only as `[redacted]`: those the schema marks
-/// sensitive and those whose value in the catalog is sensitive.
-fn sensitive_attributes(resource: &PreparedResource) -> Vec<&str> {
-    resource
-        .attributes
-        .iter()
-        .filter(|(_, value)| value.is_sensitive())
-        .map(|(name, _)| name.as_str())
-        .collect()
 }
 
 fn change_report(change: &Change, secrets: &Secrets, sensitive: &[&str]) -> ChangeReport {

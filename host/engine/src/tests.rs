@@ -170,7 +170,7 @@ impl PluginHost for MemoryHost {
         &self,
         resource: &PreparedResource,
         _current: Option<crate::State>,
-    ) -> Call<Vec<Change>> {
+    ) -> Call<crate::Checked> {
         self.calls
             .lock()
             .expect("calls")
@@ -199,7 +199,8 @@ impl PluginHost for MemoryHost {
                 diff: None,
             }],
         };
-        Call::new(Ok(changes), logs)
+        let state = Vec::new();
+        Call::new(Ok(crate::Checked { state, changes }), logs)
     }
 
     fn apply(&self, resource: &PreparedResource, _changes: &[Change]) -> Call<()> {

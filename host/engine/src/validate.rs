@@ -90,6 +90,40 @@ impl PreparedResource {
         &self.secrets
     }
 
+    /// Attributes whose changes are shown only as `[redacted]`: those the schema marks
+    /// sensitive and those whose value in the catalog is sensitive, whole or in part.
+    pub fn sensitive_attributes(&self) -> Vec<&str> {
+        fn holds_sensitive(value: &Value) -> bool {
+            match value {
+                Value::Sensitive(_) => true,
+                Value::Array(items) => items.iter().any(holds_sensitive),
+                Value::Hash(entries) => entries.iter().any(|(_, value)| holds_sensitive(value)),
+                _ => false,
+            }
+        }
+        self.attributes
+            .iter()
+            .filter(|(_, value)| holds_sensitive(value))
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+
+    /// Its secrets and what its provider read of its sensitive attributes on the
+    /// machine (`observed`: a secret being rotated away is still a secret), to be
+    /// scrubbed from whatever the provider says about it, whatever the text.
+    pub fn secrets_with_observed(&self, observed: &crate::State) -> Secrets {
+        let sensitive = self.sensitive_attributes();
+        let mut read = Vec::new();
+        for (name, value) in observed {
+            if sensitive.contains(&name.as_str()) {
+                value.collect_secrets(true, &mut read);
+            }
+        }
+        let mut secrets = self.secrets.clone();
+        secrets.extend(read);
+        secrets
+    }
+
     /// Each path its schema's path attributes (`path-access`) name, with the attribute:
     /// one for a string, each string of an array.
     pub fn paths<'a>(

@@ -236,7 +236,7 @@ impl PluginHost for Runtime {
         Call::new(outcome, logs)
     }
 
-    fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Vec<Change>> {
+    fn plan(&self, resource: &PreparedResource, current: Option<State>) -> Call<Checked> {
         self.session(
             resource,
             Phase::Inspect,
@@ -273,8 +273,12 @@ impl PluginHost for Runtime {
                 let changes = called
                     .outcome?
                     .map_err(|message| provider_error(plugin, said(resource, &message)))?;
-                convert::changes_from_wit(&changes, schema, &|text| said(resource, text))
-                    .map_err(|message| contract_error(plugin, message))
+                let changes =
+                    convert::changes_from_wit(&changes, schema, &|text| said(resource, text))
+                        .map_err(|message| contract_error(plugin, message))?;
+                let state = convert::state_from_wit(state, schema)
+                    .map_err(|message| contract_error(plugin, message))?;
+                Ok(Checked { state, changes })
             },
         )
     }
@@ -314,17 +318,7 @@ impl PluginHost for Runtime {
                         // nothing there.
                         let planned = self.plan(resource, None);
                         logs.extend(planned.logs);
-                        results[position] = Some(
-                            planned
-                                .outcome
-                                .and_then(|changes| {
-                                    Ok(Checked {
-                                        state: absent_state(&plugin, schema)?,
-                                        changes,
-                                    })
-                                })
-                                .map_err(Failure::Plugin),
-                        );
+                        results[position] = Some(planned.outcome.map_err(Failure::Plugin));
                     }
                     Ok(granted) => {
                         let grants = granted.grants;
