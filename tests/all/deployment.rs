@@ -266,8 +266,7 @@ programs = [{{ path = "/usr/bin/tar", args = [["-c", "-f", "{files}/*.tar", "-C"
         "exec { 'backup': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/ok.tar', '-C', '@FILES@', 'data'] }\n\
          exec { 'smuggle': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/bad.tar', \
          '--checkpoint=1', '--checkpoint-action=exec=touch @FILES@/pwned', '-C', '@FILES@', 'data'] }\n\
-         exec { 'climb': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/../up.tar', '-C', '@FILES@', 'data'] }\n\
-         exec { 'secret': command => ['/usr/bin/tar', '-c', '-f', Sensitive(\"it's-a-secret\"), '--bad'] }\n",
+         exec { 'climb': command => ['/usr/bin/tar', '-c', '-f', '@FILES@/../up.tar', '-C', '@FILES@', 'data'] }\n",
     );
     let log = machine.root().join("audit.jsonl");
     let run = machine.run(&[
@@ -304,12 +303,7 @@ programs = [{{ path = "/usr/bin/tar", args = [["-c", "-f", "{files}/*.tar", "-C"
         );
     }
     assert!(!Path::new(&machine.file("pwned")).exists(), "no shell ran");
-    // A secret in a refused command line is redacted before it is quoted.
-    let log_text = std::fs::read_to_string(&log).expect("log");
-    for text in [&run.stdout, &run.stderr, &log_text] {
-        assert!(!text.contains("a-secret"), "{text}");
-    }
-    assert!(log_text.contains("[redacted]"), "{log_text}");
+    // (A secret never gets as far as a command line: `sensitive.rs`.)
     assert!(!Path::new(&machine.file("bad.tar")).exists());
     assert!(
         run.stderr
@@ -322,7 +316,7 @@ programs = [{{ path = "/usr/bin/tar", args = [["-c", "-f", "{files}/*.tar", "-C"
         .iter()
         .filter(|event| event["operation"] == "launch")
         .collect();
-    assert_eq!(launches.len(), 4, "{events:#?}");
+    assert_eq!(launches.len(), 3, "{events:#?}");
     let allowed = launches
         .iter()
         .find(|event| event["resource"] == "Exec[backup]")

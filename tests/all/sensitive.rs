@@ -162,3 +162,39 @@ fn a_rotated_secret_read_back_from_the_machine_appears_nowhere() {
     let crontab = crate::entries::crontab_of(&user.name);
     assert!(crontab.contains(new) && !crontab.contains(old), "{crontab}");
 }
+
+/// A command line is public: every local user reads it in /proc while the program runs.
+/// A sensitive argument list is refused before any change, saying how to pass the
+/// secret; and whatever a plugin does, the host launches nothing with a secret of the
+/// resource on its command line.
+#[test]
+fn a_secret_never_reaches_a_command_line() {
+    let machine = Machine::new();
+    let policy = machine.policy("");
+    let argv = machine.catalog(json!([
+        { "type": "exec", "title": "argv", "attributes": {
+            "command": { "__sensitive": ["/bin/echo", CANARY] } } },
+    ]));
+    let run = machine.apply(&argv, &policy, &[]);
+    assert_eq!(run.code, 1, "{run:#?}");
+    assert!(
+        run.stderr.contains("would be readable by every local user")
+            && run.stderr.contains("standard input"),
+        "{run:#?}"
+    );
+    assert_no_canary(&run);
+    // The interpreter of a `script` is a program path the plugin puts on the command
+    // line: made sensitive, the host refuses the launch.
+    let program = machine.catalog(json!([
+        { "type": "script", "title": "hidden", "attributes": {
+            "interpreter": { "__sensitive": "/usr/bin/perl" }, "code": "print 1" } },
+    ]));
+    let run = machine.apply(&program, &policy, &["--format", "json"]);
+    assert_eq!(run.code, 4, "{run:#?}");
+    let error = crate::support::first_error(&run.json());
+    assert!(
+        error.contains("a secret of Script[hidden] would be on the command line"),
+        "{error}"
+    );
+    assert!(!run.all_output().contains("/usr/bin/perl"), "{run:#?}");
+}

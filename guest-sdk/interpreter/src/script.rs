@@ -137,6 +137,15 @@ impl Script {
                 )));
             }
             Some(Value::String(text)) => Code::Text(text.clone()),
+            Some(Value::Array(items)) if sensitive || items.iter().any(Value::is_sensitive) => {
+                return Err(Error::new(format!(
+                    "a sensitive `{}` given as an argument list would be readable by every \
+                     local user while it runs (a command line is public): write it as a \
+                     string, which the interpreter reads on standard input, or pass the \
+                     secret in `environment`",
+                    script_type.code_attribute()
+                )));
+            }
             Some(Value::Array(items)) => {
                 let argv = items
                     .iter()

@@ -55,6 +55,14 @@ impl Secrets {
         }
     }
 
+    /// Whether `text` holds one of the secrets of at least [`MIN_LINE`] characters
+    /// (shorter ones would be found in too much that is not secret).
+    pub fn within(&self, text: &str) -> bool {
+        self.0
+            .iter()
+            .any(|secret| secret.len() >= MIN_LINE && text.contains(secret.as_str()))
+    }
+
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }

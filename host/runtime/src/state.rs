@@ -401,6 +401,21 @@ impl process::Host for PluginState {
         if let (Ok(_), Some(why)) = (&checked, crate::interrupted()) {
             checked = Err(process::LaunchError::Refused(why));
         }
+        // Whatever the plugin: a command line is public (every local user reads it in
+        // /proc while the program runs), so no secret of the resource goes on one.
+        if checked.is_ok()
+            && let Some((subject, secrets)) = &self.subject
+            && std::iter::once(&command.program)
+                .chain(&command.args)
+                .any(|arg| secrets.within(arg))
+        {
+            checked = Err(process::LaunchError::Refused(format!(
+                "a secret of {subject} would be on the command line of `{}`, which every \
+                 local user can read while it runs; secrets go to a program on its standard \
+                 input or in its environment",
+                self.scrub(&command.program)
+            )));
+        }
         if let Some(trail) = shared.trail() {
             if checked.is_ok()
                 && let Some(why) = trail.broken()

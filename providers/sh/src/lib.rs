@@ -149,6 +149,23 @@ mod tests {
     }
 
     #[test]
+    fn a_sensitive_argument_list_is_refused() {
+        let whole = exec(Value::Sensitive(Box::new(
+            vec!["/bin/echo", "hunter2"].into(),
+        )));
+        let problems = Scripts::validate(&whole);
+        assert!(
+            problems[0].contains("readable by every local user"),
+            "{problems:?}"
+        );
+        let part = exec(Value::Array(vec![
+            "/bin/echo".into(),
+            Value::Sensitive(Box::new("hunter2".into())),
+        ]));
+        assert!(Scripts::validate(&part)[0].contains("standard input"));
+    }
+
+    #[test]
     fn environment_accepts_puppet_strings_and_hashes() {
         let bad = exec("true").with("environment", vec!["NOVALUE"]);
         assert!(Scripts::validate(&bad)[0].contains("NAME=value"));
