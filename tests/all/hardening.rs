@@ -1420,8 +1420,8 @@ fn aliased_paths_and_values_outside_a_plugins_own_schema_are_refused() {
 }
 
 /// Class 10. A program the policy allows that someone other than root could replace
-/// (here: it sits in a directory a local user owns) is flagged by `plugins audit`, and
-/// every run that loads the plugin warns of it.
+/// (here: it sits in a directory a local user owns) is flagged by `plugins audit`, every
+/// run that loads the plugin warns of it, and it is not launched as root.
 #[test]
 fn a_program_others_can_replace_is_flagged_and_warned_of() {
     let (machine, user, home) = with_attacker();
@@ -1438,8 +1438,8 @@ fn a_program_others_can_replace_is_flagged_and_warned_of() {
     )
     .expect("policy");
     let flag = format!(
-        "{} (a directory, on the way to {}) belongs to uid {}; whoever can write it can replace \
-         what wconverge runs",
+        "{} (a directory, on the way to {}) belongs to uid {}; so it is not launched as root; \
+         whoever can write it can replace what wconverge runs",
         home.display(),
         tool.display(),
         user.uid
@@ -1458,9 +1458,10 @@ fn a_program_others_can_replace_is_flagged_and_warned_of() {
         { "type": "exec", "title": "tool", "attributes": { "command": [tool.to_str().expect("utf-8")] } },
     ]));
     let run = machine.apply(&catalog, &policy, &[]);
-    assert_eq!(run.code, 2, "{run:#?}");
+    assert_eq!(run.code, 4, "{run:#?}");
     assert!(
-        run.stderr.contains(&format!("plugin `sh`: {flag}")),
+        run.stderr.contains(&format!("plugin `sh`: {flag}"))
+            && run.all_output().contains("is not launched as root"),
         "{run:#?}"
     );
 }

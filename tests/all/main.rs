@@ -17,6 +17,7 @@ mod golden;
 mod grammars;
 mod guards;
 mod hardening;
+mod launches;
 mod manifest;
 mod node;
 mod ordering;

@@ -338,8 +338,13 @@ pub fn writable_programs(plugin: &PluginPolicy) -> Vec<Flag> {
             // anyone may add: a directory of allowed programs may not be one.
             let sticky_is_safe = !(children && checked == path);
             if let Some(why) = writable(&checked, sticky_is_safe) {
+                let launched = if grant.others_may_write {
+                    "; launched all the same: the policy trusts it by name (`others_may_write`)"
+                } else {
+                    "; so it is not launched as root"
+                };
                 note(format!(
-                    "{} ({}, on the way to {}) {why}",
+                    "{} ({}, on the way to {}) {why}{launched}",
                     checked.display(),
                     kind_of(&checked),
                     grant.pattern
@@ -438,8 +443,10 @@ fn writable(path: &Path, sticky_is_safe: bool) -> Option<String> {
     judged(&rustix::fs::lstat(path).ok()?, sticky_is_safe)
 }
 
-/// [`writable`] of the file `stat` describes.
-fn judged(stat: &rustix::fs::Stat, sticky_is_safe: bool) -> Option<String> {
+/// Who other than root may change the file `stat` describes, if anyone (its owner, its
+/// group, everyone). With `sticky_is_safe`, a sticky directory counts as safe: what is
+/// in it can be replaced only by its owner, which is to be checked on its own.
+pub fn judged(stat: &rustix::fs::Stat, sticky_is_safe: bool) -> Option<String> {
     use rustix::fs::FileType;
     let mode = stat.st_mode & 0o7777;
     let kind = FileType::from_raw_mode(stat.st_mode);

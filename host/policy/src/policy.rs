@@ -377,6 +377,10 @@ struct ProgramTable {
     /// May run while a plugin only inspects (current state, plan, noop runs).
     #[serde(default)]
     query: bool,
+    /// Launched as root although someone other than root can write the file or a
+    /// directory on its path (refused otherwise): only for one program, by name.
+    #[serde(default)]
+    others_may_write: bool,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -436,6 +440,9 @@ pub struct ProgramGrant {
     /// `None`: any arguments. Otherwise the whole argument list must match one pattern.
     pub args: Option<Vec<ArgsPattern>>,
     pub query: bool,
+    /// Launched as root even though someone other than root can write the program or a
+    /// directory on its path; never for a directory of programs.
+    pub others_may_write: bool,
 }
 
 impl ProgramGrant {
@@ -810,9 +817,11 @@ fn check_entry(
         .programs
         .into_iter()
         .map(|program| {
-            let (path, args, query) = match program {
-                ProgramEntry::Path(path) => (path, None, false),
-                ProgramEntry::Table(table) => (table.path, table.args, table.query),
+            let (path, args, query, others_may_write) = match program {
+                ProgramEntry::Path(path) => (path, None, false, false),
+                ProgramEntry::Table(table) => {
+                    (table.path, table.args, table.query, table.others_may_write)
+                }
             };
             let args = args
                 .map(|patterns| {
@@ -834,10 +843,17 @@ fn check_entry(
                 }
                 _ => ProgramPattern::Exact(absolute(&path, "program")?),
             };
+            if others_may_write && matches!(pattern, ProgramPattern::Children(_)) {
+                return Err(format!(
+                    "program `{path}`: `others_may_write` trusts one program by name, not a \
+                     directory of them; list the program"
+                ));
+            }
             Ok(ProgramGrant {
                 pattern,
                 args,
                 query,
+                others_may_write,
             })
         })
         .collect::<Result<Vec<_>, String>>()?;

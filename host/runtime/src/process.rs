@@ -109,6 +109,8 @@ pub(crate) struct Checked {
     /// The file that will run, opened when the request was checked: the launch runs
     /// exactly it, whatever happens to the path in between.
     file: Option<Arc<Pinned>>,
+    /// The policy trusts this program by name although others may write it.
+    others_may_write: bool,
 }
 
 impl Checked {
@@ -193,7 +195,7 @@ pub(crate) fn check_scrubbed<'l>(
             })?;
         if route.program == checked.program && route.args == checked.args {
             // The machine runs it as it is: pinned like any other launch.
-            checked.file = Some(programs.pin(&checked.program)?);
+            checked.file = Some(programs.pin(&checked.program, checked.others_may_write)?);
             return Ok(checked);
         }
         check_route(policy, launcher.policy(), launch, &checked, &route)
@@ -226,8 +228,10 @@ pub(crate) fn check_scrubbed<'l>(
         checked.program = route.program.clone();
         checked.args = route.args.clone();
         checked.route = Some((architecture.clone(), route));
+        // The launcher's program: trusted only as the machine's own files are.
+        checked.others_may_write = false;
     }
-    checked.file = Some(programs.pin(&checked.program)?);
+    checked.file = Some(programs.pin(&checked.program, checked.others_may_write)?);
     Ok(checked)
 }
 
@@ -355,6 +359,7 @@ fn check_policy(
             scrub,
         ));
     }
+    let others_may_write = by_args.iter().any(|grant| grant.others_may_write);
     if launch == Launch::QueriesOnly && !by_args.iter().any(|grant| grant.query) {
         return Err(format!(
             "program `{program}` may run only when changes are applied; this call only \
@@ -435,6 +440,7 @@ fn check_policy(
         stdin: command.stdin.clone().unwrap_or_default(),
         output_cap: policy.limits.output_bytes,
         file: None,
+        others_may_write,
     })
 }
 

@@ -33,6 +33,10 @@ pub(crate) struct Pinned {
     identity: Option<Identity>,
     /// The name it runs by (see [`ExecNames`]), removed with it.
     link: Option<PathBuf>,
+    /// Opened by a walk that found no one but root able to change the file or the way
+    /// to it (see [`open_trusted`]); a launch that needs that never reuses one opened
+    /// without.
+    walked: bool,
 }
 
 impl Pinned {
@@ -144,12 +148,23 @@ impl Programs {
     /// The file `program` names now, open: the one held since an earlier launch when
     /// the path still leads to it unchanged, else opened (and held, up to
     /// [`HELD_PROGRAMS`]). Refuses anything but an executable regular file.
-    pub(crate) fn pin(&self, program: &str) -> Result<Arc<Pinned>, wit::LaunchError> {
+    ///
+    /// As root, the program is opened by a walk from `/` that refuses it when someone
+    /// other than root could change the file or a directory or link on the way to it
+    /// (they could swap in any program), unless the policy trusts it by name
+    /// (`others_may_write`).
+    pub(crate) fn pin(
+        &self,
+        program: &str,
+        others_may_write: bool,
+    ) -> Result<Arc<Pinned>, wit::LaunchError> {
+        let walk = !others_may_write && rustix::process::geteuid().is_root();
         let now = Identity::of_path(program);
         {
             let mut held = self.held.lock().expect("no pin panics while holding it");
             if let (Some(now), Some(pinned)) = (now, held.get(program))
                 && pinned.identity == Some(now)
+                && (pinned.walked || !walk)
             {
                 return Ok(Arc::clone(pinned));
             }
@@ -157,7 +172,7 @@ impl Programs {
             held.remove(program);
         }
         // Opened without the lock: a slow file system holds up this launch alone.
-        let pinned = Arc::new(pin(program, self.names.as_ref())?);
+        let pinned = Arc::new(pin(program, self.names.as_ref(), walk)?);
         let mut held = self.held.lock().expect("no pin panics while holding it");
         if held.len() < HELD_PROGRAMS || held.contains_key(program) {
             // The latest opened is kept (another thread may have opened it meanwhile).
@@ -227,17 +242,30 @@ impl Drop for ExecNames {
 
 /// Opens `program`, so a launch runs this very file, and names it in `names`; refuses
 /// anything but an executable regular file.
-fn pin(program: &str, names: Option<&ExecNames>) -> Result<Pinned, wit::LaunchError> {
+fn pin(program: &str, names: Option<&ExecNames>, walk: bool) -> Result<Pinned, wit::LaunchError> {
     use rustix::fs::{FileType, Mode, OFlags};
-    let fd = rustix::fs::open(program, OFlags::PATH | OFlags::CLOEXEC, Mode::empty()).map_err(
-        |error| {
-            if error == rustix::io::Errno::NOENT {
-                wit::LaunchError::NotFound(format!("cannot launch `{program}`: it does not exist"))
-            } else {
-                wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}"))
-            }
-        },
-    )?;
+    let opened = if walk {
+        open_trusted(program)
+    } else {
+        rustix::fs::open(program, OFlags::PATH | OFlags::CLOEXEC, Mode::empty())
+            .map_err(Untrusted::Errno)
+    };
+    let fd = opened.map_err(|error| match error {
+        Untrusted::Errno(rustix::io::Errno::NOENT) => {
+            wit::LaunchError::NotFound(format!("cannot launch `{program}`: it does not exist"))
+        }
+        Untrusted::Errno(error) => {
+            wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}"))
+        }
+        Untrusted::Writable(why) => wit::LaunchError::Refused(format!(
+            "`{program}` is not launched as root: {why}, so whoever can write it can swap in \
+             any program; make it root's alone, or trust it by name with \
+             `others_may_write = true` on its entry in `programs` of the plugin's policy"
+        )),
+        Untrusted::Loop => wit::LaunchError::Failed(format!(
+            "cannot launch `{program}`: more than {MAX_LINKS} symbolic links on the way"
+        )),
+    })?;
     let stat = rustix::fs::fstat(&fd)
         .map_err(|error| wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")))?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_mode & 0o111 == 0 {
@@ -268,5 +296,133 @@ fn pin(program: &str, names: Option<&ExecNames>) -> Result<Pinned, wit::LaunchEr
         script,
         identity,
         link,
+        walked: walk,
     })
+}
+
+/// The most symbolic links a walk follows (the kernel's own limit).
+const MAX_LINKS: usize = 40;
+
+/// Why [`open_trusted`] did not open a program.
+enum Untrusted {
+    Errno(rustix::io::Errno),
+    /// Someone other than root can change what the path leads to: who, and where.
+    Writable(String),
+    Loop,
+}
+
+/// Opens `program` (`O_PATH`) by a walk from `/`, one component at a time from the
+/// descriptor of the directory before it, so that what is checked is what is opened:
+/// every directory on the way, and the file, must be root's and writable by no one
+/// else; a sticky directory others may write (`/tmp`) only if the entry taken from it
+/// is root's (no one else can replace it there). Links are followed the same way from
+/// the directory that holds them.
+fn open_trusted(program: &str) -> Result<rustix::fd::OwnedFd, Untrusted> {
+    use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+    use wconverge_policy::audit::judged;
+    let open_dir = |dir: &rustix::fd::OwnedFd, name: &str| {
+        rustix::fs::openat(
+            dir,
+            name,
+            OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::empty(),
+        )
+    };
+    let root = rustix::fs::open(
+        "/",
+        OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(Untrusted::Errno)?;
+    let writable_by_others = |fd: &rustix::fd::OwnedFd, shown: &str| -> Result<bool, Untrusted> {
+        let stat = rustix::fs::fstat(fd).map_err(Untrusted::Errno)?;
+        if let Some(why) = judged(&stat, true) {
+            return Err(Untrusted::Writable(format!("`{shown}` {why}")));
+        }
+        // Sticky and writable by others: what is taken from it must be root's.
+        Ok(stat.st_mode & 0o1000 != 0 && stat.st_mode & 0o022 != 0)
+    };
+    // The directories walked so far, `/` first; what is shown in messages.
+    let mut dirs = vec![(root, "/".to_owned())];
+    let mut sticky = writable_by_others(&dirs[0].0, "/")?;
+    let mut pending: std::collections::VecDeque<String> = program
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .map(str::to_owned)
+        .collect();
+    let mut links = 0;
+    while let Some(name) = pending.pop_front() {
+        match name.as_str() {
+            "." => continue,
+            ".." => {
+                if dirs.len() > 1 {
+                    dirs.pop();
+                }
+                let (dir, shown) = dirs.last().expect("`/` stays");
+                sticky = writable_by_others(dir, shown)?;
+                continue;
+            }
+            _ => {}
+        }
+        let (dir, shown_dir) = dirs.last().expect("`/` stays");
+        let shown = if shown_dir == "/" {
+            format!("/{name}")
+        } else {
+            format!("{shown_dir}/{name}")
+        };
+        let stat = rustix::fs::statat(dir, name.as_str(), AtFlags::SYMLINK_NOFOLLOW)
+            .map_err(Untrusted::Errno)?;
+        if sticky && stat.st_uid != 0 {
+            return Err(Untrusted::Writable(format!(
+                "`{shown}` belongs to uid {} in a directory everyone may write",
+                stat.st_uid
+            )));
+        }
+        match FileType::from_raw_mode(stat.st_mode) {
+            FileType::Symlink => {
+                links += 1;
+                if links > MAX_LINKS {
+                    return Err(Untrusted::Loop);
+                }
+                let target = rustix::fs::readlinkat(dir, name.as_str(), Vec::new())
+                    .map_err(Untrusted::Errno)?;
+                let target = target.to_string_lossy().into_owned();
+                if target.starts_with('/') {
+                    dirs.truncate(1);
+                    sticky = writable_by_others(&dirs[0].0, "/")?;
+                }
+                for component in target.split('/').filter(|c| !c.is_empty()).rev() {
+                    pending.push_front(component.to_owned());
+                }
+            }
+            FileType::Directory if !pending.is_empty() => {
+                let opened = open_dir(dir, &name).map_err(Untrusted::Errno)?;
+                sticky = writable_by_others(&opened, &shown)?;
+                dirs.push((opened, shown));
+            }
+            _ if pending.is_empty() => {
+                let file = rustix::fs::openat(
+                    dir,
+                    name.as_str(),
+                    OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                    Mode::empty(),
+                )
+                .map_err(Untrusted::Errno)?;
+                let opened = rustix::fs::fstat(&file).map_err(Untrusted::Errno)?;
+                // The file opened is the one looked at.
+                if (opened.st_dev, opened.st_ino) != (stat.st_dev, stat.st_ino) {
+                    return Err(Untrusted::Writable(format!(
+                        "`{shown}` changed while opened"
+                    )));
+                }
+                if let Some(why) = judged(&opened, false) {
+                    return Err(Untrusted::Writable(format!("`{shown}` {why}")));
+                }
+                return Ok(file);
+            }
+            _ => return Err(Untrusted::Errno(rustix::io::Errno::NOTDIR)),
+        }
+    }
+    // The path ended at a directory (or `/`).
+    Err(Untrusted::Errno(rustix::io::Errno::ISDIR))
 }

@@ -281,6 +281,7 @@ fn policy_with(program: &str) -> PluginPolicy {
         pattern: crate::policy::ProgramPattern::Exact(program.into()),
         args: None,
         query: false,
+        others_may_write: false,
     });
     policy
 }
@@ -408,10 +409,10 @@ fn a_held_program_is_opened_again_once_another_mount_covers_its_path() {
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("mode");
     let program = program.to_str().expect("utf-8").to_owned();
     let programs = Programs::unnamed();
-    let first = programs.pin(&program).expect("pinned");
+    let first = programs.pin(&program, false).expect("pinned");
     assert!(Arc::ptr_eq(
         &first,
-        &programs.pin(&program).expect("pinned")
+        &programs.pin(&program, false).expect("pinned")
     ));
     // The same directory mounted over itself without exec: the same device and inode
     // through another mount.
@@ -432,7 +433,7 @@ fn a_held_program_is_opened_again_once_another_mount_covers_its_path() {
         .status()
         .expect("mount runs");
     assert!(status.success(), "remount noexec");
-    let second = programs.pin(&program).expect("pinned");
+    let second = programs.pin(&program, false).expect("pinned");
     assert!(
         !Arc::ptr_eq(&first, &second),
         "the path now leads through another mount"
@@ -448,32 +449,32 @@ fn a_held_program_is_reused_until_its_file_changes() {
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).expect("mode");
     let program = program.to_str().expect("utf-8").to_owned();
     let programs = Programs::unnamed();
-    let first = programs.pin(&program).expect("pinned");
+    let first = programs.pin(&program, false).expect("pinned");
     assert!(first.script);
     assert!(Arc::ptr_eq(
         &first,
-        &programs.pin(&program).expect("pinned")
+        &programs.pin(&program, false).expect("pinned")
     ));
     // A change of mode (the change time moves): opened again.
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o750)).expect("mode");
-    let second = programs.pin(&program).expect("pinned");
+    let second = programs.pin(&program, false).expect("pinned");
     assert!(!Arc::ptr_eq(&first, &second));
     // Written in place (same inode, other content): opened again, and judged again.
     let elf = std::fs::read("/bin/true").expect("true");
     std::fs::write(&program, elf).expect("rewritten");
-    let third = programs.pin(&program).expect("pinned");
+    let third = programs.pin(&program, false).expect("pinned");
     assert!(!Arc::ptr_eq(&second, &third));
     assert!(!third.script);
     // No longer executable: refused, and nothing is held for it.
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o644)).expect("mode");
     assert!(matches!(
-        programs.pin(&program),
+        programs.pin(&program, false),
         Err(wit::LaunchError::Failed(message)) if message.contains("not an executable file")
     ));
     assert_eq!(programs.held(), 0);
     std::fs::remove_file(&program).expect("removed");
     assert!(matches!(
-        programs.pin(&program),
+        programs.pin(&program, false),
         Err(wit::LaunchError::NotFound(_))
     ));
 }
@@ -488,7 +489,7 @@ fn a_run_holds_a_bounded_number_of_programs() {
         std::os::unix::fs::symlink("/bin/true", &program).expect("link");
         pins.push(
             programs
-                .pin(program.to_str().expect("utf-8"))
+                .pin(program.to_str().expect("utf-8"), false)
                 .expect("pinned"),
         );
     }
