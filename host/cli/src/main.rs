@@ -157,7 +157,16 @@ pub(crate) enum GraphFormat {
     Json,
 }
 
+use wconverge_runtime::watchdog;
+
 fn main() -> ExitCode {
+    // The watchdog of another wconverge (see `wconverge_runtime::watchdog`): nothing else.
+    let mut args = std::env::args_os().skip(1);
+    if args.next().as_deref() == Some(std::ffi::OsStr::new(watchdog::WATCHDOG_ARGUMENT)) {
+        let rest: Vec<String> = args.map(|arg| arg.to_string_lossy().into_owned()).collect();
+        return ExitCode::from(u8::try_from(watchdog::run(&rest)).unwrap_or(1));
+    }
+    watchdog::enable();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(error) => {

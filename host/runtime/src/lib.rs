@@ -54,6 +54,7 @@ pub use cache::{PrivateDirError, open_private_dir, sha256_hex};
 pub use input::{ReadError, read_regular};
 pub use plugin::{WIT_VERSION, read_component};
 pub use previous::PREVIOUS_WIT_VERSION;
+pub use process::watchdog;
 pub use walk::WalkError;
 
 /// A plugin's granted directories as they really are, with their access.

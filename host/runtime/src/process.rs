@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 mod pin;
 mod reaping;
 mod supervise;
+pub mod watchdog;
 
 use pin::Pinned;
 pub(crate) use pin::Programs;
@@ -623,6 +624,12 @@ fn spawn_drain<R: Read + Send + 'static>(
 
 /// Runs a checked request to completion.
 pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
+    // Before anything of this launch: the watchdog is no part of it.
+    if CGROUPS_USABLE.load(std::sync::atomic::Ordering::Relaxed)
+        && let Some(own) = reaping::own_cgroup()
+    {
+        watchdog::arm(own, &reaping::cgroup_prefix());
+    }
     // The file opened at the check, through its descriptor: the kernel resolves
     // `/proc/self/fd/N` in the child to that very inode (the descriptor is closed only as
     // the program starts), through a link that carries the program's name when there is
@@ -664,6 +671,7 @@ pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
         umask: checked.umask,
         cgroup: None,
         input: !checked.stdin.is_empty(),
+        outlives_parent: false,
     };
     // wconverge's own children before this launch: any other that appears during it (a
     // process the program made wconverge's child with `CLONE_PARENT`, or an orphan of

@@ -45,6 +45,9 @@ pub(crate) struct Spawn {
     /// Whether the program gets input: a pipe for it; else its standard input is
     /// `/dev/null` (it reads the end of its input at once).
     pub(crate) input: bool,
+    /// The watchdog's: it is not killed when wconverge dies (no `PDEATHSIG`), and is no
+    /// child subreaper.
+    pub(crate) outlives_parent: bool,
 }
 
 /// A cgroup for a child: its directory (for `clone3`'s `CLONE_INTO_CGROUP`) and its
@@ -162,6 +165,7 @@ struct Child {
     gid: i64,
     umask: i64,
     parent: libc::pid_t,
+    outlives_parent: c_int,
     errno: c_int,
     step: c_int,
 }
@@ -224,6 +228,7 @@ pub(crate) fn spawn(spawn: &Spawn) -> std::io::Result<Spawned> {
         gid: spawn.gid.map_or(-1, i64::from),
         umask: spawn.umask.map_or(-1, i64::from),
         parent: rustix::process::getpid().as_raw_nonzero().get(),
+        outlives_parent: c_int::from(spawn.outlives_parent),
         errno: 0,
         step: Step::None as c_int,
     };
@@ -417,15 +422,17 @@ extern "C" fn run_child(arg: *mut c_void) -> c_int {
             fail(child, Step::Session);
         }
         // After the user changed: a change of credentials clears it.
-        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == -1 {
-            fail(child, Step::Parent);
-        }
-        // wconverge died before the signal was armed: do not run orphaned.
-        if libc::getppid() != child.parent {
-            libc::_exit(127);
-        }
-        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == -1 {
-            fail(child, Step::Parent);
+        if child.outlives_parent == 0 {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL, 0, 0, 0) == -1 {
+                fail(child, Step::Parent);
+            }
+            // wconverge died before the signal was armed: do not run orphaned.
+            if libc::getppid() != child.parent {
+                libc::_exit(127);
+            }
+            if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == -1 {
+                fail(child, Step::Parent);
+            }
         }
         if !child.cwd.is_null() && libc::chdir(child.cwd) == -1 {
             fail(child, Step::Directory);
@@ -495,6 +502,7 @@ mod tests {
             umask: None,
             cgroup: None,
             input: true,
+            outlives_parent: false,
         })
         .expect("spawned");
         let mut stdin = spawned.stdin.expect("a pipe for its input");
@@ -524,6 +532,7 @@ mod tests {
             umask: None,
             cgroup: None,
             input: false,
+            outlives_parent: false,
         });
         assert_eq!(
             missing.err().map(|error| error.kind()),
@@ -539,6 +548,7 @@ mod tests {
             umask: None,
             cgroup: None,
             input: false,
+            outlives_parent: false,
         })
         .err()
         .expect("no such directory");

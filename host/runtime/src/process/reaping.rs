@@ -112,6 +112,16 @@ pub(crate) fn sweep_cgroups() {
     }
 }
 
+/// How this process's launch cgroups are named, before their number: for the process
+/// that made them, by pid and start time.
+pub(crate) fn cgroup_prefix() -> String {
+    format!(
+        "wconverge-{}-{}-",
+        std::process::id(),
+        start_time(std::process::id()).unwrap_or(0)
+    )
+}
+
 /// When process `pid` started (in clock ticks since boot), if it runs.
 pub(super) fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
@@ -206,9 +216,8 @@ impl LaunchCgroup {
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let own = own_cgroup()?;
         let dir = own.join(format!(
-            "wconverge-{}-{}-{}",
-            std::process::id(),
-            start_time(std::process::id()).unwrap_or(0),
+            "{}{}",
+            cgroup_prefix(),
             NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
         ));
         std::fs::create_dir(&dir).ok()?;
