@@ -356,3 +356,23 @@ fn a_foreign_key_carrying_a_managed_name_is_removed_and_purge_goes_by_key() {
     assert_eq!(listed.lines().count(), 1, "one key is left: {listed}");
     assert!(listed.contains(" deploy (ED25519)"), "{listed}");
 }
+
+/// The built-in policy lets `host` write `/etc/hosts` and no other file, though the
+/// plugin may write in `/etc`: a target like `/etc/sudoers.d/hosts` (which would break
+/// sudo) is refused before anything is written.
+#[test]
+fn a_host_entry_goes_only_to_the_file_the_policy_names() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "sudoers.wcv",
+        "host { 'db': ip => '10.0.0.5', target => '/etc/sudoers.d/hosts' }\n",
+    );
+    let report = machine.apply_with(&manifest, None, &["--noop"], 4);
+    let error = crate::support::first_error(&report);
+    assert!(
+        error.contains("the policy lets plugin `hosts` write only `/etc/hosts` (`files`)")
+            && error.contains("/etc/sudoers.d/hosts"),
+        "{error}"
+    );
+    assert!(!Path::new("/etc/sudoers.d/hosts").exists());
+}

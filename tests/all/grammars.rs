@@ -305,7 +305,7 @@ fn authorized_keys_values_are_refused_or_read_back_by_ssh_keygen_as_written() {
         .collect();
     read.sort();
     expected.sort();
-    assert_eq!(read, expected, "seed {seed:#x}");
+    assert_eq!(read, expected, "generated from {seed:#x}");
 }
 
 /// The line of the attack: an option value that ends in `\` and a name that holds a
@@ -418,7 +418,7 @@ fn sshd_runs_each_managed_key_with_exactly_the_command_written() {
         assert_eq!(
             ran.as_deref(),
             Some(meant.as_str()),
-            "key {title} with {written:?} (seed {seed:#x})"
+            "key {title} with {written:?} (generated from {seed:#x})"
         );
     }
     let stranger = keys.join("stranger");
@@ -708,7 +708,7 @@ fn cron_values_are_refused_or_run_by_cron_as_written() {
     }
     assert!(
         missing.is_empty(),
-        "cron did not run {} of {} jobs as written (seed {seed:#x}), e.g. {:?}",
+        "cron did not run {} of {} jobs as written (generated from {seed:#x}), e.g. {:?}",
         missing.len(),
         expected.len(),
         &missing[..missing.len().min(5)]
@@ -796,7 +796,7 @@ fn hosts_values_are_refused_or_resolved_by_glibc_as_written() {
         .collect();
     resolved.sort();
     expected.sort();
-    assert_eq!(resolved, expected, "seed {seed:#x}");
+    assert_eq!(resolved, expected, "generated from {seed:#x}");
 }
 
 /// Values the files would not keep byte for byte, so that no later run would find them

@@ -60,6 +60,14 @@ fn compile(machine: &Machine, store: &str, node: &str) -> Run {
     )
 }
 
+/// The test policy, importing from other nodes the files they export into `files/lb`.
+fn fleet_policy(machine: &Machine) -> std::path::PathBuf {
+    machine.policy(&format!(
+        "[imports]\ntypes = [\"file\"]\ndirectories = [\"{}/lb\"]\n",
+        machine.files_dir()
+    ))
+}
+
 /// The titles of the `file` resources of a catalog (`compile`'s output).
 fn files_of(compiled: &Run) -> Vec<String> {
     let mut titles: Vec<String> = compiled.json()["resources"]
@@ -77,7 +85,7 @@ fn files_of(compiled: &Run) -> Vec<String> {
 /// back ends.
 fn three_nodes_share(machine: &Machine, store: &str) {
     machine.manifest("site.wcv", SITE);
-    let policy = machine.policy("");
+    let policy = fleet_policy(machine);
     let lb_dir = machine.file("lb");
     let site = machine.root().join("site.wcv");
     for node in ["web1", "web2"] {
@@ -113,6 +121,12 @@ fn three_nodes_share(machine: &Machine, store: &str) {
         std::fs::read_to_string(format!("{lb_dir}/web2")).expect("collected file"),
         "server web2\n",
         "{applied:#?}"
+    );
+    assert!(
+        applied
+            .stdout
+            .contains(&format!("File[{lb_dir}/web2] (exported by node web2): ")),
+        "a collected resource is marked with its node: {applied:#?}"
     );
     // A node's exports are its own: compiling `lb` twice collects nothing twice, and
     // an export of `lb` itself would come from its compile, not the store.
@@ -199,7 +213,7 @@ fn three_nodes_share_a_postgresql_store() {
     let machine = Machine::new();
     three_nodes_share(&machine, &postgres.url());
     // The schema is PostgreSQL's: one version row, the exports in their tables.
-    assert_eq!(postgres.psql("SELECT version FROM wconverge_schema"), "1");
+    assert_eq!(postgres.psql("SELECT version FROM wconverge_schema"), "2");
     assert_eq!(
         postgres.psql("SELECT count(*) FROM exports WHERE node = 'web1'"),
         "2"
@@ -210,7 +224,7 @@ fn three_nodes_share_a_postgresql_store() {
     assert!(
         refused
             .stderr
-            .contains("schema version 99, newer than this wconverge knows (1)")
+            .contains("schema version 99, newer than this wconverge knows (2)")
             && refused.stderr.contains("upgrade wconverge"),
         "{refused:#?}"
     );
@@ -220,7 +234,7 @@ fn three_nodes_share_a_postgresql_store() {
 fn a_collected_file_outside_the_local_policy_is_refused_at_validation() {
     let machine = Machine::new();
     machine.manifest("site.wcv", SITE);
-    let policy = machine.policy("");
+    let policy = fleet_policy(&machine);
     let store = format!(
         "sqlite:{}",
         machine.root().join("state/fleet.sqlite").display()
@@ -258,7 +272,7 @@ fn a_collected_file_outside_the_local_policy_is_refused_at_validation() {
 fn an_unreachable_store_fails_a_collecting_compile_and_warns_otherwise() {
     let machine = Machine::new();
     machine.manifest("site.wcv", SITE);
-    machine.policy("");
+    fleet_policy(&machine);
     let nowhere = format!(
         "postgres://wconverge@/postgres?host={}",
         machine.root().join("no-server").display()
@@ -311,7 +325,7 @@ fn an_unreachable_store_fails_a_collecting_compile_and_warns_otherwise() {
 #[test]
 fn a_report_that_cannot_be_stored_is_spooled_and_sent_by_the_next_run() {
     let machine = Machine::new();
-    let policy = machine.policy("");
+    let policy = fleet_policy(&machine);
     let catalog = machine.catalog(serde_json::json!([
         { "type": "file", "title": machine.file("motd"), "attributes": { "content": "hi\n" } }
     ]));
@@ -369,7 +383,7 @@ fn a_report_that_cannot_be_stored_is_spooled_and_sent_by_the_next_run() {
 #[test]
 fn a_node_compiles_centrally_from_its_stored_facts() {
     let machine = Machine::new();
-    let policy = machine.policy("");
+    let policy = fleet_policy(&machine);
     let store_path = machine.root().join("state/fleet.sqlite");
     let store = format!("sqlite:{}", store_path.display());
     let manifest = machine.manifest(
@@ -500,7 +514,7 @@ fn concurrent_runs_never_interleave_a_nodes_exports() {
 fn postgresql_over_tls_checks_the_server_and_presents_a_client_certificate() {
     let (postgres, tls) = Postgres::start_tls();
     let machine = Machine::new();
-    let policy = machine.policy("");
+    let policy = fleet_policy(&machine);
     let catalog = machine.catalog(serde_json::json!([]));
     let url = |ca: &Path, client: bool| {
         let mut url = format!("{}?sslrootcert={}", postgres.tcp_url(), ca.display());
@@ -541,7 +555,7 @@ fn postgresql_over_tls_checks_the_server_and_presents_a_client_certificate() {
 #[test]
 fn a_password_on_the_command_line_is_refused() {
     let machine = Machine::new();
-    let policy = machine.policy("");
+    let policy = fleet_policy(&machine);
     let catalog = machine.catalog(serde_json::json!([]));
     let refused = machine.apply(
         &catalog,
@@ -563,7 +577,7 @@ fn the_config_file_names_the_store_and_the_password_comes_from_a_file() {
     use std::os::unix::fs::PermissionsExt;
     let postgres = Postgres::start_with_password("node1", "s3cret-pw");
     let machine = Machine::new();
-    let policy = machine.policy("");
+    let policy = fleet_policy(&machine);
     let catalog = machine.catalog(serde_json::json!([]));
     let url = format!(
         "postgres://node1@/fleet?host={}",
@@ -655,7 +669,7 @@ fn the_config_file_names_the_store_and_the_password_comes_from_a_file() {
 fn a_store_in_a_directory_others_can_write_is_refused() {
     use std::os::unix::fs::PermissionsExt;
     let machine = Machine::new();
-    let policy = machine.policy("");
+    let policy = fleet_policy(&machine);
     let catalog = machine.catalog(serde_json::json!([]));
     let shared = machine.root().join("shared");
     std::fs::create_dir(&shared).expect("shared/");
@@ -669,4 +683,151 @@ fn a_store_in_a_directory_others_can_write_is_refused() {
         "{run:#?}"
     );
     assert!(!shared.join("store.sqlite").exists());
+}
+
+/// A node accepts from other nodes only what its policy imports (nothing by default):
+/// an export outside `[imports]` is refused before any change, by `validate` and by
+/// `apply`, naming the exporting node and where it declared the resource; what is
+/// imported is marked with its node in the human and JSON output.
+#[test]
+fn an_export_the_node_does_not_import_is_refused_naming_its_node() {
+    let machine = Machine::new();
+    machine.manifest("site.wcv", SITE);
+    let store = format!(
+        "sqlite:{}",
+        machine.root().join("state/fleet.sqlite").display()
+    );
+    fleet_policy(&machine);
+    compile(&machine, &store, "web1");
+    let site = machine.root().join("site.wcv");
+    let lb = |command: &str, policy: &Path, code: i32| {
+        run(
+            &machine,
+            &store,
+            code,
+            &[
+                command,
+                site.to_str().expect("utf-8"),
+                "--node",
+                "lb",
+                "--policy",
+                policy.to_str().expect("utf-8"),
+            ],
+        )
+    };
+    let nothing = machine.root().join("no-imports.toml");
+    std::fs::copy(machine.policy(""), &nothing).expect("policy");
+    for command in ["validate", "apply"] {
+        let refused = lb(command, &nothing, 1).all_output();
+        assert!(
+            refused.contains("wcv::not-imported")
+                && refused.contains("exported by node `web1`, and this node imports no `file`")
+                && refused.contains("node web1: ")
+                && refused.contains("site.wcv:3"),
+            "{command}: {refused}"
+        );
+        assert!(!Path::new(&machine.file("lb")).exists(), "nothing changed");
+    }
+    // The type imported, but not where web3 writes.
+    machine.manifest(
+        "site.wcv",
+        &format!(
+            "{SITE}\nnode 'web3' {{\n  @@file {{ '@FILES@/elsewhere/web3': content => 'x', tag => 'lb_backend' }}\n}}\n"
+        ),
+    );
+    compile(&machine, &store, "web3");
+    let policy = fleet_policy(&machine);
+    let refused = lb("validate", &policy, 1).all_output();
+    assert!(
+        refused.contains("exported by node `web3`, and `path` => ")
+            && refused.contains("is in none of the directories this node imports into")
+            && !refused.contains("`web1`"),
+        "{refused}"
+    );
+    // Without web3, what is imported is applied, marked with its node in the JSON report.
+    run(&machine, &store, 0, &["store", "deactivate", "web3"]);
+    let applied = run(
+        &machine,
+        &store,
+        2,
+        &[
+            "apply",
+            site.to_str().expect("utf-8"),
+            "--node",
+            "lb",
+            "--policy",
+            policy.to_str().expect("utf-8"),
+            "--format",
+            "json",
+        ],
+    );
+    let report = applied.json();
+    let collected = crate::support::entry(&report, &format!("File[{}/web1]", machine.file("lb")));
+    assert_eq!(collected["exported_by"], "web1", "{collected:#}");
+}
+
+/// With a role per node, a node writes only its own rows (PostgreSQL's row-level
+/// security): node B, compiling as `--node web1`, cannot touch web1's exports, and
+/// says why; as itself it publishes. The role that created the tables is not bound.
+#[test]
+fn a_node_replaces_only_its_own_exports_with_a_role_per_node() {
+    let postgres = Postgres::start();
+    let machine = Machine::new();
+    machine.manifest("site.wcv", SITE);
+    let policy = fleet_policy(&machine);
+    // The owner makes the schema; the administrator gives each node a role.
+    run(&machine, &postgres.url(), 0, &["reports"]);
+    for role in ["web1", "nodeb"] {
+        postgres.psql(&format!(
+            "CREATE ROLE {role} LOGIN; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON nodes, exports, export_values, reports TO {role}; \
+             GRANT SELECT ON wconverge_schema TO {role}; \
+             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"
+        ));
+    }
+    let url_as = |role: &str| {
+        postgres
+            .url()
+            .replace("postgres://wconverge@", &format!("postgres://{role}@"))
+    };
+    let compile_as = |role: &str, manifest: &Path, node: &str| {
+        run(
+            &machine,
+            &url_as(role),
+            0,
+            &[
+                "compile",
+                manifest.to_str().expect("utf-8"),
+                "--node",
+                node,
+                "--policy",
+                policy.to_str().expect("utf-8"),
+            ],
+        )
+    };
+    let site = machine.root().join("site.wcv");
+    compile_as("web1", &site, "web1");
+    let exports_of = |node: &str| {
+        postgres.psql(&format!(
+            "SELECT title FROM exports WHERE node = '{node}' ORDER BY title"
+        ))
+    };
+    let web1 = exports_of("web1");
+    assert_eq!(web1.lines().count(), 2, "{web1}");
+    let evil = machine.manifest(
+        "evil.wcv",
+        "node 'web1', 'nodeb' { @@file { '@FILES@/lb/evil': content => 'x', tag => 'lb_backend' } }\n",
+    );
+    let refused = compile_as("nodeb", &evil, "web1");
+    assert!(
+        refused.stderr.contains("were not stored") && refused.stderr.contains("row-level security"),
+        "{refused:#?}"
+    );
+    assert_eq!(
+        exports_of("web1"),
+        web1,
+        "web1's exports are as web1 left them"
+    );
+    compile_as("nodeb", &evil, "nodeb");
+    assert_eq!(exports_of("nodeb").lines().count(), 1);
 }

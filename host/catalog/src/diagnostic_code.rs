@@ -103,6 +103,7 @@ registry! {
     NotInitializing = "not-initializing",
     BadExport = "bad-export",
     BadExportQuery = "bad-export-query",
+    NotImported = "not-imported",
     StoreUnavailable = "store-unavailable",
     Access = "access",
     Arithmetic = "arithmetic",

@@ -235,6 +235,9 @@ pub struct Resource {
     /// Where the resource was declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLocation>,
+    /// For a resource collected from another node's exports: that node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exported_by: Option<String>,
 }
 
 impl Resource {

@@ -289,12 +289,54 @@ pub(crate) fn prepare(
     runtime: &Runtime,
     earlier: Vec<wconverge_catalog::Problem>,
 ) -> anyhow::Result<Option<Prepared>> {
+    let mut earlier = earlier;
+    earlier.extend(not_imported_types(
+        &loaded.catalog,
+        &runtime.policy().imports,
+    ));
     // Checking lazy values, and the checks and invariants of types, needs the
     // compiler's stack: take it once, rather than once per check.
     let prepared = wconverge_lang::run_on_big_stack(|| {
         wconverge_engine::prepare(&loaded.catalog, runtime, &wconverge_lang::Language)
     });
-    report(prepared, &loaded.sources, earlier)
+    report(
+        prepared,
+        &loaded.sources,
+        earlier,
+        &runtime.policy().imports,
+    )
+}
+
+/// The resources collected from other nodes whose type this node's policy does not
+/// import (`[imports] types`), known before the catalog is checked.
+pub(crate) fn not_imported_types(
+    catalog: &wconverge_catalog::Catalog,
+    imports: &wconverge_runtime::policy::Imports,
+) -> Vec<wconverge_catalog::Problem> {
+    catalog
+        .resources
+        .iter()
+        .filter(|resource| !imports.types.contains(&resource.type_name))
+        .filter_map(|resource| {
+            let node = resource.exported_by.as_ref()?;
+            Some(
+                wconverge_catalog::Problem::of(
+                    resource,
+                    wconverge_catalog::DiagnosticCode::NotImported,
+                    format!(
+                        "exported by node `{node}`, and this node imports no `{}` from other \
+                         nodes",
+                        resource.type_name
+                    ),
+                )
+                .with_help(format!(
+                    "add `{}` to `types` of [imports] in the policy if this node must take it \
+                     from other nodes",
+                    resource.type_name
+                )),
+            )
+        })
+        .collect()
 }
 
 /// As [`prepare`], for a run: the catalog's attribute values are moved into what is
@@ -304,19 +346,34 @@ pub(crate) fn prepare_for_run(
     runtime: &Runtime,
     earlier: Vec<wconverge_catalog::Problem>,
 ) -> anyhow::Result<Option<Prepared>> {
+    let mut earlier = earlier;
+    earlier.extend(not_imported_types(
+        &loaded.catalog,
+        &runtime.policy().imports,
+    ));
     let catalog = &mut loaded.catalog;
     let prepared = wconverge_lang::run_on_big_stack(|| {
         wconverge_engine::prepare_taking_values(catalog, runtime, &wconverge_lang::Language)
     });
-    report(prepared, &loaded.sources, earlier)
+    report(
+        prepared,
+        &loaded.sources,
+        earlier,
+        &runtime.policy().imports,
+    )
 }
 
 /// The prepared catalog, or `None` with every problem printed (the `earlier` ones first).
+/// What the node does not import from other nodes is a problem too.
 fn report(
     prepared: Result<Prepared, Vec<wconverge_catalog::Problem>>,
     sources: &[wconverge_lang::Source],
     mut earlier: Vec<wconverge_catalog::Problem>,
+    imports: &wconverge_runtime::policy::Imports,
 ) -> anyhow::Result<Option<Prepared>> {
+    if let Ok(prepared) = &prepared {
+        earlier.extend(not_imported_paths(prepared, imports));
+    }
     match prepared {
         Ok(prepared) if earlier.is_empty() => Ok(Some(prepared)),
         Ok(_) => {
@@ -329,6 +386,45 @@ fn report(
             Ok(None)
         }
     }
+}
+
+/// The resources collected from other nodes that name a path outside every
+/// `[imports] directories` of this node's policy (their types are checked before).
+fn not_imported_paths(
+    prepared: &Prepared,
+    imports: &wconverge_runtime::policy::Imports,
+) -> Vec<wconverge_catalog::Problem> {
+    let mut problems = Vec::new();
+    for resource in &prepared.resources {
+        let (Some(node), Some(schema)) = (&resource.exported_by, prepared.schema(resource)) else {
+            continue;
+        };
+        for (attribute, path) in resource.paths(schema) {
+            let inside = !path.split('/').any(|c| c == "..")
+                && imports
+                    .directories
+                    .iter()
+                    .any(|dir| std::path::Path::new(path).starts_with(dir));
+            if !inside {
+                problems.push(wconverge_catalog::Problem {
+                    code: wconverge_catalog::DiagnosticCode::NotImported,
+                    resource: Some(resource.reference.clone()),
+                    location: resource.source.clone(),
+                    message: format!(
+                        "exported by node `{node}`, and `{}` => `{path}` is in none of the \
+                         directories this node imports into",
+                        attribute.name
+                    ),
+                    help: Some(
+                        "add its directory to `directories` of [imports] in the policy if \
+                         this node must take it from other nodes"
+                            .to_owned(),
+                    ),
+                });
+            }
+        }
+    }
+    problems
 }
 
 /// Whether manifest text may read facts: it names `facts`, a top-scope variable

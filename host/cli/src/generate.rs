@@ -55,6 +55,7 @@ pub(crate) fn implied_resources(catalog: &mut Catalog) {
                 ..Metaparams::default()
             }),
             source,
+            exported_by: None,
         };
         catalog.resources.push(purge);
     }

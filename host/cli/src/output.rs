@@ -316,7 +316,10 @@ pub(crate) fn problems(problems: &[Problem], sources: &[wconverge_lang::Source])
 }
 
 fn describe_resource(resource: &ResourceReport, show_diff: bool) -> Vec<String> {
-    let name = &resource.resource;
+    let name = &match &resource.exported_by {
+        Some(node) => format!("{} (exported by node {node})", resource.resource),
+        None => resource.resource.clone(),
+    };
     let mut lines = Vec::new();
     match resource.status {
         Status::Changed | Status::WouldChange => {

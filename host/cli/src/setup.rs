@@ -95,6 +95,19 @@ fn policy_problem(error: PolicyError, name: &str, text: &str) -> output::Shown {
                 None => Problem::new(DiagnosticCode::PolicyEntry, format!("{name}: {message}")),
             }
         }
+        PolicyError::Imports { message, .. } => {
+            let message = format!("[imports]: {message}");
+            match text
+                .lines()
+                .position(|line| line.trim().trim_start_matches('[').starts_with("imports"))
+            {
+                Some(index) => Problem {
+                    location: Some(at(index + 1, 1)),
+                    ..Problem::new(DiagnosticCode::PolicyEntry, message)
+                },
+                None => Problem::new(DiagnosticCode::PolicyEntry, format!("{name}: {message}")),
+            }
+        }
     };
     output::shown_problems(
         &[problem],

@@ -75,6 +75,9 @@ pub struct ResourceReport {
     pub resource: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceLocation>,
+    /// For a resource collected from another node's exports: that node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exported_by: Option<String>,
     /// The plugin that implemented it, by its name in the policy.
     pub provider: String,
     pub status: Status,

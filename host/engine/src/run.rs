@@ -185,6 +185,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
     let mut report = ResourceReport {
         resource: resource.reference.to_string(),
         source: resource.source.clone(),
+        exported_by: resource.exported_by.clone(),
         provider: resource.provider.clone(),
         status: Status::Unchanged,
         changes: Vec::new(),

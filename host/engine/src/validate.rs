@@ -68,6 +68,8 @@ pub struct PreparedResource {
     /// In schema order for declared attributes.
     pub attributes: Vec<(String, Value)>,
     pub source: Option<SourceLocation>,
+    /// For a resource collected from another node's exports: that node.
+    pub exported_by: Option<String>,
     pub noop: bool,
     /// Its guards, in evaluation order.
     pub guards: Vec<Guard>,
@@ -964,6 +966,7 @@ fn prepare_resource(
         title: resource.title.clone(),
         attributes,
         source: resource.source.clone(),
+        exported_by: resource.exported_by.clone(),
         noop: resource.metaparams.noop,
         guards: Vec::new(),
         requirement: None,

@@ -236,13 +236,14 @@ programs = [
   { path = "/usr/bin/crontab", args = [["-u", "*", "-"]] },
 ]
 
-# Entries of /etc/hosts (or another file a resource names in `target`): the file is
-# replaced whole, through a temporary file beside it, so the plugin may write in /etc
-# (each resource sees only the directory of its file).
+# Entries of /etc/hosts, and of no other file: the file is replaced whole, through a
+# temporary file beside it, so the plugin may write in /etc (each resource sees only the
+# directory of its file), and `files` says which file its resources may name.
 [plugins.hosts]
 source = "builtin"
 provides = ["host"]
 directories = [{ path = "/etc", access = "read-write" }]
+files = ["/etc/hosts"]
 
 # Users' authorized_keys, beneath /home and /root (each resource sees only the
 # directory of its file), with the file type's rules for directories users own; and the
@@ -280,6 +281,8 @@ pub enum PolicyError {
         plugin: String,
         message: String,
     },
+    #[error("{origin}: [imports]: {message}")]
+    Imports { origin: String, message: String },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize)]
@@ -303,6 +306,28 @@ impl Access {
 struct PolicyFile {
     #[serde(default, deserialize_with = "in_file_order")]
     plugins: Vec<(String, PluginEntry)>,
+    #[serde(default)]
+    imports: ImportsEntry,
+}
+
+/// `[imports]`: what this node takes from other nodes' exported resources.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ImportsEntry {
+    #[serde(default)]
+    types: Vec<String>,
+    #[serde(default)]
+    directories: Vec<String>,
+}
+
+/// What a node accepts from other nodes' exported resources (a collector realizes them
+/// here, as root): nothing by default.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Imports {
+    /// The types it collects.
+    pub types: Vec<String>,
+    /// For resources that name paths: the directories every path must be in.
+    pub directories: Vec<PathBuf>,
 }
 
 /// The `[plugins.NAME]` tables in the order the file has them: the order in which
@@ -341,6 +366,8 @@ struct PluginEntry {
     provides: Option<Vec<String>>,
     #[serde(default)]
     directories: Vec<DirectoryEntry>,
+    #[serde(default)]
+    files: Vec<String>,
     #[serde(default)]
     programs: Vec<ProgramEntry>,
     #[serde(default)]
@@ -585,6 +612,9 @@ pub struct PluginPolicy {
     pub sha256: Option<String>,
     pub provides: Vec<String>,
     pub directories: Vec<DirectoryGrant>,
+    /// When not empty, the only files (by exact path) its resources may name where they
+    /// write: the directories above are where those files are, not what it may write.
+    pub files: Vec<PathBuf>,
     pub programs: Vec<ProgramGrant>,
     pub users: Principals,
     pub groups: Principals,
@@ -604,6 +634,8 @@ pub struct Policy {
     /// The `.wasm` files of the plugin directory that no plugin takes, so never loaded
     /// (set by [`Policy::place_plugin_dir`]).
     pub unclaimed: Vec<PathBuf>,
+    /// What it accepts from other nodes.
+    pub imports: Imports,
 }
 
 impl Policy {
@@ -637,10 +669,25 @@ impl Policy {
             };
             plugins.push(check_entry(&name, entry, base_dir).map_err(invalid)?);
         }
+        let invalid_imports = |message: String| PolicyError::Imports {
+            origin: origin.to_owned(),
+            message,
+        };
+        let imports = Imports {
+            types: file.imports.types,
+            directories: file
+                .imports
+                .directories
+                .iter()
+                .map(|dir| absolute(dir, "directory"))
+                .collect::<Result<_, String>>()
+                .map_err(invalid_imports)?,
+        };
         Ok(Policy {
             origin: origin.to_owned(),
             plugins,
             unclaimed: Vec::new(),
+            imports,
         })
     }
 
@@ -910,12 +957,18 @@ fn check_entry(
             }
         },
     };
+    let files = entry
+        .files
+        .iter()
+        .map(|file| absolute(file, "file"))
+        .collect::<Result<Vec<_>, String>>()?;
     Ok(PluginPolicy {
         name: name.to_owned(),
         source,
         sha256,
         provides,
         directories,
+        files,
         programs,
         users: Principals::from_list(entry.users),
         groups: Principals::from_list(entry.groups),

@@ -111,6 +111,38 @@ pub(crate) fn needed(
     Ok(needed)
 }
 
+/// Refuses a path the resource would write that its plugin's policy does not name,
+/// where the policy names the files (`files`) its resources may write.
+pub(crate) fn named_files(
+    policy: &PluginPolicy,
+    resource: &PreparedResource,
+    schema: &TypeSchema,
+) -> Result<(), GrantError> {
+    if policy.files.is_empty() {
+        return Ok(());
+    }
+    for (attribute, path) in resource.paths(schema) {
+        if attribute.path_access == PathAccess::ReadWrite
+            && !policy.files.iter().any(|file| file.as_os_str() == path)
+        {
+            return Err(GrantError::Denied(format!(
+                "the policy lets plugin `{}` write only {} (`files`), not `{path}` (attribute \
+                 `{}`); add the file to `files` of [plugins.{}] if it must",
+                policy.name,
+                policy
+                    .files
+                    .iter()
+                    .map(|file| format!("`{}`", file.display()))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                attribute.name,
+                policy.name
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn is_normal_absolute(path: &str) -> bool {
     path.starts_with('/')
         && !path.contains("//")

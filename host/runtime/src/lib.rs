@@ -138,8 +138,7 @@ pub struct PluginSummary {
     pub kind: PluginKind,
     /// For an interpreter: the attributes its guards inherit.
     pub inherits: Vec<String>,
-    /// For an interpreter: the OS families where its first type is the `default` guard
-    /// interpreter.
+    /// For an interpreter: the OS families where its first type guards by `default`.
     pub default_on: Vec<String>,
     /// Where it is suitable: its resource program over facts, if it declares one.
     pub requires: Option<String>,
@@ -629,6 +628,7 @@ impl Runtime {
             }
         };
         let needed = grants::needed(resource, schema).map_err(convert)?;
+        grants::named_files(&plugin.policy, resource, schema).map_err(convert)?;
         if let Some((before, granted)) = last.as_ref()
             && *before == needed
         {

@@ -32,7 +32,7 @@ use std::time::Duration;
 use wconverge_catalog::{Collected, Export, ExportQuery, match_key};
 
 /// The schema this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// A collection finds at most this many exports; more is an error.
 pub const MAX_COLLECTED: usize = 100_000;

@@ -153,6 +153,23 @@ fn parse_postgres(
             );
         }
     };
+    // Unencrypted over a network only when the URL says so in so many words: reports,
+    // facts and exports (what every collector runs as root) would cross it in clear.
+    let unencrypted_said = kept.contains(&"sslmode=disable");
+    if ca.is_none() && !unencrypted_said {
+        for host in config.get_hosts() {
+            if let postgres::config::Host::Tcp(name) = host
+                && !is_loopback(name)
+            {
+                return Err(format!(
+                    "the store at `{name}` would be reached over the network without TLS: give \
+                     the certificate authority that signed the server's certificate \
+                     (`?sslrootcert=CA.pem`, or PGSSLROOTCERT), or, on a network you trust, say \
+                     `?sslmode=disable`"
+                ));
+            }
+        }
+    }
     let password_file = password_file.or_else(|| env("PGPASSFILE").map(PathBuf::from));
     let password = if password_file.is_none() {
         env("PGPASSWORD")
@@ -166,6 +183,16 @@ fn parse_postgres(
         ca,
         client_certificate,
     })
+}
+
+/// Whether `host` names this machine: `localhost`, or a loopback address.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
 }
 
 fn password_refused() -> String {
@@ -254,11 +281,35 @@ mod tests {
         let unparsable = Location::parse("postgres://wc:secret@db.example:port/x", None, &no_env)
             .expect_err("a bad port");
         assert!(!unparsable.contains("secret"), "{unparsable}");
-        let settings = Location::parse("postgres://db/fleet", None, &|name| {
+        let settings = Location::parse("postgres://localhost/fleet", None, &|name| {
             (name == "PGPASSWORD").then(|| "secret".to_owned())
         })
         .expect("url");
         assert!(!format!("{settings:?}").contains("secret"));
+    }
+
+    #[test]
+    fn a_store_over_the_network_needs_tls_or_says_it_goes_without() {
+        let error =
+            Location::parse("postgres://wc@db.example/fleet", None, &no_env).expect_err("no TLS");
+        assert!(
+            error.contains("sslrootcert") && error.contains("sslmode=disable"),
+            "{error}"
+        );
+        let from_env = Location::parse("postgres:///fleet", None, &|name| {
+            (name == "PGHOST").then(|| "10.0.0.7".to_owned())
+        });
+        assert!(from_env.is_err(), "PGHOST counts too");
+        for url in [
+            "postgres://wc@db.example/fleet?sslmode=disable",
+            "postgres://wc@db.example/fleet?sslrootcert=/ca.pem",
+            "postgres://wc@localhost/fleet",
+            "postgres://wc@127.0.0.1:5433/fleet",
+            "postgres://wc@[::1]/fleet",
+            "postgres:///fleet?host=/run/postgresql",
+        ] {
+            assert!(Location::parse(url, None, &no_env).is_ok(), "{url}");
+        }
     }
 
     #[test]

@@ -14,22 +14,26 @@ pub(crate) struct Sqlite {
     deadline: std::sync::Arc<std::sync::atomic::AtomicU64>,
 }
 
-const MIGRATIONS: &[&[&str]] = &[&[
-    "CREATE TABLE nodes (name TEXT PRIMARY KEY, deactivated BIGINT, exports_digest TEXT, \
+const MIGRATIONS: &[&[&str]] = &[
+    &[
+        "CREATE TABLE nodes (name TEXT PRIMARY KEY, deactivated BIGINT, exports_digest TEXT, \
      exports_at BIGINT, facts TEXT, facts_at BIGINT)",
-    "CREATE TABLE exports (id INTEGER PRIMARY KEY AUTOINCREMENT, \
+        "CREATE TABLE exports (id INTEGER PRIMARY KEY AUTOINCREMENT, \
      node TEXT NOT NULL REFERENCES nodes (name), type TEXT NOT NULL, title TEXT NOT NULL, \
      body TEXT NOT NULL, UNIQUE (node, type, title))",
-    "CREATE INDEX exports_by_type ON exports (type, node)",
-    "CREATE TABLE export_values (export BIGINT NOT NULL REFERENCES exports (id) ON DELETE CASCADE, \
+        "CREATE INDEX exports_by_type ON exports (type, node)",
+        "CREATE TABLE export_values (export BIGINT NOT NULL REFERENCES exports (id) ON DELETE CASCADE, \
      attribute TEXT NOT NULL, key TEXT NOT NULL)",
-    "CREATE INDEX export_values_by_key ON export_values (attribute, key, export)",
-    "CREATE INDEX export_values_by_export ON export_values (export)",
-    "CREATE TABLE reports (id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, \
+        "CREATE INDEX export_values_by_key ON export_values (attribute, key, export)",
+        "CREATE INDEX export_values_by_export ON export_values (export)",
+        "CREATE TABLE reports (id INTEGER PRIMARY KEY AUTOINCREMENT, node TEXT NOT NULL, \
      at BIGINT NOT NULL, status TEXT NOT NULL, body TEXT NOT NULL)",
-    "CREATE INDEX reports_by_node ON reports (node, at)",
-    "CREATE INDEX reports_by_time ON reports (at)",
-]];
+        "CREATE INDEX reports_by_node ON reports (node, at)",
+        "CREATE INDEX reports_by_time ON reports (at)",
+    ],
+    // Version 2 is PostgreSQL's row-level security; one SQLite file is root's alone.
+    &[],
+];
 
 impl Sqlite {
     /// Opens the store file at `path`, creating it `0600` if there is none. Its

@@ -472,6 +472,17 @@ pub(crate) fn plugins_audit(
                 .map(|grant| format!("{} {}", grant.path.display(), grant.access.as_str()))
                 .collect(),
         );
+        if !plugin.files.is_empty() {
+            list(
+                &mut text,
+                "writes only the files",
+                plugin
+                    .files
+                    .iter()
+                    .map(|file| file.display().to_string())
+                    .collect(),
+            );
+        }
         list(
             &mut text,
             "programs",

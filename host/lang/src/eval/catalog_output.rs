@@ -633,6 +633,7 @@ impl Evaluator<'_> {
                 self.foreign_source(idx)
                     .unwrap_or_else(|| self.location(res.span)),
             ),
+            exported_by: res.foreign.as_ref().map(|foreign| foreign.node.clone()),
         }
     }
 }
