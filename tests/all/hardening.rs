@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 
 /// A policy giving the `file` and `template` plugins read-write access to `dir` (as the
 /// built-in policy gives them `/`), and the hostile test plugin `dir` too.
-fn policy_for(machine: &Machine, dir: &Path, hostile_limits: &str) -> std::path::PathBuf {
+pub(crate) fn policy_for(
+    machine: &Machine,
+    dir: &Path,
+    hostile_limits: &str,
+) -> std::path::PathBuf {
     let dir = dir.display();
     let text = format!(
         r#"[plugins.file]

@@ -34,3 +34,4 @@ mod store;
 mod support;
 mod tidy;
 mod types;
+mod wasi_paths;

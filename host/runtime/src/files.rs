@@ -60,6 +60,8 @@ use wconverge_engine::Secrets;
 use wconverge_engine::{Level, LogRecord};
 
 mod descriptor;
+mod last;
+use last::Last;
 /// Replaces wasmtime-wasi's `wasi:filesystem/types` and `wasi:filesystem/preopens` in a
 /// linker that already has them.
 pub(crate) fn add_to_linker(
@@ -545,11 +547,10 @@ impl View<'_> {
         operation: &'static str,
         dir: &Dir,
         fd: &Resource<Descriptor>,
-        path: &str,
-        target: &Path,
+        (path, target, follow_last): (&str, &Path, bool),
     ) -> FsResult<crate::walk::Beneath> {
         let base = self.path_of(fd, "");
-        match crate::walk::beneath(&*dir.dir, path, false, &base) {
+        match crate::walk::beneath(&*dir.dir, path, follow_last, &base) {
             Ok(found) => Ok(found),
             Err(crate::walk::BeneathError::Escape) => Err(AsyncErrorCode::NotPermitted.into()),
             Err(crate::walk::BeneathError::Untrusted(why)) => {
@@ -567,7 +568,7 @@ impl View<'_> {
     /// follows any link that stays inside the grant, whoever made it.
     fn parent_for_change(
         &mut self,
-        operation: &'static str,
+        (operation, rule): (&'static str, Last),
         fd: &Resource<Descriptor>,
         path: &str,
         target: &Path,
@@ -576,7 +577,7 @@ impl View<'_> {
         if dir.perms.write_not_permitted() {
             return Err(AsyncErrorCode::NotPermitted.into());
         }
-        let found = self.beneath(operation, &dir, fd, path, target)?;
+        let found = self.last_component(operation, &dir, fd, path, target, rule)?;
         Ok((dir, found))
     }
 
@@ -595,7 +596,7 @@ impl View<'_> {
         if dir.perms.write_not_permitted() {
             return Err(AsyncErrorCode::NotPermitted.into());
         }
-        let found = self.beneath("symlink", &dir, fd, path, target)?;
+        let found = self.beneath("symlink", &dir, fd, (path, target, false))?;
         rustix::fs::symlinkat(contents, found.parent(&*dir.dir), &found.name)
             .map_err(std::io::Error::from)?;
         Ok(())

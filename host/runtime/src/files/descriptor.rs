@@ -41,6 +41,25 @@ impl fs::Host for View<'_> {
     }
 }
 
+impl View<'_> {
+    /// wasmtime-wasi's checks before a change that involves two directories: both
+    /// writable (`not-permitted`), with the same access.
+    fn same_writable_directories(
+        &mut self,
+        old: &Resource<Descriptor>,
+        new: &Resource<Descriptor>,
+    ) -> FsResult<()> {
+        let (old, new) = (self.directory(old)?, self.directory(new)?);
+        if old.perms.write_not_permitted()
+            || new.perms.write_not_permitted()
+            || old.perms != new.perms
+        {
+            return Err(AsyncErrorCode::NotPermitted.into());
+        }
+        Ok(())
+    }
+}
+
 impl fs::HostDescriptor for View<'_> {
     fn open_at(
         &mut self,
@@ -85,7 +104,12 @@ impl fs::HostDescriptor for View<'_> {
     fn create_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.target(&fd, &path, "create-directory", true)?;
         self.change("create-directory", target.clone(), |view| {
-            let (dir, found) = view.parent_for_change("create-directory", &fd, &path, &target)?;
+            let (dir, found) = view.parent_for_change(
+                ("create-directory", Last::SlashesIgnored),
+                &fd,
+                &path,
+                &target,
+            )?;
             let parent = found.parent(&*dir.dir);
             // Private until the plugin sets its mode: no one else enters it meanwhile.
             rustix::fs::mkdirat(parent, &found.name, Mode::from_raw_mode(0o700))
@@ -114,7 +138,8 @@ impl fs::HostDescriptor for View<'_> {
     fn remove_directory_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<()> {
         let target = self.target(&fd, &path, "remove-directory", true)?;
         self.change("remove-directory", target.clone(), |view| {
-            let (dir, found) = view.parent_for_change("remove-directory", &fd, &path, &target)?;
+            let (dir, found) =
+                view.parent_for_change(("remove-directory", Last::AsWritten), &fd, &path, &target)?;
             rustix::fs::unlinkat(found.parent(&*dir.dir), &found.name, AtFlags::REMOVEDIR)
                 .map_err(|errno| std::io::Error::from(errno).into())
         })
@@ -124,7 +149,8 @@ impl fs::HostDescriptor for View<'_> {
         let target = self.target(&fd, &path, "remove-file", true)?;
         self.paths.created.remove(&target);
         self.change("remove-file", target.clone(), |view| {
-            let (dir, found) = view.parent_for_change("remove-file", &fd, &path, &target)?;
+            let (dir, found) =
+                view.parent_for_change(("remove-file", Last::AsWritten), &fd, &path, &target)?;
             rustix::fs::unlinkat(found.parent(&*dir.dir), &found.name, AtFlags::empty())
                 .map_err(std::io::Error::from)?;
             view.shared
@@ -142,6 +168,7 @@ impl fs::HostDescriptor for View<'_> {
     ) -> FsResult<()> {
         let from = self.target(&fd, &old_path, "rename", true)?;
         let to = self.target(&new_fd, &new_path, "rename", true)?;
+        self.same_writable_directories(&fd, &new_fd)?;
         // A file the plugin created is checked to be what lands at the new name: in a
         // directory another user can write, the name could have been swapped.
         let created = self
@@ -155,8 +182,10 @@ impl fs::HostDescriptor for View<'_> {
         };
         let target = PathBuf::from(format!("{} -> {}", from.display(), to.display()));
         self.change("rename", target, |view| {
-            let (old_dir, old) = view.parent_for_change("rename", &fd, &old_path, &from)?;
-            let (new_dir, new) = view.parent_for_change("rename", &new_fd, &new_path, &to)?;
+            let (old_dir, old) =
+                view.parent_for_change(("rename", Last::SlashKept), &fd, &old_path, &from)?;
+            let (new_dir, new) =
+                view.parent_for_change(("rename", Last::SlashesIgnored), &new_fd, &new_path, &to)?;
             rustix::fs::renameat(
                 old.parent(&*old_dir.dir),
                 &old.name,
@@ -229,11 +258,17 @@ impl fs::HostDescriptor for View<'_> {
         let from = self.target(&fd, &old_path, "link", false)?;
         let to = self.target(&new_descriptor, &new_path, "link", true)?;
         let target = PathBuf::from(format!("{} -> {}", to.display(), from.display()));
-        // The old name is never followed: a hard link to a link is a link.
-        let _ = old_path_flags;
+        // wasmtime-wasi's answers, in its order: write access to both, no following of
+        // the old name (`invalid`), and the same access on both sides.
+        self.same_writable_directories(&fd, &new_descriptor)?;
+        if old_path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) {
+            return Err(AsyncErrorCode::Invalid.into());
+        }
         self.change("link", target, |view| {
-            let (old_dir, old) = view.parent_for_change("link", &fd, &old_path, &from)?;
-            let (new_dir, new) = view.parent_for_change("link", &new_descriptor, &new_path, &to)?;
+            let (old_dir, old) =
+                view.parent_for_change(("link", Last::AsWritten), &fd, &old_path, &from)?;
+            let (new_dir, new) =
+                view.parent_for_change(("link", Last::AsWritten), &new_descriptor, &new_path, &to)?;
             rustix::fs::linkat(
                 old.parent(&*old_dir.dir),
                 &old.name,
@@ -254,10 +289,15 @@ impl fs::HostDescriptor for View<'_> {
         mtim: fs::NewTimestamp,
     ) -> FsResult<()> {
         let target = self.target(&fd, &path, "set-times", true)?;
-        // Links are not followed: the entry's own times change, whatever it points to.
-        let _ = path_flags;
+        // With `symlink-follow` the times of what the path leads to change (never out of
+        // the grant); else the entry's own.
+        let rule = if path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) {
+            Last::Followed
+        } else {
+            Last::AsWritten
+        };
         self.change("set-times", target.clone(), |view| {
-            let (dir, found) = view.parent_for_change("set-times", &fd, &path, &target)?;
+            let (dir, found) = view.parent_for_change(("set-times", rule), &fd, &path, &target)?;
             let times = rustix::fs::Timestamps {
                 last_access: timespec(atim),
                 last_modification: timespec(mtim),
@@ -390,7 +430,7 @@ impl fs::HostDescriptor for View<'_> {
     fn readlink_at(&mut self, fd: Resource<Descriptor>, path: String) -> FsResult<String> {
         let target = self.target(&fd, &path, "readlink", false)?;
         let dir = self.directory(&fd)?;
-        let found = self.beneath("readlink", &dir, &fd, &path, &target)?;
+        let found = self.beneath("readlink", &dir, &fd, (&path, &target, false))?;
         let contents = rustix::fs::readlinkat(found.parent(&*dir.dir), &found.name, Vec::new())
             .map_err(std::io::Error::from)?;
         contents

@@ -7,6 +7,8 @@
 //! `file-metadata`, through WASI, or with the clock or random numbers besides), to show
 //! which checks the host may replay.
 
+mod wasi_paths;
+
 use wconverge_sdk::process::Command;
 use wconverge_sdk::{
     Attribute, Change, DataType, Error, PathAccess, Provider, ProviderInfo, Resource, Result,
@@ -46,6 +48,7 @@ impl Provider for Hostile {
                                 "sleep",
                                 "hoard_listings",
                                 "hoard_files",
+                                "wasi_paths",
                                 "stat",
                                 "sha256",
                                 "chmod",
@@ -269,6 +272,11 @@ impl Provider for Hostile {
                     }
                 }
                 std::mem::forget(kept);
+                Ok(())
+            }
+            "wasi_paths" => {
+                let answers = wasi_paths::run(target).map_err(Error::new)?;
+                log::notice(&format!("wasi paths: {answers}"));
                 Ok(())
             }
             "behave" => Ok(()),
