@@ -20,7 +20,10 @@ const TIME_FIELDS: [&str; 5] = ["minute", "hour", "monthday", "month", "weekday"
 fn schema() -> TypeSchema {
     let mut schema = TypeSchema::new(
         "cron",
-        "A job of a user's crontab, marked by its name. Provider `crontab`.",
+        "A job of a user's crontab, marked by its name. Provider `crontab`. Each line is \
+         checked before it is written against cron's grammar (one printable line within \
+         cron's 998 bytes, no bare `%`, no command starting with `*`), and `crontab` itself \
+         checks the whole.",
     )
     .attribute(Attribute::new("name", DataType::String, "The job's name.").namevar())
     .attribute(Attribute::ensure_present(

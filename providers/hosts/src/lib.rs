@@ -39,10 +39,16 @@ fn schema() -> TypeSchema {
         "A comment at the end of the line.",
     ))
     .attribute(
-        Attribute::new("target", DataType::String, "The file (default /etc/hosts).")
-            .default("/etc/hosts")
-            .parameter()
-            .path_access(PathAccess::ReadWrite),
+        Attribute::new(
+            "target",
+            DataType::String,
+            "The file (default /etc/hosts). Each entry is checked before it is written \
+             against what glibc's hosts reader reads back as that one entry: an address, \
+             host names that are not addresses, a printable comment.",
+        )
+        .default("/etc/hosts")
+        .parameter()
+        .path_access(PathAccess::ReadWrite),
     )
 }
 

@@ -49,7 +49,9 @@ fn schema() -> TypeSchema {
             "target",
             DataType::String,
             "The authorized_keys file; `~USER/.ssh/authorized_keys` when not set. Its \
-             directory must exist.",
+             directory must exist. Each line is checked before it is written against \
+             sshd's authorized_keys grammar: options sshd knows with values that cannot \
+             move where the options end, a key of its type, a name kept byte for byte.",
         )
         .parameter()
         .default_in_home("user", "/.ssh/authorized_keys")

@@ -435,6 +435,22 @@ pub(crate) fn plugins_audit(
                     );
                 }
                 for schema in &summary.types {
+                    // What it writes, and (in the attribute's words) how what is
+                    // written there is checked.
+                    for attribute in schema.attributes.iter().filter(|attribute| {
+                        attribute.path_access == wconverge_catalog::PathAccess::ReadWrite
+                    }) {
+                        field(
+                            &mut text,
+                            "writes",
+                            format!(
+                                "`{}` of type {}: {}",
+                                attribute.name,
+                                schema.name,
+                                one_line(&attribute.doc)
+                            ),
+                        );
+                    }
                     if !schema.context.is_empty() {
                         field(
                             &mut text,
