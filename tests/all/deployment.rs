@@ -446,6 +446,7 @@ plugin file
     file
   imports:
 @FILE_IMPORTS@
+  writes: `path` of type file: Absolute path of the file.
   receives: the paths other resources manage beneath its own (type file)
   directories:
     /srv/app read-write

@@ -1,5 +1,5 @@
 //! The host's own path operations answer as WASI does: a plugin written for WASI makes
-//! link, rename, set-times, unlink and mkdir calls in its grant (wasi-libc's `*at`
+//! link, rename, set-times, unlink, mkdir and rmdir calls in its grant (wasi-libc's `*at`
 //! functions, through the hostile test plugin), and each gets the answer wasmtime-wasi
 //! would give (cap-std's reading of trailing slashes and dots, `symlink-follow`, links
 //! out of the grant), and nothing outside the grant changes.
@@ -53,6 +53,12 @@ fn path_operations_answer_as_wasi_and_change_nothing_outside_the_grant() {
         "set-times-nofollow outside=ok",
         "unlink outside/=EPERM",
         "mkdir new/=ok",
+        "link to l6/=ENOENT",
+        "link onto itself=EEXIST",
+        "link a directory=EPERM",
+        "rename to x/=ENOTDIR",
+        "unlink file/=ENOTDIR",
+        "rmdir new/=EINVAL",
     ] {
         assert!(said.contains(expected), "missing `{expected}` in: {said}");
     }
@@ -78,4 +84,8 @@ fn path_operations_answer_as_wasi_and_change_nothing_outside_the_grant() {
         "root's\n"
     );
     assert!(grant.join("dir2").is_dir() && grant.join("new").is_dir());
+    assert!(
+        grant.join("file").is_file(),
+        "no failed change moved the file"
+    );
 }

@@ -181,9 +181,16 @@ impl fs::HostDescriptor for View<'_> {
             Descriptor::File(_) => None,
         };
         let target = PathBuf::from(format!("{} -> {}", from.display(), to.display()));
+        // wasmtime-wasi's: a trailing slash on either name asks for a directory, which
+        // the old name then carries.
+        let old_named = if new_path.ends_with('/') && !old_path.ends_with('/') {
+            format!("{old_path}/")
+        } else {
+            old_path.clone()
+        };
         self.change("rename", target, |view| {
             let (old_dir, old) =
-                view.parent_for_change(("rename", Last::SlashKept), &fd, &old_path, &from)?;
+                view.parent_for_change(("rename", Last::SlashKept), &fd, &old_named, &from)?;
             let (new_dir, new) =
                 view.parent_for_change(("rename", Last::SlashesIgnored), &new_fd, &new_path, &to)?;
             rustix::fs::renameat(
