@@ -27,6 +27,16 @@ pub(crate) fn crontab_available() {
     );
 }
 
+/// The user's crontab, removed when dropped (the test's users are removed, their
+/// crontabs are not).
+pub(crate) struct CrontabRemoved(pub(crate) String);
+
+impl Drop for CrontabRemoved {
+    fn drop(&mut self) {
+        let _ = Command::new("crontab").args(["-u", &self.0, "-r"]).output();
+    }
+}
+
 pub(crate) fn crontab_of(user: &str) -> String {
     let output = Command::new("crontab")
         .args(["-u", user, "-l"])
@@ -39,13 +49,7 @@ pub(crate) fn crontab_of(user: &str) -> String {
 fn cron_jobs_are_added_changed_and_removed_in_a_users_crontab() {
     crontab_available();
     let user = LocalUser::create();
-    struct Remove(String);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = Command::new("crontab").args(["-u", &self.0, "-r"]).output();
-        }
-    }
-    let _remove = Remove(user.name.clone());
+    let _remove = CrontabRemoved(user.name.clone());
     let name = &user.name;
     let machine = Machine::new();
     let manifest = |hour: &str, cleanup: &str| {

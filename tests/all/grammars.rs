@@ -614,13 +614,7 @@ fn cron_values_are_refused_or_run_by_cron_as_written() {
     crate::entries::crontab_available();
     let machine = Machine::new();
     let user = LocalUser::create();
-    struct Remove(String);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = Command::new("crontab").args(["-u", &self.0, "-r"]).output();
-        }
-    }
-    let _remove = Remove(user.name.clone());
+    let _remove = crate::entries::CrontabRemoved(user.name.clone());
     let shared = shared_dir();
     let log = shared.path().join("ran");
     std::fs::write(&log, "").expect("log");

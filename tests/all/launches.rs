@@ -25,6 +25,25 @@ fn policy(machine: &Machine, programs: &str) -> std::path::PathBuf {
     path
 }
 
+/// A machine, a test user, a directory every user may enter, her directory in it, and
+/// root's copy of `echo` there, as `tool`.
+fn her_directory_with_roots_echo() -> (
+    Machine,
+    LocalUser,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    std::path::PathBuf,
+) {
+    let machine = Machine::new();
+    let user = LocalUser::create();
+    let shared = crate::grammars::shared_dir();
+    let home = user.home_in(shared.path());
+    let tool = home.join("tool");
+    std::fs::copy("/bin/echo", &tool).expect("tool");
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    (machine, user, shared, home, tool)
+}
+
 fn apply(machine: &Machine, policy: &Path, resources: serde_json::Value) -> Run {
     let catalog = machine.catalog(resources);
     machine.apply(&catalog, policy, &["--format", "json"])
@@ -32,15 +51,8 @@ fn apply(machine: &Machine, policy: &Path, resources: serde_json::Value) -> Run 
 
 #[test]
 fn a_program_someone_else_can_swap_is_not_launched_as_root() {
-    let machine = Machine::new();
-    let user = LocalUser::create();
-    let shared = crate::grammars::shared_dir();
-    let home = user.home_in(shared.path());
-    // Root's copy of `echo`, in her directory; and a link of root's, in a directory of
-    // root's, that leads there.
-    let tool = home.join("tool");
-    std::fs::copy("/bin/echo", &tool).expect("tool");
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (machine, user, shared, _, tool) = her_directory_with_roots_echo();
+    // And a link of root's, in a directory of root's, that leads there.
     let link = shared.path().join("link");
     std::os::unix::fs::symlink(&tool, &link).expect("link");
     let (tool, link) = (tool.display().to_string(), link.display().to_string());
@@ -99,13 +111,7 @@ fn a_program_someone_else_can_swap_is_not_launched_as_root() {
 /// command that would leave a mark.
 #[test]
 fn a_program_swapped_for_a_shell_while_runs_go_is_never_launched() {
-    let machine = Machine::new();
-    let user = LocalUser::create();
-    let shared = crate::grammars::shared_dir();
-    let home = user.home_in(shared.path());
-    let tool = home.join("tool");
-    std::fs::copy("/bin/echo", &tool).expect("tool");
-    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let (machine, user, shared, home, tool) = her_directory_with_roots_echo();
     let mark = shared.path().join("mark");
     let swapper = user.spawn_perl(
         &home,

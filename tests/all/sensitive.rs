@@ -72,15 +72,7 @@ fn sensitive_values_never_appear_in_output_reports_logs_or_diffs() {
 fn a_rotated_secret_read_back_from_the_machine_appears_nowhere() {
     crate::entries::crontab_available();
     let user = crate::attacker::LocalUser::create();
-    struct Remove(String);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = std::process::Command::new("crontab")
-                .args(["-u", &self.0, "-r"])
-                .output();
-        }
-    }
-    let _remove = Remove(user.name.clone());
+    let _remove = crate::entries::CrontabRemoved(user.name.clone());
     let machine = Machine::new();
     let files = machine.files_dir();
     let policy = machine.policy(&format!(
