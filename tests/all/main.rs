@@ -32,6 +32,7 @@ mod sensitive;
 mod services;
 mod store;
 mod support;
+mod testhost;
 mod tidy;
 mod types;
 mod wasi_paths;

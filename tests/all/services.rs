@@ -216,57 +216,76 @@ service { 'x': provider => base, start => '/bin/true', status => '/bin/true', en
     );
 }
 
+/// The systemd provider in a pristine test host whose PID 1 is systemd: a unit the
+/// manifest writes (where packages put theirs: a unit file in /etc cannot be masked) is
+/// started and enabled (a reboot keeps it running), restarted on
+/// refresh with the definition its file holds now (systemd reloaded first, as Puppet's
+/// provider does) and not when nothing changed, then stopped, disabled, masked and
+/// unmasked; each state as `systemctl` reads it back matches the report.
 #[test]
-#[ignore = "needs systemd as PID 1 (this machine's PID 1 is not systemd); the systemd \
-            provider's command lines are unit-tested in providers/systemd"]
 fn a_systemd_unit_is_started_enabled_and_restarted_on_refresh() {
-    let machine = Machine::new();
-    let name = format!("wcvt{}.service", std::process::id());
-    let unit = PathBuf::from(format!("/etc/systemd/system/{name}"));
-    struct Remove(String, PathBuf);
-    impl Drop for Remove {
-        fn drop(&mut self) {
-            let _ = Command::new("systemctl")
-                .args(["disable", "--now", &self.0])
-                .output();
-            let _ = std::fs::remove_file(&self.1);
-            let _ = Command::new("systemctl").arg("daemon-reload").output();
-        }
-    }
-    let _remove = Remove(name.clone(), unit.clone());
-    std::fs::write(
-        &unit,
-        "[Unit]\nDescription=a wconverge test daemon\n[Service]\nExecStart=/bin/sleep 3600\n\
-         [Install]\nWantedBy=multi-user.target\n",
-    )
-    .expect("unit");
-    assert!(
-        Command::new("systemctl")
-            .arg("daemon-reload")
-            .status()
-            .expect("systemctl")
-            .success()
-    );
-    let main_pid = || {
-        let output = Command::new("systemctl")
-            .args(["show", "--property=MainPID", "--value", &name])
-            .output()
-            .expect("systemctl show");
-        String::from_utf8_lossy(&output.stdout).trim().to_owned()
-    };
-    let manifest = |config: &str| {
-        machine.manifest(
-            "unit.wcv",
-            &format!(
-                "file {{ '@FILES@/unit.conf': content => \"{config}\\n\" }}\n\
-                 ~> service {{ '{name}': ensure => running, enable => true }}\n"
-            ),
+    let mut host = crate::testhost::TestHost::boot();
+    let unit = |version: &str| {
+        format!(
+            "file {{ '/usr/lib/systemd/system/wcvt.service':\n  content => \"[Unit]\\nDescription=a wconverge test daemon\\n[Service]\\nExecStart=/bin/sh -c 'echo {version} > /run/wcvt.version; exec sleep infinity'\\n[Install]\\nWantedBy=multi-user.target\\n\",\n}}\n"
         )
     };
-    machine.apply_with(&manifest("v1"), None, &[], 2);
-    let first = main_pid();
-    assert_ne!(first, "0");
-    machine.apply_with(&manifest("v1"), None, &[], 0);
-    machine.apply_with(&manifest("v2"), None, &[], 2);
-    assert_ne!(main_pid(), first, "restarted on refresh");
+    let manifest = |version: &str, service: &str| {
+        format!(
+            "{}~> service {{ 'wcvt.service': {service} }}\n",
+            unit(version)
+        )
+    };
+    let state = |host: &crate::testhost::TestHost| {
+        let run = host.run(
+            "systemctl is-active wcvt.service; systemctl is-enabled wcvt.service; \
+             cat /run/wcvt.version 2>/dev/null; systemctl show --property=MainPID --value wcvt.service",
+        );
+        run.stdout.lines().map(str::to_owned).collect::<Vec<_>>()
+    };
+    let running = "ensure => running, enable => true";
+    let report = host.apply("unit.wcv", &manifest("v1", running), 2);
+    let service = crate::support::entry(&report, "Service[wcvt.service]");
+    assert_eq!(service["status"], "changed", "{report:#}");
+    let first = state(&host);
+    assert_eq!(first[..3], ["active", "enabled", "v1"], "{first:?}");
+    // Nothing changed: no restart.
+    host.apply("unit.wcv", &manifest("v1", running), 0);
+    assert_eq!(state(&host), first, "not restarted when nothing changed");
+    // Enabled: running again after a reboot.
+    host.reboot();
+    let rebooted = state(&host);
+    assert_eq!(rebooted[..3], ["active", "enabled", "v1"], "{rebooted:?}");
+    // The unit's file changes and notifies the service: the restart runs the new
+    // definition.
+    let report = host.apply("unit.wcv", &manifest("v2", running), 2);
+    let refreshed = &crate::support::entry(&report, "Service[wcvt.service]")["refresh"];
+    assert_eq!(refreshed["outcome"], "refreshed", "{report:#}");
+    let second = state(&host);
+    assert_eq!(second[..3], ["active", "enabled", "v2"], "{second:?}");
+    assert_ne!(second[3], rebooted[3], "a new process");
+    // Stopped and disabled, masked, unmasked.
+    host.apply(
+        "unit.wcv",
+        &manifest("v2", "ensure => stopped, enable => false"),
+        2,
+    );
+    assert_eq!(state(&host)[..2], ["inactive", "disabled"]);
+    host.apply(
+        "unit.wcv",
+        &manifest("v2", "ensure => stopped, enable => mask"),
+        2,
+    );
+    assert_eq!(state(&host)[..2], ["inactive", "masked"]);
+    host.apply(
+        "unit.wcv",
+        &manifest("v2", "ensure => running, enable => true"),
+        2,
+    );
+    assert_eq!(state(&host)[..3], ["active", "enabled", "v2"]);
+    host.apply(
+        "unit.wcv",
+        &manifest("v2", "ensure => running, enable => true"),
+        0,
+    );
 }

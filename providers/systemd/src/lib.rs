@@ -47,6 +47,26 @@ fn run(verb: &'static str, unit: &str) -> Result<()> {
     must(SYSTEMCTL, &args)
 }
 
+/// The command line that asks whether systemd still runs an older definition of the
+/// unit than its file holds.
+fn need_reload_args(unit: &str) -> [&str; 5] {
+    ["show", "--property=NeedDaemonReload", "--value", "--", unit]
+}
+
+/// Reloads systemd's units when the unit's file changed since systemd read it (Puppet's
+/// systemd provider does the same): a start or restart then runs the definition the
+/// file holds, not the one systemd remembers.
+fn reload_if_changed(unit: &str) -> Result<()> {
+    let output = Command::new(SYSTEMCTL)
+        .args(need_reload_args(unit))
+        .env("PATH", SYSTEM_PATH)
+        .run()?;
+    if String::from_utf8_lossy(&output.stdout).trim() == "yes" {
+        must(SYSTEMCTL, &["daemon-reload"])?;
+    }
+    Ok(())
+}
+
 impl Manager for Systemd {
     fn describe() -> ProviderInfo {
         ProviderInfo::new("systemd", env!("CARGO_PKG_VERSION"))
@@ -82,7 +102,17 @@ impl Manager for Systemd {
     fn start(resource: &Resource, name: &str) -> Result<()> {
         match command_of(resource, "start") {
             Some(command) => run_command(&command),
-            None => run("start", name),
+            None => {
+                // A masked unit cannot start: one the manifest does not want masked is
+                // unmasked first (its `enable` is made after `ensure`).
+                if resource.get_str("enable") != Some("mask")
+                    && Self::enabled(resource, name)? == Some(Enable::Mask)
+                {
+                    run("unmask", name)?;
+                }
+                reload_if_changed(name)?;
+                run("start", name)
+            }
         }
     }
 
@@ -96,7 +126,10 @@ impl Manager for Systemd {
     fn restart(resource: &Resource, name: &str) -> Result<()> {
         match command_of(resource, "restart") {
             Some(command) => run_command(&command),
-            None => run("restart", name),
+            None => {
+                reload_if_changed(name)?;
+                run("restart", name)
+            }
         }
     }
 
@@ -124,6 +157,16 @@ mod tests {
         assert_eq!(enable_verbs(Enable::True), ["unmask", "enable"]);
         assert_eq!(enable_verbs(Enable::False), ["disable"]);
         assert_eq!(enable_verbs(Enable::Mask), ["mask"]);
+        assert_eq!(
+            need_reload_args("web.service"),
+            [
+                "show",
+                "--property=NeedDaemonReload",
+                "--value",
+                "--",
+                "web.service"
+            ]
+        );
     }
 
     #[test]
