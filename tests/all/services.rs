@@ -289,3 +289,44 @@ fn a_systemd_unit_is_started_enabled_and_restarted_on_refresh() {
         0,
     );
 }
+
+/// The README's web server role on a pristine test host whose PID 1 is systemd: its 7
+/// changes, then none, `GET /` answered from inside the host, and `remove.wcv` leaves
+/// the host as it was (its packages, users, groups and unit files compared).
+#[test]
+fn the_readmes_web_server_role_converges_on_a_pristine_host_and_goes_away() {
+    let host = crate::testhost::TestHost::boot();
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/webserver");
+    let built = Command::new("dpkg-deb")
+        .args(["--build", "--root-owner-group"])
+        .arg(examples.join("package"))
+        .arg(host.path("/root/wcv-demo-web.deb"))
+        .output()
+        .expect("dpkg-deb");
+    assert!(built.status.success(), "{built:?}");
+    let site = std::fs::read_to_string(examples.join("site.wcv"))
+        .expect("site.wcv")
+        .replace("@DEB@", "/root/wcv-demo-web.deb");
+    let remove = std::fs::read_to_string(examples.join("remove.wcv")).expect("remove.wcv");
+    let snapshot = || {
+        host.run(
+            "dpkg-query -W -f '${Package} ${db:Status-Abbrev}\\n'; cat /etc/passwd /etc/group; \
+             systemctl list-unit-files --no-legend --no-pager",
+        )
+        .stdout
+    };
+    let before = snapshot();
+    let first = host.apply("site.wcv", &site, 2);
+    assert_eq!(first["summary"]["changed"], 7, "{first:#}");
+    host.apply("site.wcv", &site, 0);
+    let page = host.run(
+        "python3 -c \"import urllib.request; \
+         print(urllib.request.urlopen('http://127.0.0.1:8080/', timeout=10).read().decode())\"",
+    );
+    assert!(
+        page.stdout.contains("<h1>Hello from wconverge</h1>"),
+        "{page:#?}"
+    );
+    host.apply("remove.wcv", &remove, 2);
+    assert_eq!(snapshot(), before, "the host is as it was");
+}

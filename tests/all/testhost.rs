@@ -15,8 +15,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The packages of every test host, besides debootstrap's `minbase`.
-const PACKAGES: &[&str] = &["systemd", "systemd-sysv", "dbus"];
+/// The packages of every test host, besides debootstrap's `minbase`: systemd, and
+/// python3 as a Debian standard install has it.
+const PACKAGES: &[&str] = &["systemd", "systemd-sysv", "dbus", "python3"];
 
 /// Debian's release and mirror.
 const SUITE: &str = "bookworm";

@@ -188,13 +188,14 @@ programs = [
 # `service`, enabled with update-rc.d; whether one starts at boot is read from the
 # /etc/rc2.d listing. A service's name never starts with `-` (checked before the run,
 # and by the patterns' `*`). A status command runs while inspecting, in noop runs too.
-# systemd reloads its units first when a unit file changed since (as Puppet does).
+# systemd reloads its units first when a unit file changed since (as Puppet does) or
+# a unit is not found yet (an init script a package just installed).
 [plugins.systemd]
 source = "builtin"
 provides = ["service"]
 environment = ["PATH"]
 programs = [
-  { path = "/usr/bin/systemctl", query = true, args = [["is-active", "--quiet", "--", "*"], ["is-enabled", "--", "*"], ["show", "--property=NeedDaemonReload", "--value", "--", "*"]] },
+  { path = "/usr/bin/systemctl", query = true, args = [["is-active", "--quiet", "--", "*"], ["is-enabled", "--", "*"], ["show", "--property=NeedDaemonReload", "--property=LoadState", "--", "*"]] },
   { path = "/usr/bin/systemctl", args = [
     ["start", "--", "*"], ["stop", "--", "*"], ["restart", "--", "*"],
     ["enable", "--", "*"], ["disable", "--", "*"], ["mask", "--", "*"], ["unmask", "--", "*"],

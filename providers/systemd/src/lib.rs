@@ -48,20 +48,34 @@ fn run(verb: &'static str, unit: &str) -> Result<()> {
 }
 
 /// The command line that asks whether systemd still runs an older definition of the
-/// unit than its file holds.
+/// unit than its file holds, and whether it found the unit at all.
 fn need_reload_args(unit: &str) -> [&str; 5] {
-    ["show", "--property=NeedDaemonReload", "--value", "--", unit]
+    [
+        "show",
+        "--property=NeedDaemonReload",
+        "--property=LoadState",
+        "--",
+        unit,
+    ]
 }
 
-/// Reloads systemd's units when the unit's file changed since systemd read it (Puppet's
-/// systemd provider does the same): a start or restart then runs the definition the
+/// Whether `systemctl show`'s answer asks for a reload: the unit's file changed since
+/// systemd read it, or systemd has not found the unit (an init script a package just
+/// installed becomes a unit only when systemd's generators run again).
+fn needs_reload(show: &str) -> bool {
+    show.lines()
+        .any(|line| line == "NeedDaemonReload=yes" || line == "LoadState=not-found")
+}
+
+/// Reloads systemd's units when [`needs_reload`] says so (Puppet's systemd provider
+/// reloads for a changed file too): a start or restart then runs the definition the
 /// file holds, not the one systemd remembers.
 fn reload_if_changed(unit: &str) -> Result<()> {
     let output = Command::new(SYSTEMCTL)
         .args(need_reload_args(unit))
         .env("PATH", SYSTEM_PATH)
         .run()?;
-    if String::from_utf8_lossy(&output.stdout).trim() == "yes" {
+    if needs_reload(&String::from_utf8_lossy(&output.stdout)) {
         must(SYSTEMCTL, &["daemon-reload"])?;
     }
     Ok(())
