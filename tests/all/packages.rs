@@ -402,3 +402,73 @@ fn a_package_file_another_user_could_swap_is_never_installed() {
         assert_eq!(Packages::installed(&name), None);
     }
 }
+
+/// The apt provider on a pristine test host, from a local repository the test builds
+/// (`dpkg-deb`, and the flat index apt reads, written here), served as a `file:`
+/// source: install, a version pinned, `latest` once a newer version is in the
+/// repository, purge; each checked with `dpkg-query` and idempotent.
+#[test]
+fn apt_installs_pins_upgrades_and_purges_from_a_local_repository() {
+    use sha2::Digest;
+    let host = crate::testhost::TestHost::boot();
+    let repository = host.path("/srv/repo");
+    std::fs::create_dir_all(&repository).expect("repository");
+    let mut index = String::new();
+    let mut publish = |version: &str| {
+        let build = tempfile::tempdir().expect("build dir");
+        let debian = build.path().join("pkg/DEBIAN");
+        std::fs::create_dir_all(&debian).expect("DEBIAN");
+        let control = format!(
+            "Package: wcvt-pkg\nVersion: {version}\nArchitecture: all\n\
+             Maintainer: wconverge <test@example.invalid>\nDescription: a wconverge test package\n"
+        );
+        std::fs::write(debian.join("control"), &control).expect("control");
+        let file = format!("wcvt-pkg_{version}_all.deb");
+        let built = std::process::Command::new("dpkg-deb")
+            .args(["--build", "--root-owner-group"])
+            .arg(build.path().join("pkg"))
+            .arg(repository.join(&file))
+            .output()
+            .expect("dpkg-deb");
+        assert!(built.status.success(), "{built:?}");
+        let bytes = std::fs::read(repository.join(&file)).expect("deb");
+        let digest: String = sha2::Sha256::digest(&bytes)
+            .iter()
+            .map(|byte| format!("{byte:02x}"))
+            .collect();
+        index.push_str(&format!(
+            "{control}Filename: ./{file}\nSize: {}\nSHA256: {digest}\n\n",
+            bytes.len()
+        ));
+        std::fs::write(repository.join("Packages"), &index).expect("Packages");
+        let updated = host.run("apt-get update -q 2>&1");
+        assert_eq!(updated.code, 0, "{updated:#?}");
+    };
+    host.write(
+        "/etc/apt/sources.list.d/local.list",
+        "deb [trusted=yes] file:/srv/repo ./\n",
+    );
+    publish("1.0");
+    let installed = || {
+        host.run("dpkg-query -W -f '${db:Status-Abbrev} ${Version}' wcvt-pkg 2>/dev/null")
+            .stdout
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let package = |ensure: &str| format!("package {{ 'wcvt-pkg': ensure => '{ensure}' }}\n");
+    host.apply("pkg.wcv", &package("installed"), 2);
+    assert_eq!(installed(), "ii 1.0");
+    host.apply("pkg.wcv", &package("installed"), 0);
+    publish("1.1");
+    publish("2.0");
+    host.apply("pkg.wcv", &package("1.1"), 2);
+    assert_eq!(installed(), "ii 1.1");
+    host.apply("pkg.wcv", &package("1.1"), 0);
+    host.apply("pkg.wcv", &package("latest"), 2);
+    assert_eq!(installed(), "ii 2.0");
+    host.apply("pkg.wcv", &package("latest"), 0);
+    host.apply("pkg.wcv", &package("purged"), 2);
+    assert_eq!(installed(), "", "purged: dpkg knows nothing of it");
+    host.apply("pkg.wcv", &package("purged"), 0);
+}

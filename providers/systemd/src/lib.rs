@@ -176,11 +176,14 @@ mod tests {
             [
                 "show",
                 "--property=NeedDaemonReload",
-                "--value",
+                "--property=LoadState",
                 "--",
                 "web.service"
             ]
         );
+        assert!(needs_reload("NeedDaemonReload=yes\nLoadState=loaded\n"));
+        assert!(needs_reload("LoadState=not-found\nNeedDaemonReload=no\n"));
+        assert!(!needs_reload("NeedDaemonReload=no\nLoadState=loaded\n"));
     }
 
     #[test]
