@@ -380,3 +380,79 @@ fn a_host_entry_goes_only_to_the_file_the_policy_names() {
     );
     assert!(!Path::new("/etc/sudoers.d/hosts").exists());
 }
+
+/// Users, groups, cron jobs, SSH keys and hosts entries on a pristine test host, as its
+/// own programs read them: `getent` finds the account and the entry, the host's cron
+/// daemon runs the job as the user, its sshd lets the managed key in and refuses a key
+/// someone added once purge has run.
+#[test]
+fn accounts_jobs_keys_and_hosts_work_on_a_pristine_host() {
+    let host = crate::testhost::TestHost::boot();
+    let keys = tempfile::tempdir().expect("keys");
+    let key = |name: &str| {
+        let path = keys.path().join(name);
+        let made = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
+            .arg(&path)
+            .output()
+            .expect("ssh-keygen");
+        assert!(made.status.success(), "{made:?}");
+        std::fs::copy(&path, host.path(&format!("/root/{name}"))).expect("key into the host");
+        let public = std::fs::read_to_string(path.with_extension("pub")).expect("public");
+        public.split_whitespace().nth(1).expect("key").to_owned()
+    };
+    let (managed, stranger) = (key("managed"), key("stranger"));
+    let manifest = format!(
+        "group {{ 'wcvg': }}\n\
+         user {{ 'wcvu': gid => 'wcvg', home => '/home/wcvu', managehome => true, shell => '/bin/sh', purge_ssh_keys => true }}\n\
+         file {{ '/home/wcvu/.ssh': ensure => directory, owner => 'wcvu', mode => '0700' }}\n\
+         ssh_authorized_key {{ 'deploy': user => 'wcvu', type => 'ssh-ed25519', key => '{managed}' }}\n\
+         cron {{ 'stamp': user => 'wcvu', command => 'id -un >> /tmp/wcv-cron.out' }}\n\
+         host {{ 'db.wcv.test': ip => '10.9.8.7', host_aliases => ['db'] }}\n"
+    );
+    host.apply("site.wcv", &manifest, 2);
+    host.apply("site.wcv", &manifest, 0);
+    let looked = host.run("getent passwd wcvu; getent group wcvg; getent hosts db.wcv.test db");
+    assert!(
+        looked.stdout.contains("wcvu:x:")
+            && looked.stdout.contains("wcvg:x:")
+            && looked.stdout.contains("10.9.8.7        db.wcv.test db"),
+        "{looked:#?}"
+    );
+    let login = |key: &str| {
+        host.run(&format!(
+            "chmod 600 /root/{key}; ssh -F /dev/null -T -o BatchMode=yes -o IdentitiesOnly=yes \
+             -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -i /root/{key} \
+             wcvu@127.0.0.1 id -un"
+        ))
+    };
+    let allowed = login("managed");
+    assert_eq!(allowed.stdout.trim(), "wcvu", "{allowed:#?}");
+    // Someone adds a key; purge takes it away, and sshd then refuses it.
+    let added = host.run(&format!(
+        "echo 'ssh-ed25519 {stranger} deploy' >> /home/wcvu/.ssh/authorized_keys"
+    ));
+    assert_eq!(added.code, 0, "{added:#?}");
+    assert_eq!(
+        login("stranger").stdout.trim(),
+        "wcvu",
+        "the added key works until purged"
+    );
+    host.apply("site.wcv", &manifest, 2);
+    let refused = login("stranger");
+    assert_eq!(refused.code, 255, "{refused:#?}");
+    assert_eq!(login("managed").stdout.trim(), "wcvu");
+    // The host's cron daemon runs the job as the user (within its next minute).
+    let started = std::time::Instant::now();
+    loop {
+        let ran = host.run("cat /tmp/wcv-cron.out 2>/dev/null");
+        if ran.stdout.lines().any(|line| line == "wcvu") {
+            break;
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(75),
+            "cron did not run the job: {ran:#?}"
+        );
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}

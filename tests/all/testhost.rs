@@ -15,9 +15,17 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The packages of every test host, besides debootstrap's `minbase`: systemd, and
-/// python3 as a Debian standard install has it.
-const PACKAGES: &[&str] = &["systemd", "systemd-sysv", "dbus", "python3"];
+/// The packages of every test host, besides debootstrap's `minbase`: systemd, and what
+/// a Debian standard install with an SSH server has of what the tests use (python3,
+/// cron, openssh-server).
+const PACKAGES: &[&str] = &[
+    "systemd",
+    "systemd-sysv",
+    "dbus",
+    "python3",
+    "cron",
+    "openssh-server",
+];
 
 /// Debian's release and mirror.
 const SUITE: &str = "bookworm";
