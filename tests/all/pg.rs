@@ -62,6 +62,42 @@ impl Postgres {
         (postgres, tls)
     }
 
+    /// A server for a fleet of test hosts: on its Unix socket and on `address` (the
+    /// host's end of their network), where every connection from `network` must use TLS
+    /// and present a client certificate the CA signed for its role. Returns the CA and,
+    /// for each of `nodes`, its certificate and key (PEM files).
+    pub(crate) fn start_fleet(
+        address: &str,
+        network: &str,
+        nodes: &[&str],
+    ) -> (Postgres, PathBuf, Vec<(PathBuf, PathBuf)>) {
+        let mut postgres = Postgres::init();
+        let (ca, clients) = postgres.certificates_for(&format!("IP:{address}"), nodes);
+        let port = free_port();
+        postgres.port = Some(port);
+        std::fs::write(
+            postgres.data().join("pg_hba.conf"),
+            format!("local all all trust\nhostssl all all {network} cert\n"),
+        )
+        .expect("pg_hba.conf");
+        let dir = postgres.dir.path();
+        let options = [
+            "-c ssl=on".to_owned(),
+            format!("-c ssl_cert_file={}", dir.join("server.pem").display()),
+            format!("-c ssl_key_file={}", dir.join("server.key").display()),
+            format!("-c ssl_ca_file={}", ca.display()),
+            format!("-c listen_addresses={address}"),
+            format!("-p {port}"),
+        ];
+        postgres.run_server(&options);
+        (postgres, ca, clients)
+    }
+
+    /// The TLS port, for a server started with TLS.
+    pub(crate) fn port(&self) -> u16 {
+        self.port.expect("a server listening on TCP")
+    }
+
     /// A server on a Unix socket where user `wconverge` needs no password and every
     /// other user one (SCRAM); `user` is created with `password`, and owns the database
     /// `fleet`.
@@ -227,6 +263,71 @@ impl Postgres {
 
     /// A CA, a server certificate for `localhost`, a client certificate for
     /// `wconverge`, and an unrelated CA, made with `openssl`.
+    /// A CA, a server certificate for `server_name` (`IP:...` or `DNS:...`) and a client
+    /// certificate for each of `clients` (its common name the role), all signed by it.
+    fn certificates_for(
+        &self,
+        server_name: &str,
+        clients: &[&str],
+    ) -> (PathBuf, Vec<(PathBuf, PathBuf)>) {
+        let dir = self.dir.path();
+        let openssl = |args: &str| {
+            let output = Command::new("openssl")
+                .args(args.split_whitespace())
+                .current_dir(dir)
+                .output()
+                .expect("openssl runs");
+            assert!(
+                output.status.success(),
+                "openssl {args}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        };
+        let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+        openssl(&format!(
+            "req -x509 {key} -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca"
+        ));
+        std::fs::write(
+            dir.join("server.ext"),
+            format!("subjectAltName={server_name}\nextendedKeyUsage=serverAuth\n"),
+        )
+        .expect("extensions");
+        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n")
+            .expect("extensions");
+        let mut made = Vec::new();
+        for (name, subject, ext) in
+            std::iter::once(("server".to_owned(), "/CN=server".to_owned(), "server")).chain(
+                clients.iter().map(|client| {
+                    (
+                        format!("client-{client}"),
+                        format!("/CN={client}"),
+                        "client",
+                    )
+                }),
+            )
+        {
+            openssl(&format!(
+                "req {key} -keyout {name}.key -out {name}.csr -subj {subject}"
+            ));
+            openssl(&format!(
+                "x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
+                 -out {name}.pem -extfile {ext}.ext"
+            ));
+            set_private(
+                &dir.join(format!("{name}.key")),
+                self.owner.filter(|_| name == "server"),
+            );
+            if name != "server" {
+                made.push((
+                    dir.join(format!("{name}.pem")),
+                    dir.join(format!("{name}.key")),
+                ));
+            }
+        }
+        set_private(&dir.join("server.pem"), self.owner);
+        (dir.join("ca.pem"), made)
+    }
+
     fn certificates(&self) -> Tls {
         let dir = self.dir.path();
         let openssl = |args: &str| {

@@ -831,3 +831,95 @@ fn a_node_replaces_only_its_own_exports_with_a_role_per_node() {
     compile_as("nodeb", &evil, "nodeb");
     assert_eq!(exports_of("nodeb").lines().count(), 1);
 }
+
+/// A fleet of three test hosts on a private network, sharing a PostgreSQL store on the
+/// machine over TLS, each node its own role (a client certificate for it): web1 and
+/// web2 export their backends, lb collects them into its configuration, and a node
+/// retired with `store deactivate` leaves lb's configuration at lb's next run.
+#[test]
+fn three_test_hosts_share_a_store_over_the_network_with_a_role_each() {
+    let network = format!("10.77.{}", 20 + std::process::id() % 200);
+    let bridge = crate::testhost::Bridge::new(&format!("{network}.1/24"));
+    let nodes = ["web1", "web2", "lb"];
+    let (postgres, ca, clients) =
+        Postgres::start_fleet(&format!("{network}.1"), &format!("{network}.0/24"), &nodes);
+    // The owner makes the schema over the socket; each node gets a role of its own.
+    let machine = Machine::new();
+    run(&machine, &postgres.url(), 0, &["reports"]);
+    for role in nodes {
+        postgres.psql(&format!(
+            "CREATE ROLE {role} LOGIN; \
+             GRANT SELECT, INSERT, UPDATE, DELETE ON nodes, exports, export_values, reports TO {role}; \
+             GRANT SELECT ON wconverge_schema TO {role}; \
+             GRANT USAGE ON ALL SEQUENCES IN SCHEMA public TO {role}"
+        ));
+    }
+    let site = "node 'web1', 'web2' {\n\
+                  @@file { \"/etc/lb/backends/${clientcert}\": content => \"server ${clientcert}\\n\", tag => 'lb_backend' }\n\
+                }\n\
+                node 'lb' {\n\
+                  file { '/etc/lb': ensure => directory }\n\
+                  file { '/etc/lb/backends': ensure => directory, recurse => true, purge => true }\n\
+                  File <<| tag == 'lb_backend' |>>\n\
+                }\n";
+    let policy = format!(
+        "{}\n[imports]\ntypes = [\"file\"]\ndirectories = [\"/etc/lb/backends\"]\n",
+        wconverge_runtime::policy::DEFAULT_POLICY
+    );
+    let hosts: Vec<crate::testhost::TestHost> = nodes
+        .iter()
+        .zip(&clients)
+        .enumerate()
+        .map(|(index, (node, (cert, key)))| {
+            let host = crate::testhost::TestHost::boot_on(
+                &bridge,
+                &format!("{network}.{}/24", 10 + index),
+            );
+            for (from, to) in [(&ca, "ca.pem"), (cert, "node.pem"), (key, "node.key")] {
+                host.write(
+                    &format!("/etc/wconverge/{to}"),
+                    &std::fs::read_to_string(from).expect("certificate"),
+                );
+            }
+            host.write("/etc/wconverge/policy.toml", &policy);
+            host.write("/root/site.wcv", site);
+            let private = host.run("chmod 600 /etc/wconverge/node.key");
+            assert_eq!(private.code, 0, "{private:#?} on {node}");
+            host
+        })
+        .collect();
+    let apply = |index: usize, code: i32| {
+        let node = nodes[index];
+        let run = hosts[index].run(&format!(
+            "wconverge apply /root/site.wcv --node {node} --policy /etc/wconverge/policy.toml \
+             --format json --store 'postgres://{node}@{network}.1:{}/postgres?sslrootcert=/etc/wconverge/ca.pem&sslcert=/etc/wconverge/node.pem&sslkey=/etc/wconverge/node.key'",
+            postgres.port()
+        ));
+        assert_eq!(run.code, code, "{node}: {run:#?}");
+        run
+    };
+    apply(0, 0);
+    apply(1, 0);
+    let collected = apply(2, 2).json();
+    let lb = &hosts[2];
+    let backends = lb.run("cat /etc/lb/backends/web1 /etc/lb/backends/web2");
+    assert_eq!(
+        backends.stdout, "server web1\nserver web2\n",
+        "{collected:#}"
+    );
+    assert_eq!(
+        crate::support::entry(&collected, "File[/etc/lb/backends/web2]")["exported_by"],
+        "web2"
+    );
+    apply(2, 0);
+    // web2 retired: gone from lb's configuration at its next run.
+    run(
+        &machine,
+        &postgres.url(),
+        0,
+        &["store", "deactivate", "web2"],
+    );
+    apply(2, 2);
+    let left = lb.run("ls /etc/lb/backends");
+    assert_eq!(left.stdout, "web1\n", "{left:#?}");
+}

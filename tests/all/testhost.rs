@@ -88,6 +88,18 @@ fn cached_root() -> PathBuf {
     .expect("mark");
     let _ = std::fs::remove_dir_all(&root);
     std::fs::rename(&building, &root).expect("the root in place");
+    // Roots of other package lists (an older checkout's) are not kept: a root is
+    // about 250 MB.
+    for other in std::fs::read_dir(&cache).into_iter().flatten().flatten() {
+        if other.path() != dir
+            && other
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{SUITE}-"))
+        {
+            let _ = std::fs::remove_dir_all(other.path());
+        }
+    }
     root
 }
 
@@ -98,11 +110,59 @@ pub(crate) struct TestHost {
     nspawn: Option<Child>,
     /// The container's PID 1, as the host sees it.
     leader: i32,
+    /// The bridge its network is on, if any (else its own loopback only).
+    bridge: Option<String>,
+    /// Its machine name, short (`vb-NAME` names its interface on the bridge).
+    name: String,
+}
+
+/// A network of test hosts: a bridge of the machine's with `address` (CIDR) on it,
+/// removed when dropped.
+pub(crate) struct Bridge {
+    name: String,
+}
+
+impl Bridge {
+    pub(crate) fn new(address: &str) -> Bridge {
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let name = format!(
+            "wcvb{}x{}",
+            std::process::id() % 100_000,
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let bridge = Bridge { name };
+        for args in [
+            vec!["link", "add", bridge.name.as_str(), "type", "bridge"],
+            vec!["addr", "add", address, "dev", bridge.name.as_str()],
+            vec!["link", "set", bridge.name.as_str(), "up"],
+        ] {
+            let done = Command::new("ip").args(&args).output().expect("ip runs");
+            assert!(done.status.success(), "ip {args:?}: {done:?}");
+        }
+        bridge
+    }
+}
+
+impl Drop for Bridge {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["link", "del", &self.name])
+            .output();
+    }
 }
 
 impl TestHost {
     /// A pristine host, booted to `multi-user.target`, with `/usr/local/bin/wconverge`.
     pub(crate) fn boot() -> TestHost {
+        TestHost::boot_with(None)
+    }
+
+    /// A pristine host on the network of `bridge` (see [`Bridge`]), at `address` (CIDR).
+    pub(crate) fn boot_on(bridge: &Bridge, address: &str) -> TestHost {
+        TestHost::boot_with(Some((bridge.name.clone(), address.to_owned())))
+    }
+
+    fn boot_with(network: Option<(String, String)>) -> TestHost {
         let lower = cached_root();
         assert!(
             Path::new("/usr/bin/systemd-nspawn").exists(),
@@ -136,9 +196,32 @@ impl TestHost {
             dir,
             nspawn: None,
             leader: 0,
+            bridge: network.as_ref().map(|(bridge, _)| bridge.clone()),
+            name: {
+                static NEXT: std::sync::atomic::AtomicUsize =
+                    std::sync::atomic::AtomicUsize::new(0);
+                format!(
+                    "wh{}x{}",
+                    std::process::id() % 100_000,
+                    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                )
+            },
         };
         let binary = host.path("/usr/local/bin/wconverge");
         std::fs::copy(crate::support::WCONVERGE, &binary).expect("wconverge copied in");
+        if let Some((_, address)) = &network {
+            // systemd-networkd gives the container's end its address at boot.
+            host.write(
+                "/etc/systemd/network/10-host0.network",
+                &format!("[Match]\nName=host0\n[Network]\nAddress={address}\n"),
+            );
+            let wants = host.path("/etc/systemd/system/multi-user.target.wants");
+            std::fs::create_dir_all(&wants).expect("wants");
+            let _ = std::os::unix::fs::symlink(
+                "/lib/systemd/system/systemd-networkd.service",
+                wants.join("systemd-networkd.service"),
+            );
+        }
         host.start();
         host
     }
@@ -164,13 +247,13 @@ impl TestHost {
         let child = Command::new("/usr/bin/systemd-nspawn")
             .arg("-D")
             .arg(self.dir.path().join("root"))
-            .args([
-                "--register=no",
-                "--keep-unit",
-                "--private-network",
-                "--quiet",
-                "-b",
-            ])
+            .args(["--register=no", "--keep-unit", "--quiet", "-b"])
+            // Its name makes the names of its network interfaces: short and its own.
+            .arg(format!("--machine={}", self.name))
+            .args(match &self.bridge {
+                Some(bridge) => vec![format!("--network-bridge={bridge}")],
+                None => vec!["--private-network".to_owned()],
+            })
             .stdin(Stdio::null())
             .stdout(log.try_clone().expect("log"))
             .stderr(log)
@@ -196,6 +279,12 @@ impl TestHost {
                 });
             if let Some(leader) = children {
                 break leader;
+            }
+            if let Some(Ok(Some(status))) = self.nspawn.as_mut().map(Child::try_wait) {
+                panic!(
+                    "systemd-nspawn ended ({status}) before the test host started: {}",
+                    self.console()
+                );
             }
             assert!(
                 started.elapsed() < BOOT_WITHIN,
