@@ -98,8 +98,10 @@ impl LocalUser {
 
 impl Drop for LocalUser {
     fn drop(&mut self) {
+        // Only this machine's processes: a test host's own users may have the same uid.
         let _ = Command::new("pkill")
             .args(["-KILL", "-U", &self.uid.to_string()])
+            .args(["--ns", &std::process::id().to_string(), "--nslist", "pid"])
             .status();
         let _turn = crate::accounts::ACCOUNTS
             .lock()
