@@ -294,6 +294,23 @@ purge_ssh_keys {{ '{name}': keep => [] }}
     assert_eq!(std::fs::read_to_string(&target).expect("keys"), "");
 }
 
+/// A new ed25519 key pair at `path` (its comment the file's name): the public key, base64.
+pub(crate) fn ed25519_key(path: &Path) -> String {
+    let name = path
+        .file_name()
+        .expect("a name")
+        .to_string_lossy()
+        .into_owned();
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", &name, "-f"])
+        .arg(path)
+        .output()
+        .expect("ssh-keygen");
+    assert!(made.status.success(), "{made:?}");
+    let public = std::fs::read_to_string(path.with_extension("pub")).expect("public");
+    public.split_whitespace().nth(1).expect("key").to_owned()
+}
+
 /// Keys are told apart by what they are, never by their names. A line someone appended
 /// with a managed key's name and another key is removed by that key's resource; purge
 /// removes every line whose key is not managed, whatever its comment, and any line sshd
@@ -307,17 +324,7 @@ fn a_foreign_key_carrying_a_managed_name_is_removed_and_purge_goes_by_key() {
          directories = [{{ path = \"{files}\", access = \"read-write\" }}]\n"
     ));
     let target = format!("{files}/authorized_keys");
-    let key = |name: &str| {
-        let path = machine.root().join(name);
-        let made = Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-            .arg(&path)
-            .output()
-            .expect("ssh-keygen");
-        assert!(made.status.success(), "{made:?}");
-        let public = std::fs::read_to_string(path.with_extension("pub")).expect("public");
-        public.split_whitespace().nth(1).expect("key").to_owned()
-    };
+    let key = |name: &str| ed25519_key(&machine.root().join(name));
     let (managed, other, stranger) = (key("managed"), key("other"), key("stranger"));
     let manifest = |purge: bool| {
         let mut text = format!(
@@ -391,15 +398,9 @@ fn accounts_jobs_keys_and_hosts_work_on_a_pristine_host() {
     let keys = tempfile::tempdir().expect("keys");
     let key = |name: &str| {
         let path = keys.path().join(name);
-        let made = Command::new("ssh-keygen")
-            .args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"])
-            .arg(&path)
-            .output()
-            .expect("ssh-keygen");
-        assert!(made.status.success(), "{made:?}");
+        let public = ed25519_key(&path);
         std::fs::copy(&path, host.path(&format!("/root/{name}"))).expect("key into the host");
-        let public = std::fs::read_to_string(path.with_extension("pub")).expect("public");
-        public.split_whitespace().nth(1).expect("key").to_owned()
+        public
     };
     let (managed, stranger) = (key("managed"), key("stranger"));
     let manifest = format!(

@@ -271,18 +271,7 @@ impl Postgres {
         clients: &[&str],
     ) -> (PathBuf, Vec<(PathBuf, PathBuf)>) {
         let dir = self.dir.path();
-        let openssl = |args: &str| {
-            let output = Command::new("openssl")
-                .args(args.split_whitespace())
-                .current_dir(dir)
-                .output()
-                .expect("openssl runs");
-            assert!(
-                output.status.success(),
-                "openssl {args}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        };
+        let openssl = |args: &str| openssl(dir, args);
         let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
         openssl(&format!(
             "req -x509 {key} -keyout ca.key -out ca.pem -days 2 -subj /CN=test-ca"
@@ -330,54 +319,34 @@ impl Postgres {
 
     fn certificates(&self) -> Tls {
         let dir = self.dir.path();
-        let openssl = |args: &str| {
-            let output = Command::new("openssl")
-                .args(args.split_whitespace())
-                .current_dir(dir)
-                .output()
-                .expect("openssl runs");
-            assert!(
-                output.status.success(),
-                "openssl {args}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-        };
-        let key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-        for ca in ["ca", "other-ca"] {
-            openssl(&format!(
-                "req -x509 {key} -keyout {ca}.key -out {ca}.pem -days 2 -subj /CN=test-{ca}"
-            ));
-        }
-        // Version 3 certificates (with extensions): webpki accepts no other.
-        std::fs::write(
-            dir.join("server.ext"),
-            "subjectAltName=DNS:localhost,IP:127.0.0.1\nextendedKeyUsage=serverAuth\n",
-        )
-        .expect("extensions");
-        std::fs::write(dir.join("client.ext"), "extendedKeyUsage=clientAuth\n")
-            .expect("extensions");
-        for (name, subject) in [("server", "/CN=localhost"), ("client", "/CN=wconverge")] {
-            openssl(&format!(
-                "req {key} -keyout {name}.key -out {name}.csr -subj {subject}"
-            ));
-            openssl(&format!(
-                "x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 \
-                 -out {name}.pem -extfile {name}.ext"
-            ));
-        }
-        for file in ["server.key", "client.key", "server.pem"] {
-            set_private(
-                &dir.join(file),
-                self.owner.filter(|_| file.starts_with("server")),
-            );
-        }
+        let (ca, clients) = self.certificates_for("DNS:localhost,IP:127.0.0.1", &["wconverge"]);
+        openssl(
+            dir,
+            "req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes \
+             -keyout other-ca.key -out other-ca.pem -days 2 -subj /CN=test-other-ca",
+        );
+        let (client_cert, client_key) = clients.into_iter().next().expect("one client");
         Tls {
-            ca: dir.join("ca.pem"),
-            client_cert: dir.join("client.pem"),
-            client_key: dir.join("client.key"),
+            ca,
+            client_cert,
+            client_key,
             other_ca: dir.join("other-ca.pem"),
         }
     }
+}
+
+/// Runs `openssl ARGS` in `dir`, checked.
+fn openssl(dir: &Path, args: &str) {
+    let output = Command::new("openssl")
+        .args(args.split_whitespace())
+        .current_dir(dir)
+        .output()
+        .expect("openssl runs");
+    assert!(
+        output.status.success(),
+        "openssl {args}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
 }
 
 impl Drop for Postgres {
