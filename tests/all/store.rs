@@ -700,25 +700,22 @@ fn an_export_the_node_does_not_import_is_refused_naming_its_node() {
     fleet_policy(&machine);
     compile(&machine, &store, "web1");
     let site = machine.root().join("site.wcv");
-    let lb = |command: &str, policy: &Path, code: i32| {
-        run(
-            &machine,
-            &store,
-            code,
-            &[
-                command,
-                site.to_str().expect("utf-8"),
-                "--node",
-                "lb",
-                "--policy",
-                policy.to_str().expect("utf-8"),
-            ],
-        )
+    let lb = |command: &str, policy: &Path, code: i32, extra: &[&str]| {
+        let mut args = vec![
+            command,
+            site.to_str().expect("utf-8"),
+            "--node",
+            "lb",
+            "--policy",
+            policy.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(extra);
+        run(&machine, &store, code, &args)
     };
     let nothing = machine.root().join("no-imports.toml");
     std::fs::copy(machine.policy(""), &nothing).expect("policy");
     for command in ["validate", "apply"] {
-        let refused = lb(command, &nothing, 1).all_output();
+        let refused = lb(command, &nothing, 1, &[]).all_output();
         assert!(
             refused.contains("wcv::not-imported")
                 && refused.contains("exported by node `web1`, and this node imports no `file`")
@@ -737,7 +734,7 @@ fn an_export_the_node_does_not_import_is_refused_naming_its_node() {
     );
     compile(&machine, &store, "web3");
     let policy = fleet_policy(&machine);
-    let refused = lb("validate", &policy, 1).all_output();
+    let refused = lb("validate", &policy, 1, &[]).all_output();
     assert!(
         refused.contains("exported by node `web3`, and `path` => ")
             && refused.contains("is in none of the directories this node imports into")
@@ -746,21 +743,7 @@ fn an_export_the_node_does_not_import_is_refused_naming_its_node() {
     );
     // Without web3, what is imported is applied, marked with its node in the JSON report.
     run(&machine, &store, 0, &["store", "deactivate", "web3"]);
-    let applied = run(
-        &machine,
-        &store,
-        2,
-        &[
-            "apply",
-            site.to_str().expect("utf-8"),
-            "--node",
-            "lb",
-            "--policy",
-            policy.to_str().expect("utf-8"),
-            "--format",
-            "json",
-        ],
-    );
+    let applied = lb("apply", &policy, 2, &["--format", "json"]);
     let report = applied.json();
     let collected = crate::support::entry(&report, &format!("File[{}/web1]", machine.file("lb")));
     assert_eq!(collected["exported_by"], "web1", "{collected:#}");
