@@ -319,3 +319,79 @@ fn two_execs_may_run_the_same_command() {
     let run = machine.run(&["validate", path(&manifest), "--policy", path(&policy)]);
     assert_eq!(run.code, 0, "{run:#?}");
 }
+
+/// A control repository used with relative paths only, as a Puppet user does: from its
+/// root (`validate manifests/site.wcv`) and from `manifests/` (`validate site.wcv`), the
+/// modules and a `puppet:///modules/` source are found; `--policy` and `--state-dir`
+/// are relative to the working directory, not to `/`.
+#[test]
+fn a_control_repository_works_with_relative_paths_from_its_root_and_manifests() {
+    let machine = Machine::new();
+    let repo = machine.root().join("repo");
+    std::fs::create_dir_all(repo.join("manifests")).expect("manifests/");
+    std::fs::create_dir_all(repo.join("modules/motd/manifests")).expect("module");
+    std::fs::create_dir_all(repo.join("modules/motd/files")).expect("files");
+    std::fs::write(repo.join("modules/motd/files/motd"), "hello\n").expect("file");
+    let target = machine.file("motd");
+    std::fs::write(
+        repo.join("modules/motd/manifests/init.pp"),
+        format!(
+            "class motd {{ file {{ '{target}': source => 'puppet:///modules/motd/motd' }} }}\n"
+        ),
+    )
+    .expect("class");
+    std::fs::write(repo.join("manifests/site.wcv"), "include motd\n").expect("site");
+    std::fs::write(
+        repo.join("policy.toml"),
+        format!(
+            "[plugins.file]\nsource = \"builtin\"\ndirectories = [{{ path = \"{}\", access = \"read-write\" }}, {{ path = \"{}\", access = \"read\" }}]\n",
+            machine.files_dir(),
+            repo.display()
+        ),
+    )
+    .expect("policy");
+    let wconverge = |dir: &std::path::Path, args: &[&str]| {
+        let mut command = machine.command(crate::support::WCONVERGE);
+        command
+            .current_dir(dir)
+            .env_remove("WCONVERGE_STATE_DIR")
+            .args(args);
+        crate::support::Run::of(&mut command)
+    };
+    for (dir, manifest) in [
+        (repo.clone(), "manifests/site.wcv"),
+        (repo.join("manifests"), "site.wcv"),
+    ] {
+        let run = wconverge(&dir, &["validate", manifest]);
+        assert_eq!(run.code, 0, "from {}: {run:#?}", dir.display());
+    }
+    let run = wconverge(
+        &repo,
+        &[
+            "apply",
+            "manifests/site.wcv",
+            "--policy",
+            "policy.toml",
+            "--state-dir",
+            "state",
+        ],
+    );
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert_eq!(std::fs::read_to_string(&target).expect("motd"), "hello\n");
+    assert!(
+        repo.join("state").is_dir(),
+        "the state directory is where it was named"
+    );
+    let again = wconverge(
+        &repo.join("manifests"),
+        &[
+            "apply",
+            "site.wcv",
+            "--policy",
+            "../policy.toml",
+            "--state-dir",
+            "../state",
+        ],
+    );
+    assert_eq!(again.code, 0, "{again:#?}");
+}

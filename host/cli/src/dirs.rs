@@ -24,9 +24,20 @@ pub(crate) fn state_dir(flag: Option<PathBuf>) -> anyhow::Result<PathBuf> {
         .or_else(|| is_root().then(|| PathBuf::from("/var/lib/wconverge")))
         .or_else(|| home_based("XDG_STATE_HOME", ".local/state"));
     match dir {
-        Some(dir) => Ok(dir),
+        Some(dir) => absolute(&dir),
         None => bail!("no state directory: set --state-dir or WCONVERGE_STATE_DIR"),
     }
+}
+
+/// `dir` as the working directory sees it (`st` is `$PWD/st`, never `/st`): the
+/// directories are opened component by component from `/`.
+pub(crate) fn absolute(dir: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(dir).with_context(|| {
+        format!(
+            "cannot tell where `{}` is: the working directory is gone",
+            dir.display()
+        )
+    })
 }
 
 /// The cache directory, chosen like the state directory; `None` if there is no home.
@@ -34,6 +45,7 @@ pub(crate) fn cache_dir(flag: Option<PathBuf>) -> Option<PathBuf> {
     flag.or_else(|| std::env::var_os("WCONVERGE_CACHE_DIR").map(PathBuf::from))
         .or_else(|| is_root().then(|| PathBuf::from("/var/cache/wconverge")))
         .or_else(|| home_based("XDG_CACHE_HOME", ".cache"))
+        .and_then(|dir| absolute(&dir).ok())
 }
 
 /// Held for the whole of a run so two runs never interleave. The kernel releases it

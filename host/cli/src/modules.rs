@@ -27,6 +27,15 @@ pub(crate) fn parse(modulepath: Option<&str>) -> Vec<PathBuf> {
 /// its parent when that directory is `manifests/` (a control repository's
 /// `manifests/site.pp`).
 pub(crate) fn module_path(given: Option<&str>, main_manifest: Option<&Path>) -> Vec<PathBuf> {
+    // Relative to the working directory, written out (`modules/m/files/x`, never
+    // `$PWD/./modules/...`, which a source refuses).
+    module_path_as_given(given, main_manifest)
+        .into_iter()
+        .map(|dir| std::path::absolute(&dir).unwrap_or(dir))
+        .collect()
+}
+
+fn module_path_as_given(given: Option<&str>, main_manifest: Option<&Path>) -> Vec<PathBuf> {
     if given.is_some() {
         return parse(given);
     }
@@ -62,6 +71,9 @@ pub(crate) fn module_path(given: Option<&str>, main_manifest: Option<&Path>) -> 
 }
 
 fn manifest_dir(main: &Path) -> PathBuf {
+    // Where it is, not how it was named: `site.wcv` given in `manifests/` is in the
+    // control repository's `manifests/`.
+    let main = std::path::absolute(main).unwrap_or_else(|_| main.to_path_buf());
     match main.parent() {
         Some(parent) if !parent.as_os_str().is_empty() => parent.to_path_buf(),
         _ => PathBuf::from("."),
