@@ -42,23 +42,7 @@ impl Postgres {
     pub(crate) fn start_tls() -> (Postgres, Tls) {
         let mut postgres = Postgres::init();
         let tls = postgres.certificates();
-        let port = free_port();
-        postgres.port = Some(port);
-        std::fs::write(
-            postgres.data().join("pg_hba.conf"),
-            "local all all trust\nhostssl all all 127.0.0.1/32 cert\n",
-        )
-        .expect("pg_hba.conf");
-        let dir = postgres.dir.path();
-        let options = [
-            "-c ssl=on".to_owned(),
-            format!("-c ssl_cert_file={}", dir.join("server.pem").display()),
-            format!("-c ssl_key_file={}", dir.join("server.key").display()),
-            format!("-c ssl_ca_file={}", tls.ca.display()),
-            "-c listen_addresses=127.0.0.1".to_owned(),
-            format!("-p {port}"),
-        ];
-        postgres.run_server(&options);
+        postgres.listen_with_tls("127.0.0.1", "127.0.0.1/32", &tls.ca);
         (postgres, tls)
     }
 
@@ -73,14 +57,21 @@ impl Postgres {
     ) -> (Postgres, PathBuf, Vec<(PathBuf, PathBuf)>) {
         let mut postgres = Postgres::init();
         let (ca, clients) = postgres.certificates_for(&format!("IP:{address}"), nodes);
+        postgres.listen_with_tls(address, network, &ca);
+        (postgres, ca, clients)
+    }
+
+    /// Starts the server on its socket and on a free port of `address`, where every
+    /// connection from `network` must use TLS and a client certificate `ca` signed.
+    fn listen_with_tls(&mut self, address: &str, network: &str, ca: &Path) {
         let port = free_port();
-        postgres.port = Some(port);
+        self.port = Some(port);
         std::fs::write(
-            postgres.data().join("pg_hba.conf"),
+            self.data().join("pg_hba.conf"),
             format!("local all all trust\nhostssl all all {network} cert\n"),
         )
         .expect("pg_hba.conf");
-        let dir = postgres.dir.path();
+        let dir = self.dir.path();
         let options = [
             "-c ssl=on".to_owned(),
             format!("-c ssl_cert_file={}", dir.join("server.pem").display()),
@@ -89,8 +80,7 @@ impl Postgres {
             format!("-c listen_addresses={address}"),
             format!("-p {port}"),
         ];
-        postgres.run_server(&options);
-        (postgres, ca, clients)
+        self.run_server(&options);
     }
 
     /// The TLS port, for a server started with TLS.
