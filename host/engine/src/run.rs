@@ -347,7 +347,14 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             }
         };
         let sensitive_attributes = target.sensitive_attributes();
-        let secrets = &target.secrets_with_observed(&observed);
+        // Most resources have no sensitive attribute: their secrets are used as they are.
+        let with_observed;
+        let secrets = if sensitive_attributes.is_empty() {
+            &target.secrets
+        } else {
+            with_observed = target.secrets_with_observed(&observed);
+            &with_observed
+        };
         match outcome {
             Ok((status, changes)) => {
                 report.status = status;

@@ -628,7 +628,7 @@ pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
     if CGROUPS_USABLE.load(std::sync::atomic::Ordering::Relaxed)
         && let Some(own) = reaping::own_cgroup()
     {
-        watchdog::arm(own, &reaping::cgroup_prefix());
+        watchdog::arm(own, reaping::cgroup_prefix());
     }
     // The file opened at the check, through its descriptor: the kernel resolves
     // `/proc/self/fd/N` in the child to that very inode (the descriptor is closed only as

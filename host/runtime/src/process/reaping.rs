@@ -113,13 +113,16 @@ pub(crate) fn sweep_cgroups() {
 }
 
 /// How this process's launch cgroups are named, before their number: for the process
-/// that made them, by pid and start time.
-pub(crate) fn cgroup_prefix() -> String {
-    format!(
-        "wconverge-{}-{}-",
-        std::process::id(),
-        start_time(std::process::id()).unwrap_or(0)
-    )
+/// that made them, by pid and start time (read once: it never changes).
+pub(crate) fn cgroup_prefix() -> &'static str {
+    static PREFIX: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PREFIX.get_or_init(|| {
+        format!(
+            "wconverge-{}-{}-",
+            std::process::id(),
+            start_time(std::process::id()).unwrap_or(0)
+        )
+    })
 }
 
 /// When process `pid` started (in clock ticks since boot), if it runs.
