@@ -95,8 +95,9 @@ pub(crate) fn environment_root(main: &Path) -> PathBuf {
 
 /// Puppet's autoloader over a module path, for the compiler: a module is a directory
 /// of the module path (the first that has it wins), its classes and defined types are
-/// in its `manifests/` (`NAME/manifests/init.pp` is class `NAME`,
-/// `NAME/manifests/a/b.pp` is `NAME::a::b`), its functions in `functions/`, its type
+/// in its `manifests/` (`NAME/manifests/init.wcv` or `init.pp` is class `NAME`,
+/// `NAME/manifests/a/b.wcv` or `b.pp` is `NAME::a::b`, the `.wcv` read when both
+/// exist), its functions in `functions/`, its type
 /// aliases in `types/`
 /// (`NAME/types/a.pp` is `Name::A`), its templates in `templates/`, and its Hiera data
 /// beside its `hiera.yaml`.
@@ -246,17 +247,24 @@ impl wconverge_lang::Loader for ModuleLoader {
         } else {
             &["manifests", "functions", "types"]
         };
+        // In each, `NAME.wcv` before `NAME.pp`: a module may be written in either, and
+        // when both are there the `.wcv` is the one read.
         kinds.iter().find_map(|kind| {
             let mut path = dir.join(kind);
             if rest.is_empty() {
-                path.push("init.pp");
+                path.push("init");
             } else {
                 rest.iter().for_each(|segment| path.push(segment));
-                path.set_extension("pp");
             }
-            let read =
-                crate::input::read_text_if_any(&path, "manifest", crate::input::MANIFEST_BYTES)?;
-            Some(read.map(|text| wconverge_lang::Source::new(path.display().to_string(), text)))
+            ["wcv", "pp"].iter().find_map(|extension| {
+                let path = path.with_extension(extension);
+                let read = crate::input::read_text_if_any(
+                    &path,
+                    "manifest",
+                    crate::input::MANIFEST_BYTES,
+                )?;
+                Some(read.map(|text| wconverge_lang::Source::new(path.display().to_string(), text)))
+            })
         })
     }
 }

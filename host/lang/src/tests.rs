@@ -460,7 +460,7 @@ fn classes_and_defined_types_load_from_modules_as_puppet_s_autoloader() {
         "{messages:?}"
     );
     assert!(
-        messages[2].contains("`manifests/nothing.pp` of module `ntp`"),
+        messages[2].contains("`manifests/nothing.wcv` (or `manifests/nothing.pp`) of module `ntp`"),
         "{messages:?}"
     );
 }
@@ -646,6 +646,15 @@ notify { "dig ${lookup('h.a.x')} default ${lookup('missing', { 'default_value' =
         "{messages:?}"
     );
     assert_eq!(messages[2], "`hiera()` is deprecated");
+
+    // A failed lookup is one error, not also what was built from its value.
+    let (catalog, messages) = compile_with_hiera(
+        &loader,
+        "$role = lookup('role')\ninclude \"role::${role}\"\nnotify { \"r-${role}\": }\n",
+    );
+    assert!(catalog.is_none());
+    assert_eq!(messages.len(), 1, "{messages:?}");
+    assert!(messages[0].contains("no value for `role`"), "{messages:?}");
 
     let bad = HieraLoader(vec![(
         "",

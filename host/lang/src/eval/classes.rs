@@ -254,11 +254,11 @@ impl Evaluator<'_> {
             )
             .help = Some(if known.is_empty() {
                 format!(
-                    "define it with `class {name} {{ ... }}`, or in `{file}` of module `{module}` in the module path (`--modulepath`)"
+                    "define it with `class {name} {{ ... }}`, or in `{file}.wcv` (or `{file}.pp`) of module `{module}` in the module path (`--modulepath`)"
                 )
             } else {
                 format!(
-                    "define it, or in `{file}` of module `{module}` in the module path (`--modulepath`); defined classes: {}",
+                    "define it, or in `{file}.wcv` (or `{file}.pp`) of module `{module}` in the module path (`--modulepath`); defined classes: {}",
                     known.join(", ")
                 )
             });
@@ -561,10 +561,28 @@ impl Evaluator<'_> {
                 horizon,
             },
         );
+        let reported = self.diagnostics.len();
         if self.bind_params(&definition.params, idx, scope) {
             self.block(&definition.body);
         }
         self.ctx = saved;
+        // What the body reported is reported once per instance: each names its own.
+        if self.diagnostics.len() > reported {
+            let instance = format!(
+                "in `{}`, declared here",
+                wconverge_catalog::ResourceRef::new(
+                    &self.resources[idx].type_name,
+                    &self.resources[idx].title
+                )
+            );
+            for diagnostic in &mut self.diagnostics[reported..] {
+                let names_it =
+                    diagnostic.span == span || diagnostic.related.iter().any(|(at, _)| *at == span);
+                if !names_it {
+                    diagnostic.related.push((span, instance.clone()));
+                }
+            }
+        }
     }
 
     /// Defined types and collectors, in rounds until a round adds nothing.

@@ -148,8 +148,14 @@ impl Evaluator<'_> {
                 self.binary(*op, left, right, span)
             }
             ExprKind::Assign(name, value) => {
+                let before = self.errors;
                 let value = self.eval(value);
+                let failed = self.errors > before;
                 self.assign(name, value.clone(), span);
+                if failed && !name.contains("::") {
+                    let scope = self.ctx.scope;
+                    self.scopes[scope].failed.push(name.clone());
+                }
                 value
             }
             ExprKind::If {

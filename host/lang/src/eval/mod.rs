@@ -86,6 +86,10 @@ struct Scope {
     /// A class's scope (`$class::x` reads through these to inherited classes).
     class: bool,
     vars: HashMap<String, (Val, Span)>,
+    /// Variables whose value's expression reported an error: reading one counts as that
+    /// error again, so what is built from it reports nothing more (a failed `lookup`
+    /// is one error, not also "unknown class `role::`" where its value was used).
+    failed: Vec<String>,
     defaults: Vec<DefaultEntry>,
 }
 
@@ -279,8 +283,9 @@ pub(crate) struct Evaluator<'a> {
     templates: HashMap<String, Option<(u32, Rc<crate::syntax::DefineDef>)>>,
     /// What the templates being rendered have printed so far, innermost last.
     epp_output: Vec<String>,
-    /// How many of `diagnostics` are errors: an expression whose operand reported one
-    /// does not report its consequences too.
+    /// How many of `diagnostics` are errors, plus each read of a variable whose value
+    /// failed (`Scope::failed`): an expression whose operand reported one does not
+    /// report its consequences too.
     errors: usize,
     classes: HashMap<String, ClassId>,
     defines: HashMap<String, DefineId>,
@@ -384,6 +389,7 @@ impl<'a> Evaluator<'a> {
                 parent: None,
                 class: false,
                 vars: HashMap::new(),
+                failed: Vec::new(),
                 defaults: Vec::new(),
             }],
             class_scopes: HashMap::new(),
@@ -684,11 +690,13 @@ pub(super) fn children(expr: &Expr) -> Vec<&Expr> {
 }
 
 /// The module and the file in it where Puppet's autoloader finds a class or defined
-/// type: `ntp::server::config` is `manifests/server/config.pp` of module `ntp`.
+/// type: `ntp::server::config` is `manifests/server/config.wcv` (or `.pp`) of module
+/// `ntp`.
+/// The file is given without its extension.
 fn autoload_path(name: &str) -> (&str, String) {
     match name.split_once("::") {
-        Some((module, rest)) => (module, format!("manifests/{}.pp", rest.replace("::", "/"))),
-        None => (name, "manifests/init.pp".to_owned()),
+        Some((module, rest)) => (module, format!("manifests/{}", rest.replace("::", "/"))),
+        None => (name, "manifests/init".to_owned()),
     }
 }
 

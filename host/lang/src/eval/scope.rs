@@ -33,6 +33,7 @@ impl Evaluator<'_> {
             parent,
             class: false,
             vars: HashMap::new(),
+            failed: Vec::new(),
             defaults: Vec::new(),
         });
         ScopeId::new(self.scopes.len() - 1)
@@ -63,7 +64,11 @@ impl Evaluator<'_> {
         let mut current = scope;
         while let Some(id) = current {
             if let Some((value, _)) = self.scopes[id].vars.get(simple) {
-                return value.clone();
+                let value = value.clone();
+                if self.scopes[id].failed.iter().any(|failed| failed == simple) {
+                    self.errors += 1;
+                }
+                return value;
             }
             current = self.scopes[id].parent;
         }

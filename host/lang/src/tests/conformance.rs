@@ -253,6 +253,7 @@ mod err {
         class_definition_inside_block,
         define_named_like_a_plugin_type,
         define_does_not_see_the_calling_scope,
+        define_error_names_its_instance,
         attribute_set_twice_in_body,
         collector_inside_array,
         relationship_inside_parentheses,
