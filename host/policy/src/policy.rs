@@ -11,10 +11,11 @@ use std::path::{Component, Path, PathBuf};
 pub const DEFAULT_POLICY: &str = r#"# wconverge's built-in policy: the built-in providers, as Puppet users expect them.
 
 # Files anywhere: the file provider sees, for each resource, only the directory
-# that holds it.
+# that holds it. Its programs are those a `validate_cmd` may run (`visudo -cf %`).
 [plugins.file]
 source = "builtin"
 directories = [{ path = "/", access = "read-write" }]
+programs = ["/bin/*", "/sbin/*", "/usr/bin/*", "/usr/sbin/*", "/usr/local/bin/*", "/usr/local/sbin/*"]
 
 # Templates, rendered during the run: like files (each resource sees the directory that
 # holds it, and the one that holds its source, read-only). A template receives every
@@ -22,6 +23,7 @@ directories = [{ path = "/", access = "read-write" }]
 [plugins.template]
 source = "builtin"
 directories = [{ path = "/", access = "read-write" }]
+programs = ["/bin/*", "/sbin/*", "/usr/bin/*", "/usr/sbin/*", "/usr/local/bin/*", "/usr/local/sbin/*"]
 
 # Shell commands: exec, sh and script resources, and every guard whose interpreter is
 # `default` (/bin/sh) or `exec` or `sh`; programs from the system's program directories,

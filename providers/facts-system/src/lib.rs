@@ -403,14 +403,18 @@ fn memory() -> Record {
 fn virtualization() -> Record {
     let cgroup = read("/proc/1/cgroup");
     let container = read("/run/systemd/container");
-    let virtual_ = if std::fs::metadata("/run/.containerenv").is_ok() {
+    let virtual_ = if let Some(name) = container_name(container.trim()) {
+        name
+    } else if std::fs::metadata("/run/.containerenv").is_ok() {
         "podman"
-    } else if cgroup.contains("/docker") || container.trim() == "docker" {
+    } else if cgroup.contains("/docker") {
         "docker"
-    } else if cgroup.contains("/lxc") || container.trim().starts_with("lxc") {
+    } else if cgroup.contains("/lxc") {
         "lxc"
     } else if cgroup.contains("/kubepods") {
         "docker"
+    } else if std::fs::metadata("/proc/vz").is_ok() && std::fs::metadata("/proc/bc").is_err() {
+        "openvz"
     } else {
         let product = format!(
             "{} {} {}",
@@ -446,6 +450,23 @@ fn virtualization() -> Record {
         pair("virtual", virtual_),
         pair("is_virtual", (virtual_ != "physical").to_string()),
     ]
+}
+
+/// Facter's name for the container manager that systemd names in
+/// `/run/systemd/container` (what the manager put in PID 1's `container` variable).
+fn container_name(manager: &str) -> Option<&'static str> {
+    Some(match manager {
+        "" => return None,
+        "systemd-nspawn" => "systemd_nspawn",
+        "docker" => "docker",
+        "podman" => "podman",
+        "lxc" | "lxc-libvirt" => "lxc",
+        "openvz" => "openvz",
+        "wsl" => "wsl",
+        "rkt" => "rkt",
+        // A manager Facter has no name for is still a container.
+        _ => "container_other",
+    })
 }
 
 /// The zone's name (`/etc/timezone`, else where `/etc/localtime` links to), and its
@@ -512,6 +533,15 @@ export_fact_source!(System);
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn container_managers_are_named_as_facter_names_them() {
+        assert_eq!(container_name("systemd-nspawn"), Some("systemd_nspawn"));
+        assert_eq!(container_name("lxc-libvirt"), Some("lxc"));
+        assert_eq!(container_name("docker"), Some("docker"));
+        assert_eq!(container_name("something-new"), Some("container_other"));
+        assert_eq!(container_name(""), None);
+    }
 
     #[test]
     fn routes_and_local_addresses_place_each_address_on_its_interface() {

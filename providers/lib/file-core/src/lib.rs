@@ -12,12 +12,17 @@
 
 mod diff;
 pub mod mode;
+pub mod validate_cmd;
 
 use wconverge_sdk::metadata::{self, FileKind, FileStat};
 use wconverge_sdk::{
     Attribute, Change, DataType, Error, PathAccess, Resource, Result, State, TypeSchema, Value,
     digest, log,
 };
+
+/// A file of another size than its content is hashed, for the report, up to this size;
+/// beyond it, its size is what the report shows (`{size}N`).
+const HASHED_WHEN_DIFFERENT: u64 = 16 << 20;
 
 /// Mode of a new file whose resource does not set `mode`.
 pub const DEFAULT_MODE: u32 = 0o644;
@@ -119,6 +124,28 @@ impl FileAttributes for TypeSchema {
             .parameter(),
         )
         .attribute(show_diff())
+        .attribute(
+            Attribute::new(
+                "validate_cmd",
+                DataType::String,
+                "A command that checks new content before it replaces the file, such as \
+                 '/usr/sbin/visudo -cf %': `%` (see `validate_replacement`) is the path of \
+                 the new content, in a temporary file beside the real one. Split into \
+                 words as a shell would and run without a shell (the program an absolute \
+                 path, granted in the plugin's `programs`); killed after 120 s. Unless it \
+                 exits 0, the file is left as it was and the resource fails with the \
+                 command's output.",
+            )
+            .parameter(),
+        )
+        .attribute(
+            Attribute::new(
+                "validate_replacement",
+                DataType::String,
+                "What `validate_cmd` writes for the new content's path. Default: `%`.",
+            )
+            .parameter(),
+        )
     }
 }
 
@@ -147,6 +174,7 @@ pub fn validate_file(resource: &Resource) -> Vec<String> {
     if resource.get_bool("backup") == Some(true) {
         problems.push("backup => true names no suffix; write a suffix like '.bak'".to_owned());
     }
+    problems.extend(validate_cmd::check(resource));
     problems
 }
 
@@ -163,9 +191,10 @@ pub fn file_state_of(resource: &Resource, path: &str, stat: Option<FileStat>) ->
     let mut state = State::new().with("ensure", kind_name(stat.kind));
     if stat.kind == FileKind::File {
         if let Some(content) = resource.get_str("content") {
-            // A file of another size differs: it is not read (a huge or sparse file
-            // would cost its whole length).
-            if stat.size != content.len() as u64 {
+            // A file of another size differs; it is hashed all the same, so a change
+            // reads digest to digest, unless it is huge (or sparse): reading it would
+            // cost its whole length.
+            if stat.size != content.len() as u64 && stat.size > HASHED_WHEN_DIFFERENT {
                 state.set("content", format!("{{size}}{}", stat.size));
             } else {
                 // A file the host will not let it read (one another user could have put
@@ -628,6 +657,7 @@ fn fill_and_rename(
     std::io::copy(content, file)
         .and_then(|_| file.sync_all())
         .map_err(|error| Error::new(format!("cannot write `{temporary}`: {error}")))?;
+    validate_cmd::run(resource, path, temporary)?;
     if let (Some(suffix), Some(_)) = (resource.get_str("backup"), existing) {
         let backup = backup_path(path, suffix);
         match std::fs::remove_file(&backup) {

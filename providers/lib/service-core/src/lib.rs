@@ -250,11 +250,14 @@ impl<M: Manager> Provider for ServiceProvider<M> {
     fn current_state(resource: &Resource) -> Result<State> {
         let name = resource.require_str("name")?;
         let mut state = State::new();
-        if wants_running(resource).is_some() {
+        // A resource that asks for neither is being inspected (`wconverge resource`):
+        // both are read.
+        let inspected = wants_running(resource).is_none() && wants_enabled(resource).is_none();
+        if wants_running(resource).is_some() || inspected {
             let running = M::running(resource, name)?;
             state.set("ensure", if running { "running" } else { "stopped" });
         }
-        if wants_enabled(resource).is_some()
+        if (wants_enabled(resource).is_some() || inspected)
             && let Some(enabled) = M::enabled(resource, name)?
         {
             state.set("enable", enable_word(enabled));
