@@ -32,7 +32,7 @@ use std::time::Duration;
 use wconverge_catalog::{Collected, Export, ExportQuery, match_key};
 
 /// The schema this build reads and writes.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// A collection finds at most this many exports; more is an error.
 pub const MAX_COLLECTED: usize = 100_000;
@@ -91,8 +91,46 @@ pub struct ReportSummary {
     pub node: String,
     /// When the run ended, in seconds since the epoch.
     pub at: i64,
-    /// `unchanged`, `changed`, `failed` (Puppet's words).
+    /// `unchanged`, `changed`, `failed` (Puppet's words; a noop run changes nothing).
     pub status: String,
+    /// The run's mode and counts, from its report; `None` for a report stored before the
+    /// store kept them (schema version 2).
+    pub figures: Option<RunFigures>,
+}
+
+/// What `wconverge reports` lists of a run besides its status: kept beside the report
+/// when it is stored, so a listing never reads the reports themselves.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct RunFigures {
+    /// `apply` or `noop`.
+    pub mode: String,
+    pub resources: u64,
+    pub changed: u64,
+    /// Noop: resources with changes that were not made.
+    pub would_change: u64,
+    pub failed: u64,
+    pub skipped: u64,
+    /// How long the run took, in milliseconds.
+    pub duration_ms: f64,
+}
+
+impl RunFigures {
+    /// The figures of a report as `reports show` prints it (its `mode`, `duration_ms` and
+    /// `summary`); `None` if it has none of them.
+    pub fn of_report(report: &str) -> Option<RunFigures> {
+        let value: serde_json::Value = serde_json::from_str(report).ok()?;
+        let summary = value.get("summary")?;
+        let count = |name: &str| summary.get(name).and_then(serde_json::Value::as_u64);
+        Some(RunFigures {
+            mode: value.get("mode")?.as_str()?.to_owned(),
+            resources: count("resources")?,
+            changed: count("changed").unwrap_or(0),
+            would_change: count("would_change").unwrap_or(0),
+            failed: count("failed").unwrap_or(0),
+            skipped: count("skipped").unwrap_or(0),
+            duration_ms: value.get("duration_ms")?.as_f64()?,
+        })
+    }
 }
 
 /// A stored report: its summary and the JSON report.
@@ -496,15 +534,20 @@ impl Store {
         report: &str,
     ) -> Result<i64, StoreError> {
         check_size("the report", report)?;
+        let figures = RunFigures::of_report(report)
+            .and_then(|figures| serde_json::to_string(&figures).ok())
+            .unwrap_or_default();
         self.transaction(|db| {
             upsert_node(db, node)?;
             let rows = db.query(
-                "INSERT INTO reports (node, at, status, body) VALUES ($1, $2, $3, $4) RETURNING id",
+                "INSERT INTO reports (node, at, status, body, figures) \
+                 VALUES ($1, $2, $3, $4, $5) RETURNING id",
                 &[
                     Param::Text(node.to_owned()),
                     Param::Int(at),
                     Param::Text(status.to_owned()),
                     Param::Text(report.to_owned()),
+                    Param::Text(figures.clone()),
                 ],
             )?;
             match rows.first().and_then(|row| row.first()) {
@@ -527,7 +570,7 @@ impl Store {
             Param::Int(since.unwrap_or(i64::MIN)),
         ];
         let sql = format!(
-            "SELECT id, node, at, status FROM reports \
+            "SELECT id, node, at, status, figures FROM reports \
              WHERE (CAST($2 AS BIGINT) = 0 OR node = $1) AND at >= $3 ORDER BY at DESC, id DESC LIMIT {}",
             MAX_LISTED_REPORTS + 1
         );
@@ -548,7 +591,7 @@ impl Store {
     pub fn report(&self, id: i64) -> Result<Option<StoredReport>, StoreError> {
         self.read(|db| {
             let mut rows = db.query(
-                "SELECT id, node, at, status, body FROM reports WHERE id = $1",
+                "SELECT id, node, at, status, figures, body FROM reports WHERE id = $1",
                 &[Param::Int(id)],
             )?;
             let Some(mut row) = rows.pop() else {
@@ -577,19 +620,21 @@ impl Store {
 }
 
 fn summary_of(row: Vec<Cell>) -> Result<ReportSummary, String> {
-    match <[Cell; 4]>::try_from(row) {
+    match <[Cell; 5]>::try_from(row) {
         Ok(
             [
                 Cell::Int(id),
                 Cell::Text(node),
                 Cell::Int(at),
                 Cell::Text(status),
+                Cell::Text(figures),
             ],
         ) => Ok(ReportSummary {
             id,
             node,
             at,
             status,
+            figures: serde_json::from_str(&figures).ok(),
         }),
         _ => Err("a report row has an unexpected shape".to_owned()),
     }

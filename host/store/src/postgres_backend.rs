@@ -57,6 +57,9 @@ const MIGRATIONS: &[&[&str]] = &[
         "CREATE POLICY reports_insert ON reports FOR INSERT WITH CHECK (node = current_user)",
         "CREATE POLICY reports_delete ON reports FOR DELETE USING (node = current_user)",
     ],
+    // Version 3: a report's mode, counts and duration beside it, for listings; '' for
+    // the reports stored before.
+    &["ALTER TABLE reports ADD COLUMN figures TEXT NOT NULL DEFAULT ''"],
 ];
 
 /// The key of the advisory lock migrations hold.

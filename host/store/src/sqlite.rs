@@ -33,6 +33,9 @@ const MIGRATIONS: &[&[&str]] = &[
     ],
     // Version 2 is PostgreSQL's row-level security; one SQLite file is root's alone.
     &[],
+    // Version 3: a report's mode, counts and duration beside it, for listings; '' for
+    // the reports stored before.
+    &["ALTER TABLE reports ADD COLUMN figures TEXT NOT NULL DEFAULT ''"],
 ];
 
 impl Sqlite {
