@@ -139,7 +139,7 @@ sh { 'javatooling default':
 }
 "#,
     );
-    let run = machine.apply(&manifest, &machine.policy(""), &[]);
+    let run = machine.apply(&manifest, &machine.policy(""), &["--verbose"]);
     assert_eq!(run.code, 2, "{run:#?}");
     assert!(
         run.stdout.contains(

@@ -9,6 +9,7 @@ mod accounts;
 mod attacker;
 mod audit;
 mod authors;
+mod control_repo;
 mod converge;
 mod deployment;
 mod entries;

@@ -453,6 +453,7 @@ file { '@FILES@/family': content => lazy { "${facts['os']['family']}\n" } }
     );
     let facts = machine.run(&[
         "facts",
+        "--raw",
         "--format",
         "json",
         "--policy",

@@ -88,7 +88,7 @@ fn an_invalid_program_or_bad_facts_exit_2_with_a_diagnostic() {
 
 /// This machine's `os` record, as `wconverge facts` gathers it.
 fn os_record(machine: &Machine, policy: &str) -> serde_json::Value {
-    let run = machine.run(&["facts", "--format", "json", "--policy", policy]);
+    let run = machine.run(&["facts", "--raw", "--format", "json", "--policy", policy]);
     assert_eq!(run.code, 0, "{run:#?}");
     let facts = run.json();
     facts["os"][0].clone()
@@ -237,7 +237,7 @@ fn a_failing_fact_plugin_stops_only_what_needs_its_facts() {
     let plain = machine.manifest("plain.wcv", "notify { 'hello': }\n");
     let run = machine.run(&["apply", plain.to_str().expect("utf-8"), "--policy", policy]);
     assert_eq!(run.code, 2, "{run:#?}");
-    let facts = machine.run(&["facts", "--policy", policy]);
+    let facts = machine.run(&["facts", "--raw", "--policy", policy]);
     assert_eq!(facts.code, 1, "{facts:#?}");
     assert!(facts.stdout.contains("os (1 record)"), "{facts:#?}");
     assert!(

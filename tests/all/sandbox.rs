@@ -25,9 +25,10 @@ fn a_path_the_policy_does_not_grant_is_refused_and_nothing_is_written() {
         assert_eq!(
             error,
             format!(
-                "denied: the policy grants plugin `file` no read-write access to `{}`; add the \
-                 directory to `directories` of [plugins.file] in the policy",
-                outside_dir.display()
+                "denied: the policy grants plugin `file` no read-write access to `{dir}`; add \
+                 `{{ path = \"{dir}\", access = \"read-write\" }}` to `directories` of \
+                 [plugins.file] in the policy",
+                dir = outside_dir.display()
             )
         );
     }

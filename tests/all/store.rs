@@ -154,6 +154,9 @@ fn three_nodes_share(machine: &Machine, store: &str) {
     assert_eq!(reports[0]["node"], "web1");
     assert_eq!(reports[1]["node"], "lb");
     assert_eq!(reports[1]["status"], "changed");
+    assert_eq!(reports[1]["mode"], "apply");
+    assert_eq!(reports[1]["changed"], 3);
+    assert!(reports[1]["duration_ms"].as_f64().is_some(), "{reports:#?}");
     let lb_only = run(
         machine,
         store,
@@ -161,7 +164,22 @@ fn three_nodes_share(machine: &Machine, store: &str) {
         &["reports", "--node", "lb", "--since", "1h"],
     )
     .stdout;
-    assert_eq!(lb_only.lines().count(), 1, "{lb_only}");
+    // A heading, then the one report of lb with its figures.
+    let lines: Vec<Vec<&str>> = lb_only
+        .lines()
+        .map(|line| line.split_whitespace().collect())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lb_only}");
+    assert_eq!(
+        lines[0][..4],
+        ["ID", "ENDED", "NODE", "STATUS"],
+        "{lb_only}"
+    );
+    assert_eq!(
+        lines[1][2..7],
+        ["lb", "changed", "apply", "3", "3"],
+        "{lb_only}"
+    );
     let id = reports[1]["id"].to_string();
     let shown = run(machine, store, 0, &["reports", "show", &id]).json();
     assert_eq!(shown["node"], "lb");
@@ -183,7 +201,7 @@ fn three_nodes_share(machine: &Machine, store: &str) {
         machine,
         store,
         0,
-        &["facts", "--node", "lb", "--format", "json"],
+        &["facts", "--raw", "--node", "lb", "--format", "json"],
     )
     .json();
     assert!(facts["identity"].is_array(), "{facts:#}");
@@ -213,7 +231,7 @@ fn three_nodes_share_a_postgresql_store() {
     let machine = Machine::new();
     three_nodes_share(&machine, &postgres.url());
     // The schema is PostgreSQL's: one version row, the exports in their tables.
-    assert_eq!(postgres.psql("SELECT version FROM wconverge_schema"), "2");
+    assert_eq!(postgres.psql("SELECT version FROM wconverge_schema"), "3");
     assert_eq!(
         postgres.psql("SELECT count(*) FROM exports WHERE node = 'web1'"),
         "2"

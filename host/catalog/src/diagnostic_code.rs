@@ -166,6 +166,7 @@ registry! {
     Guard = "guard",
     GuardInterpreter = "guard-interpreter",
     CatalogSyntax = "catalog-syntax",
+    NotGranted = "not-granted",
     // The policy (host/policy), read before anything else.
     PolicySyntax = "policy-syntax",
     PolicyEntry = "policy-entry",

@@ -14,8 +14,12 @@ use wconverge_runtime::Runtime;
 pub(crate) struct InputArgs {
     /// Manifests (`.wcv` or Puppet's `.pp`, evaluated together in the order given), or
     /// one catalog in JSON (docs/catalog-format.md).
-    #[arg(required = true, value_name = "FILE")]
+    #[arg(required_unless_present = "execute", value_name = "FILE")]
     pub(crate) files: Vec<PathBuf>,
+    /// Manifest code given on the command line rather than in a file, as with
+    /// `puppet apply -e`: `wconverge apply -e "package { 'htop': }"`.
+    #[arg(short = 'e', long, value_name = "CODE", conflicts_with = "files")]
+    pub(crate) execute: Option<String>,
     /// The node's name, matched against `node` definitions (default: this host's name).
     #[arg(long, value_name = "NAME")]
     pub(crate) node: Option<String>,
@@ -31,6 +35,9 @@ pub(crate) struct InputArgs {
     #[arg(long, value_name = "DIRS")]
     pub(crate) modulepath: Option<String>,
 }
+
+/// How diagnostics name the code given with `-e`.
+const COMMAND_LINE: &str = "<command line>";
 
 /// A manifest: `.wcv`, or Puppet's `.pp`.
 fn is_manifest(path: &Path) -> bool {
@@ -110,7 +117,7 @@ pub(crate) fn load(
     (publish, early): (Publish, Option<EarlyCatalog>),
 ) -> anyhow::Result<Option<Loaded>> {
     let n_manifests = input.files.iter().filter(|path| is_manifest(path)).count();
-    if n_manifests == 0 {
+    if n_manifests == 0 && input.execute.is_none() {
         let [path] = input.files.as_slice() else {
             bail!(
                 "give one catalog (JSON) or any number of manifests (`.wcv`, `.pp`), not {} catalogs",
@@ -134,7 +141,17 @@ pub(crate) fn load(
     if n_manifests != input.files.len() {
         bail!("give either manifests (`.wcv`, `.pp`) or one catalog (JSON), not both");
     }
-    let mut sources = Vec::with_capacity(input.files.len());
+    let mut sources = Vec::with_capacity(input.files.len() + 1);
+    if let Some(code) = &input.execute {
+        if code.len() > input::MANIFEST_BYTES as usize {
+            bail!(
+                "the code given with `-e` is longer than {} bytes, the limit for a manifest; \
+                 put it in a file",
+                input::MANIFEST_BYTES
+            );
+        }
+        sources.push(wconverge_lang::Source::new(COMMAND_LINE, code.clone()));
+    }
     for path in &input.files {
         let text = input::read_text(path, "manifest", input::MANIFEST_BYTES)
             .map_err(anyhow::Error::msg)?;
@@ -305,6 +322,31 @@ pub(crate) fn prepare(
         earlier,
         &runtime.policy().imports,
     )
+}
+
+/// Whether the policy grants every directory and file the prepared resources would
+/// need; if not, each resource refused is printed as a problem.
+pub(crate) fn granted(
+    prepared: &Prepared,
+    runtime: &Runtime,
+    sources: &[wconverge_lang::Source],
+) -> bool {
+    let problems: Vec<wconverge_catalog::Problem> = runtime
+        .ungranted(prepared)
+        .into_iter()
+        .map(|(resource, why)| wconverge_catalog::Problem {
+            code: wconverge_catalog::DiagnosticCode::NotGranted,
+            resource: Some(resource.reference.clone()),
+            location: resource.source.clone(),
+            message: why,
+            help: None,
+        })
+        .collect();
+    if problems.is_empty() {
+        return true;
+    }
+    output::problems(&problems, sources);
+    false
 }
 
 /// The resources collected from other nodes whose type this node's policy does not

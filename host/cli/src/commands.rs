@@ -22,12 +22,12 @@ pub(crate) struct ApplyArgs {
     /// before and after), as its provider gave it; never a sensitive attribute's.
     #[arg(long)]
     pub(crate) show_diff: bool,
+    /// Also say what was skipped by a guard (`unless`, `onlyif`, `creates`), which a run
+    /// otherwise counts without a line (the JSON report always has it).
+    #[arg(long, short = 'v')]
+    pub(crate) verbose: bool,
     #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
     pub(crate) format: ReportFormat,
-    /// Where the run lock lives (default: /var/lib/wconverge as root, else
-    /// $XDG_STATE_HOME/wconverge; or $WCONVERGE_STATE_DIR).
-    #[arg(long, value_name = "DIR")]
-    pub(crate) state_dir: Option<PathBuf>,
     /// How many resources to apply at once (default: the number of cores). A
     /// resource still waits for those it depends on; the report is the same as
     /// with `--jobs 1`.
@@ -96,27 +96,14 @@ pub(crate) struct RequirementArgs {
 }
 
 /// What `wconverge facts` is given.
-#[derive(clap::Args)]
-pub(crate) struct FactsArgs {
-    #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
-    pub(crate) format: ReportFormat,
-    /// The node whose stored facts to print.
-    #[arg(long, value_name = "NAME")]
-    pub(crate) node: Option<String>,
-    #[command(flatten)]
-    pub(crate) runtime: RuntimeArgs,
-    #[command(flatten)]
-    pub(crate) store: fleet::StoreArgs,
-}
-
 /// `wconverge apply`: the run's exit code, Puppet's detailed exit codes.
 pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     let ApplyArgs {
         input,
         noop,
         show_diff,
+        verbose,
         format,
-        state_dir,
         jobs,
         keep_reports,
         runtime,
@@ -125,7 +112,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     signals::watch();
     let early = EarlyCatalog::start(&input);
     let runtime = runtime_for(&runtime, trails)?;
-    let state_dir = dirs::state_dir(state_dir)?;
+    let state_dir = dirs::state_dir(store.state_dir.clone())?;
     let mut fleet = fleet::Fleet::new(&store, Some(&state_dir))?;
     if let Some(days) = keep_reports {
         fleet.keep_reports = days;
@@ -142,6 +129,9 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         return Ok(1);
     };
     let catalog = &loaded.catalog;
+    // Components compiled before the run (an empty cache) took time the run's own
+    // duration does not count: the summary adds it.
+    let compiled_before = runtime.compiled();
     let mode = if noop { Mode::Noop } else { Mode::Apply };
     let jobs = jobs.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
@@ -160,9 +150,14 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     // One sync per directory the run changed, rather than one per file.
     let unsynced = runtime.sync_directories();
     match format {
-        ReportFormat::Human => output::report_human(&report, show_diff),
+        ReportFormat::Human => output::report_human(
+            &report,
+            (show_diff, verbose),
+            (compiled_before.time, runtime.compiled()),
+        ),
         ReportFormat::Json => output::json(&report),
     }
+    output::held_refusals(Some(&report));
     for problem in &unsynced {
         output::error(problem);
     }
@@ -235,11 +230,13 @@ pub(crate) fn validate(args: ValidateArgs, trails: &Trails) -> anyhow::Result<u8
         return Ok(1);
     };
     Ok(match prepare(&loaded, &runtime, problems)? {
+        Some(prepared) if !crate::catalog::granted(&prepared, &runtime, &loaded.sources) => 1,
         Some(prepared) => {
-            let names: Vec<String> = input
-                .files
+            let names: Vec<String> = loaded
+                .sources
                 .iter()
-                .map(|path| path.display().to_string())
+                .take(input.files.len() + usize::from(input.execute.is_some()))
+                .map(|source| source.name.clone())
                 .collect();
             output::line(&format!(
                 "{}: valid, {} resources",
@@ -275,44 +272,6 @@ pub(crate) fn graph(args: GraphArgs, trails: &Trails) -> anyhow::Result<u8> {
         GraphFormat::Json => output::graph_json(&prepared),
     }
     Ok(0)
-}
-
-/// `wconverge facts`: this machine's facts, or with `--node` those the node last stored.
-pub(crate) fn facts(args: FactsArgs, trails: &Trails) -> anyhow::Result<u8> {
-    let FactsArgs {
-        format,
-        node,
-        runtime,
-        store,
-    } = args;
-    match node {
-        Some(node) => {
-            let (groups, at) = fleet::Fleet::of(&store)?.stored_facts(&node)?;
-            match format {
-                ReportFormat::Human => {
-                    output::line(&format!(
-                        "# node {node}, facts stored {}",
-                        fleet::time_text(at)
-                    ));
-                    output::facts_human(&groups);
-                }
-                ReportFormat::Json => output::facts_json(&groups),
-            }
-            Ok(0)
-        }
-        None => {
-            let runtime = runtime_for(&runtime, trails)?;
-            let (groups, errors) = runtime.gather_facts();
-            match format {
-                ReportFormat::Human => output::facts_human(&groups),
-                ReportFormat::Json => output::facts_json(&groups),
-            }
-            for error in &errors {
-                output::error(&error.to_string());
-            }
-            Ok(u8::from(!errors.is_empty()))
-        }
-    }
 }
 
 /// `wconverge requirement`: 0 true, 1 false, 2 invalid (the program or the facts).

@@ -44,6 +44,11 @@ pub(crate) struct StoreArgs {
     /// `keep_reports = DAYS`.
     #[arg(long, value_name = "FILE", global = true)]
     pub(crate) config: Option<PathBuf>,
+    /// The state directory: the run lock, the default store, the report spool
+    /// (default: $WCONVERGE_STATE_DIR, else /var/lib/wconverge as root, else
+    /// $XDG_STATE_HOME/wconverge).
+    #[arg(long, value_name = "DIR", global = true)]
+    pub(crate) state_dir: Option<PathBuf>,
 }
 
 /// The config file's settings.
@@ -161,10 +166,14 @@ impl Fleet {
         })
     }
 
-    /// The store of a command that takes no `--state-dir`: the default one's, if there
-    /// is one.
+    /// The store of a command that does not run: that of the state directory
+    /// (`--state-dir`, else the default one), if there is one.
     pub(crate) fn of(args: &StoreArgs) -> anyhow::Result<Fleet> {
-        Fleet::new(args, dirs::state_dir(None).ok().as_deref())
+        let state_dir = match &args.state_dir {
+            Some(dir) => Some(dirs::absolute(dir)?),
+            None => dirs::state_dir(None).ok(),
+        };
+        Fleet::new(args, state_dir.as_deref())
     }
 
     /// No store at all (`types --manifest`): nothing collected, nothing published.
@@ -336,7 +345,7 @@ impl Fleet {
                 return;
             }
         };
-        let status = status_of(report.exit_code);
+        let status = status_of(report);
         if text.len() > wconverge_store::MAX_DOCUMENT_BYTES {
             output::warning(&format!(
                 "the run's report takes {} bytes, more than the store keeps ({} MiB): it was \
@@ -538,10 +547,12 @@ impl wconverge_lang::Exports for Fleet {
 }
 
 /// Puppet's words for a run's outcome.
-fn status_of(exit_code: i32) -> &'static str {
-    if exit_code & 4 != 0 {
+/// Puppet's status of a run: a noop run changes nothing, so it is `unchanged` unless
+/// something failed (what it would change is in its figures).
+fn status_of(report: &wconverge_engine::report::Report) -> &'static str {
+    if report.exit_code & 4 != 0 {
         "failed"
-    } else if exit_code & 2 != 0 {
+    } else if report.exit_code & 2 != 0 && report.mode != "noop" {
         "changed"
     } else {
         "unchanged"
@@ -736,29 +747,97 @@ pub(crate) fn reports_command(
         let list: Vec<serde_json::Value> = reports
             .iter()
             .map(|report| {
-                serde_json::json!({
+                let mut entry = serde_json::json!({
                     "id": report.id,
                     "node": report.node,
                     "at": time_text(report.at),
                     "status": report.status,
-                })
+                });
+                if let (Some(figures), Some(object)) = (&report.figures, entry.as_object_mut())
+                    && let Ok(serde_json::Value::Object(more)) = serde_json::to_value(figures)
+                {
+                    object.extend(more);
+                }
+                entry
             })
             .collect();
         output::json(&list);
     } else {
-        let mut text = String::new();
-        for report in &reports {
-            text.push_str(&format!(
-                "{:>8}  {}  {}  {}\n",
-                report.id,
-                time_text(report.at),
-                report.node.escape_debug(),
-                report.status
-            ));
-        }
-        output::text(&text);
+        output::text(&report_lines(&reports));
     }
     Ok(0)
+}
+
+/// The human listing: a line per report, its figures in columns under a heading.
+fn report_lines(reports: &[wconverge_store::ReportSummary]) -> String {
+    if reports.is_empty() {
+        return String::new();
+    }
+    let rows: Vec<[String; 9]> = reports
+        .iter()
+        .map(|report| {
+            let figures = report.figures.as_ref();
+            let shown = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+            [
+                report.id.to_string(),
+                time_text(report.at),
+                report.node.escape_debug().to_string(),
+                report.status.clone(),
+                shown(figures.map(|f| f.mode.clone())),
+                shown(figures.map(|f| f.resources.to_string())),
+                shown(figures.map(|f| {
+                    if f.mode == "noop" {
+                        format!("{} (noop)", f.would_change)
+                    } else {
+                        f.changed.to_string()
+                    }
+                })),
+                shown(figures.map(|f| f.failed.to_string())),
+                shown(figures.map(|f| format!("{:.2} s", f.duration_ms / 1000.0))),
+            ]
+        })
+        .collect();
+    let heading = [
+        "ID",
+        "ENDED",
+        "NODE",
+        "STATUS",
+        "MODE",
+        "RESOURCES",
+        "CHANGED",
+        "FAILED",
+        "DURATION",
+    ];
+    let widths: Vec<usize> = (0..heading.len())
+        .map(|column| {
+            rows.iter()
+                .map(|row| row[column].chars().count())
+                .chain([heading[column].len()])
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    // Numbers right-aligned, words left.
+    let right = [true, false, false, false, false, true, true, true, true];
+    let line = |cells: &[&str]| {
+        let mut line = String::new();
+        for (column, cell) in cells.iter().enumerate() {
+            let width = widths[column];
+            let cell = if right[column] {
+                format!("{cell:>width$}")
+            } else {
+                format!("{cell:<width$}")
+            };
+            line.push_str(&cell);
+            line.push_str("  ");
+        }
+        line.trim_end().to_owned() + "\n"
+    };
+    let mut text = line(&heading);
+    for row in &rows {
+        text.push_str(&line(&row.each_ref().map(String::as_str)));
+    }
+    text
 }
 
 /// What `wconverge reports` does besides listing.

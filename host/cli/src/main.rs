@@ -9,14 +9,17 @@ mod catalog;
 mod commands;
 mod data;
 mod dirs;
+mod facts_command;
 mod fleet;
 mod generate;
 mod input;
+mod literal;
 mod lock;
 mod modules;
 mod output;
 mod plugin_test;
 mod plugins_command;
+mod resource_command;
 mod scaffold;
 mod setup;
 mod signals;
@@ -74,9 +77,14 @@ enum Command {
     /// `package.name == 'fwts'`): prints `true` (exit 0) or `false` (exit 1); an invalid
     /// program is a diagnostic (exit 2).
     Requirement(commands::RequirementArgs),
-    /// Print this machine's facts, as the fact plugins of the policy gather them; or,
-    /// with `--node`, the facts that node last stored.
-    Facts(commands::FactsArgs),
+    /// Print this machine's facts as manifests see them (`$facts`), or one by its
+    /// dotted name (`os.family`); `--raw` the fact plugins' records; with `--node`, the
+    /// facts that node last stored.
+    Facts(facts_command::FactsArgs),
+    /// Print resources as they are on this machine, as manifest code that changes
+    /// nothing when applied (`wconverge resource user root`); without a name, every
+    /// resource of the type the facts list (`user`, `group`, `package`).
+    Resource(resource_command::ResourceArgs),
     /// The runs' reports in the store, newest first; `reports show ID` prints one.
     Reports {
         #[command(subcommand)]
@@ -225,7 +233,8 @@ fn run(cli: Cli, trails: &Trails) -> anyhow::Result<u8> {
             runtime,
         } => types_command::types(type_name, provider, manifests, &runtime, trails),
         Command::Requirement(args) => commands::requirement(&args, trails),
-        Command::Facts(args) => commands::facts(args, trails),
+        Command::Facts(args) => facts_command::facts(args, trails),
+        Command::Resource(args) => resource_command::resource(args, trails),
         Command::Reports {
             command,
             node,

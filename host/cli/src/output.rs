@@ -213,6 +213,44 @@ pub(crate) fn warning(message: &str) {
     err(&format!("warning: {}", continued(message, "  ")));
 }
 
+/// Refusals made for a resource, held until the run's report is printed: a resource
+/// that failed for the same reason says it already.
+static HELD_REFUSALS: std::sync::Mutex<Vec<(String, String, String)>> =
+    std::sync::Mutex::new(Vec::new());
+
+/// The audit trail's console: a refusal for a resource is held (see
+/// [`held_refusals`]), anything else is a warning now.
+pub(crate) fn refusal(line: &wconverge_runtime::trail::ConsoleLine<'_>) {
+    match line.resource {
+        Some(resource) => HELD_REFUSALS.lock().expect("refusals lock").push((
+            line.text.to_owned(),
+            resource.to_owned(),
+            line.reason.to_owned(),
+        )),
+        None => warning(line.text),
+    }
+}
+
+/// Prints the refusals held so far, but those whose resource `report` shows failed
+/// with that very reason.
+pub(crate) fn held_refusals(report: Option<&Report>) {
+    let held = std::mem::take(&mut *HELD_REFUSALS.lock().expect("refusals lock"));
+    for (text, resource, reason) in held {
+        let said = report.is_some_and(|report| {
+            report.resources.iter().any(|reported| {
+                reported.resource == resource
+                    && reported
+                        .error
+                        .as_deref()
+                        .is_some_and(|error| error.contains(&reason))
+            })
+        });
+        if !said {
+            warning(&text);
+        }
+    }
+}
+
 pub(crate) fn error(message: &str) {
     err(&format!("error: {}", continued(message, "  ")));
 }
@@ -315,7 +353,7 @@ pub(crate) fn problems(problems: &[Problem], sources: &[wconverge_lang::Source])
     .to_string());
 }
 
-fn describe_resource(resource: &ResourceReport, show_diff: bool) -> Vec<String> {
+fn describe_resource(resource: &ResourceReport, show_diff: bool, verbose: bool) -> Vec<String> {
     let name = &match &resource.exported_by {
         Some(node) => format!("{} (exported by node {node})", resource.resource),
         None => resource.resource.clone(),
@@ -358,6 +396,8 @@ fn describe_resource(resource: &ResourceReport, show_diff: bool) -> Vec<String> 
                 resource.unmet_dependencies.join(", ")
             ),
         }),
+        // A guard that holds is how a converged run looks: said only when asked.
+        Status::SkippedByGuard if !verbose => {}
         Status::SkippedByGuard => {
             if let Some(guard) = resource.guards.last() {
                 let why = match (guard.succeeded, guard.exit_code) {
@@ -404,10 +444,17 @@ fn describe_resource(resource: &ResourceReport, show_diff: bool) -> Vec<String> 
     lines
 }
 
-pub(crate) fn report_human(report: &Report, show_diff: bool) {
+/// The report as text: a line per change, failure and notice (and, `verbose`, per
+/// guard that held), then the summary, whose time counts the `compiled` components'
+/// compile too (the part `before` the run is not in the report's duration).
+pub(crate) fn report_human(
+    report: &Report,
+    (show_diff, verbose): (bool, bool),
+    (before, compiled): (std::time::Duration, wconverge_runtime::Compiled),
+) {
     let mut text = String::new();
     for resource in &report.resources {
-        for line in describe_resource(resource, show_diff) {
+        for line in describe_resource(resource, show_diff, verbose) {
             // A diff, or a message a plugin wrote over several lines, is indented.
             text.push_str(&continued(&line, "    "));
             text.push('\n');
@@ -440,9 +487,19 @@ pub(crate) fn report_human(report: &Report, show_diff: bool) {
     } else {
         "applied"
     };
+    let seconds = report.duration_ms / 1000.0 + before.as_secs_f64();
+    let compiling = if compiled.components == 0 {
+        String::new()
+    } else {
+        format!(
+            " ({:.2} s of it compiling {} plugin{} into the cache)",
+            compiled.time.as_secs_f64(),
+            compiled.components,
+            if compiled.components == 1 { "" } else { "s" }
+        )
+    };
     text.push_str(&format!(
-        "{verb} in {:.2} s: {}\n",
-        report.duration_ms / 1000.0,
+        "{verb} in {seconds:.2} s{compiling}: {}\n",
         counts.join(", ")
     ));
     out(&text);

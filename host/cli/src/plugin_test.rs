@@ -120,6 +120,7 @@ pub(crate) fn plugins_test(args: &TestArgs, trails: &crate::setup::Trails) -> an
         node: None,
         deny_warnings: false,
         modulepath: None,
+        execute: None,
     };
     let Some((mut loaded, problems)) =
         load_with_sources(&input, &runtime, &fleet::Fleet::none(), (Publish::No, None))?

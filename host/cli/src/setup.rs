@@ -176,7 +176,7 @@ pub(crate) fn runtime_with(
         Some(path) => Some(open_audit_log(path)?),
         None => None,
     };
-    let trail = Arc::new(Trail::new(file, Box::new(output::warning)));
+    let trail = Arc::new(Trail::new(file, Box::new(output::refusal)));
     runtime.set_trail(Arc::clone(&trail));
     trails.0.borrow_mut().push(trail);
     Ok(runtime)
@@ -243,6 +243,7 @@ impl Trails {
     /// Ends every audit trail: the counts of suppressed refusals, and a flush. A trail
     /// that could not be written fails the command.
     pub(crate) fn finish(self) -> anyhow::Result<()> {
+        output::held_refusals(None);
         for trail in self.0.into_inner() {
             trail
                 .finish()

@@ -27,6 +27,7 @@ pub(crate) fn types(
             node: None,
             deny_warnings: false,
             modulepath: None,
+            execute: None,
         };
         match load(
             &input,

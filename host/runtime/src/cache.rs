@@ -16,7 +16,10 @@
 //! - a new entry is written to a temporary file created `O_EXCL | O_NOFOLLOW`, then
 //!   renamed into place.
 
+mod compiling;
 use crate::walk::{Ancestors, WalkError, walk};
+pub use compiling::Compiled;
+use compiling::Compiling;
 use rustix::fd::OwnedFd;
 use rustix::fs::{FileType, Mode, OFlags};
 use sha2::{Digest, Sha256};
@@ -59,6 +62,9 @@ pub(crate) struct Cache {
     /// Whether this process has swept the remembered checks (it does once, when it
     /// first writes one).
     swept: std::sync::atomic::AtomicBool,
+    /// The components this process compiled (the cache had none for them), and the
+    /// wall-clock time during which at least one was being compiled.
+    compiling: Compiling,
 }
 
 /// The cache directory, walked and opened once.
@@ -119,7 +125,13 @@ impl Cache {
             engine_key,
             validated: std::sync::Mutex::default(),
             swept: std::sync::atomic::AtomicBool::new(false),
+            compiling: Compiling::default(),
         }
+    }
+
+    /// Compiles `wasm`, counting it and its time.
+    fn compile(&self, engine: &Engine, wasm: &[u8]) -> wasmtime::Result<Component> {
+        self.compiling.counted(|| Component::new(engine, wasm))
     }
 
     /// The component for `wasm` (whose digest is `digest`), from the cache or compiled.
@@ -130,7 +142,7 @@ impl Cache {
         digest: &str,
     ) -> wasmtime::Result<Component> {
         let Some(dir) = &self.dir else {
-            return Component::new(engine, wasm);
+            return self.compile(engine, wasm);
         };
         let name = format!("{digest}-{}.cwasm", self.engine_key);
         let shown = dir.path.join(&name);
@@ -142,7 +154,7 @@ impl Cache {
             Ok(None) => {}
             Err(message) => tracing::warn!("rebuilding cache entry {}: {message}", shown.display()),
         }
-        let component = Component::new(engine, wasm)?;
+        let component = self.compile(engine, wasm)?;
         match component.serialize() {
             Ok(code) => {
                 if let Err(error) = write_entry(&dir.fd, &name, digest, &self.engine_key, &code) {

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use wconverge_catalog::{PathAccess, TypeSchema};
-use wconverge_engine::PreparedResource;
+use wconverge_engine::{Prepared, PreparedResource};
 
 /// One directory granted to a call.
 #[derive(Debug)]
@@ -239,11 +239,8 @@ fn open_grant(
         } else {
             format!(" (`{dir}` resolves to it)")
         };
-        return Err(GrantError::Denied(format!(
-            "the policy grants plugin `{plugin}` no {} access to `{}`{via}; add the \
-             directory to `directories` of [plugins.{plugin}] in the policy",
-            access.as_str(),
-            canonical.display()
+        return Err(GrantError::Denied(not_granted(
+            plugin, &canonical, access, &via,
         )));
     }
     let fd = open_directory(&walked).map_err(|error| {
@@ -255,6 +252,85 @@ fn open_grant(
         access,
         fd,
     })
+}
+
+/// Refuses `access` to `dir` (as `via` reached it), naming the policy line to add.
+fn not_granted(plugin: &str, dir: &Path, access: Access, via: &str) -> String {
+    format!(
+        "the policy grants plugin `{plugin}` no {access} access to `{dir}`{via}; add \
+         `{{ path = \"{dir}\", access = \"{access}\" }}` to `directories` of \
+         [plugins.{plugin}] in the policy",
+        access = access.as_str(),
+        dir = dir.display()
+    )
+}
+
+impl crate::Runtime {
+    /// The directories and files the resources would need that their plugins' policies
+    /// do not grant, found before the run (`wconverge validate`): each directory that
+    /// exists is walked as its grant would be; one that does not exist yet (a resource
+    /// before may create it) is checked where its nearest existing ancestor really is.
+    /// One entry per resource refused, with why.
+    pub fn ungranted<'p>(&self, prepared: &'p Prepared) -> Vec<(&'p PreparedResource, String)> {
+        let mut seen: HashMap<GrantKey, Option<String>> = HashMap::new();
+        let mut refused = Vec::new();
+        for resource in &prepared.resources {
+            let (Ok(plugin), Some(schema)) =
+                (self.plugin(&resource.provider), prepared.schema(resource))
+            else {
+                continue;
+            };
+            if let Err(GrantError::Denied(why)) = named_files(&plugin.policy, resource, schema) {
+                refused.push((resource, why));
+                continue;
+            }
+            let Ok(needed) = needed(resource, schema) else {
+                continue;
+            };
+            let roots = self.roots(&plugin);
+            let why = needed.into_iter().find_map(|(dir, access, private)| {
+                let key = (plugin.policy.name.clone(), dir, access, private);
+                seen.entry(key)
+                    .or_insert_with_key(|(_, dir, access, private)| {
+                        precheck(&plugin.policy, &roots, dir, *access, *private)
+                    })
+                    .clone()
+            });
+            if let Some(why) = why {
+                refused.push((resource, why));
+            }
+        }
+        refused
+    }
+}
+
+/// Why the policy would refuse `access` to `dir`, if it would.
+fn precheck(
+    policy: &PluginPolicy,
+    roots: &[(PathBuf, Access)],
+    dir: &str,
+    access: Access,
+    private: bool,
+) -> Option<String> {
+    match open_grant(policy, roots, dir, access, private) {
+        Err(GrantError::Denied(why)) => Some(why),
+        Err(GrantError::Missing(_)) => {
+            let ancestor = nearest_existing(dir);
+            let rest = Path::new(dir).strip_prefix(&ancestor).ok()?;
+            let walked = walk(Path::new(&ancestor), Ancestors::Any).ok()?;
+            let canonical = walked.canonical.join(rest);
+            let allowed = roots
+                .iter()
+                .any(|(root, granted)| canonical.starts_with(root) && *granted >= access);
+            let via = if canonical.as_path() == Path::new(dir) {
+                String::new()
+            } else {
+                format!(" (`{dir}` resolves to it)")
+            };
+            (!allowed).then(|| not_granted(&policy.name, &canonical, access, &via))
+        }
+        Ok(_) | Err(GrantError::Unusable(_)) => None,
+    }
 }
 
 /// The policy's directories as they really are, for comparing with resolved paths,

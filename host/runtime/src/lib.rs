@@ -50,7 +50,7 @@ use wconverge_engine::{
     PluginHost, PreparedResource, ProviderChoice, ScriptOutput, State,
 };
 
-pub use cache::{PrivateDirError, open_private_dir, sha256_hex};
+pub use cache::{Compiled, PrivateDirError, open_private_dir, sha256_hex};
 pub use input::{ReadError, read_regular};
 pub use plugin::{WIT_VERSION, read_component};
 pub use previous::PREVIOUS_WIT_VERSION;

@@ -78,7 +78,17 @@ impl Event {
 }
 
 /// Where the console's warnings go.
-pub type Console = Box<dyn Fn(&str) + Send + Sync>;
+pub type Console = Box<dyn Fn(&ConsoleLine<'_>) + Send + Sync>;
+
+/// A warning for the console: its text, and for a refusal made for one resource, that
+/// resource and the reason (a caller that reports the resource's failure with the same
+/// reason need not say it twice).
+#[derive(Debug)]
+pub struct ConsoleLine<'a> {
+    pub text: &'a str,
+    pub resource: Option<&'a str>,
+    pub reason: &'a str,
+}
 
 struct Sink {
     /// Opened for appending: each event is one `write`, so a crash loses nothing
@@ -158,10 +168,11 @@ impl Trail {
                         reason.push(c);
                     }
                 }
-                (self.console)(&format!(
-                    "refused (plugin `{}`{on}): {reason}",
-                    event.plugin
-                ));
+                (self.console)(&ConsoleLine {
+                    text: &format!("refused (plugin `{}`{on}): {reason}", event.plugin),
+                    resource: event.resource.as_deref(),
+                    reason: &reason,
+                });
             }
         }
         if to_file {
@@ -179,10 +190,14 @@ impl Trail {
         let denials = std::mem::take(&mut sink.denials);
         for (plugin, (count, digest)) in denials {
             if count > CONSOLE_DENIALS {
-                (self.console)(&format!(
-                    "plugin `{plugin}` was refused {} more times; not shown",
-                    count - CONSOLE_DENIALS
-                ));
+                (self.console)(&ConsoleLine {
+                    text: &format!(
+                        "plugin `{plugin}` was refused {} more times; not shown",
+                        count - CONSOLE_DENIALS
+                    ),
+                    resource: None,
+                    reason: "",
+                });
             }
             if count > FILE_DENIALS {
                 let event = Event {
@@ -340,7 +355,9 @@ mod tests {
         let seen = Arc::clone(&console);
         let trail = Trail::new(
             Some(file),
-            Box::new(move |line| seen.lock().expect("lock").push(line.to_owned())),
+            Box::new(move |line: &ConsoleLine<'_>| {
+                seen.lock().expect("lock").push(line.text.to_owned());
+            }),
         );
         for _ in 0..FILE_DENIALS + 7 {
             trail.record(denied("hostile")).expect("written");
