@@ -242,7 +242,7 @@ fn three_nodes_share_a_postgresql_store() {
     assert!(
         refused
             .stderr
-            .contains("schema version 99, newer than this wconverge knows (2)")
+            .contains("schema version 99, newer than this wconverge knows (3)")
             && refused.stderr.contains("upgrade wconverge"),
         "{refused:#?}"
     );
