@@ -281,7 +281,7 @@ pub(crate) fn requirement(args: &RequirementArgs, trails: &Trails) -> anyhow::Re
         facts,
         runtime,
     } = args;
-    let program = match wconverge_program::Program::parse(text) {
+    let program = match wconverge_requires::Program::parse(text) {
         Ok(program) => program,
         Err(errors) => {
             output::program_errors(&errors, text);
@@ -312,7 +312,7 @@ pub(crate) fn requirement(args: &RequirementArgs, trails: &Trails) -> anyhow::Re
                 output::error("the facts are incomplete; the program was not evaluated");
                 return Ok(2);
             }
-            wconverge_program::Facts { groups }
+            wconverge_requires::Facts { groups }
         }
     };
     let verdict = program.evaluate(&facts);
@@ -328,9 +328,9 @@ pub(crate) fn requirement(args: &RequirementArgs, trails: &Trails) -> anyhow::Re
 }
 
 /// Facts from a JSON file: `{"group": [{"key": "value"}, ...]}`, every value a string.
-fn read_facts(path: &Path) -> Result<wconverge_program::Facts, String> {
+fn read_facts(path: &Path) -> Result<wconverge_requires::Facts, String> {
     let text = input::read_text(path, "file of facts", input::FACTS_BYTES)?;
-    Ok(wconverge_program::Facts {
+    Ok(wconverge_requires::Facts {
         groups: fleet::facts_from_json(&text, &path.display().to_string())?,
     })
 }

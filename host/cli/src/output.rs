@@ -567,7 +567,7 @@ pub(crate) fn graph_json(prepared: &Prepared) {
 }
 
 /// A resource program's errors, each under its line with a marker at the column.
-pub(crate) fn program_errors(errors: &[wconverge_program::ProgramError], text: &str) {
+pub(crate) fn program_errors(errors: &[wconverge_requires::ProgramError], text: &str) {
     for error in errors {
         err(&format!(
             "error: line {}, column {}: {}",
@@ -594,7 +594,7 @@ pub(crate) fn program_errors(errors: &[wconverge_program::ProgramError], text: &
 }
 
 /// `true` or `false` on stdout; for `false`, the line that did not hold on stderr.
-pub(crate) fn verdict(verdict: &wconverge_program::Verdict) {
+pub(crate) fn verdict(verdict: &wconverge_requires::Verdict) {
     out(if verdict.holds { "true\n" } else { "false\n" });
     if let Some((line, text)) = &verdict.failed {
         err(&format!("line {line} does not hold: `{text}`"));

@@ -537,7 +537,7 @@ impl PluginHost for Recorder<'_> {
         self.inner.run_guard(script)
     }
 
-    fn facts(&self) -> Result<wconverge_program::Facts, wconverge_engine::FactsError> {
+    fn facts(&self) -> Result<wconverge_requires::Facts, wconverge_engine::FactsError> {
         self.inner.facts()
     }
 

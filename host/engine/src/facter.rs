@@ -7,7 +7,7 @@
 
 use std::collections::BTreeMap;
 use wconverge_catalog::Value;
-use wconverge_program::Record;
+use wconverge_requires::Record;
 
 /// The groups this module turns into Facter's facts rather than lists of records.
 const FACTER_GROUPS: &[&str] = &[

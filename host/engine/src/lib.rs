@@ -110,7 +110,7 @@ pub trait PluginHost {
 
     /// This machine's facts, for `requires` (gathered once per run by the host's fact
     /// plugins). An error says why they could not be gathered.
-    fn facts(&self) -> Result<wconverge_program::Facts, FactsError>;
+    fn facts(&self) -> Result<wconverge_requires::Facts, FactsError>;
 
     /// The home directory of `user` (a name or a numeric id) on this machine, for the
     /// attributes whose default lies below it; `None` when the user has none.

@@ -94,7 +94,7 @@ pub(crate) struct Shared<'a> {
     /// The node attributes: as compiled, then as `node_block`s write them.
     pub(crate) node: RwLock<NodeAttributes>,
     /// Gathered at the first resource that needs them, once.
-    facts: OnceLock<Result<wconverge_program::Facts, crate::FactsError>>,
+    facts: OnceLock<Result<wconverge_requires::Facts, crate::FactsError>>,
     pub(crate) prefetched: crate::prefetch::Prefetched,
     /// Guards evaluated ahead of their resource's turn, by run position (see
     /// [`crate::ahead`]).
@@ -102,7 +102,7 @@ pub(crate) struct Shared<'a> {
 }
 
 impl Shared<'_> {
-    fn facts(&self) -> &Result<wconverge_program::Facts, crate::FactsError> {
+    fn facts(&self) -> &Result<wconverge_requires::Facts, crate::FactsError> {
         self.facts.get_or_init(|| self.host.facts())
     }
 

@@ -276,8 +276,8 @@ impl PluginHost for MemoryHost {
     }
 
     /// One `os` record: the Debian family.
-    fn facts(&self) -> Result<wconverge_program::Facts, crate::FactsError> {
-        let mut facts = wconverge_program::Facts::default();
+    fn facts(&self) -> Result<wconverge_requires::Facts, crate::FactsError> {
+        let mut facts = wconverge_requires::Facts::default();
         facts.groups.insert(
             "os".to_owned(),
             vec![vec![("family".to_owned(), "debian".to_owned())]],

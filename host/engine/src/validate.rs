@@ -74,7 +74,7 @@ pub struct PreparedResource {
     /// Its guards, in evaluation order.
     pub guards: Vec<Guard>,
     /// Its `requires` resource program.
-    pub requirement: Option<wconverge_program::Program>,
+    pub requirement: Option<wconverge_requires::Program>,
     /// Attributes whose values are lazy, resolved during the run just before the
     /// provider sees the resource; they are not in `attributes` until then.
     pub lazy: Vec<(String, Lazy)>,
@@ -535,7 +535,7 @@ fn prepare_checked(
         match prepare_resource(resource, given, schema, provider, code, &catalog.types) {
             Ok(mut prepared) => {
                 if let Some(text) = &resource.metaparams.requires {
-                    match wconverge_program::Program::parse(text) {
+                    match wconverge_requires::Program::parse(text) {
                         Ok(program) => prepared.requirement = Some(program),
                         Err(errors) => problems.extend(errors.into_iter().map(|error| {
                             let mut problem = Problem::of(

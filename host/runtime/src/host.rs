@@ -112,10 +112,10 @@ impl PluginHost for Runtime {
             .filter(|dir| dir.starts_with('/') && dir != "/")
     }
 
-    fn facts(&self) -> Result<wconverge_program::Facts, wconverge_engine::FactsError> {
+    fn facts(&self) -> Result<wconverge_requires::Facts, wconverge_engine::FactsError> {
         let (groups, errors) = self.gather_facts();
         if errors.is_empty() {
-            Ok(wconverge_program::Facts { groups })
+            Ok(wconverge_requires::Facts { groups })
         } else {
             Err(wconverge_engine::FactsError(errors))
         }

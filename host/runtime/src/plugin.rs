@@ -58,7 +58,7 @@ const MAX_REQUIREMENT_BYTES: usize = 64 * 1024;
 #[derive(Debug, Clone)]
 pub(crate) struct Requirement {
     pub(crate) text: String,
-    pub(crate) program: wconverge_program::Program,
+    pub(crate) program: wconverge_requires::Program,
 }
 
 impl Requirement {
@@ -67,7 +67,7 @@ impl Requirement {
         if text.len() > MAX_REQUIREMENT_BYTES {
             return Err(RequirementError::TooLong);
         }
-        match wconverge_program::Program::parse(&text) {
+        match wconverge_requires::Program::parse(&text) {
             Ok(program) => Ok(Requirement { text, program }),
             Err(errors) => Err(RequirementError::Invalid(errors)),
         }
@@ -80,7 +80,7 @@ pub(crate) enum RequirementError {
     /// Longer than [`MAX_REQUIREMENT_BYTES`].
     TooLong,
     /// Not a valid resource program.
-    Invalid(Vec<wconverge_program::ProgramError>),
+    Invalid(Vec<wconverge_requires::ProgramError>),
 }
 
 impl std::fmt::Display for RequirementError {

@@ -1,12 +1,12 @@
 //! Benchmark of resource programs: a 20-line program evaluated over 5,000 package
 //! records (the target: under 5 ms). Prints figures; asserts nothing about time.
 //!
-//! Run it with `scripts/bench` (or `cargo bench -p wconverge-program --bench program`).
+//! Run it with `scripts/bench` (or `cargo bench -p wconverge-requires --bench program`).
 
 #![expect(clippy::print_stdout, reason = "a benchmark prints its figures")]
 
 use std::time::{Duration, Instant};
-use wconverge_program::{Facts, Program};
+use wconverge_requires::{Facts, Program};
 
 fn main() {
     let packages: Vec<Vec<(String, String)>> = (0..5000)
