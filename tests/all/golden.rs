@@ -71,7 +71,8 @@ fn golden(machine: &Machine, name: &str, run: &Run) {
         normalized(machine, &run.stderr)
     );
     let path = golden_dir().join(format!("{name}.txt"));
-    if std::env::var_os("WCONVERGE_BLESS").is_some() {
+    // `=1` only: `WCONVERGE_BLESS=0` (or an empty value) checks, as it reads.
+    if std::env::var_os("WCONVERGE_BLESS").is_some_and(|value| value == "1") {
         std::fs::create_dir_all(golden_dir()).expect("tests/golden");
         std::fs::write(&path, &actual).expect("write the golden file");
         return;

@@ -92,7 +92,7 @@ fn run_bounded(machine: &Machine, args: &[&str], limit: Duration) -> (Run, Durat
 /// `cargo test -- --nocapture` shows.
 #[expect(
     clippy::print_stderr,
-    reason = "the figures are what the issue's note reports"
+    reason = "the figures are printed for whoever runs it"
 )]
 fn figure(text: &str) {
     eprintln!("{text}");

@@ -18,7 +18,7 @@
 //!   instances, a collector realizing 5,000 virtual resources): no floor, a target.
 //!
 //! The rows of `apply` run with the default `--jobs` (the number of cores), and again
-//! with `--jobs 1` for comparison (those rows are not the and have no target).
+//! with `--jobs 1` for comparison (those rows are for comparison and have no target).
 //! Prints a Markdown table; asserts nothing about time. Run it with `scripts/bench` (or
 //! `cargo bench -p wconverge-cli --bench floors`).
 
@@ -187,7 +187,7 @@ fn noop(bench: &Bench, env: &[(&str, &Path)], jobs: Option<&str>) -> Row {
         floor: Some(floor),
         target: match jobs {
             None => "<= 3x",
-            // Not a row of the table: one worker, for comparison.
+            // One worker, for comparison: no target.
             Some(_) => "",
         },
     }

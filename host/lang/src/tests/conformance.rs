@@ -44,7 +44,8 @@ pub(super) fn check_fixture(kind: &str, name: &str) {
         (rendered, "txt")
     };
     let expected_path = root.join(format!("{name}.{extension}"));
-    if std::env::var_os("WCONVERGE_BLESS").is_some() {
+    // `=1` only: `WCONVERGE_BLESS=0` (or an empty value) checks, as it reads.
+    if std::env::var_os("WCONVERGE_BLESS").is_some_and(|value| value == "1") {
         std::fs::write(&expected_path, &actual).expect("write the expectation");
         return;
     }
