@@ -133,7 +133,7 @@ fn the_engine_depends_on_the_catalog_and_resource_programs_alone() {
         .collect();
     assert_eq!(
         ours,
-        ["wconverge-catalog", "wconverge-program"],
+        ["wconverge-catalog", "wconverge-requires"],
         "wconverge-engine may know the catalog and resource programs and nothing else of \
          the host"
     );
@@ -284,7 +284,7 @@ fn every_rust_file_says_what_it_is_for() {
 /// manifests, scripts and documents say what they mean instead of pointing there (to a
 /// section of the brief, a decision of it, or one of its source documents by file).
 #[test]
-fn nothing_points_to_the_design_brief_outside_the_repository() {
+fn nothing_points_to_the_design_brief_or_the_tracker_outside_the_repository() {
     let root = repository();
     let listed = std::process::Command::new("git")
         .arg("-C")
@@ -303,6 +303,7 @@ fn nothing_points_to_the_design_brief_outside_the_repository() {
     // Built here, so that this file does not name what it looks for.
     let brief = ["DES", "IGN"].concat();
     let seed = ["se", "ed"].concat();
+    let tracker = ["iss", "ue"].concat();
     let exact = [brief.clone()];
     let any_case: Vec<String> = [
         format!("{brief} section"),
@@ -314,12 +315,23 @@ fn nothing_points_to_the_design_brief_outside_the_repository() {
         format!("types {seed}"),
         format!("catalog {seed}"),
         format!("{seed}s/"),
+        // The tracker: a reader of the repository has neither its issues nor its notes.
+        format!("the {tracker}'s"),
+        format!("{tracker} #"),
+        format!("{} #", ["re", "fs"].concat()),
     ]
     .iter()
     .map(|pointer| pointer.to_lowercase())
     .collect();
+    let numbered = [
+        "decision ".to_owned(),
+        "decisions ".to_owned(),
+        format!("{tracker} "),
+        format!("{tracker}_"),
+        format!("{tracker}s "),
+    ];
     let decision = |line: &str| {
-        ["decision ", "decisions "].iter().any(|word| {
+        numbered.iter().any(|word| {
             line.match_indices(word)
                 .any(|(at, word)| line[at + word.len()..].starts_with(|c: char| c.is_ascii_digit()))
         })
@@ -352,8 +364,8 @@ fn nothing_points_to_the_design_brief_outside_the_repository() {
     assert!(read > 300, "read only {read} text files");
     assert!(
         found.is_empty(),
-        "references to the design brief, which is not in this repository; say what they \
-         mean instead: {found:#?}"
+        "references to the design brief or the tracker, which are not in this repository; \
+         say what they mean instead: {found:#?}"
     );
 }
 
@@ -462,16 +474,26 @@ fn guest_unit_tests_pass() {
 }
 
 #[test]
-fn the_readme_shows_the_builtin_policy_as_it_is() {
+fn the_policy_reference_shows_the_builtin_policy_as_it_is() {
     let root = repository();
     let source = std::fs::read_to_string(root.join("host/policy/src/policy.rs"))
         .expect("host/policy/src/policy.rs");
     let start = "pub const DEFAULT_POLICY: &str = r#\"";
     let from = source.find(start).expect("DEFAULT_POLICY") + start.len();
     let policy = &source[from..from + source[from..].find("\"#;").expect("end of DEFAULT_POLICY")];
-    let readme = std::fs::read_to_string(root.join("README.md")).expect("README.md");
+    let reference = std::fs::read_to_string(root.join("docs/policy.md")).expect("docs/policy.md");
     assert!(
-        readme.contains(&format!("```toml\n{policy}```")),
-        "the README's built-in policy differs from DEFAULT_POLICY in host/policy/src/policy.rs"
+        reference.contains(&format!("```toml\n{policy}```")),
+        "docs/policy.md's built-in policy differs from DEFAULT_POLICY in host/policy/src/policy.rs"
+    );
+}
+
+#[test]
+fn the_readme_is_for_a_newcomer() {
+    let readme = std::fs::read_to_string(repository().join("README.md")).expect("README.md");
+    let lines = readme.lines().count();
+    assert!(
+        lines <= 250,
+        "README.md has {lines} lines; it is for a newcomer (at most 250): reference goes to docs/"
     );
 }

@@ -15,7 +15,7 @@ use wconverge_runtime::{Runtime, RuntimeOptions};
 #[derive(clap::Args)]
 pub(crate) struct RuntimeArgs {
     /// Policy file: which plugins exist and what each may touch (default: the built-in
-    /// policy, see the README).
+    /// policy, `docs/policy.md`).
     #[arg(long, value_name = "FILE")]
     pub(crate) policy: Option<PathBuf>,
     /// Where the plugins whose policy entry says `source = "plugin-dir"` are, as

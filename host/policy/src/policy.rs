@@ -7,7 +7,7 @@ use crate::arguments::ArgsPattern;
 use serde::Deserialize;
 use std::path::{Component, Path, PathBuf};
 
-/// The policy used when no `--policy` is given. Documented in the README.
+/// The policy used when no `--policy` is given. Shown and explained in `docs/policy.md`.
 pub const DEFAULT_POLICY: &str = r#"# wconverge's built-in policy: the built-in providers, as Puppet users expect them.
 
 # Files anywhere: the file provider sees, for each resource, only the directory
