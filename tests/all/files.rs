@@ -602,6 +602,11 @@ fn files_are_checked_one_call_per_directory_each_granted_its_directory_alone() {
     // which none is: no batch is read for nothing (but by each of the two workers, at
     // most, before the first change).
     assert!(reads.len() <= 2, "{reads:?}");
+    // Files planned on their own are logged (the line the runs below must not show).
+    assert!(
+        log_lines(&first.stderr, " plan plugin=") >= 100,
+        "{first:#?}"
+    );
 
     let (second, reads) = apply();
     assert_eq!(second.code, 0, "{second:#?}");
@@ -813,7 +818,13 @@ fn two_workers_read_two_directories_at_once_and_each_once() {
     let catalog = numbered_files(&machine, 200, |index| dirs[index / 50]);
     let policy = machine.policy("");
     let apply = || apply_logged(&machine, &catalog, &policy, "2");
-    assert_eq!(apply().code, 2);
+    let first = apply();
+    assert_eq!(first.code, 2);
+    // Files planned on their own are logged (the line the runs below must not show).
+    assert!(
+        log_lines(&first.stderr, " plan plugin=") >= 100,
+        "{first:#?}"
+    );
     for _ in 0..3 {
         let noop = apply();
         assert_eq!(noop.code, 0, "{noop:#?}");

@@ -283,3 +283,39 @@ fn a_third_party_fact_plugin_is_pinned_and_its_group_is_readable() {
     assert_eq!(run.code, 1, "{run:#?}");
     assert!(run.stderr.contains("digest mismatch"), "{run:#?}");
 }
+
+/// Each built-in fact plugin, through the binary with the built-in policy, gathers its
+/// groups from this machine: each named with what any Debian machine has.
+#[test]
+fn each_builtin_fact_plugin_gathers_its_groups_from_this_machine() {
+    let machine = Machine::new();
+    let run = machine.run(&["facts", "--raw", "--format", "json"]);
+    assert_eq!(run.code, 0, "{run:#?}");
+    let facts = run.json();
+    let records = |group: &str| facts[group].as_array().cloned().unwrap_or_default();
+    let has = |group: &str, field: &str, value: &str| {
+        records(group)
+            .iter()
+            .any(|record| record[field].as_str() == Some(value))
+    };
+    let gathered: [(&str, bool); 5] = [
+        ("facts-os", has("os", "family", "debian")),
+        ("facts-package", has("package", "name", "dpkg")),
+        (
+            "facts-users",
+            has("user", "name", "root") && has("group", "name", "root"),
+        ),
+        ("facts-mount", has("mount", "path", "/")),
+        (
+            "facts-system",
+            !records("virtual").is_empty()
+                && records("processors")
+                    .first()
+                    .and_then(|record| record["count"].as_str())
+                    .is_some_and(|count| count.parse::<u32>().is_ok_and(|n| n > 0)),
+        ),
+    ];
+    for (plugin, found) in gathered {
+        assert!(found, "{plugin} gathered nothing expected: {facts:#}");
+    }
+}

@@ -101,6 +101,12 @@ fn an_init_script_daemon_is_started_enabled_restarted_on_refresh_and_stopped() {
     let reference = format!("Service[{name}]");
 
     let report = machine.apply_with(&manifest("v1", "running", true), None, &[], 2);
+    // Where PID 1 is not systemd, Debian's init scripts are the provider.
+    assert_eq!(
+        entry(&report, &reference)["provider"],
+        "debian",
+        "{report:#}"
+    );
     let first = daemon(&script.pidfile).expect("the daemon runs after the run");
     // Started in this run, it is not restarted too (Puppet unschedules the refresh).
     assert_eq!(
@@ -247,6 +253,7 @@ fn a_systemd_unit_is_started_enabled_and_restarted_on_refresh() {
     let report = host.apply("unit.wcv", &manifest("v1", running), 2);
     let service = crate::support::entry(&report, "Service[wcvt.service]");
     assert_eq!(service["status"], "changed", "{report:#}");
+    assert_eq!(service["provider"], "systemd", "{report:#}");
     let first = state(&host);
     assert_eq!(first[..3], ["active", "enabled", "v1"], "{first:?}");
     // Nothing changed: no restart.

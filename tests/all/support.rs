@@ -321,7 +321,12 @@ source = "builtin"
                 run.stderr
             );
         }
-        let trail = std::fs::read_to_string(&log).unwrap_or_default();
+        let trail = std::fs::read_to_string(&log).expect("the audit log was written");
+        // The log recorded the run (the fact plugins' directories), and no launch.
+        assert!(
+            trail.contains("\"decision\":\"allowed\""),
+            "the audit log recorded nothing of the run: {trail}"
+        );
         assert!(
             !trail.contains("\"launch\""),
             "nothing was launched: {trail}"
