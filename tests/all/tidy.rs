@@ -107,6 +107,23 @@ fn wasmtime_stays_in_the_runtime_and_the_cli() {
     }
 }
 
+/// The launcher forks as root for plugins it knows nothing of: no wasmtime, no plugin,
+/// no policy; the runtime converts a checked request into its `Request` once.
+#[test]
+fn the_launcher_depends_on_no_host_crate_and_never_on_wasmtime() {
+    let manifest = repository().join("Cargo.toml");
+    let all = dependencies(&manifest, "wconverge-launch", None, None);
+    let ours: Vec<&String> = all
+        .iter()
+        .filter(|name| name.starts_with("wconverge-"))
+        .collect();
+    assert!(ours.is_empty(), "wconverge-launch depends on {ours:?}");
+    assert!(
+        !all.contains("wasmtime"),
+        "wconverge-launch depends on wasmtime"
+    );
+}
+
 #[test]
 fn the_language_front_end_depends_on_no_host_crate_but_the_catalog() {
     let manifest = repository().join("Cargo.toml");

@@ -6,6 +6,7 @@
 
 use crate::policy::{Access, PluginPolicy, Principals, ProgramPattern, dangerous_variable};
 use std::path::Path;
+use wconverge_launch::walk::judged;
 
 /// Paths whose write access is root-equivalent: whoever writes there gets root.
 const PRIVILEGED: &[&str] = &[
@@ -441,38 +442,6 @@ fn kind_of(path: &Path) -> &'static str {
 /// by its owner, which is checked on its own.
 fn writable(path: &Path, sticky_is_safe: bool) -> Option<String> {
     judged(&rustix::fs::lstat(path).ok()?, sticky_is_safe)
-}
-
-/// Who other than root may change the file `stat` describes, if anyone (its owner, its
-/// group, everyone). With `sticky_is_safe`, a sticky directory counts as safe: what is
-/// in it can be replaced only by its owner, which is to be checked on its own.
-pub fn judged(stat: &rustix::fs::Stat, sticky_is_safe: bool) -> Option<String> {
-    use rustix::fs::FileType;
-    let mode = stat.st_mode & 0o7777;
-    let kind = FileType::from_raw_mode(stat.st_mode);
-    if stat.st_uid != 0 {
-        return Some(format!("belongs to uid {}", stat.st_uid));
-    }
-    // A link's own mode means nothing; its owner decides where it leads.
-    if kind == FileType::Symlink
-        || (sticky_is_safe && kind == FileType::Directory && mode & 0o1000 != 0)
-    {
-        return None;
-    }
-    if mode & 0o002 != 0 {
-        return Some(format!("can be written by every user (mode {mode:04o})"));
-    }
-    if mode & 0o020 != 0 && stat.st_gid != 0 {
-        return Some(format!(
-            "can be written by group {} (gid {}, mode {mode:04o})",
-            nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(stat.st_gid))
-                .ok()
-                .flatten()
-                .map_or_else(|| stat.st_gid.to_string(), |group| group.name),
-            stat.st_gid
-        ));
-    }
-    None
 }
 
 /// The directory at `path` (links on the way followed, as listing it by name would),

@@ -23,12 +23,13 @@ mod previous;
 mod process;
 mod replay;
 mod schema;
-mod spawn;
 mod state;
 mod summaries;
 pub mod trail;
-mod walk;
 
+/// The descriptor walk lives with the launcher, which pins programs by it; the runtime
+/// resolves its grants and files by it too.
+use wconverge_launch::walk;
 /// The policy, its argument patterns and its audit flags live in `wconverge-policy`,
 /// which needs no wasmtime; they keep their paths here.
 pub use wconverge_policy::{arguments, audit, policy};
@@ -54,8 +55,8 @@ pub use cache::{Compiled, PrivateDirError, open_private_dir, sha256_hex};
 pub use input::{ReadError, read_regular};
 pub use plugin::{WIT_VERSION, read_component};
 pub use previous::PREVIOUS_WIT_VERSION;
-pub use process::watchdog;
-pub use walk::WalkError;
+pub use wconverge_launch::walk::WalkError;
+pub use wconverge_launch::watchdog;
 
 /// A plugin's granted directories as they really are, with their access.
 type PolicyRoots = Vec<(PathBuf, Access)>;
@@ -63,28 +64,21 @@ type PolicyRoots = Vec<(PathBuf, Access)>;
 /// How often the CPU limit is checked while a plugin runs.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
-/// The signal that interrupted this process, or 0.
-static INTERRUPTED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
-
 /// Stops everything this process's runtimes run: the programs running now are killed
 /// with all their descendants, plugins running now are stopped at their next epoch
 /// tick, nothing more is launched, and the engine applies no further resource. For a
 /// signal handler thread (`signal` is the signal's number, for messages).
 pub fn interrupt(signal: i32) {
-    INTERRUPTED.store(signal, std::sync::atomic::Ordering::SeqCst);
-    process::kill_live();
+    wconverge_launch::interrupt(signal);
 }
 
 /// Why this process must stop, once [`interrupt`] was called.
 pub fn interrupted() -> Option<String> {
-    match INTERRUPTED.load(std::sync::atomic::Ordering::SeqCst) {
-        0 => None,
-        signal => {
-            let name = nix::sys::signal::Signal::try_from(signal)
-                .map_or_else(|_| format!("signal {signal}"), |signal| signal.to_string());
-            Some(format!("wconverge was interrupted ({name})"))
-        }
-    }
+    wconverge_launch::interrupted_by().map(|signal| {
+        let name = nix::sys::signal::Signal::try_from(signal)
+            .map_or_else(|_| format!("signal {signal}"), |signal| signal.to_string());
+        format!("wconverge was interrupted ({name})")
+    })
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -212,7 +206,7 @@ impl Drop for Runtime {
             let _ = thread.join();
         }
         let _ = self.shared.sync_directories();
-        process::release_cgroups();
+        wconverge_launch::release_cgroups();
     }
 }
 
@@ -259,9 +253,9 @@ impl Runtime {
     pub fn new(options: RuntimeOptions) -> Result<Runtime> {
         static CLOSE_INHERITED: Once = Once::new();
         CLOSE_INHERITED.call_once(|| {
-            process::close_inherited_on_exec();
-            process::become_subreaper();
-            process::sweep_cgroups();
+            wconverge_launch::close_inherited_on_exec();
+            wconverge_launch::become_subreaper();
+            wconverge_launch::sweep_cgroups();
         });
         let mut config = Config::new();
         config.epoch_interruption(true);

@@ -20,22 +20,12 @@
 use crate::arguments::display_args;
 use crate::bindings::process as wit;
 use crate::policy::{PluginPolicy, Principals, ProgramGrant, dangerous_variable};
-use rustix::fd::AsRawFd;
-use std::io::{Read, Write};
 use std::path::{Component, Path};
-use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
 
-mod pin;
-mod reaping;
-mod supervise;
-pub mod watchdog;
-
-use pin::Pinned;
-pub(crate) use pin::Programs;
-
-pub(crate) use reaping::*;
-use supervise::*;
+pub(crate) use wconverge_launch::Programs;
+use wconverge_launch::{Pinned, Wrapped};
 
 /// Where a program named without a path is found when the environment has no PATH.
 const DEFAULT_PATH: [&str; 6] = [
@@ -46,9 +36,6 @@ const DEFAULT_PATH: [&str; 6] = [
     "/sbin",
     "/bin",
 ];
-
-/// How long to wait for a program's output after it (or its group) is gone.
-const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
 /// What the phase of the call allows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,7 +104,7 @@ pub(crate) struct Checked {
 impl Checked {
     /// The file that runs, after symlinks.
     pub(crate) fn resolved(&self) -> Option<String> {
-        self.file.as_ref().map(|file| file.resolved.clone())
+        self.file.as_ref().map(|file| file.resolved().to_owned())
     }
 
     /// The command line that runs when the launcher changed it (a wrapper such as
@@ -196,7 +183,11 @@ pub(crate) fn check_scrubbed<'l>(
             })?;
         if route.program == checked.program && route.args == checked.args {
             // The machine runs it as it is: pinned like any other launch.
-            checked.file = Some(programs.pin(&checked.program, checked.others_may_write)?);
+            checked.file = Some(
+                programs
+                    .pin(&checked.program, checked.others_may_write)
+                    .map_err(launch_error)?,
+            );
             return Ok(checked);
         }
         check_route(policy, launcher.policy(), launch, &checked, &route)
@@ -232,7 +223,11 @@ pub(crate) fn check_scrubbed<'l>(
         // The launcher's program: trusted only as the machine's own files are.
         checked.others_may_write = false;
     }
-    checked.file = Some(programs.pin(&checked.program, checked.others_may_write)?);
+    checked.file = Some(
+        programs
+            .pin(&checked.program, checked.others_may_write)
+            .map_err(launch_error)?,
+    );
     Ok(checked)
 }
 
@@ -581,269 +576,48 @@ fn resolve_group(group: &str, allowed: &Principals, plugin: &str) -> Result<u32,
     Ok(entry.gid.as_raw())
 }
 
-/// Output kept up to a cap; the rest is read and dropped so the program never blocks.
-#[derive(Default)]
-struct Captured {
-    bytes: Vec<u8>,
-    truncated: bool,
-}
-
-fn drain(mut source: impl Read, cap: usize, into: Arc<Mutex<Captured>>) {
-    let mut buffer = [0u8; 16 * 1024];
-    loop {
-        match source.read(&mut buffer) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => {
-                let mut captured = into.lock().expect("no reader panics while holding it");
-                let room = cap.saturating_sub(captured.bytes.len());
-                let kept = n.min(room);
-                captured.bytes.extend_from_slice(&buffer[..kept]);
-                if kept < n {
-                    captured.truncated = true;
-                }
-            }
-        }
-    }
-}
-
-/// Reads `source` on a thread of its own into what it returns; the thread says on
-/// `done` when it has read everything (the writer closed its end).
-fn spawn_drain<R: Read + Send + 'static>(
-    source: R,
-    cap: usize,
-    done: mpsc::Sender<()>,
-) -> (Arc<Mutex<Captured>>, std::thread::JoinHandle<()>) {
-    let captured = Arc::new(Mutex::new(Captured::default()));
-    let into = Arc::clone(&captured);
-    let handle = std::thread::spawn(move || {
-        drain(source, cap, into);
-        let _ = done.send(());
-    });
-    (captured, handle)
-}
-
-/// Runs a checked request to completion.
+/// Runs a checked request to completion, through the launcher crate, and says how it
+/// ended in the plugin's terms.
 pub(crate) fn run(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
-    // Before anything of this launch: the watchdog is no part of it.
-    if CGROUPS_USABLE.load(std::sync::atomic::Ordering::Relaxed)
-        && let Some(own) = reaping::own_cgroup()
-    {
-        watchdog::arm(own, reaping::cgroup_prefix());
-    }
-    // The file opened at the check, through its descriptor: the kernel resolves
-    // `/proc/self/fd/N` in the child to that very inode (the descriptor is closed only as
-    // the program starts), through a link that carries the program's name when there is
-    // one. The program still sees its own path as argv[0]. A script is opened again by
-    // its interpreter, by name, so it runs by name.
-    let path = match &checked.file {
-        Some(file) if !file.script => file.exec_path().into_os_string(),
-        _ => checked.program.clone().into(),
-    };
-    let text = |text: &[u8], what: &str| {
-        std::ffi::CString::new(text).map_err(|_| {
-            wit::LaunchError::Failed(format!(
-                "cannot launch `{}`: {what} holds a NUL byte",
-                checked.program
-            ))
-        })
-    };
-    let mut spec = crate::spawn::Spawn {
-        path: text(
-            std::os::unix::ffi::OsStrExt::as_bytes(path.as_os_str()),
-            "its path",
-        )?,
-        argv: std::iter::once(&checked.program)
-            .chain(&checked.args)
-            .map(|arg| text(arg.as_bytes(), "an argument"))
-            .collect::<Result<_, _>>()?,
-        envp: checked
-            .env
-            .iter()
-            .map(|(name, value)| text(format!("{name}={value}").as_bytes(), "the environment"))
-            .collect::<Result<_, _>>()?,
-        cwd: checked
-            .cwd
-            .as_deref()
-            .map(|cwd| text(cwd.as_bytes(), "its working directory"))
-            .transpose()?,
+    let request = wconverge_launch::Request {
+        wrapped: checked.route.map(|(architecture, route)| Wrapped {
+            architecture,
+            how: route.how,
+            provided_by: route.provided_by,
+        }),
+        program: checked.program,
+        args: checked.args,
+        cwd: checked.cwd,
+        env: checked.env,
         uid: checked.uid,
         gid: checked.gid,
         umask: checked.umask,
-        cgroup: None,
-        input: !checked.stdin.is_empty(),
-        outlives_parent: false,
+        timeout: checked.timeout,
+        stdin: checked.stdin,
+        output_cap: checked.output_cap,
+        file: checked.file,
     };
-    // wconverge's own children before this launch: any other that appears during it (a
-    // process the program made wconverge's child with `CLONE_PARENT`, or an orphan of
-    // its tree that came to wconverge, a subreaper) belongs to this launch.
-    // Spawned and registered as one step: no other thread's scan of wconverge's
-    // children sees it unregistered.
-    let spawning = SPAWN.lock().expect("spawn lock");
-    // Born in a cgroup of its own where there is one: at the deadline the kernel kills
-    // everything in it at once, however fast it forks.
-    // The child joins it itself, before anything else (wconverge does not move).
-    let mut cgroup = LaunchCgroup::take();
-    spec.cgroup = cgroup.as_ref().map(|cgroup| crate::spawn::Cgroup {
-        dir: cgroup.dir_fd.as_raw_fd(),
-        procs: cgroup.procs.as_raw_fd(),
-    });
-    let mut started = Instant::now();
-    let mut spawned = crate::spawn::spawn(&spec);
-    if matches!(&spawned, Err(error) if crate::spawn::failed_to_join(error)) {
-        // A hierarchy that takes no process here (a cgroup with controllers of its
-        // own): no cgroups for launches from now on.
-        CGROUPS_USABLE.store(false, std::sync::atomic::Ordering::Relaxed);
-        cgroup = None;
-        spec.cgroup = None;
-        started = Instant::now();
-        spawned = crate::spawn::spawn(&spec);
-    }
-    if let (Err(error), Some(file)) = (&spawned, &checked.file)
-        && error.kind() == std::io::ErrorKind::NotFound
-        && !file.script
-        && let Ok(by_number) = text(
-            std::os::unix::ffi::OsStrExt::as_bytes(file.fd_path().as_os_str()),
-            "its path",
-        )
-        && by_number != spec.path
-    {
-        // The link that names it is gone (someone cleaned the temporary directory):
-        // the file still runs, by its descriptor's number.
-        spec.path = by_number;
-        started = Instant::now();
-        spawned = crate::spawn::spawn(&spec);
-    }
-    // Without a cgroup, the kill goes by /proc and needs wconverge's children from
-    // before (the child has just started and made none yet).
-    let before = match &cgroup {
-        Some(_) => Before::OwnCgroup,
-        None => Before::Children(children_of(std::process::id())),
-    };
-    let child = spawned.map_err(|error| {
-        let program = &checked.program;
-        match (&checked.route, error.kind()) {
-            (Some((architecture, route)), std::io::ErrorKind::NotFound) => {
-                let install = if route.provided_by.is_empty() {
-                    String::new()
-                } else {
-                    format!("; install {}", route.provided_by)
-                };
-                wit::LaunchError::NotFound(format!(
-                    "cannot launch `{program}`, which runs programs as `{architecture}` ({}): \
-                     it is not installed{install}",
-                    route.how
-                ))
-            }
-            (None, std::io::ErrorKind::NotFound) => {
-                wit::LaunchError::NotFound(format!("cannot launch `{program}`: it does not exist"))
-            }
-            _ => wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")),
-        }
-    })?;
-    let pid = child.pid;
-    let killer = cgroup.as_ref().map(LaunchCgroup::killer);
-    let _live = Live::register(pid, before.clone(), killer.clone());
-    drop(spawning);
-    let input = checked.stdin;
-    // No input (most launches, every guard): the program's input is `/dev/null` (it
-    // reads the end of its input at once), and no thread is started to feed it.
-    let feeder = child.stdin.map(|mut stdin| {
-        std::thread::spawn(move || {
-            // A program may exit without reading its input; a broken pipe is its choice.
-            let _ = stdin.write_all(&input);
-        })
-    });
-    let deadline = started + checked.timeout;
-    let mut cgroup = cgroup;
-    let ended = || {
-        reap_strays(pid);
-        if let Some(cgroup) = cgroup.take() {
-            cgroup.finish();
-        }
-    };
-    // Where the kernel has pidfds (Linux 5.3), this thread waits for the program and
-    // reads its output at once, with one poll: no thread per launch. Elsewhere, threads.
-    // The pidfd comes with the child from `clone3`, or is asked for.
-    let pidfd = rustix::process::Pid::from_raw(pid)
-        .filter(|_| PIDFDS_USABLE.load(std::sync::atomic::Ordering::Relaxed))
-        .and_then(|pid| {
-            child.pidfd.or_else(|| {
-                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-            })
-        });
-    let supervised = match pidfd {
-        Some(pidfd) => supervise(
-            pid,
-            &pidfd,
-            [child.stdout, child.stderr],
-            checked.output_cap,
-            deadline,
-            &before,
-            killer.as_ref(),
-            ended,
-        ),
-        None => supervise_with_threads(
-            pid,
-            [child.stdout, child.stderr],
-            checked.output_cap,
-            deadline,
-            &before,
-            killer.as_ref(),
-            ended,
-        ),
-    };
-    drop(feeder);
-    let (status, timed_out, [stdout, stderr]) =
-        supervised.map_err(|error| wit::LaunchError::Failed(error.to_string()))?;
-    let (stdout, stdout_truncated) = (stdout.bytes, stdout.truncated);
-    let (stderr, stderr_truncated) = (stderr.bytes, stderr.truncated);
-    let status = if timed_out {
-        wit::ExitStatus::TimedOut
-    } else {
-        match status.code() {
-            Some(code) => wit::ExitStatus::Exited(code),
-            None => {
-                use std::os::unix::process::ExitStatusExt;
-                wit::ExitStatus::Signaled(status.signal().unwrap_or(0))
-            }
-        }
-    };
+    let output = wconverge_launch::run(request).map_err(launch_error)?;
     Ok(wit::Output {
-        status,
-        stdout,
-        stderr,
-        stdout_truncated,
-        stderr_truncated,
-        duration_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+        status: match output.status {
+            wconverge_launch::ExitStatus::Exited(code) => wit::ExitStatus::Exited(code),
+            wconverge_launch::ExitStatus::Signaled(signal) => wit::ExitStatus::Signaled(signal),
+            wconverge_launch::ExitStatus::TimedOut => wit::ExitStatus::TimedOut,
+        },
+        stdout: output.stdout,
+        stderr: output.stderr,
+        stdout_truncated: output.stdout_truncated,
+        stderr_truncated: output.stderr_truncated,
+        duration_ms: u64::try_from(output.duration.as_millis()).unwrap_or(u64::MAX),
     })
 }
 
-/// Marks every descriptor above 2 that this process holds close-on-exec, so no program
-/// it launches inherits one (a descriptor on a root-only file, left open by whoever
-/// started wconverge, would otherwise reach a child running as another user).
-pub(crate) fn close_inherited_on_exec() {
-    let Ok(entries) = std::fs::read_dir("/proc/self/fd") else {
-        return;
-    };
-    let fds: Vec<i32> = entries
-        .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd > 2)
-        .collect();
-    for fd in fds {
-        set_cloexec(fd);
-    }
-}
-
-#[expect(
-    unsafe_code,
-    reason = "marking a descriptor this process may not own needs a borrowed raw descriptor"
-)]
-fn set_cloexec(fd: i32) {
-    // SAFETY: `fd` was listed in /proc/self/fd a moment ago; if it has been closed since,
-    // fcntl fails with EBADF and nothing happens. The borrow ends with this call.
-    let fd = unsafe { rustix::fd::BorrowedFd::borrow_raw(fd) };
-    if let Ok(flags) = rustix::io::fcntl_getfd(fd) {
-        let _ = rustix::io::fcntl_setfd(fd, flags | rustix::io::FdFlags::CLOEXEC);
+/// A launcher crate's error as the plugin sees it.
+fn launch_error(error: wconverge_launch::Error) -> wit::LaunchError {
+    match error {
+        wconverge_launch::Error::Refused(message) => wit::LaunchError::Refused(message),
+        wconverge_launch::Error::NotFound(message) => wit::LaunchError::NotFound(message),
+        wconverge_launch::Error::Failed(message) => wit::LaunchError::Failed(message),
     }
 }
 

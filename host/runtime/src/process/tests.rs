@@ -2,12 +2,13 @@
 
 use super::*;
 use crate::policy::Policy;
+use std::time::Instant;
 
 /// [`run`], then the launch cgroups kept for reuse are removed: a test process ends
 /// without the runtime's end, which would remove them.
 fn run_released(checked: Checked) -> Result<wit::Output, wit::LaunchError> {
     let output = run(checked);
-    release_cgroups();
+    wconverge_launch::release_cgroups();
     output
 }
 
@@ -210,7 +211,7 @@ fn a_program_runs_with_an_empty_environment_and_its_input() {
 
 #[test]
 fn without_pidfds_threads_supervise_a_launch_alike() {
-    PIDFDS_USABLE.store(false, std::sync::atomic::Ordering::Relaxed);
+    wconverge_launch::use_pidfds(false);
     let mut request = command("/bin/sh", &["-c", "cat; echo out; echo err >&2; exit 4"]);
     request.stdin = Some(b"in\n".to_vec());
     let output =
@@ -219,7 +220,7 @@ fn without_pidfds_threads_supervise_a_launch_alike() {
     slow.timeout_ms = Some(200);
     let timed =
         run_released(check(&exec_policy(), Launch::Allowed, &slow, || None).expect("allowed"));
-    PIDFDS_USABLE.store(true, std::sync::atomic::Ordering::Relaxed);
+    wconverge_launch::use_pidfds(true);
     let output = output.expect("ran");
     assert_eq!(output.status, wit::ExitStatus::Exited(4));
     assert_eq!(String::from_utf8_lossy(&output.stdout), "in\nout\n");
@@ -450,7 +451,7 @@ fn a_held_program_is_reused_until_its_file_changes() {
     let program = program.to_str().expect("utf-8").to_owned();
     let programs = Programs::unnamed();
     let first = programs.pin(&program, false).expect("pinned");
-    assert!(first.script);
+    assert!(first.script());
     assert!(Arc::ptr_eq(
         &first,
         &programs.pin(&program, false).expect("pinned")
@@ -464,18 +465,18 @@ fn a_held_program_is_reused_until_its_file_changes() {
     std::fs::write(&program, elf).expect("rewritten");
     let third = programs.pin(&program, false).expect("pinned");
     assert!(!Arc::ptr_eq(&second, &third));
-    assert!(!third.script);
+    assert!(!third.script());
     // No longer executable: refused, and nothing is held for it.
     std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o644)).expect("mode");
     assert!(matches!(
         programs.pin(&program, false),
-        Err(wit::LaunchError::Failed(message)) if message.contains("not an executable file")
+        Err(wconverge_launch::Error::Failed(message)) if message.contains("not an executable file")
     ));
     assert_eq!(programs.held(), 0);
     std::fs::remove_file(&program).expect("removed");
     assert!(matches!(
         programs.pin(&program, false),
-        Err(wit::LaunchError::NotFound(_))
+        Err(wconverge_launch::Error::NotFound(_))
     ));
 }
 
@@ -484,7 +485,7 @@ fn a_run_holds_a_bounded_number_of_programs() {
     let dir = tempfile::tempdir().expect("temp dir");
     let programs = Programs::new();
     let mut pins = Vec::new();
-    for index in 0..pin::HELD_PROGRAMS + 3 {
+    for index in 0..wconverge_launch::HELD_PROGRAMS + 3 {
         let program = dir.path().join(format!("tool-{index}"));
         std::os::unix::fs::symlink("/bin/true", &program).expect("link");
         pins.push(
@@ -493,9 +494,12 @@ fn a_run_holds_a_bounded_number_of_programs() {
                 .expect("pinned"),
         );
     }
-    assert_eq!(programs.held(), pin::HELD_PROGRAMS);
-    assert_eq!(names_in(&programs).len(), pin::HELD_PROGRAMS + 3);
+    assert_eq!(programs.held(), wconverge_launch::HELD_PROGRAMS);
+    assert_eq!(
+        names_in(&programs).len(),
+        wconverge_launch::HELD_PROGRAMS + 3
+    );
     // Those not held lose their names when their launches are done.
     drop(pins);
-    assert_eq!(names_in(&programs).len(), pin::HELD_PROGRAMS);
+    assert_eq!(names_in(&programs).len(), wconverge_launch::HELD_PROGRAMS);
 }

@@ -45,7 +45,7 @@ pub(super) fn supervise(
     let reaped = || crate::spawn::wait(pid).map_err(WaitError::Failed);
     loop {
         let now = Instant::now();
-        if status.is_none() && (now >= deadline || crate::interrupted().is_some()) {
+        if status.is_none() && (now >= deadline || crate::interrupted_by().is_some()) {
             kill_launch(pid, before, killer);
             timed_out = true;
             let mut fds = [PollFd::new(pidfd, PollFlags::IN)];

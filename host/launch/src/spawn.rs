@@ -486,7 +486,7 @@ mod tests {
     #[test]
     fn a_program_runs_alone_in_its_session_with_its_streams_and_environment() {
         // Waited for here: no other test's launch may reap it meanwhile.
-        let _reaping = crate::process::hold_reaping();
+        let _reaping = crate::reaping::hold_reaping();
         let spawned = spawn(&Spawn {
             path: CString::new("/bin/sh").expect("path"),
             argv: cstrings(&[

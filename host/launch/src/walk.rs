@@ -24,21 +24,21 @@ const MAX_COMPONENTS: usize = 4096;
 
 /// A directory reached by a walk.
 #[derive(Debug)]
-pub(crate) struct Walked {
+pub struct Walked {
     /// An `O_PATH` descriptor of the directory.
-    pub(crate) fd: OwnedFd,
+    pub fd: OwnedFd,
     /// The path it was reached by, after the links the walk followed.
-    pub(crate) canonical: PathBuf,
+    pub canonical: PathBuf,
 }
 
 /// Whether a directory with this owner and mode can be written by someone other than
 /// root and this process's user.
-pub(crate) fn shared(uid: u32, mode: u32) -> bool {
+pub fn shared(uid: u32, mode: u32) -> bool {
     !trusted_owner(uid) || mode & 0o022 != 0
 }
 
 /// Root and this process's user: the owners whose links are followed.
-pub(crate) fn trusted_owner(uid: u32) -> bool {
+pub fn trusted_owner(uid: u32) -> bool {
     uid == 0 || uid == rustix::process::geteuid().as_raw()
 }
 
@@ -101,7 +101,7 @@ impl std::fmt::Display for WalkError {
 
 /// What a walk demands of the directories on its way.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ancestors {
+pub enum Ancestors {
     /// Any directory may be passed through; only links are checked.
     Any,
     /// Every directory, the last included, must belong to root or this user and be
@@ -112,7 +112,7 @@ pub(crate) enum Ancestors {
 
 /// Walks `path` (absolute) to a directory. `.` and `..` are taken as the kernel would,
 /// `..` of a directory reached by descriptor being its parent on the walk.
-pub(crate) fn walk(path: &Path, ancestors: Ancestors) -> Result<Walked, WalkError> {
+pub fn walk(path: &Path, ancestors: Ancestors) -> Result<Walked, WalkError> {
     let root = rustix::fs::open(
         "/",
         OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC,
@@ -193,7 +193,7 @@ pub(crate) fn walk(path: &Path, ancestors: Ancestors) -> Result<Walked, WalkErro
 /// `fs.protected_hardlinks` is off), and sit in a directory no other user can write (or
 /// a sticky one, where no one may move what another owns), or another user could have
 /// moved it there.
-pub(crate) fn link_trust(
+pub fn link_trust(
     stat: &rustix::fs::Stat,
     parent_uid: u32,
     parent_mode: u32,
@@ -225,7 +225,7 @@ pub(crate) fn link_trust(
 /// sticky can rename anything in it (a root-only file kept elsewhere in it, say) to any
 /// name; in a sticky one (`/tmp`), only the directory's owner may move what others own.
 /// An entry of the one other user who may write the directory is that user's own.
-pub(crate) fn could_be_moved_in(owner: u32, parent_uid: u32, parent_mode: u32) -> bool {
+pub fn could_be_moved_in(owner: u32, parent_uid: u32, parent_mode: u32) -> bool {
     if !shared(parent_uid, parent_mode) {
         return false;
     }
@@ -238,7 +238,7 @@ pub(crate) fn could_be_moved_in(owner: u32, parent_uid: u32, parent_mode: u32) -
 
 /// Why a path could not be resolved beneath a directory.
 #[derive(Debug)]
-pub(crate) enum BeneathError {
+pub enum BeneathError {
     /// It leads out of the directory (`..` above it, an absolute link).
     Escape,
     /// A link that is not followed, and why.
@@ -256,15 +256,15 @@ impl From<rustix::io::Errno> for BeneathError {
 /// Where a path beneath a directory leads: the directory that holds its last component
 /// (`None`: the start itself), and that component's name (`.` for the directory itself),
 /// with what `lstat` said of it when the resolution looked (`None` when it did not).
-pub(crate) struct Beneath {
-    pub(crate) parent: Option<OwnedFd>,
-    pub(crate) name: OsString,
-    pub(crate) entry: Option<rustix::fs::Stat>,
+pub struct Beneath {
+    pub parent: Option<OwnedFd>,
+    pub name: OsString,
+    pub entry: Option<rustix::fs::Stat>,
 }
 
 impl Beneath {
     /// The directory holding the last component.
-    pub(crate) fn parent<'a>(&'a self, start: &'a impl AsFd) -> rustix::fd::BorrowedFd<'a> {
+    pub fn parent<'a>(&'a self, start: &'a impl AsFd) -> rustix::fd::BorrowedFd<'a> {
         self.parent
             .as_ref()
             .map_or_else(|| start.as_fd(), AsFd::as_fd)
@@ -276,7 +276,7 @@ impl Beneath {
 /// last component is followed too. What the last component is, is left to the caller,
 /// which opens it relative to the parent without following links; `shown` names `start`
 /// in errors. The common case, one name in `start`, costs one `lstat`.
-pub(crate) fn beneath(
+pub fn beneath(
     start: &impl AsFd,
     path: &str,
     follow_last: bool,
@@ -447,7 +447,7 @@ fn components(path: &Path) -> impl Iterator<Item = OsString> + '_ {
 }
 
 /// Opens the walked directory for reading (a real descriptor, not `O_PATH`).
-pub(crate) fn open_directory(walked: &Walked) -> rustix::io::Result<OwnedFd> {
+pub fn open_directory(walked: &Walked) -> rustix::io::Result<OwnedFd> {
     rustix::fs::openat(
         &walked.fd,
         ".",
@@ -457,13 +457,13 @@ pub(crate) fn open_directory(walked: &Walked) -> rustix::io::Result<OwnedFd> {
 }
 
 /// Whether `name` is one plain file name: not empty, no `/`, not `.` or `..`.
-pub(crate) fn plain_name(name: &str) -> bool {
+pub fn plain_name(name: &str) -> bool {
     !name.is_empty() && !name.contains('/') && name != "." && name != ".."
 }
 
 /// Whether `path` is absolute, with no empty, `.` or `..` component, and no NUL. One
 /// pass to find the slashes: it is asked for each read a plugin makes.
-pub(crate) fn normal_absolute(path: &str) -> bool {
+pub fn normal_absolute(path: &str) -> bool {
     if !path.starts_with('/') {
         return false;
     }
@@ -484,6 +484,38 @@ pub(crate) fn normal_absolute(path: &str) -> bool {
         }
     }
     plain_name(&path[start..])
+}
+
+/// Who other than root may change the file `stat` describes, if anyone (its owner, its
+/// group, everyone). With `sticky_is_safe`, a sticky directory counts as safe: what is
+/// in it can be replaced only by its owner, which is to be checked on its own.
+pub fn judged(stat: &rustix::fs::Stat, sticky_is_safe: bool) -> Option<String> {
+    use rustix::fs::FileType;
+    let mode = stat.st_mode & 0o7777;
+    let kind = FileType::from_raw_mode(stat.st_mode);
+    if stat.st_uid != 0 {
+        return Some(format!("belongs to uid {}", stat.st_uid));
+    }
+    // A link's own mode means nothing; its owner decides where it leads.
+    if kind == FileType::Symlink
+        || (sticky_is_safe && kind == FileType::Directory && mode & 0o1000 != 0)
+    {
+        return None;
+    }
+    if mode & 0o002 != 0 {
+        return Some(format!("can be written by every user (mode {mode:04o})"));
+    }
+    if mode & 0o020 != 0 && stat.st_gid != 0 {
+        return Some(format!(
+            "can be written by group {} (gid {}, mode {mode:04o})",
+            nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(stat.st_gid))
+                .ok()
+                .flatten()
+                .map_or_else(|| stat.st_gid.to_string(), |group| group.name),
+            stat.st_gid
+        ));
+    }
+    None
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 //! replaced, the file written, its mode or owner changed, a mount put over it) opens it
 //! again. What runs is what the path named at the check, as before.
 
-use crate::bindings::process as wit;
+use crate::Error;
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -19,10 +19,10 @@ use std::sync::{Arc, Mutex};
 
 /// The most programs a run keeps open; past it, each launch of another program opens
 /// and names it for itself, as the first launch of a program does.
-pub(crate) const HELD_PROGRAMS: usize = 64;
+pub const HELD_PROGRAMS: usize = 64;
 
 /// A program file held open.
-pub(crate) struct Pinned {
+pub struct Pinned {
     fd: rustix::fd::OwnedFd,
     /// Where it is, after symlinks, when it was opened.
     pub(super) resolved: String,
@@ -41,6 +41,16 @@ pub(crate) struct Pinned {
 
 impl Pinned {
     /// The path the child executes: the link that names it, or its descriptor.
+    /// Where it is, after symlinks, when it was opened.
+    pub fn resolved(&self) -> &str {
+        &self.resolved
+    }
+
+    /// Whether it is a `#!` script, which its interpreter opens again by name.
+    pub fn script(&self) -> bool {
+        self.script
+    }
+
     pub(super) fn exec_path(&self) -> PathBuf {
         match &self.link {
             Some(link) => link.clone(),
@@ -120,16 +130,22 @@ impl Identity {
 }
 
 /// The programs a run has opened, and the names they run by.
-pub(crate) struct Programs {
+pub struct Programs {
     /// Dropped first: each held program removes its name before the directory goes.
     held: Mutex<HashMap<String, Arc<Pinned>>>,
     names: Option<ExecNames>,
 }
 
+impl Default for Programs {
+    fn default() -> Programs {
+        Programs::new()
+    }
+}
+
 impl Programs {
     /// Programs that run under their own names (a private directory of links), or by
     /// their descriptors' numbers where the directory cannot be made.
-    pub(crate) fn new() -> Programs {
+    pub fn new() -> Programs {
         Programs {
             held: Mutex::new(HashMap::new()),
             names: ExecNames::create(),
@@ -137,8 +153,7 @@ impl Programs {
     }
 
     /// Programs that run by their descriptors' numbers.
-    #[cfg(test)]
-    pub(crate) fn unnamed() -> Programs {
+    pub fn unnamed() -> Programs {
         Programs {
             held: Mutex::new(HashMap::new()),
             names: None,
@@ -153,11 +168,7 @@ impl Programs {
     /// other than root could change the file or a directory or link on the way to it
     /// (they could swap in any program), unless the policy trusts it by name
     /// (`others_may_write`).
-    pub(crate) fn pin(
-        &self,
-        program: &str,
-        others_may_write: bool,
-    ) -> Result<Arc<Pinned>, wit::LaunchError> {
+    pub fn pin(&self, program: &str, others_may_write: bool) -> Result<Arc<Pinned>, Error> {
         let walk = !others_may_write && rustix::process::geteuid().is_root();
         let now = Identity::of_path(program);
         {
@@ -181,13 +192,13 @@ impl Programs {
         Ok(pinned)
     }
 
-    #[cfg(test)]
-    pub(crate) fn held(&self) -> usize {
+    /// How many programs are held open.
+    pub fn held(&self) -> usize {
         self.held.lock().expect("pins").len()
     }
 
-    #[cfg(test)]
-    pub(crate) fn names_dir(&self) -> Option<&Path> {
+    /// The directory of the links programs run by, if there is one.
+    pub fn names_dir(&self) -> Option<&Path> {
         self.names.as_ref().map(|names| names.dir.as_path())
     }
 }
@@ -242,7 +253,7 @@ impl Drop for ExecNames {
 
 /// Opens `program`, so a launch runs this very file, and names it in `names`; refuses
 /// anything but an executable regular file.
-fn pin(program: &str, names: Option<&ExecNames>, walk: bool) -> Result<Pinned, wit::LaunchError> {
+fn pin(program: &str, names: Option<&ExecNames>, walk: bool) -> Result<Pinned, Error> {
     use rustix::fs::{FileType, Mode, OFlags};
     let opened = if walk {
         open_trusted(program)
@@ -252,24 +263,22 @@ fn pin(program: &str, names: Option<&ExecNames>, walk: bool) -> Result<Pinned, w
     };
     let fd = opened.map_err(|error| match error {
         Untrusted::Errno(rustix::io::Errno::NOENT) => {
-            wit::LaunchError::NotFound(format!("cannot launch `{program}`: it does not exist"))
+            Error::NotFound(format!("cannot launch `{program}`: it does not exist"))
         }
-        Untrusted::Errno(error) => {
-            wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}"))
-        }
-        Untrusted::Writable(why) => wit::LaunchError::Refused(format!(
+        Untrusted::Errno(error) => Error::Failed(format!("cannot launch `{program}`: {error}")),
+        Untrusted::Writable(why) => Error::Refused(format!(
             "`{program}` is not launched as root: {why}, so whoever can write it can swap in \
              any program; make it root's alone, or trust it by name with \
              `others_may_write = true` on its entry in `programs` of the plugin's policy"
         )),
-        Untrusted::Loop => wit::LaunchError::Failed(format!(
+        Untrusted::Loop => Error::Failed(format!(
             "cannot launch `{program}`: more than {MAX_LINKS} symbolic links on the way"
         )),
     })?;
     let stat = rustix::fs::fstat(&fd)
-        .map_err(|error| wit::LaunchError::Failed(format!("cannot launch `{program}`: {error}")))?;
+        .map_err(|error| Error::Failed(format!("cannot launch `{program}`: {error}")))?;
     if FileType::from_raw_mode(stat.st_mode) != FileType::RegularFile || stat.st_mode & 0o111 == 0 {
-        return Err(wit::LaunchError::Failed(format!(
+        return Err(Error::Failed(format!(
             "cannot launch `{program}`: it is not an executable file"
         )));
     }
@@ -318,8 +327,8 @@ enum Untrusted {
 /// is root's (no one else can replace it there). Links are followed the same way from
 /// the directory that holds them.
 fn open_trusted(program: &str) -> Result<rustix::fd::OwnedFd, Untrusted> {
+    use crate::walk::judged;
     use rustix::fs::{AtFlags, FileType, Mode, OFlags};
-    use wconverge_policy::audit::judged;
     let open_dir = |dir: &rustix::fd::OwnedFd, name: &str| {
         rustix::fs::openat(
             dir,

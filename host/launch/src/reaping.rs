@@ -67,7 +67,7 @@ impl Drop for Live {
 }
 
 /// Kills every program running now, with all its descendants.
-pub(crate) fn kill_live() {
+pub fn kill_live() {
     let live = LIVE.lock().expect("live programs lock").clone();
     for (pid, before, killer) in live {
         kill_launch(pid, &before, killer.as_ref());
@@ -87,7 +87,7 @@ pub(super) fn kill_launch(root: i32, before: &Before, killer: Option<&Killer>) {
 /// with `SIGKILL` cannot remove its own); a cgroup that still holds a process stays. A
 /// cgroup is named for the process that made it by pid and start time, so a pid used
 /// again since does not keep it.
-pub(crate) fn sweep_cgroups() {
+pub fn sweep_cgroups() {
     let Some(own) = own_cgroup() else {
         return;
     };
@@ -330,7 +330,7 @@ pub(super) const KILLED_EMPTY_WAIT: Duration = Duration::from_secs(1);
 /// Removes the pool's cgroups and the killed ones (when the runtime ends), waiting up to
 /// [`KILLED_EMPTY_WAIT`] for a killed one to empty; one still busy then is left to the
 /// next run's `sweep_cgroups`.
-pub(crate) fn release_cgroups() {
+pub fn release_cgroups() {
     POOL.lock().expect("cgroup pool lock").clear();
     let killed = std::mem::take(&mut *KILLED.lock().expect("cgroup pool lock"));
     let until = Instant::now() + KILLED_EMPTY_WAIT;
@@ -352,7 +352,7 @@ impl Drop for LaunchCgroup {
 /// Makes wconverge a child subreaper, once: what a launched program abandons (an
 /// orphan whose parents died, even past a program that turned its own subreaper off)
 /// comes to wconverge rather than to init, where the kill at the deadline finds it.
-pub(crate) fn become_subreaper() {
+pub fn become_subreaper() {
     let _ = rustix::process::set_child_subreaper(Some(rustix::process::getpid()));
 }
 
@@ -524,7 +524,7 @@ pub(super) fn wait_until(
     });
     loop {
         let now = Instant::now();
-        if now >= deadline || crate::interrupted().is_some() {
+        if now >= deadline || crate::interrupted_by().is_some() {
             break;
         }
         match receiver.recv_timeout((deadline - now).min(INTERRUPT_POLL)) {
