@@ -20,6 +20,7 @@ mod guards;
 mod hardening;
 mod launches;
 mod manifest;
+mod module_graph;
 mod node;
 mod ordering;
 mod packages;

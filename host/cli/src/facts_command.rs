@@ -68,7 +68,8 @@ pub(crate) fn facts(args: FactsArgs, trails: &Trails) -> anyhow::Result<u8> {
         }
         match format {
             ReportFormat::Human => output::facts_human(&groups),
-            ReportFormat::Json => output::facts_json(&groups),
+            // The form `requirement --facts` reads: each group a list of objects.
+            ReportFormat::Json => output::json(&fleet::facts_object(&groups)),
         }
     } else {
         let facts = wconverge_engine::facts_value(&groups);

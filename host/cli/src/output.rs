@@ -624,11 +624,6 @@ pub(crate) fn facts_human(groups: &wconverge_runtime::FactGroups) {
     out(&text);
 }
 
-/// Facts as JSON, in the form `requirement --facts` reads: each group a list of objects.
-pub(crate) fn facts_json(groups: &wconverge_runtime::FactGroups) {
-    json(&crate::fleet::facts_object(groups));
-}
-
 #[cfg(test)]
 mod tests {
     use super::{InertWriter, inert, plain};

@@ -4,9 +4,9 @@
 //! since they began (the count of changes `prefetch` keeps, bumped before and after
 //! every change).
 
+use crate::prepared::{ENGINE, PreparedResource};
 use crate::report::GuardReport;
 use crate::run::{Guarded, Shared, guards};
-use crate::validate::{ENGINE, PreparedResource};
 use crate::{GuardBody, LogRecord};
 use wconverge_catalog::Value;
 

@@ -13,6 +13,7 @@ mod failure;
 mod graph;
 mod guard;
 mod prefetch;
+mod prepared;
 mod provider_checks;
 mod redact;
 pub mod report;
@@ -25,12 +26,11 @@ mod validate;
 
 pub use graph::Graph;
 pub use guard::{Guard, GuardBody};
+pub use prepared::{ENGINE, Prepared, PreparedResource};
 pub use redact::Secrets;
 pub use run::{Mode, run, run_with_jobs};
 pub use schemas::Schemas;
-pub use validate::{
-    ENGINE, Prepared, PreparedResource, node_block_schema, prepare, prepare_taking_values,
-};
+pub use validate::{node_block_schema, prepare, prepare_taking_values};
 
 use std::fmt;
 use std::time::Duration;

@@ -16,7 +16,7 @@
 //! is found in sync; each later read of a batch asks for twice as many as the one
 //! before, back up to [`MAX_BATCH`].
 
-use crate::validate::{Prepared, PreparedResource};
+use crate::prepared::{Prepared, PreparedResource};
 use crate::{Checked, LogRecord, PluginHost};
 use std::collections::{HashMap, HashSet};
 use std::hash::{BuildHasherDefault, Hasher};

@@ -2,7 +2,7 @@
 //! resources per call, on every core, beside the checks of the catalog as a whole.
 
 use crate::PluginHost;
-use crate::validate::PreparedResource;
+use crate::prepared::PreparedResource;
 use std::collections::HashMap;
 use wconverge_catalog::{DiagnosticCode, Problem};
 

@@ -1,12 +1,12 @@
 //! The run loop: each resource in graph order, through its provider, with failure
 //! isolation and refresh notifications.
 
+use crate::prepared::{ENGINE, Prepared, PreparedResource};
 use crate::redact::{REDACTED, Secrets};
 use crate::report::{
     ChangeReport, DiffReport, GuardReport, LogReport, RefreshReport, Report, ResourceReport,
     Status, Summary,
 };
-use crate::validate::{ENGINE, Prepared, PreparedResource};
 use crate::{Call, Change, Failure, GuardBody, LogRecord, PluginHost, ScriptStatus};
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock, RwLock};

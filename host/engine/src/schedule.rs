@@ -36,9 +36,10 @@
 //! with `--jobs 1`.
 
 use crate::GuardBody;
+use crate::prepared::{ENGINE, Prepared, PreparedResource};
 use crate::report::Status;
 use crate::run::{Inputs, Outcome, Shared, apply_one};
-use crate::validate::{ENGINE, Prepared, PreparedResource, without_trailing_slash};
+use crate::validate::without_trailing_slash;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Condvar, Mutex};
 use wconverge_catalog::{Concurrency, EdgeKind, PathAccess, RunContext, Value};

@@ -518,6 +518,20 @@ pub fn judged(stat: &rustix::fs::Stat, sticky_is_safe: bool) -> Option<String> {
     None
 }
 
+/// A file kind in words, with its article.
+pub fn kind_name(kind: rustix::fs::FileType) -> &'static str {
+    match kind {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symlink",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "a file of unknown kind",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -66,8 +66,28 @@ pub mod fact_source {
     pub use exports::wconverge::plugin::facts;
 }
 
-/// Export names that tell the worlds apart.
+/// The WIT package version this host implements.
+pub(crate) const WIT_PACKAGE: &str = "wconverge:plugin";
+pub const WIT_VERSION: &str = "0.7.0";
+
+/// The WIT version before this host's, whose providers still load (`previous`).
+pub const PREVIOUS_WIT_VERSION: &str = "0.6.0";
+
+/// Export names that tell the worlds apart (`{WIT_PACKAGE}/NAME@{WIT_VERSION}`: a unit
+/// test checks they agree).
 pub const FACTS_EXPORT: &str = "wconverge:plugin/facts@0.7.0";
 pub const SCRIPTS_EXPORT: &str = "wconverge:plugin/scripts@0.7.0";
 pub const LAUNCHING_EXPORT: &str = "wconverge:plugin/launching@0.7.0";
+
+#[cfg(test)]
+#[test]
+fn the_export_names_are_of_the_package_and_version_implemented() {
+    for (name, export) in [
+        ("facts", FACTS_EXPORT),
+        ("scripts", SCRIPTS_EXPORT),
+        ("launching", LAUNCHING_EXPORT),
+    ] {
+        assert_eq!(export, format!("{WIT_PACKAGE}/{name}@{WIT_VERSION}"));
+    }
+}
 pub const PROVIDER_EXPORT: &str = "describe";

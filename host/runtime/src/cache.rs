@@ -17,6 +17,7 @@
 //!   renamed into place.
 
 mod compiling;
+use crate::digest::{hex, sha256_hex};
 use crate::walk::{Ancestors, WalkError, walk};
 pub use compiling::Compiled;
 use compiling::Compiling;
@@ -83,22 +84,6 @@ impl Hasher for Sha256Hasher {
     fn write(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    // Bytes, then one check that they are text: a `char` pushed at a time is encoded
-    // at a time (this runs for each file a check hashes).
-    let mut out = Vec::with_capacity(bytes.len() * 2);
-    for byte in bytes {
-        out.push(DIGITS[usize::from(byte >> 4)]);
-        out.push(DIGITS[usize::from(byte & 0xf)]);
-    }
-    String::from_utf8(out).expect("hex digits are ASCII")
-}
-
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
 }
 
 impl Cache {
@@ -299,13 +284,13 @@ impl Cache {
     }
 
     /// The `check` call remembered in the entry `slot` for the component `digest` (see
-    /// `replay`), if a trustworthy entry holds one: the same rules as compiled code. An
+    /// `replay`), of at most `limit` bytes, if a trustworthy entry holds one: the same
+    /// rules as compiled code. An
     /// entry last marked used more than a day ago is marked used now, so that sweeps,
     /// which remove the least recently used, keep it.
-    pub(crate) fn remembered_check(&self, digest: &str, slot: &str) -> Option<Vec<u8>> {
+    pub(crate) fn remembered_check(&self, digest: &str, slot: &str, limit: u64) -> Option<Vec<u8>> {
         let dir = self.dir.as_ref()?;
         let (name, key) = self.checked_name(digest, slot);
-        let limit = crate::replay::MAX_ENTRY_BYTES as u64;
         let entry = self.trusted_entry((&name, digest, &key), limit, "not replaying")?;
         if now_seconds().saturating_sub(entry.modified) > RECENTLY_USED_SECONDS {
             let now = rustix::fs::Timespec {
@@ -587,7 +572,7 @@ impl std::fmt::Display for Untrusted {
                 write!(
                     f,
                     "it is {}, not a regular file",
-                    crate::files::kind_name(*kind)
+                    crate::walk::kind_name(*kind)
                 )
             }
             Untrusted::Owner { uid, euid } => {
@@ -775,12 +760,6 @@ mod tests {
     const COMPONENT: &str = "aaaa";
     const ENGINE: &str = "engine";
 
-    #[test]
-    fn hex_is_lowercase_two_digits_a_byte() {
-        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff, 0x10]), "000fa5ff10");
-        assert_eq!(hex(&[]), "");
-    }
-
     fn private_dir() -> (tempfile::TempDir, OwnedFd) {
         let dir = tempfile::tempdir().expect("temp dir");
         let fd = open_dir(dir.path()).expect("a private directory");
@@ -950,7 +929,7 @@ mod tests {
         // The oldest, replayed, is marked used now.
         let later = Cache::new(Some(dir.path()), &engine);
         assert_eq!(
-            later.remembered_check("aaaa", "slot00").as_deref(),
+            later.remembered_check("aaaa", "slot00", 1 << 20).as_deref(),
             Some(&b"a call"[..])
         );
         // A process that writes one sweeps: 13 entries, more than 8, down to 6.

@@ -3,9 +3,10 @@
 //! described from its cached summary gets it through [`Deferred`], on a thread of its
 //! own while the run is prepared, or at its first instance.
 
+use crate::bindings::{WIT_PACKAGE, WIT_VERSION};
 use crate::cache::Cache;
 use crate::imports::{check_imports, check_previous_exports};
-use crate::plugin::{WIT_PACKAGE, WIT_VERSION, World, load_error};
+use crate::plugin::{World, load_error};
 use crate::policy::PluginPolicy;
 use crate::state::PluginState;
 use std::sync::Arc;

@@ -364,7 +364,7 @@ pub(crate) fn fingerprint(policy_text: &str, resources: &[&PreparedResource]) ->
         attributes(&mut out, &resource.attributes);
         attributes(&mut out, &resource.context);
     }
-    crate::cache::hex(&sha2::Sha256::digest(&out))
+    crate::digest::hex(&sha2::Sha256::digest(&out))
 }
 
 /// A state the host holds (read in a batch) as the provider takes it back.

@@ -948,22 +948,8 @@ fn special_file(target: &Path, kind: FileType) -> String {
     format!(
         "`{}` is {}; wconverge opens only regular files and directories for plugins",
         target.display(),
-        kind_name(kind)
+        crate::walk::kind_name(kind)
     )
-}
-
-/// A file kind in words, with its article.
-pub(crate) fn kind_name(kind: FileType) -> &'static str {
-    match kind {
-        FileType::RegularFile => "a regular file",
-        FileType::Directory => "a directory",
-        FileType::Symlink => "a symlink",
-        FileType::Fifo => "a FIFO",
-        FileType::Socket => "a socket",
-        FileType::CharacterDevice => "a character device",
-        FileType::BlockDevice => "a block device",
-        FileType::Unknown => "a file of unknown kind",
-    }
 }
 
 /// A WASI timestamp as `utimensat` takes it.

@@ -2,8 +2,7 @@
 //! host's interfaces of one WIT version (this one, or the previous one for providers).
 //! A component that asks for anything else is refused when it loads, naming it.
 
-use crate::plugin::{WIT_PACKAGE, WIT_VERSION};
-use crate::previous::PREVIOUS_WIT_VERSION;
+use crate::bindings::{PREVIOUS_WIT_VERSION, WIT_PACKAGE, WIT_VERSION};
 
 /// Imports a plugin may have. Nothing else is ever linked: no sockets, no HTTP.
 const ALLOWED_WASI: &[&str] = &[

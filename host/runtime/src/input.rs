@@ -31,7 +31,7 @@ pub fn read_regular(path: &Path, cap: u64) -> Result<Vec<u8>, ReadError> {
     let stat = rustix::fs::fstat(&file).map_err(|errno| ReadError::Io(errno.into()))?;
     let kind = rustix::fs::FileType::from_raw_mode(stat.st_mode);
     if kind != rustix::fs::FileType::RegularFile {
-        return Err(ReadError::NotRegular(crate::files::kind_name(kind)));
+        return Err(ReadError::NotRegular(crate::walk::kind_name(kind)));
     }
     let size = u64::try_from(stat.st_size).unwrap_or(u64::MAX);
     if size > cap {

@@ -12,6 +12,7 @@ mod cache;
 mod clock;
 mod code;
 mod convert;
+mod digest;
 mod facts;
 mod files;
 mod grants;
@@ -51,10 +52,11 @@ use wconverge_engine::{
     PluginHost, PreparedResource, ProviderChoice, ScriptOutput, State,
 };
 
-pub use cache::{Compiled, PrivateDirError, open_private_dir, sha256_hex};
+pub use bindings::{PREVIOUS_WIT_VERSION, WIT_VERSION};
+pub use cache::{Compiled, PrivateDirError, open_private_dir};
+pub use digest::sha256_hex;
 pub use input::{ReadError, read_regular};
-pub use plugin::{WIT_VERSION, read_component};
-pub use previous::PREVIOUS_WIT_VERSION;
+pub use plugin::read_component;
 pub use wconverge_launch::walk::WalkError;
 pub use wconverge_launch::watchdog;
 

@@ -10,8 +10,9 @@ use crate::bindings::fact_source::facts;
 use crate::bindings::interpreter::scripts;
 use crate::bindings::launcher::launching;
 use crate::bindings::{FACTS_EXPORT, LAUNCHING_EXPORT, PROVIDER_EXPORT, SCRIPTS_EXPORT};
-use crate::cache::{Cache, sha256_hex};
+use crate::cache::Cache;
 use crate::code::{Bytes, Code, Deferred, compile};
+use crate::digest::sha256_hex;
 use crate::grants::Grant;
 use crate::imports::Refused;
 use crate::policy::{Access, PluginPolicy, Source};
@@ -29,9 +30,7 @@ use wasmtime_wasi::{FsPerms, ResourceTable, WasiCtxBuilder};
 use wconverge_catalog::TypeSchema;
 use wconverge_engine::{Level, LogRecord, PluginError, PluginErrorKind};
 
-/// The WIT package version this host implements.
-pub(crate) const WIT_PACKAGE: &str = "wconverge:plugin";
-pub const WIT_VERSION: &str = "0.7.0";
+use crate::bindings::WIT_VERSION;
 
 /// Idle instances kept per plugin, most recently used first: at least this many, and
 /// one per core, so that `apply --jobs` workers on the same directory find one each.

@@ -21,8 +21,7 @@ use wasmtime::component::{
 };
 use wasmtime::{AsContextMut, Store};
 
-/// The WIT version before this host's, whose providers still load.
-pub const PREVIOUS_WIT_VERSION: &str = "0.6.0";
+use crate::bindings::PREVIOUS_WIT_VERSION;
 
 /// 0.6.0's `change`: 0.7.0's without its diff.
 #[derive(ComponentType, Lift, Lower, Clone, Debug)]
@@ -172,7 +171,7 @@ impl ProviderKind {
     /// The WIT version of the world it was built against.
     pub(crate) fn version(&self) -> &'static str {
         match self {
-            ProviderKind::Current(_) => crate::plugin::WIT_VERSION,
+            ProviderKind::Current(_) => crate::bindings::WIT_VERSION,
             ProviderKind::Previous(_) => PREVIOUS_WIT_VERSION,
         }
     }

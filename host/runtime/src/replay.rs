@@ -117,8 +117,8 @@ impl Key {
         fingerprint.update(&directories);
         fingerprint.update(crate::convert::fingerprint(policy_text, batch).as_bytes());
         Key {
-            slot: crate::cache::hex(&slot.finalize()[..16]),
-            fingerprint: crate::cache::hex(&fingerprint.finalize()),
+            slot: crate::digest::hex(&slot.finalize()[..16]),
+            fingerprint: crate::digest::hex(&fingerprint.finalize()),
         }
     }
 }
@@ -216,7 +216,9 @@ impl crate::Runtime {
         (grants, batch, what): (&[Arc<Grant>], &[&PreparedResource], &str),
         key: &Key,
     ) -> Option<Vec<wconverge_engine::State>> {
-        let bytes = self.cache.remembered_check(&plugin.digest, &key.slot)?;
+        let bytes =
+            self.cache
+                .remembered_check(&plugin.digest, &key.slot, MAX_ENTRY_BYTES as u64)?;
         let remembered = remembered(&bytes, &key.fingerprint, batch.len())?;
         let mut state = plugin.state(
             &self.shared,

@@ -77,7 +77,7 @@ impl Runtime {
             }
             policy::Source::PluginDir(None) => return None,
         };
-        let digest = known.unwrap_or_else(|| cache::sha256_hex(wasm.as_slice()));
+        let digest = known.unwrap_or_else(|| crate::digest::sha256_hex(wasm.as_slice()));
         policy
             .sha256
             .as_ref()
@@ -142,7 +142,7 @@ impl Runtime {
 fn variant(policy: &policy::PluginPolicy) -> String {
     let mut provides = policy.provides.clone();
     provides.sort();
-    cache::sha256_hex(provides.join("\n").as_bytes())[..16].to_owned()
+    crate::digest::sha256_hex(provides.join("\n").as_bytes())[..16].to_owned()
 }
 
 /// A loaded plugin's summary under its policy.

@@ -172,7 +172,7 @@ impl PluginState {
             path,
             format!(
                 "`{path}` is {}; wconverge reads only regular files for plugins",
-                crate::files::kind_name(kind)
+                crate::walk::kind_name(kind)
             ),
         )
     }
@@ -423,7 +423,7 @@ impl PluginState {
                 break;
             }
         }
-        Ok(Some(crate::cache::hex(&hasher.finalize())))
+        Ok(Some(crate::digest::hex(&hasher.finalize())))
     }
 
     fn set_mode_of(&mut self, path: String, mode: u32) -> Result<(), MetadataError> {
@@ -552,7 +552,7 @@ fn open_entry(
         FileType::Symlink => Err(format!("`{path}` is a symlink; it is never followed")),
         kind => Err(format!(
             "`{path}` is {}; wconverge changes only regular files and directories",
-            crate::files::kind_name(kind)
+            crate::walk::kind_name(kind)
         )),
     })
 }
