@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use wconverge_lang::{KnownTypes, Source, compile, render};
+use wconverge_lang::{CompileOptions, KnownTypes, Source, compile, render};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -17,7 +17,7 @@ fuzz_target!(|data: &[u8]| {
     types.insert("file", ["path", "ensure", "content", "mode", "owner", "group"]);
     types.insert("exec", ["command", "cwd", "environment", "user", "timeout", "returns"]);
     types.insert("notify", ["message"]);
-    let compiled = compile(&sources, "node1.example.com", &types);
+    let compiled = compile(&sources, &CompileOptions::new("node1.example.com", &types));
     // Templates (`inline_epp`) are files of the compile too, after the sources.
     let mut sources = sources;
     sources.extend(compiled.loaded.iter().cloned());

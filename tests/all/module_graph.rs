@@ -12,20 +12,6 @@ use std::path::Path;
 /// the list shrinks as cycles are broken.
 const CYCLES: &[(&str, &[&str], &str)] = &[
     (
-        "lang",
-        &[
-            "eval",
-            "functions",
-            "hiera",
-            "ptype",
-            "stdlib",
-            "types",
-            "value",
-        ],
-        "the evaluator and its library call each other: a function evaluates a lambda, a \
-         data type checks a value, Hiera interpolates with `lookup`; ARCHITECTURE.md says so",
-    ),
-    (
         "engine",
         &["ahead", "run", "schedule"],
         "the run applies a resource, the scheduler runs many at once through it, and the \

@@ -207,8 +207,13 @@ pub(crate) fn load(
     } else {
         wconverge_catalog::Value::Hash(Vec::new())
     };
-    let compiled =
-        wconverge_lang::compile_with_store(&sources, &node, &types, &facts, &loader, fleet);
+    let compiled = wconverge_lang::compile(
+        &sources,
+        &wconverge_lang::CompileOptions::new(&node, &types)
+            .facts(&facts)
+            .modules(&loader)
+            .exports(fleet),
+    );
     let mut shown = sources;
     shown.extend(compiled.loaded.iter().cloned());
     output::diagnostics(&compiled.diagnostics, &shown);

@@ -634,8 +634,7 @@ fn config_types() -> Vec<TypeSchema> {
             "type MyApp::Config {\n  attr port, Integer { default => 8080, check => $it > 1023 }\n  \
              attr hosts, String { min => 1, max => unbound }\n}\n",
         )],
-        "node",
-        &wconverge_lang::KnownTypes::new(),
+        &wconverge_lang::CompileOptions::new("node", &wconverge_lang::KnownTypes::new()),
     );
     compiled.catalog.expect("the types compile").types
 }

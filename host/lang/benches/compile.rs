@@ -10,7 +10,7 @@
 
 use std::process::Command;
 use std::time::{Duration, Instant};
-use wconverge_lang::{KnownTypes, Source, compile};
+use wconverge_lang::{CompileOptions, KnownTypes, Source, compile};
 
 #[path = "support/manifest.rs"]
 mod support;
@@ -33,7 +33,7 @@ fn types() -> KnownTypes {
 fn compile_once(text: String, types: &KnownTypes) -> (Duration, usize, usize) {
     let sources = [Source::new("bench.wcv", text)];
     let started = Instant::now();
-    let compiled = compile(&sources, "bench.example.com", types);
+    let compiled = compile(&sources, &CompileOptions::new("bench.example.com", types));
     let elapsed = started.elapsed();
     let catalog = compiled.catalog.unwrap_or_else(|| {
         panic!(

@@ -2,7 +2,7 @@
 //! (lazy values, `node_block` bodies, the checks and invariants of types), each on the
 //! compiler's stack.
 
-use crate::types::{self, Declared};
+use crate::eval::types::{self, Declared};
 use wconverge_catalog::{AttributeSchema, Code, Lazy, LazyUse, NodeAttributes, TypeSchema, Value};
 
 /// The manifest language, for the engine: hand `&Language` to `wconverge_engine::prepare`.

@@ -11,19 +11,15 @@ mod code;
 mod diagnostic;
 mod epp;
 mod eval;
-mod functions;
-mod hiera;
 mod lexer;
 mod modules;
 mod parser;
-mod ptype;
-mod stdlib;
 mod syntax;
-pub mod types;
-mod value;
 
 pub use code::Language;
 pub use diagnostic::{Diagnostic, Severity, Span, line_column, render, render_problem};
+/// Declared types (`type Name { ... }`), checked by `instantiate`.
+pub use eval::types;
 pub use eval::{
     MAX_CLASS_DEPTH, MAX_COMPILE_WORK, MAX_DEFINE_DEPTH, MAX_EDGES, MAX_RESOURCES, MAX_ROUNDS,
     MAX_STRING_BYTES, MAX_VALUE_SIZE, NODE_BLOCK, check_lazy, evaluate_lazy, evaluate_lazy_truth,
@@ -255,50 +251,61 @@ thread_local! {
 /// input the nesting limits allow never overflows the caller's stack.
 const COMPILER_STACK_BYTES: usize = 256 << 20;
 
-/// Parses every source and, if there is no syntax error, evaluates them in order
-/// (then the node definition matching `node`) into a catalog. `$facts` is an empty hash.
-pub fn compile(sources: &[Source], node: &str, types: &KnownTypes) -> Compiled {
-    compile_with_facts(
-        sources,
+/// What a compile is given besides its sources: the node's name (matched against `node`
+/// definitions), the types it may declare resources of, and, where the caller has them,
+/// the facts (`$facts`: a hash of each fact group; empty by default), the modules the
+/// manifests may load classes, defined types, functions and data from (none by
+/// default), and the exports of other nodes `<<| |>>` collects (none by default).
+#[derive(Clone, Copy)]
+pub struct CompileOptions<'a> {
+    pub node: &'a str,
+    pub types: &'a KnownTypes,
+    pub facts: &'a wconverge_catalog::Value,
+    pub loader: &'a dyn Loader,
+    pub exports: &'a dyn Exports,
+}
+
+/// `$facts` when a compile is given none.
+static NO_FACTS: wconverge_catalog::Value = wconverge_catalog::Value::Hash(Vec::new());
+
+impl<'a> CompileOptions<'a> {
+    /// For `node`, with `types`: no facts, modules or exports.
+    pub fn new(node: &'a str, types: &'a KnownTypes) -> CompileOptions<'a> {
+        CompileOptions {
+            node,
+            types,
+            facts: &NO_FACTS,
+            loader: &NoModules,
+            exports: &NoExports,
+        }
+    }
+
+    /// With `facts` as the read-only top-scope variable `$facts`.
+    pub fn facts(self, facts: &'a wconverge_catalog::Value) -> CompileOptions<'a> {
+        CompileOptions { facts, ..self }
+    }
+
+    /// Loading what the manifests use and do not define from the modules `loader` finds.
+    pub fn modules(self, loader: &'a dyn Loader) -> CompileOptions<'a> {
+        CompileOptions { loader, ..self }
+    }
+
+    /// With `<<| |>>` collecting the exports of other nodes from `exports` too.
+    pub fn exports(self, exports: &'a dyn Exports) -> CompileOptions<'a> {
+        CompileOptions { exports, ..self }
+    }
+}
+
+/// Parses every source and, if there is no syntax error, evaluates them in order (then
+/// the node definition matching the node) into a catalog.
+pub fn compile(sources: &[Source], options: &CompileOptions<'_>) -> Compiled {
+    let CompileOptions {
         node,
         types,
-        &wconverge_catalog::Value::Hash(Vec::new()),
-    )
-}
-
-/// As [`compile`], with `facts` (a hash: each fact group to its list of records) as the
-/// read-only top-scope variable `$facts`.
-pub fn compile_with_facts(
-    sources: &[Source],
-    node: &str,
-    types: &KnownTypes,
-    facts: &wconverge_catalog::Value,
-) -> Compiled {
-    compile_with_modules(sources, node, types, facts, &NoModules)
-}
-
-/// As [`compile_with_facts`], loading the classes and defined types the manifests use
-/// and do not define from the modules `loader` finds.
-pub fn compile_with_modules(
-    sources: &[Source],
-    node: &str,
-    types: &KnownTypes,
-    facts: &wconverge_catalog::Value,
-    loader: &dyn Loader,
-) -> Compiled {
-    compile_with_store(sources, node, types, facts, loader, &NoExports)
-}
-
-/// As [`compile_with_modules`], with `<<| |>>` collecting the exports of other nodes
-/// from `exports` too.
-pub fn compile_with_store(
-    sources: &[Source],
-    node: &str,
-    types: &KnownTypes,
-    facts: &wconverge_catalog::Value,
-    loader: &dyn Loader,
-    exports: &dyn Exports,
-) -> Compiled {
+        facts,
+        loader,
+        exports,
+    } = *options;
     run_on_big_stack(|| compile_here(sources, node, types, facts, loader, exports))
 }
 

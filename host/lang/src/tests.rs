@@ -41,8 +41,7 @@ pub(crate) fn types() -> KnownTypes {
 fn compile_one(text: &str) -> Compiled {
     compile(
         &[Source::new("test.wcv", text)],
-        "node1.example.com",
-        &types(),
+        &CompileOptions::new("node1.example.com", &types()),
     )
 }
 
@@ -74,7 +73,7 @@ fn several_files_are_evaluated_in_order_and_report_their_own_names() {
         ),
         Source::new("b.wcv", "include app\nnotify { 'x': bogus => 1 }\n"),
     ];
-    let compiled = compile(&sources, "n", &types());
+    let compiled = compile(&sources, &CompileOptions::new("n", &types()));
     let error = compiled
         .diagnostics
         .iter()
@@ -86,7 +85,9 @@ fn several_files_are_evaluated_in_order_and_report_their_own_names() {
         render(error, &sources)
     );
     let fixed = [sources[0].clone(), Source::new("b.wcv", "include app\n")];
-    let catalog = compile(&fixed, "n", &types()).catalog.expect("a catalog");
+    let catalog = compile(&fixed, &CompileOptions::new("n", &types()))
+        .catalog
+        .expect("a catalog");
     assert_eq!(catalog.resources[0].title, "/srv/app");
     assert_eq!(
         catalog.resources[0]
@@ -330,7 +331,7 @@ fn facts_are_a_top_scope_hash_of_record_lists() {
     );
     let mut types = KnownTypes::new();
     types.insert("notify", ["message"]);
-    let compiled = crate::compile_with_facts(&[source], "n", &types, &facts);
+    let compiled = crate::compile(&[source], &CompileOptions::new("n", &types).facts(&facts));
     let catalog = compiled.catalog.expect("compiles");
     assert_eq!(
         catalog.resources[0].attributes.get("message"),
@@ -393,12 +394,9 @@ fn classes_and_defined_types_load_from_modules_as_puppet_s_autoloader() {
     ]);
     // `role::web` is named only when the node's body runs: loaded then.
     let main = "$kind = 'web'\nnode default { include \"role::${kind}\" }\nnotify { \"top [${module_name}]\": }\n";
-    let compiled = compile_with_modules(
+    let compiled = compile(
         &[Source::new("site.pp", main)],
-        "node1",
-        &types(),
-        &wconverge_catalog::Value::Hash(Vec::new()),
-        &loader,
+        &CompileOptions::new("node1", &types()).modules(&loader),
     );
     let mut all = vec![Source::new("site.pp", main)];
     all.extend(compiled.loaded.iter().cloned());
@@ -433,15 +431,12 @@ fn classes_and_defined_types_load_from_modules_as_puppet_s_autoloader() {
         .collect();
     assert!(!loaded.contains(&"unused/manifests/init.pp"), "{loaded:?}");
 
-    let compiled = compile_with_modules(
+    let compiled = compile(
         &[Source::new(
             "site.pp",
             "include secret\ninclude ntp::nothing\n",
         )],
-        "node1",
-        &types(),
-        &wconverge_catalog::Value::Hash(Vec::new()),
-        &loader,
+        &CompileOptions::new("node1", &types()).modules(&loader),
     );
     assert!(compiled.catalog.is_none());
     let messages: Vec<String> = compiled
@@ -485,11 +480,9 @@ fn facts_are_top_scope_variables_except_lists_of_records() {
         ),
     ]);
     let text = "notify { \"${::osfamily} ${osfamily} ${os['family']} ${facts['os']['family']} ${defined('$package')}\": }\n";
-    let compiled = compile_with_facts(
+    let compiled = compile(
         &[Source::new("site.pp", text)],
-        "web1.example.com",
-        &types(),
-        &facts,
+        &CompileOptions::new("web1.example.com", &types()).facts(&facts),
     );
     let catalog = compiled
         .catalog
@@ -548,12 +541,11 @@ fn compile_with_hiera(loader: &HieraLoader, text: &str) -> (Option<Catalog>, Vec
     let facts: wconverge_catalog::Value =
         serde_json::from_str(r#"{"os": {"family": "Debian"}, "osfamily": "Debian"}"#)
             .expect("facts");
-    let compiled = compile_with_modules(
+    let compiled = compile(
         &[Source::new("site.pp", text)],
-        "web1.example.com",
-        &types(),
-        &facts,
-        loader,
+        &CompileOptions::new("web1.example.com", &types())
+            .facts(&facts)
+            .modules(loader),
     );
     let messages = compiled
         .diagnostics
@@ -700,7 +692,7 @@ fn odd_templates_never_panic_and_every_span_is_inside_its_file() {
             template.replace('\'', "\\'")
         );
         let sources = [Source::new("site.pp", text)];
-        let compiled = compile(&sources, "n", &types());
+        let compiled = compile(&sources, &CompileOptions::new("n", &types()));
         let mut all = sources.to_vec();
         all.extend(compiled.loaded.iter().cloned());
         for diagnostic in &compiled.diagnostics {
@@ -764,13 +756,9 @@ fn exported(
 }
 
 fn compile_in_fleet(text: &str, fleet: &dyn Exports) -> Compiled {
-    compile_with_store(
+    compile(
         &[Source::new("test.wcv", text)],
-        "lb",
-        &types(),
-        &wconverge_catalog::Value::Hash(Vec::new()),
-        &NoModules,
-        fleet,
+        &CompileOptions::new("lb", &types()).exports(fleet),
     )
 }
 

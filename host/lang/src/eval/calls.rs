@@ -17,7 +17,7 @@ impl Evaluator<'_> {
         name: &str,
         text: &str,
         span: Span,
-    ) -> Result<crate::ptype::PType, String> {
+    ) -> Result<crate::eval::ptype::PType, String> {
         let file = u32::try_from(self.sources.len() + self.extra_sources.len()).unwrap_or(u32::MAX);
         let source = Source::new(format!("<built-in {}>", display_type_name(name)), text);
         self.line_starts
@@ -37,7 +37,7 @@ impl Evaluator<'_> {
         let value = block.first().map_or(Val::Undef, |expr| self.eval(expr));
         self.ctx.scope = saved;
         let _ = span;
-        crate::ptype::PType::of(&value).ok_or_else(|| {
+        crate::eval::ptype::PType::of(&value).ok_or_else(|| {
             format!(
                 "the built-in type `{}` is not a type",
                 display_type_name(name)
@@ -214,12 +214,12 @@ impl Evaluator<'_> {
             if let Some(&idx) = self.functions.get(&key) {
                 return self.call_function(idx, values, lambda, span);
             }
-            if key.contains("::") && !crate::functions::is_builtin(&key) {
+            if key.contains("::") && !crate::eval::functions::is_builtin(&key) {
                 // A module's function: the module path may have it.
                 self.missing.push(key);
             }
         }
-        crate::functions::call(self, name, values, lambda, span)
+        crate::eval::functions::call(self, name, values, lambda, span)
     }
 
     /// Calls a function the manifests define: its parameters bound from the arguments

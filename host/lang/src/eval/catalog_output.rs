@@ -8,8 +8,8 @@ use super::{
 };
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
+use crate::eval::value::{Val, flatten_into};
 use crate::syntax::RelOp;
-use crate::value::{Val, flatten_into};
 use std::collections::{HashMap, HashSet};
 use wconverge_catalog::{self as catalog, EdgeKind, ResourceRef};
 

@@ -36,7 +36,7 @@ impl Evaluator<'_> {
                 .help = Some("rename one of the functions, or merge them".into());
                 continue;
             }
-            if crate::functions::is_builtin(&function.name) {
+            if crate::eval::functions::is_builtin(&function.name) {
                 self.error(
                     DiagnosticCode::FunctionShadowsBuiltin,
                     function.span,
@@ -400,8 +400,8 @@ impl Evaluator<'_> {
     /// Whether a lowercased type name is one of Puppet's data types or an alias of one
     /// (not a resource type, nor a type declared in the language).
     pub(super) fn is_data_type(&self, lower: &str) -> bool {
-        crate::ptype::CORE.contains(&lower)
-            || crate::ptype::STDLIB_ALIASES
+        crate::eval::ptype::CORE.contains(&lower)
+            || crate::eval::ptype::STDLIB_ALIASES
                 .iter()
                 .any(|(name, _)| *name == lower)
             || self

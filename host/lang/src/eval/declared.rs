@@ -4,9 +4,9 @@
 use super::{DiagnosticExt, Evaluator};
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
+use crate::eval::types::Declared;
+use crate::eval::value::Val;
 use crate::syntax::{ExprKind, FeatureDef, SettingValue, TypeDef, TypeSpec};
-use crate::types::Declared;
-use crate::value::Val;
 use std::collections::HashMap;
 use wconverge_catalog::{
     AttributeSchema, Behaviour, DataType, Invariant, PathAccess, TypeSchema, Value,
@@ -505,7 +505,7 @@ impl Evaluator<'_> {
             let declared = Declared::new(&declared_types);
             match declared.get(&type_name) {
                 None => Err(None),
-                Some(schema) => crate::types::instantiate(schema, &declared, &given)
+                Some(schema) => crate::eval::types::instantiate(schema, &declared, &given)
                     .map_err(|errors| Some((schema.name.clone(), errors))),
             }
         };
@@ -626,7 +626,9 @@ impl Evaluator<'_> {
             declared
                 .get(type_name)
                 .map(|schema| match catalog_value.unwrap_sensitive() {
-                    Value::Hash(entries) => crate::types::instantiate(schema, &declared, entries),
+                    Value::Hash(entries) => {
+                        crate::eval::types::instantiate(schema, &declared, entries)
+                    }
                     other => Err(vec![format!(
                         "expects a hash of the features of a `{}`, got {}",
                         schema.name,

@@ -7,7 +7,7 @@ use super::{
 };
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
-use crate::value::Val;
+use crate::eval::value::Val;
 use wconverge_catalog as catalog;
 
 impl Evaluator<'_> {

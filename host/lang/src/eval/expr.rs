@@ -448,7 +448,7 @@ impl Evaluator<'_> {
     pub(super) fn type_access(&mut self, type_name: &str, keys: Vec<Val>, span: Span) -> Val {
         // A data type with parameters (`Array[String]`, `Integer[1, 10]`) is a value.
         if self.is_data_type(type_name) {
-            return match crate::ptype::PType::named(type_name, &keys) {
+            return match crate::eval::ptype::PType::named(type_name, &keys) {
                 Ok(ptype) => Val::Type(Box::new(ptype)),
                 Err(message) => {
                     self.error(DiagnosticCode::BadType, span, message).help =

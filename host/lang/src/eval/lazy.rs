@@ -9,8 +9,8 @@
 use super::Evaluator;
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
+use crate::eval::value::{LazyVal, Val};
 use crate::syntax::{Expr, ExprKind};
-use crate::value::{LazyVal, Val};
 
 /// Functions that change or read the catalog, refused in a lazy expression (during the
 /// run there is no catalog to change or read).
@@ -101,7 +101,7 @@ pub(super) fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
                 found
                     .forbidden
                     .push((expr.span, "a function that changes or reads the catalog"));
-            } else if !crate::functions::FUNCTIONS.contains(&name.as_str()) {
+            } else if !crate::eval::functions::FUNCTIONS.contains(&name.as_str()) {
                 // Found now rather than when the run evaluates it.
                 found.forbidden.push((expr.span, UNKNOWN_FUNCTION));
             }
@@ -140,7 +140,7 @@ impl Evaluator<'_> {
             let help = if *what == UNKNOWN_FUNCTION {
                 format!(
                     "the functions are: {}",
-                    crate::functions::FUNCTIONS.join(", ")
+                    crate::eval::functions::FUNCTIONS.join(", ")
                 )
             } else {
                 "a lazy value is computed during the run, when the catalog is fixed; compute \

@@ -13,12 +13,23 @@
 //! its collections.
 
 use crate::diagnostic::{Diagnostic, DiagnosticCode, Severity, Span};
+use crate::eval::value::{Val, flatten_into, numeric_string};
 use crate::syntax::*;
-use crate::value::{Val, flatten_into, numeric_string};
 use crate::{KnownTypes, Source};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::rc::Rc;
 use wconverge_catalog::{self as catalog, METAPARAMETERS, display_type_name};
+
+// The evaluator's library: functions, Puppet's data types as values, declared types,
+// Hiera and the values themselves. They and the evaluator call each other (a function
+// evaluates a lambda, a type checks a value, Hiera interpolates with `lookup`): the one
+// cycle of the language, kept inside `eval`.
+pub(crate) mod functions;
+pub(crate) mod hiera;
+pub(crate) mod ptype;
+pub(crate) mod stdlib;
+pub mod types;
+pub(crate) mod value;
 
 mod budget;
 mod calls;
@@ -276,7 +287,7 @@ pub(crate) struct Evaluator<'a> {
     exported: Vec<catalog::Export>,
     /// Whether a `<<| |>>` collector ran.
     collects_exports: bool,
-    pub(crate) hiera: crate::hiera::Hiera,
+    pub(crate) hiera: crate::eval::hiera::Hiera,
     /// Files read while evaluating (EPP templates), numbered after `sources`.
     extra_sources: Vec<Source>,
     /// Each template parsed, by the name it was asked for (`None`: it failed, reported).
@@ -303,7 +314,7 @@ pub(crate) struct Evaluator<'a> {
     /// Resources by their namevar where it differs from their title.
     aliases: HashMap<(String, String), ResourceId>,
     /// Data type aliases resolved so far, by lowercased name.
-    pub(crate) type_aliases: HashMap<String, Result<crate::ptype::PType, String>>,
+    pub(crate) type_aliases: HashMap<String, Result<crate::eval::ptype::PType, String>>,
     by_type: HashMap<String, Vec<ResourceId>>,
     pending_defines: VecDeque<ResourceId>,
     collectors: Vec<CollectorState>,
@@ -376,7 +387,7 @@ impl<'a> Evaluator<'a> {
             exports: &crate::NoExports,
             exported: Vec::new(),
             collects_exports: false,
-            hiera: crate::hiera::Hiera::default(),
+            hiera: crate::eval::hiera::Hiera::default(),
             extra_sources: Vec::new(),
             templates: HashMap::new(),
             epp_output: Vec::new(),

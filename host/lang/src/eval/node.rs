@@ -9,8 +9,8 @@
 use super::Evaluator;
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Diagnostic, Severity, Span};
+use crate::eval::value::Val;
 use crate::syntax::{Expr, ExprKind, NodeLayer};
-use crate::value::Val;
 use std::borrow::Cow;
 use wconverge_catalog::{NodeAttributes, NodeLayer as CatalogLayer, Value};
 

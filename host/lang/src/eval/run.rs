@@ -14,8 +14,8 @@
 use super::lazy::{Found, walk};
 use super::node::NodeState;
 use super::{Evaluator, RunFailure};
+use crate::eval::value::Val;
 use crate::syntax::{Expr, ExprKind, Program};
-use crate::value::Val;
 use crate::{KnownTypes, Source};
 use wconverge_catalog::{Lazy, LazyUse, NodeAttributes, Value};
 

@@ -15,7 +15,10 @@ pub(super) fn check_fixture(kind: &str, name: &str) {
     let manifest = root.join(format!("{name}.wcv"));
     let text = std::fs::read_to_string(&manifest).expect("fixture exists");
     let sources = [Source::new(format!("{kind}/{name}.wcv"), text)];
-    let compiled = compile(&sources, "node1.example.com", &types());
+    let compiled = compile(
+        &sources,
+        &CompileOptions::new("node1.example.com", &types()),
+    );
     let mut all = sources.to_vec();
     all.extend(compiled.loaded.iter().cloned());
     let rendered: String = compiled
@@ -414,7 +417,7 @@ fn truncated_fixtures_never_panic() {
             .filter(|end| text.is_char_boundary(*end))
         {
             let sources = [Source::new("cut.wcv", &text[..end])];
-            let compiled = compile(&sources, "node1.example.com", &types);
+            let compiled = compile(&sources, &CompileOptions::new("node1.example.com", &types));
             for diagnostic in &compiled.diagnostics {
                 assert!(
                     diagnostic.span.end as usize <= end,

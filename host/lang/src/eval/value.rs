@@ -26,7 +26,7 @@ pub(crate) enum Val {
     Sensitive(Box<Val>),
     /// A parameterized data type (`Array[String]`, `Integer[1, 10]`); a bare one is a
     /// `Ref` without a title.
-    Type(Box<crate::ptype::PType>),
+    Type(Box<crate::eval::ptype::PType>),
     /// `lazy { expr }`: evaluated during the run, not now.
     Lazy(Box<LazyVal>),
 }

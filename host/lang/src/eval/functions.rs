@@ -5,8 +5,8 @@
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Severity, Span};
 use crate::eval::Evaluator;
+use crate::eval::value::{Val, flatten_into};
 use crate::syntax::Lambda;
-use crate::value::{Val, flatten_into};
 
 pub(crate) const FUNCTIONS: &[&str] = &[
     "include",
@@ -57,7 +57,7 @@ pub(crate) const FUNCTIONS: &[&str] = &[
 
 /// Whether `name` is a function wconverge itself provides.
 pub(crate) fn is_builtin(name: &str) -> bool {
-    FUNCTIONS.contains(&name) || crate::stdlib::NAMES.contains(&name)
+    FUNCTIONS.contains(&name) || crate::eval::stdlib::NAMES.contains(&name)
 }
 
 pub(crate) fn call(
@@ -80,10 +80,10 @@ pub(crate) fn call(
             | "new"
             | "lookup"
     );
-    let iteration = iteration || crate::stdlib::takes_lambda(name);
+    let iteration = iteration || crate::eval::stdlib::takes_lambda(name);
     if lambda.is_some()
         && !iteration
-        && (FUNCTIONS.contains(&name) || crate::stdlib::NAMES.contains(&name))
+        && (FUNCTIONS.contains(&name) || crate::eval::stdlib::NAMES.contains(&name))
     {
         evaluator.report(
             Severity::Error,
@@ -93,8 +93,9 @@ pub(crate) fn call(
         );
         return Val::Undef;
     }
-    if crate::stdlib::NAMES.contains(&name) {
-        return crate::stdlib::call(evaluator, name, args, lambda, span).unwrap_or(Val::Undef);
+    if crate::eval::stdlib::NAMES.contains(&name) {
+        return crate::eval::stdlib::call(evaluator, name, args, lambda, span)
+            .unwrap_or(Val::Undef);
     }
     match name {
         "include" | "contain" | "require" => {
@@ -182,7 +183,7 @@ pub(crate) fn call(
             let Val::Ref { type_name, .. } = args.remove(0) else {
                 return Val::Undef;
             };
-            crate::stdlib::call(evaluator, &format!("new_{type_name}"), args, lambda, span)
+            crate::eval::stdlib::call(evaluator, &format!("new_{type_name}"), args, lambda, span)
                 .unwrap_or(Val::Undef)
         }
         "new" => evaluator.instantiate(args, lambda, span),
@@ -381,7 +382,7 @@ fn lookup(
         [_] | [] => (Val::Undef, None),
         _ => return arity(evaluator, "lookup", "at most four arguments", span),
     };
-    let merge = match crate::hiera::Merge::parse(&merge) {
+    let merge = match crate::eval::hiera::Merge::parse(&merge) {
         Ok(merge) => merge,
         Err(why) => {
             evaluator.report(
@@ -514,7 +515,9 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
         }
         ("upcase", Some(Val::Str(text)), None) => Val::Str(text.to_uppercase()),
         ("downcase", Some(Val::Str(text)), None) => Val::Str(text.to_lowercase()),
-        ("capitalize", Some(Val::Str(text)), None) => Val::Str(crate::stdlib::capitalized(&text)),
+        ("capitalize", Some(Val::Str(text)), None) => {
+            Val::Str(crate::eval::stdlib::capitalized(&text))
+        }
         ("strip", Some(Val::Str(text)), None) => Val::Str(text.trim().to_owned()),
         ("length" | "size", Some(value), None) => match value {
             Val::Str(text) => Val::Int(text.chars().count() as i64),
@@ -745,7 +748,7 @@ fn suggest(name: &str) -> String {
     }
     let mut close: Vec<&str> = FUNCTIONS
         .iter()
-        .chain(crate::stdlib::NAMES)
+        .chain(crate::eval::stdlib::NAMES)
         .filter(|known| !known.starts_with("new_") && !known.starts_with("wconverge_"))
         .filter(|known| distance(name, known) <= 2 || (name.len() > 3 && known.contains(name)))
         .copied()

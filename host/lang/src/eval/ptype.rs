@@ -5,7 +5,7 @@
 //! matches one (`$x =~ Array[String]`, typed parameters, `assert_type`).
 
 use crate::diagnostic::DiagnosticCode;
-use crate::value::Val;
+use crate::eval::value::Val;
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum PType {
@@ -362,7 +362,7 @@ impl PType {
                 } else {
                     return Err(format!(
                         "`{}` takes no parameters",
-                        crate::value::Val::Ref {
+                        crate::eval::value::Val::Ref {
                             type_name: other.to_owned(),
                             title: None
                         }

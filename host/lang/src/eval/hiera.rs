@@ -12,7 +12,7 @@
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::Span;
 use crate::eval::Evaluator;
-use crate::value::Val;
+use crate::eval::value::Val;
 use crate::{DataFormat, HieraFile};
 use std::collections::HashMap;
 

@@ -6,8 +6,8 @@
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Severity, Span};
 use crate::eval::Evaluator;
+use crate::eval::value::{Val, flatten_into, numeric_string};
 use crate::syntax::Lambda;
-use crate::value::{Val, flatten_into, numeric_string};
 
 mod text;
 

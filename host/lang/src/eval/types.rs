@@ -12,7 +12,7 @@
 //! rejects it with the standard message (`Illegal value: ...` for a check, the title or
 //! `Illegal invariant` for an invariant).
 
-use crate::value::Val;
+use crate::eval::value::Val;
 use std::collections::HashMap;
 use wconverge_catalog::{AttributeSchema, DataType, Invariant, SourceLocation, TypeSchema, Value};
 
