@@ -543,6 +543,23 @@ pub(crate) fn log_lines(stderr: &str, needle: &str) -> usize {
     stderr.lines().filter(|line| line.contains(needle)).count()
 }
 
+/// Whether a debug log shows a `check` that began while another was under way (the
+/// `check begins` line of one between another's and its `check` or `check replayed`).
+fn checks_overlap(stderr: &str) -> bool {
+    let mut running = 0usize;
+    for line in stderr.lines() {
+        if line.contains(" check begins plugin=") {
+            if running > 0 {
+                return true;
+            }
+            running += 1;
+        } else if line.contains(" check plugin=") || line.contains(" check replayed plugin=") {
+            running = running.saturating_sub(1);
+        }
+    }
+    false
+}
+
 /// The `check` calls a run made or replayed, from its debug log: how many resources
 /// each read and planned, and the directories it was granted.
 pub(crate) fn state_reads(stderr: &str) -> Vec<(usize, String)> {
@@ -825,6 +842,7 @@ fn two_workers_read_two_directories_at_once_and_each_once() {
         log_lines(&first.stderr, " plan plugin=") >= 100,
         "{first:#?}"
     );
+    let mut overlaps = 0;
     for _ in 0..3 {
         let noop = apply();
         assert_eq!(noop.code, 0, "{noop:#?}");
@@ -834,7 +852,15 @@ fn two_workers_read_two_directories_at_once_and_each_once() {
             dirs.iter().map(|dir| (50, machine.file(dir))).collect();
         assert_eq!(reads, expected, "{noop:#?}");
         assert_eq!(log_lines(&noop.stderr, " plan plugin="), 0, "{noop:#?}");
+        overlaps += usize::from(checks_overlap(&noop.stderr));
     }
+    // Two directories were read at once (the debug log shows a check begin while
+    // another was under way), where there are two cores for the two workers.
+    let cores = std::thread::available_parallelism().map_or(1, usize::from);
+    assert!(
+        overlaps > 0 || cores < 2,
+        "no two checks ran at once in 3 runs"
+    );
     let tampered = machine.file("c/file-120");
     std::fs::write(&tampered, "tampered\n").expect("tampered");
     let run = apply();

@@ -497,6 +497,7 @@ fn concurrent_runs_never_interleave_a_nodes_exports() {
                 value: Value::String("backend".to_owned()),
             };
             let mut reads = 0;
+            let mut during = 0;
             while !done.load(std::sync::atomic::Ordering::Relaxed) || reads == 0 {
                 let found = store.collect("file", &query, "lb").expect("collect");
                 let titles: Vec<String> = found.into_iter().map(|c| c.export.title).collect();
@@ -508,17 +509,23 @@ fn concurrent_runs_never_interleave_a_nodes_exports() {
                 let mut expected = whole.clone();
                 expected.sort();
                 assert_eq!(sorted, expected, "a collection saw a mix: {titles:?}");
+                // Made while writers were still replacing the sets.
+                during += usize::from(!done.load(std::sync::atomic::Ordering::Relaxed));
                 reads += 1;
                 assert!(reads < 100_000, "the writers never finished");
             }
-            reads
+            (reads, during)
         });
         for writer in writers {
             writer.join().expect("a writer");
         }
         done.store(true, std::sync::atomic::Ordering::Relaxed);
-        let reads = reader.join().expect("the reader");
-        assert!(reads > 0);
+        let (reads, during) = reader.join().expect("the reader");
+        // Collections ran while the sets were being replaced.
+        assert!(
+            during > 0,
+            "none of {reads} collections ran while the writers did"
+        );
     });
     assert_eq!(
         postgres.psql("SELECT count(*) FROM exports WHERE node = 'web1'"),

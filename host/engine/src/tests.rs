@@ -31,6 +31,11 @@ struct MemoryHost {
     events: std::sync::Mutex<Vec<String>>,
     /// The plugins `expect_calls` named, in order.
     expected: std::sync::Mutex<Vec<String>>,
+    /// `validate` calls running now and the most at once; with `wait_for_company`, a
+    /// call waits (up to a second) for a second to start, until two have run at once.
+    validating: std::sync::Mutex<(usize, usize)>,
+    company: std::sync::Condvar,
+    wait_for_company: bool,
 }
 
 fn attribute(name: &str, behaviour: Behaviour, sensitive: bool) -> AttributeSchema {
@@ -154,6 +159,20 @@ impl PluginHost for MemoryHost {
     }
 
     fn validate(&self, resources: &[&PreparedResource]) -> Call<Vec<Vec<String>>> {
+        let mut validating = self.validating.lock().expect("validating");
+        validating.0 += 1;
+        validating.1 = validating.1.max(validating.0);
+        self.company.notify_all();
+        if self.wait_for_company {
+            let timeout = std::time::Duration::from_secs(1);
+            validating = self
+                .company
+                .wait_timeout_while(validating, timeout, |(_, most)| *most < 2)
+                .expect("validating")
+                .0;
+        }
+        validating.0 -= 1;
+        drop(validating);
         let problems = resources
             .iter()
             .map(
@@ -851,45 +870,6 @@ fn files_of_one_directory_each_require_the_nearest_written_ancestor() {
     assert!(required("/").is_empty());
 }
 
-/// With enough resources for the providers' checks to run on several threads while the
-/// catalog's own checks run beside them, the problems come in the order of one at a time:
-/// each resource's in catalog order, the providers' among them, then the catalog's.
-#[test]
-fn problems_keep_their_order_when_the_checks_run_at_once() {
-    let host = MemoryHost::default();
-    let mut resources: Vec<String> = (0..300)
-        .map(|idx| match idx {
-            5 | 150 | 290 => format!(
-                r#"{{"type": "test", "title": "t{idx}", "attributes": {{"state": "invalid"}}}}"#
-            ),
-            100 => r#"{"type": "nosuch", "title": "x"}"#.to_owned(),
-            _ => format!(r#"{{"type": "test", "title": "t{idx}"}}"#),
-        })
-        .collect();
-    resources.push(r#"{"type": "path", "title": "/p/a"}"#.to_owned());
-    resources.push(r#"{"type": "path", "title": "b", "attributes": {"path": "/p/a"}}"#.to_owned());
-    let catalog = catalog(&resources.join(","));
-    let problems = prepare(&catalog, &host).expect_err("problems");
-    let shown: Vec<(DiagnosticCode, String)> = problems
-        .iter()
-        .map(|problem| {
-            let resource = problem.resource.as_ref().map(ToString::to_string);
-            (problem.code, resource.unwrap_or_default())
-        })
-        .collect();
-    assert_eq!(
-        shown,
-        [
-            (DiagnosticCode::ProviderCheck, "Test[t5]".to_owned()),
-            (DiagnosticCode::NoProvider, "Nosuch[x]".to_owned()),
-            (DiagnosticCode::ProviderCheck, "Test[t150]".to_owned()),
-            (DiagnosticCode::ProviderCheck, "Test[t290]".to_owned()),
-            (DiagnosticCode::SameNamevar, "Path[b]".to_owned()),
-        ],
-        "{problems:#?}"
-    );
-}
-
 #[test]
 fn resources_apply_at_once_as_their_types_allow_and_report_as_one_at_a_time() {
     let resources = r#"{"type": "test", "title": "t1"},
@@ -996,4 +976,5 @@ fn the_host_is_told_once_of_each_plugin_the_run_will_call() {
     );
 }
 
+mod checks_at_once;
 mod ordering;

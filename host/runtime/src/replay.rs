@@ -149,6 +149,13 @@ impl crate::Runtime {
         let key = (self.cache.keeps()
             && batch.iter().all(|resource| resource.secrets().is_empty()))
         .then(|| Key::of(plugin.policy_text(), grants, batch));
+        // Where the check begins, and (below) where it ends: a debug log shows which
+        // checks ran at once.
+        tracing::debug!(
+            plugin = %plugin.policy.name,
+            directories = %directories(),
+            "check begins"
+        );
         if let Some(key) = &key
             && let Some(states) = self.replayed(plugin, (grants, batch, &what), key)
         {
@@ -168,13 +175,7 @@ impl crate::Runtime {
                 })
                 .collect());
         }
-        tracing::debug!(
-            plugin = %plugin.policy.name,
-            resources = batch.len(),
-            directories = %directories(),
-            "check"
-        );
-        let (results, reads) = self.call_many(
+        let called = self.call_many(
             plugin,
             (Phase::Inspect, grants, key.is_some()),
             batch,
@@ -183,7 +184,14 @@ impl crate::Runtime {
                 exports.provider()?.call_check(store, wits)
             }),
             logs,
-        )?;
+        );
+        tracing::debug!(
+            plugin = %plugin.policy.name,
+            resources = batch.len(),
+            directories = %directories(),
+            "check"
+        );
+        let (results, reads) = called?;
         let checked = results
             .into_iter()
             .zip(batch)
