@@ -175,6 +175,17 @@ fn a_secret_never_reaches_a_command_line() {
         "{run:#?}"
     );
     assert_no_canary(&run);
+    // An interpreter's code alone may be sensitive: it reads it on standard input.
+    let written = machine.file("handed");
+    let handed = machine.catalog(json!([
+        { "type": "exec", "title": "handed", "attributes": {
+            "command": ["/bin/sh", "-c", { "__sensitive":
+                format!(": {CANARY}; echo ran > {written}") }] } },
+    ]));
+    let run = machine.apply(&handed, &policy, &[]);
+    assert_eq!(run.code, 2, "{run:#?}");
+    assert_eq!(std::fs::read_to_string(&written).expect("written"), "ran\n");
+    assert_no_canary(&run);
     // The interpreter of a `script` is a program path the plugin puts on the command
     // line: made sensitive, the host refuses the launch.
     let program = machine.catalog(json!([

@@ -24,6 +24,16 @@ pub enum Code {
     /// A program and its arguments, run without the interpreter (an `exec` whose
     /// `command` is an array).
     Argv(Vec<String>),
+    /// A program and its arguments, with the code it reads on standard input: a
+    /// sensitive argv command whose program is an interpreter handed its code
+    /// (`['/bin/sh', '-c', CODE]` runs as `/bin/sh -s`, `['/usr/bin/python3', '-c',
+    /// CODE]` as `/usr/bin/python3 -`), so the code is on no command line.
+    Piped {
+        /// The interpreter and the arguments that make it read standard input.
+        argv: Vec<String>,
+        /// The code, fed on standard input.
+        input: String,
+    },
 }
 
 /// A script and the context it runs in.
@@ -110,7 +120,7 @@ impl Script {
     pub fn text(&self) -> Result<&str> {
         match &self.code {
             Code::Text(text) => Ok(text),
-            Code::Argv(_) => Err(Error::new(format!(
+            Code::Argv(_) | Code::Piped { .. } => Err(Error::new(format!(
                 "`{}` takes its code as a string, not an array",
                 self.type_name
             ))),
@@ -138,13 +148,21 @@ impl Script {
             }
             Some(Value::String(text)) => Code::Text(text.clone()),
             Some(Value::Array(items)) if sensitive || items.iter().any(Value::is_sensitive) => {
-                return Err(Error::new(format!(
-                    "a sensitive `{}` given as an argument list would be readable by every \
-                     local user while it runs (a command line is public): write it as a \
-                     string, which the interpreter reads on standard input, or pass the \
-                     secret in `environment`",
-                    script_type.code_attribute()
-                )));
+                // A whole array made sensitive holds the program's path too, which is
+                // on every command line: refused.
+                match piped(items).filter(|_| !sensitive) {
+                    Some((argv, input)) => Code::Piped { argv, input },
+                    None => {
+                        return Err(Error::new(format!(
+                            "a sensitive `{}` given as an argument list would be readable by \
+                             every local user while it runs (a command line is public): write \
+                             it as a string, which the interpreter reads on standard input, \
+                             give it as an interpreter's code alone (`['/bin/sh', '-c', \
+                             CODE]`), or pass the secret in `environment`",
+                            script_type.code_attribute()
+                        )));
+                    }
+                }
             }
             Some(Value::Array(items)) => {
                 let argv = items
@@ -270,11 +288,58 @@ impl CommandLine {
     }
 }
 
+/// The interpreters an argv command may hand sensitive code to on standard input: the
+/// file name of the program, the option that gives code as an argument, and the
+/// arguments that make it read its code from standard input instead.
+const PIPED_INTERPRETERS: &[(&str, &str, &[&str])] = &[
+    ("sh", "-c", &["-s"]),
+    ("dash", "-c", &["-s"]),
+    ("bash", "-c", &["-s"]),
+    ("zsh", "-c", &["-s"]),
+    ("ksh", "-c", &["-s"]),
+    ("python3", "-c", &["-"]),
+    ("python", "-c", &["-"]),
+    ("perl", "-e", &["-"]),
+    ("ruby", "-e", &["-"]),
+];
+
+/// An argv command whose code is sensitive, as an interpreter reading that code on
+/// standard input: the command line without the code, and the code. Only
+/// `[INTERPRETER, OPTION, CODE]`, with nothing after the code (a shell would take it as
+/// `$0` and the arguments, which stay on the command line) and nothing sensitive but
+/// the code.
+fn piped(items: &[Value]) -> Option<(Vec<String>, String)> {
+    let [program, option, code] = items else {
+        return None;
+    };
+    if program.is_sensitive() || option.is_sensitive() {
+        return None;
+    }
+    let program = program.unwrap_sensitive().as_str()?;
+    let option = option.unwrap_sensitive().as_str()?;
+    let code = code.unwrap_sensitive().as_str()?;
+    let name = program.rsplit('/').next()?;
+    let (_, _, reading) = PIPED_INTERPRETERS
+        .iter()
+        .find(|(interpreter, given, _)| *interpreter == name && *given == option)?;
+    if !program.starts_with('/') {
+        return None;
+    }
+    let argv = std::iter::once(program)
+        .chain(reading.iter().copied())
+        .map(str::to_owned)
+        .collect();
+    Some((argv, code.to_owned()))
+}
+
 /// Runs `script` with the interpreter's command line, through the host.
 pub fn run<I: Interpreter>(script: &Script) -> Result<Output, LaunchError> {
     let line = match &script.code {
         // An argv command runs its program directly: there is nothing to interpret.
         Code::Argv(argv) => CommandLine::new(&argv[0]).args(&argv[1..]),
+        Code::Piped { argv, input } => CommandLine::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(input.as_bytes()),
         Code::Text(code) => {
             let line =
                 I::command_line(script).map_err(|error| LaunchError::Failed(error.to_string()))?;
@@ -462,5 +527,42 @@ pub fn run_export<I: Interpreter>(
         Err(LaunchError::Refused(message)) => Err(wit_process::LaunchError::Refused(message)),
         Err(LaunchError::NotFound(message)) => Err(wit_process::LaunchError::NotFound(message)),
         Err(LaunchError::Failed(message)) => Err(wit_process::LaunchError::Failed(message)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_interpreters_code_alone_is_handed_on_standard_input() {
+        let secret = |text: &str| Value::Sensitive(Box::new(text.into()));
+        let argv = |items: &[&str]| {
+            items
+                .iter()
+                .map(|item| (*item).to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            piped(&["/bin/bash".into(), "-c".into(), secret("echo hi")]),
+            Some((argv(&["/bin/bash", "-s"]), "echo hi".to_owned()))
+        );
+        assert_eq!(
+            piped(&["/usr/bin/perl".into(), "-e".into(), secret("print 1")]),
+            Some((argv(&["/usr/bin/perl", "-"]), "print 1".to_owned()))
+        );
+        for refused in [
+            // Not an interpreter, or not its option for code.
+            vec!["/bin/echo".into(), "-c".into(), secret("x")],
+            vec!["/bin/sh".into(), "-e".into(), secret("x")],
+            // Arguments after the code stay on the command line.
+            vec!["/bin/sh".into(), "-c".into(), secret("x"), "y".into()],
+            // A relative program.
+            vec!["sh".into(), "-c".into(), secret("x")],
+            // A secret elsewhere than in the code.
+            vec![secret("/bin/sh"), "-c".into(), "x".into()],
+        ] {
+            assert_eq!(piped(&refused), None, "{refused:?}");
+        }
     }
 }

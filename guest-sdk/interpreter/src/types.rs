@@ -353,10 +353,15 @@ impl<I: Interpreter> ScriptProvider<I> {
             _ => "on_failure",
         };
         let code = resource.get(script_type.code_attribute());
+        // A sensitive command, or an argv command with a sensitive element.
+        let secret = code.is_some_and(|code| {
+            code.is_sensitive()
+                || matches!(code, Value::Array(items) if items.iter().any(Value::is_sensitive))
+        });
         if logoutput == "true" || (logoutput == "on_failure" && !success) {
             // The output of a sensitive script may echo any part of it; the host can only
             // redact the whole value, so the output is withheld (as Puppet does).
-            if code.is_some_and(Value::is_sensitive) {
+            if secret {
                 log::notice("[the output of a sensitive script is not shown]");
             } else {
                 log_output(&output);
@@ -366,7 +371,7 @@ impl<I: Interpreter> ScriptProvider<I> {
             return Ok(());
         }
         let shown = match code {
-            Some(value) if value.is_sensitive() => "[sensitive script]".to_owned(),
+            Some(_) if secret => "[sensitive script]".to_owned(),
             Some(Value::Array(items)) => items
                 .iter()
                 .filter_map(Value::as_str)

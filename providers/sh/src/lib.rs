@@ -149,6 +149,40 @@ mod tests {
     }
 
     #[test]
+    fn a_sensitive_interpreter_command_hands_its_code_on_standard_input() {
+        let secret = |value: &str| Value::Sensitive(Box::new(value.into()));
+        let shell = |code: &str| {
+            exec(Value::Array(vec![
+                "/bin/sh".into(),
+                "-c".into(),
+                secret(code),
+            ]))
+        };
+        assert!(Scripts::validate(&shell("true")).is_empty());
+        // It runs: the shell reads the code on standard input.
+        assert_eq!(
+            Scripts::apply(&shell("test \"$((6 * 7))\" = 42"), &[]),
+            Ok(())
+        );
+        let error = Scripts::apply(&shell("exit 3 # hunter2"), &[]).expect_err("3");
+        assert!(!error.message().contains("hunter2"), "{error}");
+        // A whole array made sensitive holds the program too: refused.
+        let whole = exec(Value::Sensitive(Box::new(
+            vec!["/bin/sh", "-c", "exit 0"].into(),
+        )));
+        assert!(Scripts::validate(&whole)[0].contains("standard input"));
+        // Anything after the code would stay on the command line: refused.
+        let more = exec(Value::Array(vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            secret("echo $1"),
+            "name".into(),
+            "arg".into(),
+        ]));
+        assert!(Scripts::validate(&more)[0].contains("standard input"));
+    }
+
+    #[test]
     fn a_sensitive_argument_list_is_refused() {
         let whole = exec(Value::Sensitive(Box::new(
             vec!["/bin/echo", "hunter2"].into(),
