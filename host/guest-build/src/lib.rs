@@ -94,6 +94,25 @@ impl Guests {
         ] {
             println!("cargo:rerun-if-changed={}", path.display());
         }
+        // What every member builds from besides its own directory: the SDK crates and
+        // the shared libraries of `providers/lib` (their sources and manifests, not
+        // their directories, where a stray target/ would rerun builds).
+        let sdk = self.root.join("guest-sdk");
+        let mut shared = vec![sdk.clone(), sdk.join("interpreter"), sdk.join("facts")];
+        if let Ok(entries) = std::fs::read_dir(self.root.join("providers").join("lib")) {
+            let mut libraries: Vec<PathBuf> = entries
+                .filter_map(Result::ok)
+                .map(|entry| entry.path())
+                .filter(|dir| dir.join("Cargo.toml").is_file())
+                .collect();
+            libraries.sort();
+            shared.extend(libraries);
+        }
+        for dir in shared {
+            for path in [dir.join("Cargo.toml"), dir.join("src")] {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
         members
             .iter()
             .map(|member| {
