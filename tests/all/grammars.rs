@@ -435,6 +435,110 @@ fn sshd_runs_each_managed_key_with_exactly_the_command_written() {
     );
 }
 
+/// sshd enforces each option of a managed key as written, not only `command`: `from`
+/// admits the address it names and refuses another, `environment` hands the session
+/// exactly the value meant (`\"` a quote), and `restrict` with the flags of a locked
+/// down key still runs the forced command.
+#[test]
+fn sshd_enforces_each_managed_option_as_written() {
+    let machine = Machine::new();
+    let user = LocalUser::create();
+    let shared = shared_dir();
+    let recorder = shared.path().join("recorder");
+    // Prints the command sshd asks it to run and the variable a key's option set.
+    std::fs::write(&recorder, "#!/bin/sh\nprintf '%s|%s' \"$2\" \"$WCV\"\n").expect("recorder");
+    std::fs::set_permissions(&recorder, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let usermod = Command::new("usermod")
+        .args([
+            "-s",
+            recorder.to_str().expect("utf-8"),
+            "-p",
+            "*",
+            &user.name,
+        ])
+        .output()
+        .expect("usermod");
+    assert!(usermod.status.success(), "{usermod:?}");
+    let target = shared.path().join("authorized_keys");
+    let policy = machine.policy(&format!(
+        "[plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\"]\n\
+         directories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+        shared.path().display()
+    ));
+    // Each key's options, and what a login with it must print (`None`: refused).
+    let cases: [(&str, &[&str], Option<&str>); 7] = [
+        (
+            "here",
+            &["from=\"127.0.0.1\"", "command=\"one\""],
+            Some("one|"),
+        ),
+        ("elsewhere", &["from=\"10.9.9.9\"", "command=\"two\""], None),
+        (
+            "pattern",
+            &["from=\"127.0.0.*,!10.*\"", "command=\"three\""],
+            Some("three|"),
+        ),
+        (
+            "plain",
+            &["environment=\"WCV=plain\"", "command=\"e\""],
+            Some("e|plain"),
+        ),
+        (
+            "spaced",
+            &[
+                "environment=\"WCV=with two  spaces;and \\\"quotes\\\"\"",
+                "command=\"e\"",
+            ],
+            Some("e|with two  spaces;and \"quotes\""),
+        ),
+        (
+            "locked",
+            &[
+                "restrict",
+                "no-pty",
+                "no-port-forwarding",
+                "command=\"four\"",
+            ],
+            Some("four|"),
+        ),
+        ("nothing", &[], Some("ignored|")),
+    ];
+    let keys = shared.path().join("keys");
+    std::fs::create_dir(&keys).expect("keys/");
+    let mut resources = Vec::new();
+    for (name, options, _) in &cases {
+        let private = keys.join(name);
+        let made = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", "", "-f"])
+            .arg(&private)
+            .output()
+            .expect("ssh-keygen");
+        assert!(made.status.success(), "{made:?}");
+        let public = std::fs::read_to_string(private.with_extension("pub")).expect("public key");
+        let key = public.split_whitespace().nth(1).expect("key").to_owned();
+        resources.push(json!({
+            "type": "ssh_authorized_key", "title": name,
+            "attributes": {
+                "name": name, "user": user.name, "type": "ssh-ed25519",
+                "key": key, "target": target, "options": options,
+            },
+        }));
+    }
+    let catalog = machine.catalog(Value::Array(resources));
+    let first = machine.apply(&catalog, &policy, &[]);
+    assert_eq!(first.code, 2, "{first:#?}");
+    let again = machine.apply(&catalog, &policy, &[]);
+    assert_eq!(again.code, 0, "{again:#?}");
+    let sshd = Sshd::start_with(shared.path(), &target, "PermitUserEnvironment WCV\n");
+    for (name, options, meant) in &cases {
+        assert_eq!(
+            sshd.login(&keys.join(name), &user.name).as_deref(),
+            *meant,
+            "key {name} with {options:?}"
+        );
+    }
+}
+
 /// A directory every user may enter (for the files a test user's programs read), removed
 /// at the end.
 pub(crate) fn shared_dir() -> tempfile::TempDir {
@@ -454,6 +558,11 @@ struct Sshd {
 
 impl Sshd {
     fn start(dir: &Path, authorized_keys: &Path) -> Sshd {
+        Sshd::start_with(dir, authorized_keys, "")
+    }
+
+    /// [`Sshd::start`], with `extra` lines in its configuration.
+    fn start_with(dir: &Path, authorized_keys: &Path, extra: &str) -> Sshd {
         let host_key = dir.join("host_key");
         let made = Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-f"])
@@ -471,7 +580,7 @@ impl Sshd {
             format!(
                 "Port {port}\nListenAddress 127.0.0.1\nHostKey {}\nPidFile {}\n\
                  AuthorizedKeysFile {}\nStrictModes no\nUsePAM no\nPasswordAuthentication no\n\
-                 KbdInteractiveAuthentication no\nPermitRootLogin no\nMaxAuthTries 2\n",
+                 KbdInteractiveAuthentication no\nPermitRootLogin no\nMaxAuthTries 2\n{extra}",
                 host_key.display(),
                 dir.join("sshd.pid").display(),
                 authorized_keys.display()

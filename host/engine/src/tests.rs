@@ -16,7 +16,7 @@ fn prepare(
     crate::prepare(catalog, host, &wconverge_lang::Language)
 }
 use wconverge_catalog::{
-    AttributeSchema, Behaviour, Catalog, DataType, DiagnosticCode, PathAccess, TypeSchema, Value,
+    AttributeSchema, Behaviour, Catalog, DataType, PathAccess, TypeSchema, Value,
 };
 
 /// A `test` type: `name` (namevar), `state` (`ok`, `fail`, `same`), `secret`.
