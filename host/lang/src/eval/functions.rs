@@ -29,6 +29,9 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "select",
     "reject",
     "collect",
+    "any",
+    "all",
+    "group_by",
     "with",
     "new",
     "split",
@@ -76,6 +79,9 @@ pub(crate) fn call(
             | "select"
             | "reject"
             | "collect"
+            | "any"
+            | "all"
+            | "group_by"
             | "with"
             | "new"
             | "lookup"
@@ -160,7 +166,7 @@ pub(crate) fn call(
             );
             Val::Undef
         }
-        "each" | "map" | "filter" | "reduce" | "reject" => {
+        "each" | "map" | "filter" | "reduce" | "reject" | "any" | "all" | "group_by" => {
             iterate(evaluator, name, args, lambda, span)
         }
         // Puppet's types ARM's names for `filter` and `map`, and `filter`'s complement.
@@ -692,6 +698,32 @@ fn iterate(
                 mapped.push(value);
             }
             Val::Array(mapped)
+        }
+        // `any` and `all` stop at the first entry that decides.
+        "any" => Val::Bool(
+            items
+                .into_iter()
+                .any(|(_, call_args)| evaluator.run_lambda(lambda, call_args).truthy()),
+        ),
+        "all" => Val::Bool(
+            items
+                .into_iter()
+                .all(|(_, call_args)| evaluator.run_lambda(lambda, call_args).truthy()),
+        ),
+        // Each entry (a hash's as a `[key, value]` pair) under what the lambda returns.
+        "group_by" => {
+            let mut groups: Vec<(Val, Val)> = Vec::new();
+            for (item, call_args) in items {
+                let key = evaluator.run_lambda(lambda, call_args);
+                match groups
+                    .iter_mut()
+                    .find(|(existing, _)| existing.equals(&key))
+                {
+                    Some((_, Val::Array(members))) => members.push(item),
+                    _ => groups.push((key, Val::Array(vec![item]))),
+                }
+            }
+            Val::Hash(groups)
         }
         "filter" | "reject" => {
             let keep = name == "filter";

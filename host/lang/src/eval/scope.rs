@@ -105,6 +105,14 @@ impl Evaluator<'_> {
         None
     }
 
+    /// The value of a class's variable (`ntp::servers`, `::ntp::servers`), without
+    /// reporting anything.
+    pub(crate) fn peek_qualified(&self, name: &str) -> Option<Val> {
+        let name = name.trim_start_matches("::");
+        let (class, variable) = name.rsplit_once("::")?;
+        self.class_variable(class, variable).cloned()
+    }
+
     /// Evaluates `expr` in top scope (a type alias's definition).
     pub(crate) fn eval_at_top(&mut self, expr: &Expr) -> Val {
         let saved = std::mem::replace(&mut self.ctx.scope, TOP);

@@ -9,6 +9,7 @@ use crate::eval::Evaluator;
 use crate::eval::value::{Val, flatten_into, numeric_string};
 use crate::syntax::Lambda;
 
+mod core;
 mod text;
 
 use text::*;
@@ -63,12 +64,26 @@ pub(crate) const NAMES: &[&str] = &[
     "validate_integer",
     "validate_absolute_path",
     "validate_re",
+    "ceiling",
+    "floor",
+    "round",
+    "chomp",
+    "chop",
+    "camelcase",
+    "compare",
+    "get",
+    "getvar",
+    "index",
 ];
 
 /// Whether a function of [`NAMES`] takes a lambda: the conversions (`Integer($x) |$i|
 /// { ... }`), `then`, `lest`, `step` and `reverse_each`.
 pub(crate) fn takes_lambda(name: &str) -> bool {
-    name.starts_with("new_") || matches!(name, "then" | "lest" | "step" | "reverse_each")
+    name.starts_with("new_")
+        || matches!(
+            name,
+            "then" | "lest" | "step" | "reverse_each" | "get" | "index"
+        )
 }
 
 fn error(evaluator: &mut Evaluator<'_>, span: Span, name: &str, message: String) -> Val {
@@ -104,6 +119,9 @@ pub(crate) fn call(
 ) -> Option<Val> {
     if !NAMES.contains(&name) {
         return None;
+    }
+    if core::CORE.contains(&name) {
+        return Some(core::call(evaluator, name, args, lambda, span));
     }
     let value = match name {
         "regsubst" => regsubst(evaluator, args, span),

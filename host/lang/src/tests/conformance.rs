@@ -135,6 +135,7 @@ mod ok {
         collector_exported,
         class_parameters_and_include,
         class_include_is_idempotent,
+        core_library_functions_as_puppet_documents_them,
         class_inherits,
         class_nested_definition_is_prefixed,
         class_contain_and_require,

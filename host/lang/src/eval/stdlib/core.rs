@@ -1,0 +1,283 @@
+//! Functions of Puppet's core library for numbers, strings and data: `ceiling`, `floor`,
+//! `round`, `chomp`, `chop`, `camelcase`, `compare`, `get`, `getvar` and `index`, as
+//! Puppet's function reference documents them.
+
+use super::*;
+
+/// The names this module provides.
+pub(super) const CORE: &[&str] = &[
+    "ceiling",
+    "floor",
+    "round",
+    "chomp",
+    "chop",
+    "camelcase",
+    "compare",
+    "get",
+    "getvar",
+    "index",
+];
+
+/// Calls `name`, one of [`CORE`].
+pub(super) fn call(
+    evaluator: &mut Evaluator<'_>,
+    name: &str,
+    args: Vec<Val>,
+    lambda: Option<&Lambda>,
+    span: Span,
+) -> Val {
+    match name {
+        "ceiling" | "floor" | "round" => rounded(evaluator, name, args, span),
+        "chomp" | "chop" | "camelcase" => each_string(evaluator, name, args, span),
+        "compare" => compare(evaluator, args, span),
+        "get" => get(evaluator, args, lambda, span),
+        "getvar" => getvar(evaluator, args, span),
+        _ => index(evaluator, args, lambda, span),
+    }
+}
+
+/// `ceiling`, `floor` and `round` of a number (an integer is itself): an integer;
+/// `round` rounds halves away from zero (`round(2.5)` is 3, `round(-2.5)` is -3).
+fn rounded(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -> Val {
+    let value = match args.as_slice() {
+        [Val::Int(i)] => return Val::Int(*i),
+        [Val::Float(f)] => match name {
+            "ceiling" => f.ceil(),
+            "floor" => f.floor(),
+            _ => f.round(),
+        },
+        [other] => {
+            return error(
+                evaluator,
+                span,
+                name,
+                format!("takes a number, not {}", other.type_name()),
+            );
+        }
+        _ => return error(evaluator, span, name, "takes one number".into()),
+    };
+    if value.is_finite() && value.abs() < 9.2e18 {
+        Val::Int(value as i64)
+    } else {
+        error(
+            evaluator,
+            span,
+            name,
+            format!("{value} is not a number an Integer can hold"),
+        )
+    }
+}
+
+/// `chomp` (the line ending at the end, `\n`, `\r\n` or `\r`), `chop` (the last
+/// character, `\r\n` as one) and `camelcase` (`hello_world` is `HelloWorld`) of a
+/// string, or of each string of an array.
+fn each_string(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -> Val {
+    let apply = |text: &str| -> String {
+        match name {
+            "chomp" => text
+                .strip_suffix("\r\n")
+                .or_else(|| text.strip_suffix('\n'))
+                .or_else(|| text.strip_suffix('\r'))
+                .unwrap_or(text)
+                .to_owned(),
+            "chop" => match text.strip_suffix("\r\n") {
+                Some(rest) => rest.to_owned(),
+                None => {
+                    let mut chars = text.chars();
+                    chars.next_back();
+                    chars.as_str().to_owned()
+                }
+            },
+            _ => text
+                .split('_')
+                .map(|word| {
+                    let mut chars = word.chars();
+                    match chars.next() {
+                        Some(first) => first.to_uppercase().chain(chars).collect(),
+                        None => String::new(),
+                    }
+                })
+                .collect(),
+        }
+    };
+    match args.as_slice() {
+        [Val::Str(text)] => Val::Str(apply(text)),
+        [Val::Array(items)] => Val::Array(
+            items
+                .iter()
+                .map(|item| match item {
+                    Val::Str(text) => Val::Str(apply(text)),
+                    other => other.clone(),
+                })
+                .collect(),
+        ),
+        _ => error(
+            evaluator,
+            span,
+            name,
+            "takes a string or an array of strings".into(),
+        ),
+    }
+}
+
+/// `compare(a, b[, ignore_case])`: -1, 0 or 1, of two numbers, two strings (without
+/// case unless the third argument is false), two versions (strings that look like them
+/// compare as strings), or two timespans alike.
+fn compare(evaluator: &mut Evaluator<'_>, args: Vec<Val>, span: Span) -> Val {
+    let (a, b, ignore_case) = match args.as_slice() {
+        [a, b] => (a, b, true),
+        [a, b, Val::Bool(ignore_case)] => (a, b, *ignore_case),
+        _ => {
+            return error(
+                evaluator,
+                span,
+                "compare",
+                "takes two values and, for strings, whether to ignore case".into(),
+            );
+        }
+    };
+    let order = match (a, b) {
+        (Val::Str(a), Val::Str(b)) if !ignore_case => a.cmp(b),
+        (Val::Str(a), Val::Str(b)) => a.to_lowercase().cmp(&b.to_lowercase()),
+        (a, b) => match a.compare(b) {
+            Ok(order) => order,
+            Err(message) => return error(evaluator, span, "compare", message),
+        },
+    };
+    Val::Int(match order {
+        std::cmp::Ordering::Less => -1,
+        std::cmp::Ordering::Equal => 0,
+        std::cmp::Ordering::Greater => 1,
+    })
+}
+
+/// The value at a dotted path (`'a.b.0'`: hash keys and array indexes) in `value`, or
+/// `None` when a step finds nothing.
+fn at_path(value: &Val, path: &str) -> Option<Val> {
+    if path.is_empty() {
+        return Some(value.clone());
+    }
+    path.split('.')
+        .try_fold(value.clone(), |value, key| match value {
+            Val::Hash(entries) => Val::hash_get(&entries, &Val::Str(key.to_owned())).cloned(),
+            Val::Array(items) => {
+                let index: i64 = key.parse().ok()?;
+                let index = if index < 0 {
+                    items.len() as i64 + index
+                } else {
+                    index
+                };
+                usize::try_from(index)
+                    .ok()
+                    .and_then(|i| items.get(i).cloned())
+            }
+            _ => None,
+        })
+}
+
+/// `get(value, 'a.b.0'[, default]) |$error| { ... }`: the value at the dotted path; the
+/// default (or undef) when there is none, or what the lambda returns for it.
+fn get(evaluator: &mut Evaluator<'_>, args: Vec<Val>, lambda: Option<&Lambda>, span: Span) -> Val {
+    let mut args = args.into_iter();
+    let (Some(value), Some(Val::Str(path))) = (args.next(), args.next()) else {
+        return error(
+            evaluator,
+            span,
+            "get",
+            "takes a value and a dotted path like 'a.b.0'".into(),
+        );
+    };
+    let default = args.next().unwrap_or(Val::Undef);
+    match at_path(&value, &path) {
+        Some(Val::Undef) | None => match lambda {
+            Some(lambda) => evaluator.run_lambda(lambda, vec![Val::Str(path)]),
+            None => default,
+        },
+        Some(found) => found,
+    }
+}
+
+/// `getvar('name')`, `getvar('facts.os.family')`, `getvar('ntp::servers')`: the
+/// variable (then the dotted path into it), or the default (undef) when there is none.
+fn getvar(evaluator: &mut Evaluator<'_>, args: Vec<Val>, span: Span) -> Val {
+    let mut args = args.into_iter();
+    let Some(Val::Str(name)) = args.next() else {
+        return error(
+            evaluator,
+            span,
+            "getvar",
+            "takes the name of a variable, like 'facts.os.family'".into(),
+        );
+    };
+    let default = args.next().unwrap_or(Val::Undef);
+    let (variable, path) = name.split_once('.').unwrap_or((&name, ""));
+    let variable = variable.trim_start_matches('$');
+    let value = if variable.contains("::") {
+        evaluator.peek_qualified(variable)
+    } else {
+        evaluator.peek_variable(variable)
+    };
+    match value.and_then(|value| at_path(&value, path)) {
+        Some(Val::Undef) | None => default,
+        Some(found) => found,
+    }
+}
+
+/// `index(collection, value)` or `index(collection) |$x| { ... }`: the first index (or
+/// key) of the value, or of the first entry the lambda is true for; undef when none.
+/// A string's index of a substring counts characters.
+fn index(
+    evaluator: &mut Evaluator<'_>,
+    args: Vec<Val>,
+    lambda: Option<&Lambda>,
+    span: Span,
+) -> Val {
+    let mut args = args.into_iter();
+    let collection = args.next().unwrap_or(Val::Undef);
+    let wanted = args.next();
+    match (collection, wanted, lambda) {
+        (Val::Str(text), Some(Val::Str(part)), None) => text
+            .find(&part)
+            .map_or(Val::Undef, |at| Val::Int(text[..at].chars().count() as i64)),
+        (Val::Array(items), Some(wanted), None) => items
+            .iter()
+            .position(|item| item.equals(&wanted))
+            .map_or(Val::Undef, |at| Val::Int(at as i64)),
+        (Val::Hash(entries), Some(wanted), None) => entries
+            .iter()
+            .find(|(_, value)| value.equals(&wanted))
+            .map_or(Val::Undef, |(key, _)| key.clone()),
+        (Val::Array(items), None, Some(lambda)) => {
+            for (at, item) in items.into_iter().enumerate() {
+                let call = if lambda.params.len() >= 2 {
+                    vec![Val::Int(at as i64), item]
+                } else {
+                    vec![item]
+                };
+                if evaluator.run_lambda(lambda, call).truthy() {
+                    return Val::Int(at as i64);
+                }
+            }
+            Val::Undef
+        }
+        (Val::Hash(entries), None, Some(lambda)) => {
+            for (key, value) in entries {
+                let call = if lambda.params.len() >= 2 {
+                    vec![key.clone(), value]
+                } else {
+                    vec![value]
+                };
+                if evaluator.run_lambda(lambda, call).truthy() {
+                    return key;
+                }
+            }
+            Val::Undef
+        }
+        _ => error(
+            evaluator,
+            span,
+            "index",
+            "takes a string and a substring, or an array or hash and a value (or a lambda)".into(),
+        ),
+    }
+}
