@@ -74,6 +74,7 @@ pub(crate) const NAMES: &[&str] = &[
     "get",
     "getvar",
     "index",
+    "type",
 ];
 
 /// Whether a function of [`NAMES`] takes a lambda: the conversions (`Integer($x) |$i|

@@ -78,8 +78,11 @@ impl Parser<'_> {
                         continue;
                     }
                 }
-                let Tok::Name(name) = self.peek().clone() else {
-                    return Err(self.unexpected("a function name after `.`"));
+                // `$x.type`: the function `type`, though `type` starts a declaration.
+                let name = match self.peek().clone() {
+                    Tok::Name(name) => name,
+                    Tok::Keyword(Kw::Type) => "type".to_owned(),
+                    _ => return Err(self.unexpected("a function name after `.`")),
                 };
                 self.bump();
                 let mut args = vec![lhs];
@@ -294,6 +297,20 @@ impl Parser<'_> {
                 self.expect_close(P::RBrace, "to close the lazy block", open)?;
                 Ok(Expr {
                     kind: ExprKind::Lazy(Box::new(inner)),
+                    span: span.to(self.previous_span()),
+                })
+            }
+            // `type(...)`: Puppet's function, where `type Name` declares a type.
+            Tok::Keyword(Kw::Type) if *self.peek_at(1) == Tok::Punct(P::LParen) => {
+                self.bump();
+                let args = self.call_args()?;
+                let lambda = self.lambda()?;
+                Ok(Expr {
+                    kind: ExprKind::Call {
+                        name: "type".to_owned(),
+                        args,
+                        lambda,
+                    },
                     span: span.to(self.previous_span()),
                 })
             }

@@ -98,7 +98,9 @@ impl Parser<'_> {
             }
             Tok::Keyword(Kw::Define) => return self.define_definition(),
             Tok::Keyword(Kw::Node) => return self.node_definition(),
-            Tok::Keyword(Kw::Type) => return self.type_definition(),
+            Tok::Keyword(Kw::Type) if *self.peek_at(1) != Tok::Punct(P::LParen) => {
+                return self.type_definition();
+            }
             Tok::Keyword(Kw::Reserved)
                 if self.source_word(self.span()) == "function"
                     && matches!(self.peek_at(1), Tok::Name(_)) =>

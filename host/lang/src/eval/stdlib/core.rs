@@ -1,8 +1,9 @@
 //! Functions of Puppet's core library for numbers, strings and data: `ceiling`, `floor`,
-//! `round`, `chomp`, `chop`, `camelcase`, `compare`, `get`, `getvar` and `index`, as
-//! Puppet's function reference documents them.
+//! `round`, `chomp`, `chop`, `camelcase`, `compare`, `get`, `getvar`, `index` and
+//! `type`, as Puppet's function reference documents them.
 
 use super::*;
+use crate::eval::ptype::PType;
 
 /// The names this module provides.
 pub(super) const CORE: &[&str] = &[
@@ -16,6 +17,7 @@ pub(super) const CORE: &[&str] = &[
     "get",
     "getvar",
     "index",
+    "type",
 ];
 
 /// Calls `name`, one of [`CORE`].
@@ -32,6 +34,7 @@ pub(super) fn call(
         "compare" => compare(evaluator, args, span),
         "get" => get(evaluator, args, lambda, span),
         "getvar" => getvar(evaluator, args, span),
+        "type" => type_of(evaluator, args, span),
         _ => index(evaluator, args, lambda, span),
     }
 }
@@ -280,4 +283,130 @@ fn index(
             "takes a string and a substring, or an array or hash and a value (or a lambda)".into(),
         ),
     }
+}
+
+/// How much of a value `type` tells.
+#[derive(Clone, Copy, PartialEq)]
+enum Detail {
+    /// Each number with its value, each array a `Tuple`, each hash a `Struct`.
+    Detailed,
+    /// Collections as `Array` and `Hash` of what their entries have in common, with
+    /// their sizes.
+    Reduced,
+    /// As reduced, without values or sizes.
+    Generalized,
+}
+
+/// `type(value[, 'detailed' | 'reduced' | 'generalized'])`: the data type of a value
+/// (`type([2, 3.14])` is `Tuple[Integer[2, 2], Float[3.14, 3.14]]`, reduced
+/// `Array[Numeric, 2, 2]`, generalized `Array[Numeric]`). Strings are `String`.
+fn type_of(evaluator: &mut Evaluator<'_>, args: Vec<Val>, span: Span) -> Val {
+    let detail = match args.get(1) {
+        None => Detail::Detailed,
+        Some(Val::Str(word)) if word == "detailed" => Detail::Detailed,
+        Some(Val::Str(word)) if word == "reduced" => Detail::Reduced,
+        Some(Val::Str(word)) if word == "generalized" => Detail::Generalized,
+        Some(_) => {
+            return error(
+                evaluator,
+                span,
+                "type",
+                "tells 'detailed', 'reduced' or 'generalized'".into(),
+            );
+        }
+    };
+    if args.is_empty() || args.len() > 2 {
+        return error(evaluator, span, "type", "takes a value".into());
+    }
+    Val::Type(Box::new(inferred(&args[0], detail)))
+}
+
+/// The type of `value`, as told with `detail`.
+fn inferred(value: &Val, detail: Detail) -> PType {
+    let exact = detail != Detail::Generalized;
+    match value {
+        Val::Undef => PType::Undef,
+        Val::Default => PType::Default,
+        Val::Bool(_) => PType::Boolean,
+        Val::Int(i) if exact => PType::Integer(*i, *i),
+        Val::Int(_) => PType::Integer(i64::MIN, i64::MAX),
+        Val::Float(f) if exact => PType::Float(*f, *f),
+        Val::Float(_) => PType::Float(f64::NEG_INFINITY, f64::INFINITY),
+        Val::Str(_) => PType::String(0, i64::MAX),
+        Val::Regex(_) => PType::Regexp,
+        Val::Sensitive(inner) => PType::Sensitive(Box::new(inferred(inner, detail))),
+        Val::Type(inner) => PType::Type(Some(inner.clone())),
+        Val::Array(items) if detail == Detail::Detailed => {
+            PType::Tuple(items.iter().map(|item| inferred(item, detail)).collect())
+        }
+        Val::Array(items) => {
+            let inner = common(items.iter().map(|item| inferred(item, Detail::Generalized)));
+            let size = items.len() as i64;
+            if exact {
+                PType::Array(Box::new(inner), size, size)
+            } else {
+                PType::Array(Box::new(inner), 0, i64::MAX)
+            }
+        }
+        Val::Hash(entries)
+            if detail == Detail::Detailed
+                && entries.iter().all(|(key, _)| matches!(key, Val::Str(_))) =>
+        {
+            PType::Struct(
+                entries
+                    .iter()
+                    .map(|(key, value)| (key.to_interpolated(), false, inferred(value, detail)))
+                    .collect(),
+            )
+        }
+        Val::Hash(entries) => {
+            let key = common(
+                entries
+                    .iter()
+                    .map(|(key, _)| inferred(key, Detail::Generalized)),
+            );
+            let value = common(
+                entries
+                    .iter()
+                    .map(|(_, value)| inferred(value, Detail::Generalized)),
+            );
+            let size = entries.len() as i64;
+            if exact {
+                PType::Hash(Box::new(key), Box::new(value), size, size)
+            } else {
+                PType::Hash(Box::new(key), Box::new(value), 0, i64::MAX)
+            }
+        }
+        _ => PType::Any,
+    }
+}
+
+/// What generalized types have in common: the type itself when they are all one,
+/// `Numeric` for integers and floats, `ScalarData` for data scalars, `Data` for data,
+/// else `Any` (and `Any` for none at all, as Puppet's `Array[Any]` of `[]`... written
+/// `Array`).
+fn common(types: impl Iterator<Item = PType>) -> PType {
+    let types: Vec<PType> = types.collect();
+    let Some(first) = types.first() else {
+        return PType::Any;
+    };
+    if types.iter().all(|ptype| ptype == first) {
+        return first.clone();
+    }
+    let numeric = |ptype: &PType| matches!(ptype, PType::Integer(..) | PType::Float(..));
+    if types.iter().all(numeric) {
+        return PType::Numeric;
+    }
+    let scalar =
+        |ptype: &PType| numeric(ptype) || matches!(ptype, PType::String(..) | PType::Boolean);
+    if types.iter().all(scalar) {
+        return PType::ScalarData;
+    }
+    let data = |ptype: &PType| {
+        scalar(ptype) || matches!(ptype, PType::Undef | PType::Array(..) | PType::Hash(..))
+    };
+    if types.iter().all(data) {
+        return PType::Data;
+    }
+    PType::Any
 }
