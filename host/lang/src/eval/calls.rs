@@ -279,8 +279,14 @@ impl Evaluator<'_> {
         }
         let result = if fits {
             self.function_depth += 1;
-            let result = self.block(&function.body);
+            let saved_lambdas = std::mem::take(&mut self.lambda_depth);
+            let mut result = self.block(&function.body);
+            self.lambda_depth = saved_lambdas;
             self.function_depth -= 1;
+            // `return(value)`, from the body or a lambda in it.
+            if let Some(super::Jump::Return(value)) = self.jump.take() {
+                result = value;
+            }
             result
         } else {
             Val::Undef
@@ -473,8 +479,17 @@ impl Evaluator<'_> {
             self.set_var(scope, name, value, *span);
         }
         let saved_scope = std::mem::replace(&mut self.ctx.scope, scope);
-        let result = self.block(&lambda.body);
+        self.lambda_depth += 1;
+        let mut result = self.block(&lambda.body);
+        self.lambda_depth -= 1;
         self.ctx.scope = saved_scope;
+        // `next(value)` ends this call with its value; `break()` and `return()` go on
+        // to the iteration and the function.
+        if let Some(super::Jump::Next(_)) = self.jump
+            && let Some(super::Jump::Next(value)) = self.jump.take()
+        {
+            result = value;
+        }
         result
     }
 }

@@ -191,6 +191,7 @@ impl Evaluator<'_> {
         };
         let saved = std::mem::replace(&mut self.ctx, ctx);
         self.block(&definition.body);
+        self.end_body();
         self.ctx = saved;
     }
 
@@ -359,6 +360,7 @@ impl Evaluator<'_> {
             // A class is evaluated once: its body is not needed again.
             let body = definition.body.take();
             self.block(&body);
+            self.end_body();
         }
         self.class_stack.pop();
         self.ctx = saved;
@@ -564,6 +566,7 @@ impl Evaluator<'_> {
         let reported = self.diagnostics.len();
         if self.bind_params(&definition.params, idx, scope) {
             self.block(&definition.body);
+            self.end_body();
         }
         self.ctx = saved;
         // What the body reported is reported once per instance: each names its own.

@@ -32,6 +32,9 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "any",
     "all",
     "group_by",
+    "break",
+    "next",
+    "return",
     "with",
     "new",
     "split",
@@ -164,6 +167,10 @@ pub(crate) fn call(
                 span,
                 format!("the manifest failed: {message}"),
             );
+            Val::Undef
+        }
+        "break" | "next" | "return" => {
+            evaluator.jump_by(name, args, span);
             Val::Undef
         }
         "each" | "map" | "filter" | "reduce" | "reject" | "any" | "all" | "group_by" => {
@@ -680,9 +687,15 @@ fn iterate(
     match name {
         "each" => {
             let mut original = Vec::new();
-            for (item, call_args) in items {
+            let mut items = items;
+            while let Some((item, call_args)) = items.next() {
                 evaluator.run_lambda(lambda, call_args);
                 original.push(item);
+                if evaluator.iteration_ends() {
+                    // `each` gives what it iterated over, all of it, as Puppet's does.
+                    original.extend(items.map(|(item, _)| item));
+                    break;
+                }
             }
             Val::Array(original)
         }
@@ -692,6 +705,9 @@ fn iterate(
             let mut mapped = Vec::new();
             for (_, call_args) in items {
                 let value = evaluator.run_lambda(lambda, call_args);
+                if evaluator.iteration_ends() {
+                    break;
+                }
                 if !evaluator.grow(&mut total, &value, span) {
                     return Val::Undef;
                 }
@@ -700,21 +716,27 @@ fn iterate(
             Val::Array(mapped)
         }
         // `any` and `all` stop at the first entry that decides.
-        "any" => Val::Bool(
-            items
-                .into_iter()
-                .any(|(_, call_args)| evaluator.run_lambda(lambda, call_args).truthy()),
-        ),
-        "all" => Val::Bool(
-            items
-                .into_iter()
-                .all(|(_, call_args)| evaluator.run_lambda(lambda, call_args).truthy()),
-        ),
+        "any" | "all" => {
+            let any = name == "any";
+            for (_, call_args) in items {
+                let holds = evaluator.run_lambda(lambda, call_args).truthy();
+                if evaluator.iteration_ends() {
+                    break;
+                }
+                if holds == any {
+                    return Val::Bool(any);
+                }
+            }
+            Val::Bool(!any)
+        }
         // Each entry (a hash's as a `[key, value]` pair) under what the lambda returns.
         "group_by" => {
             let mut groups: Vec<(Val, Val)> = Vec::new();
             for (item, call_args) in items {
                 let key = evaluator.run_lambda(lambda, call_args);
+                if evaluator.iteration_ends() {
+                    break;
+                }
                 match groups
                     .iter_mut()
                     .find(|(existing, _)| existing.equals(&key))
@@ -727,9 +749,17 @@ fn iterate(
         }
         "filter" | "reject" => {
             let keep = name == "filter";
-            let kept = items.filter_map(|(item, call_args)| {
-                (evaluator.run_lambda(lambda, call_args).truthy() == keep).then_some(item)
-            });
+            let mut chosen = Vec::new();
+            for (item, call_args) in items {
+                let holds = evaluator.run_lambda(lambda, call_args).truthy();
+                if evaluator.iteration_ends() {
+                    break;
+                }
+                if holds == keep {
+                    chosen.push(item);
+                }
+            }
+            let kept = chosen.into_iter();
             if is_hash {
                 // A hash filters to a hash: each kept item is a `[key, value]` pair.
                 Val::Hash(
@@ -753,7 +783,11 @@ fn iterate(
                 None => items.next().unwrap_or(Val::Undef),
             };
             for item in items {
-                memo = evaluator.run_lambda(lambda, vec![memo, item]);
+                let next = evaluator.run_lambda(lambda, vec![memo.clone(), item]);
+                if evaluator.iteration_ends() {
+                    break;
+                }
+                memo = next;
             }
             memo
         }

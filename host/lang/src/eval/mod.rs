@@ -304,6 +304,11 @@ pub(crate) struct Evaluator<'a> {
     functions: HashMap<String, FunctionId>,
     /// How deep functions call functions now.
     function_depth: usize,
+    /// `break()`, `next()` or `return()` under way: the blocks it crosses stop, until the
+    /// iteration, lambda, function or body that ends it takes it.
+    jump: Option<Jump>,
+    /// How many lambdas are running now (`break` and `next` need one).
+    lambda_depth: usize,
     scopes: Vec<Scope>,
     class_scopes: HashMap<String, ScopeId>,
     /// The matching node definition's scope, once its body runs: classes declared from
@@ -396,6 +401,8 @@ impl<'a> Evaluator<'a> {
             defines: HashMap::new(),
             functions: HashMap::new(),
             function_depth: 0,
+            jump: None,
+            lambda_depth: 0,
             scopes: vec![Scope {
                 parent: None,
                 class: false,
@@ -578,6 +585,7 @@ impl<'a> Evaluator<'a> {
         };
         for file in files {
             self.block(&file);
+            self.end_body();
         }
         self.evaluate_node();
         self.generate();
@@ -608,9 +616,74 @@ impl<'a> Evaluator<'a> {
                 }
                 _ => self.eval(expr),
             };
+            // `break()`, `next()` or `return()`: nothing after it in the block runs.
+            if self.jump.is_some() {
+                break;
+            }
         }
         last
     }
+
+    /// After a lambda of an iteration ran: whether the iteration stops, at a `break()`
+    /// (taken here) or a `return()` (left for the function it returns from).
+    pub(crate) fn iteration_ends(&mut self) -> bool {
+        match self.jump {
+            Some(Jump::Break) => {
+                self.jump = None;
+                true
+            }
+            Some(Jump::Return(_)) => true,
+            _ => false,
+        }
+    }
+
+    /// `break()`, `next(value)` or `return(value)`: the blocks they are in stop. `break`
+    /// and `next` belong in a lambda, `return` in a function, a lambda, or a class's or
+    /// defined type's body (or the manifest's top level, which it ends).
+    pub(crate) fn jump_by(&mut self, name: &str, args: Vec<Val>, span: Span) {
+        let value = args.into_iter().next().unwrap_or(Val::Undef);
+        if name != "return" && self.lambda_depth == 0 {
+            self.error(
+                DiagnosticCode::BadArgument,
+                span,
+                format!("`{name}()` is outside a lambda"),
+            )
+            .help = Some(
+                if name == "break" {
+                    "`break()` ends the iteration its lambda runs in: \
+                     `$list.each |$x| { if $x == 3 { break() } }`"
+                } else {
+                    "`next(value)` ends one call of an iteration's lambda with that value: \
+                     `$list.map |$x| { if $x == 2 { next(0) } $x }`"
+                }
+                .to_owned(),
+            );
+            return;
+        }
+        self.jump = Some(match name {
+            "break" => Jump::Break,
+            "next" => Jump::Next(value),
+            _ => Jump::Return(value),
+        });
+    }
+
+    /// Ends a body (a class's, a defined type's, the manifest's) that a `return()` left:
+    /// its value is dropped; `break()` and `next()` never get this far (they need a
+    /// lambda).
+    pub(super) fn end_body(&mut self) {
+        self.jump = None;
+    }
+}
+
+/// How `break()`, `next()` and `return()` leave the blocks they are in.
+#[derive(Debug, Clone)]
+pub(crate) enum Jump {
+    /// Ends the iteration the lambda runs in.
+    Break,
+    /// Ends this call of the lambda, with its value.
+    Next(Val),
+    /// Ends the function (or body), with its value.
+    Return(Val),
 }
 
 /// What `[index]` or `[start, count]` selects in a sequence of `len` elements.

@@ -323,6 +323,9 @@ pub(crate) fn call(
                 Some(lambda) => {
                     for item in &items {
                         evaluator.run_lambda(lambda, vec![item.clone()]);
+                        if evaluator.iteration_ends() {
+                            break;
+                        }
                     }
                     Val::Array(items)
                 }

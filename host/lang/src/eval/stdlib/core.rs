@@ -257,7 +257,11 @@ fn index(
                 } else {
                     vec![item]
                 };
-                if evaluator.run_lambda(lambda, call).truthy() {
+                let holds = evaluator.run_lambda(lambda, call).truthy();
+                if evaluator.iteration_ends() {
+                    break;
+                }
+                if holds {
                     return Val::Int(at as i64);
                 }
             }
@@ -270,7 +274,11 @@ fn index(
                 } else {
                     vec![value]
                 };
-                if evaluator.run_lambda(lambda, call).truthy() {
+                let holds = evaluator.run_lambda(lambda, call).truthy();
+                if evaluator.iteration_ends() {
+                    break;
+                }
+                if holds {
                     return key;
                 }
             }
