@@ -32,6 +32,11 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "any",
     "all",
     "group_by",
+    "partition",
+    "slice",
+    "alert",
+    "crit",
+    "emerg",
     "break",
     "next",
     "return",
@@ -85,6 +90,8 @@ pub(crate) fn call(
             | "any"
             | "all"
             | "group_by"
+            | "partition"
+            | "slice"
             | "with"
             | "new"
             | "lookup"
@@ -138,7 +145,7 @@ pub(crate) fn call(
         "defined" => {
             Val::Bool(!args.is_empty() && args.iter().all(|arg| evaluator.is_defined(arg)))
         }
-        "notice" | "info" | "debug" | "warning" | "err" => {
+        "notice" | "info" | "debug" | "warning" | "err" | "alert" | "crit" | "emerg" => {
             let message = args
                 .iter()
                 .map(Val::to_interpolated)
@@ -147,7 +154,7 @@ pub(crate) fn call(
             // Puppet's `err` does not stop the compile: a warning, as `warning` is.
             let (severity, code) = match name {
                 "warning" => (Severity::Warning, DiagnosticCode::Warning),
-                "err" => (Severity::Warning, DiagnosticCode::Err),
+                "err" | "alert" | "crit" | "emerg" => (Severity::Warning, DiagnosticCode::Err),
                 "info" => (Severity::Notice, DiagnosticCode::Info),
                 "debug" => (Severity::Notice, DiagnosticCode::Debug),
                 _ => (Severity::Notice, DiagnosticCode::Notice),
@@ -173,9 +180,9 @@ pub(crate) fn call(
             evaluator.jump_by(name, args, span);
             Val::Undef
         }
-        "each" | "map" | "filter" | "reduce" | "reject" | "any" | "all" | "group_by" => {
-            iterate(evaluator, name, args, lambda, span)
-        }
+        "each" | "map" | "filter" | "reduce" | "reject" | "any" | "all" | "group_by"
+        | "partition" => iterate(evaluator, name, args, lambda, span),
+        "slice" => slice(evaluator, args, lambda, span),
         // Puppet's types ARM's names for `filter` and `map`, and `filter`'s complement.
         "select" => iterate(evaluator, "filter", args, lambda, span),
         "collect" => iterate(evaluator, "map", args, lambda, span),
@@ -729,6 +736,18 @@ fn iterate(
             }
             Val::Bool(!any)
         }
+        // The entries the lambda is true for, then the others.
+        "partition" => {
+            let (mut yes, mut no) = (Vec::new(), Vec::new());
+            for (item, call_args) in items {
+                let holds = evaluator.run_lambda(lambda, call_args).truthy();
+                if evaluator.iteration_ends() {
+                    break;
+                }
+                if holds { yes.push(item) } else { no.push(item) }
+            }
+            Val::Array(vec![Val::Array(yes), Val::Array(no)])
+        }
         // Each entry (a hash's as a `[key, value]` pair) under what the lambda returns.
         "group_by" => {
             let mut groups: Vec<(Val, Val)> = Vec::new();
@@ -792,6 +811,53 @@ fn iterate(
             memo
         }
     }
+}
+
+/// `slice(collection, n)`: the entries (a hash's as `[key, value]` pairs) in chunks of
+/// `n`, the last maybe shorter; with a lambda, each chunk to it (its elements as the
+/// arguments when it takes several) and the collection back.
+fn slice(
+    evaluator: &mut Evaluator<'_>,
+    args: Vec<Val>,
+    lambda: Option<&Lambda>,
+    span: Span,
+) -> Val {
+    let (items, size) = match args.as_slice() {
+        [Val::Array(items), Val::Int(size)] if *size > 0 => (items.clone(), *size),
+        [Val::Hash(entries), Val::Int(size)] if *size > 0 => (
+            entries
+                .iter()
+                .map(|(key, value)| Val::Array(vec![key.clone(), value.clone()]))
+                .collect(),
+            *size,
+        ),
+        _ => {
+            return arity(
+                evaluator,
+                "slice",
+                "an array or hash and a chunk size of at least 1",
+                span,
+            );
+        }
+    };
+    let chunks: Vec<Val> = items
+        .chunks(usize::try_from(size).unwrap_or(usize::MAX))
+        .map(|chunk| Val::Array(chunk.to_vec()))
+        .collect();
+    let Some(lambda) = lambda else {
+        return Val::Array(chunks);
+    };
+    for chunk in &chunks {
+        let call = match chunk {
+            Val::Array(items) if lambda.params.len() > 1 => items.clone(),
+            chunk => vec![chunk.clone()],
+        };
+        evaluator.run_lambda(lambda, call);
+        if evaluator.iteration_ends() {
+            break;
+        }
+    }
+    args.into_iter().next().unwrap_or(Val::Undef)
 }
 
 /// What to say of an unknown function: the known ones whose names are close.

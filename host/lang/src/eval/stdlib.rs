@@ -75,6 +75,10 @@ pub(crate) const NAMES: &[&str] = &[
     "getvar",
     "index",
     "type",
+    "lstrip",
+    "rstrip",
+    "unwrap",
+    "match",
 ];
 
 /// Whether a function of [`NAMES`] takes a lambda: the conversions (`Integer($x) |$i|

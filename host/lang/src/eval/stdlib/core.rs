@@ -18,6 +18,10 @@ pub(super) const CORE: &[&str] = &[
     "getvar",
     "index",
     "type",
+    "lstrip",
+    "rstrip",
+    "unwrap",
+    "match",
 ];
 
 /// Calls `name`, one of [`CORE`].
@@ -30,7 +34,15 @@ pub(super) fn call(
 ) -> Val {
     match name {
         "ceiling" | "floor" | "round" => rounded(evaluator, name, args, span),
-        "chomp" | "chop" | "camelcase" => each_string(evaluator, name, args, span),
+        "chomp" | "chop" | "camelcase" | "lstrip" | "rstrip" => {
+            each_string(evaluator, name, args, span)
+        }
+        "unwrap" => match args.into_iter().next() {
+            Some(Val::Sensitive(inner)) => *inner,
+            Some(other) => other,
+            None => error(evaluator, span, "unwrap", "takes a value".into()),
+        },
+        "match" => matched(evaluator, args, span),
         "compare" => compare(evaluator, args, span),
         "get" => get(evaluator, args, lambda, span),
         "getvar" => getvar(evaluator, args, span),
@@ -83,6 +95,8 @@ fn each_string(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: 
                 .or_else(|| text.strip_suffix('\r'))
                 .unwrap_or(text)
                 .to_owned(),
+            "lstrip" => text.trim_start().to_owned(),
+            "rstrip" => text.trim_end().to_owned(),
             "chop" => match text.strip_suffix("\r\n") {
                 Some(rest) => rest.to_owned(),
                 None => {
@@ -417,4 +431,50 @@ fn common(types: impl Iterator<Item = PType>) -> PType {
         return PType::Data;
     }
     PType::Any
+}
+
+/// `match(string, pattern)`: the match and its groups (`['abc', 'b']`), or undef; of an
+/// array of strings, each one's.
+fn matched(evaluator: &mut Evaluator<'_>, args: Vec<Val>, span: Span) -> Val {
+    let (target, pattern) = match args.as_slice() {
+        [target, Val::Str(pattern) | Val::Regex(pattern)] => (target.clone(), pattern.clone()),
+        _ => {
+            return error(
+                evaluator,
+                span,
+                "match",
+                "takes a string (or an array of strings) and a pattern".into(),
+            );
+        }
+    };
+    let Some(regex) = evaluator.regex(&pattern, span) else {
+        return Val::Undef;
+    };
+    let one = |text: &str| match regex.captures(text) {
+        Some(captures) => Val::Array(
+            captures
+                .iter()
+                .map(|group| group.map_or(Val::Undef, |group| Val::Str(group.as_str().to_owned())))
+                .collect(),
+        ),
+        None => Val::Undef,
+    };
+    match target {
+        Val::Str(text) => one(&text),
+        Val::Array(items) => Val::Array(
+            items
+                .iter()
+                .map(|item| match item {
+                    Val::Str(text) => one(text),
+                    _ => Val::Undef,
+                })
+                .collect(),
+        ),
+        other => error(
+            evaluator,
+            span,
+            "match",
+            format!("matches strings, not {}", other.type_name()),
+        ),
+    }
 }
