@@ -349,28 +349,8 @@ fn an_option_that_escapes_its_closing_quote_is_refused_before_any_change() {
 fn sshd_runs_each_managed_key_with_exactly_the_command_written() {
     let seed = 0x5eed_0002;
     let machine = Machine::new();
-    let user = LocalUser::create();
     let shared = shared_dir();
-    let recorder = shared.path().join("recorder");
-    std::fs::write(&recorder, "#!/bin/sh\nprintf '%s' \"$2\"\n").expect("recorder");
-    std::fs::set_permissions(&recorder, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let usermod = Command::new("usermod")
-        .args([
-            "-s",
-            recorder.to_str().expect("utf-8"),
-            "-p",
-            "*",
-            &user.name,
-        ])
-        .output()
-        .expect("usermod");
-    assert!(usermod.status.success(), "{usermod:?}");
-    let target = shared.path().join("authorized_keys");
-    let policy = machine.policy(&format!(
-        "[plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\"]\n\
-         directories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
-        shared.path().display()
-    ));
+    let (user, target, policy) = sshd_user(&machine, shared.path(), "printf '%s' \"$2\"");
     let mut values = Values::new(seed);
     let commands = values.distinct(150, |values| {
         // Printable ASCII and escaped quotes, with a few of everything else.
@@ -442,29 +422,10 @@ fn sshd_runs_each_managed_key_with_exactly_the_command_written() {
 #[test]
 fn sshd_enforces_each_managed_option_as_written() {
     let machine = Machine::new();
-    let user = LocalUser::create();
     let shared = shared_dir();
-    let recorder = shared.path().join("recorder");
     // Prints the command sshd asks it to run and the variable a key's option set.
-    std::fs::write(&recorder, "#!/bin/sh\nprintf '%s|%s' \"$2\" \"$WCV\"\n").expect("recorder");
-    std::fs::set_permissions(&recorder, std::fs::Permissions::from_mode(0o755)).expect("chmod");
-    let usermod = Command::new("usermod")
-        .args([
-            "-s",
-            recorder.to_str().expect("utf-8"),
-            "-p",
-            "*",
-            &user.name,
-        ])
-        .output()
-        .expect("usermod");
-    assert!(usermod.status.success(), "{usermod:?}");
-    let target = shared.path().join("authorized_keys");
-    let policy = machine.policy(&format!(
-        "[plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\"]\n\
-         directories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
-        shared.path().display()
-    ));
+    let (user, target, policy) =
+        sshd_user(&machine, shared.path(), "printf '%s|%s' \"$2\" \"$WCV\"");
     // Each key's options, and what a login with it must print (`None`: refused).
     let cases: [(&str, &[&str], Option<&str>); 7] = [
         (
@@ -537,6 +498,27 @@ fn sshd_enforces_each_managed_option_as_written() {
             "key {name} with {options:?}"
         );
     }
+}
+
+/// A user for sshd to log in, whose shell is `/bin/sh` running `recorder` (what it prints
+/// is what a login prints), with the authorized_keys file in `shared` that the plugin may
+/// write and the policy that lets it.
+fn sshd_user(machine: &Machine, shared: &Path, recorder: &str) -> (LocalUser, PathBuf, PathBuf) {
+    let user = LocalUser::create();
+    let shell = shared.join("recorder");
+    std::fs::write(&shell, format!("#!/bin/sh\n{recorder}\n")).expect("recorder");
+    std::fs::set_permissions(&shell, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    let usermod = Command::new("usermod")
+        .args(["-s", shell.to_str().expect("utf-8"), "-p", "*", &user.name])
+        .output()
+        .expect("usermod");
+    assert!(usermod.status.success(), "{usermod:?}");
+    let policy = machine.policy(&format!(
+        "[plugins.sshkeys]\nsource = \"builtin\"\nprovides = [\"ssh_authorized_key\"]\n\
+         directories = [{{ path = \"{}\", access = \"read-write\" }}]\n",
+        shared.display()
+    ));
+    (user, shared.join("authorized_keys"), policy)
 }
 
 /// A directory every user may enter (for the files a test user's programs read), removed

@@ -68,7 +68,7 @@ pub(crate) const FUNCTIONS: &[&str] = &[
 
 /// Whether `name` is a function wconverge itself provides.
 pub(crate) fn is_builtin(name: &str) -> bool {
-    FUNCTIONS.contains(&name) || crate::eval::stdlib::NAMES.contains(&name)
+    FUNCTIONS.contains(&name) || crate::eval::stdlib::has(name)
 }
 
 pub(crate) fn call(
@@ -99,7 +99,7 @@ pub(crate) fn call(
     let iteration = iteration || crate::eval::stdlib::takes_lambda(name);
     if lambda.is_some()
         && !iteration
-        && (FUNCTIONS.contains(&name) || crate::eval::stdlib::NAMES.contains(&name))
+        && (FUNCTIONS.contains(&name) || crate::eval::stdlib::has(name))
     {
         evaluator.report(
             Severity::Error,
@@ -109,7 +109,7 @@ pub(crate) fn call(
         );
         return Val::Undef;
     }
-    if crate::eval::stdlib::NAMES.contains(&name) {
+    if crate::eval::stdlib::has(name) {
         return crate::eval::stdlib::call(evaluator, name, args, lambda, span)
             .unwrap_or(Val::Undef);
     }
@@ -880,7 +880,7 @@ fn suggest(name: &str) -> String {
     }
     let mut close: Vec<&str> = FUNCTIONS
         .iter()
-        .chain(crate::eval::stdlib::NAMES)
+        .chain(crate::eval::stdlib::names())
         .filter(|known| !known.starts_with("new_") && !known.starts_with("wconverge_"))
         .filter(|known| distance(name, known) <= 2 || (name.len() > 3 && known.contains(name)))
         .copied()

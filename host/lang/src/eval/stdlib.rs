@@ -64,22 +64,17 @@ pub(crate) const NAMES: &[&str] = &[
     "validate_integer",
     "validate_absolute_path",
     "validate_re",
-    "ceiling",
-    "floor",
-    "round",
-    "chomp",
-    "chop",
-    "camelcase",
-    "compare",
-    "get",
-    "getvar",
-    "index",
-    "type",
-    "lstrip",
-    "rstrip",
-    "unwrap",
-    "match",
 ];
+
+/// Whether this module (or its `core` part) has the function `name`.
+pub(crate) fn has(name: &str) -> bool {
+    NAMES.contains(&name) || core::CORE.contains(&name)
+}
+
+/// Every function this module has.
+pub(crate) fn names() -> impl Iterator<Item = &'static &'static str> {
+    NAMES.iter().chain(core::CORE)
+}
 
 /// Whether a function of [`NAMES`] takes a lambda: the conversions (`Integer($x) |$i|
 /// { ... }`), `then`, `lest`, `step` and `reverse_each`.
@@ -122,7 +117,7 @@ pub(crate) fn call(
     lambda: Option<&Lambda>,
     span: Span,
 ) -> Option<Val> {
-    if !NAMES.contains(&name) {
+    if !has(name) {
         return None;
     }
     if core::CORE.contains(&name) {

@@ -6,7 +6,7 @@ use super::*;
 use crate::eval::ptype::PType;
 
 /// The names this module provides.
-pub(super) const CORE: &[&str] = &[
+pub(crate) const CORE: &[&str] = &[
     "ceiling",
     "floor",
     "round",
