@@ -424,7 +424,7 @@ impl Evaluator<'_> {
         span: Span,
     ) -> Option<Val> {
         if value == Val::Undef {
-            return Some(value);
+            return self.undef_parameter(param, span);
         }
         if let Some((type_name, type_span)) = &param.data_type {
             let basic = matches!(
@@ -458,6 +458,47 @@ impl Evaluator<'_> {
             }
             None => None,
         }
+    }
+
+    /// A parameter left `undef` (by its default, or given so): kept if its data type
+    /// takes `undef` (none, `Optional[...]`, `Any`...), an error as in Puppet otherwise
+    /// (`Integer $x = undef`, used, is "expects Integer, got Undef").
+    fn undef_parameter(&mut self, param: &Param, span: Span) -> Option<Val> {
+        let Some((type_name, type_span)) = &param.data_type else {
+            return Some(Val::Undef);
+        };
+        let basic = matches!(
+            type_name.as_str(),
+            "String" | "Integer" | "Float" | "Boolean"
+        );
+        let takes_undef = if basic {
+            false
+        } else if let Some(written) = param
+            .type_expr
+            .as_ref()
+            .filter(|_| self.is_data_type(&type_name.to_ascii_lowercase()))
+        {
+            let expected = self.eval_at_top(written);
+            self.value_matches_type(&Val::Undef, &expected, written.span)
+                .unwrap_or(true)
+        } else {
+            // A type declared in the language: its own checks decide.
+            true
+        };
+        if takes_undef {
+            return Some(Val::Undef);
+        }
+        self.error(
+            DiagnosticCode::ParameterType,
+            span,
+            format!("parameter `${}` expects {type_name}, got Undef", param.name),
+        )
+        .with_related_mut(*type_span, "its type is declared here")
+        .help = Some(format!(
+            "give `${}` a value, or declare it `Optional[{type_name}]` to allow undef",
+            param.name
+        ));
+        None
     }
 
     /// `$module_name` in a class or defined type's scope: the module whose manifest

@@ -261,6 +261,7 @@ mod err {
         define_does_not_see_the_calling_scope,
         define_error_names_its_instance,
         break_outside_a_lambda,
+        typed_parameter_left_undef,
         attribute_set_twice_in_body,
         collector_inside_array,
         relationship_inside_parentheses,
