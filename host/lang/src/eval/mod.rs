@@ -694,6 +694,15 @@ enum Selection {
     Range(usize, usize),
 }
 
+/// The element of `items` at `index` as Puppet indexes (a negative index counts from the
+/// end), if there is one.
+pub(crate) fn element(items: &[Val], index: i64) -> Option<&Val> {
+    match select(items.len(), &[Val::Int(index)])? {
+        Selection::One(at) => items.get(at),
+        Selection::Range(..) => None,
+    }
+}
+
 /// Puppet's indexing: a negative index counts from the end; a negative count ends that
 /// far from the end. `None` when the keys are not one or two integers.
 fn select(len: usize, keys: &[Val]) -> Option<Selection> {

@@ -191,17 +191,9 @@ pub(crate) fn call(
                     (Val::Hash(entries), key) => {
                         Val::hash_get(&entries, &key).cloned().unwrap_or(Val::Undef)
                     }
-                    (Val::Array(items), Val::Int(index)) => {
-                        let index = if index < 0 {
-                            items.len() as i64 + index
-                        } else {
-                            index
-                        };
-                        usize::try_from(index)
-                            .ok()
-                            .and_then(|i| items.get(i).cloned())
-                            .unwrap_or(Val::Undef)
-                    }
+                    (Val::Array(items), Val::Int(index)) => crate::eval::element(&items, index)
+                        .cloned()
+                        .unwrap_or(Val::Undef),
                     (Val::Undef, _) => Val::Undef,
                     (other, _) => {
                         return Some(error(

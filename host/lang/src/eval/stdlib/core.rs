@@ -177,17 +177,7 @@ fn at_path(value: &Val, path: &str) -> Option<Val> {
     path.split('.')
         .try_fold(value.clone(), |value, key| match value {
             Val::Hash(entries) => Val::hash_get(&entries, &Val::Str(key.to_owned())).cloned(),
-            Val::Array(items) => {
-                let index: i64 = key.parse().ok()?;
-                let index = if index < 0 {
-                    items.len() as i64 + index
-                } else {
-                    index
-                };
-                usize::try_from(index)
-                    .ok()
-                    .and_then(|i| items.get(i).cloned())
-            }
+            Val::Array(items) => crate::eval::element(&items, key.parse().ok()?).cloned(),
             _ => None,
         })
 }
