@@ -358,7 +358,7 @@ impl Fleet {
         let sent = self.store().and_then(|store| {
             self.send_spooled(store);
             store
-                .store_report(node, at, status, &text)
+                .store_report(node, at, (status, Some(&figures_of(report))), &text)
                 .map_err(|error| error.to_string())?;
             // Stored: a failure to prune is a warning, and the report is not spooled.
             let before = at.saturating_sub(i64::from(self.keep_reports) * 86_400);
@@ -457,7 +457,7 @@ impl Fleet {
                         field("report").and_then(|v| v.as_str().map(str::to_owned)),
                     ) {
                         (Some(node), Some(at), Some(status), Some(report)) => store
-                            .store_report(&node, at, &status, &report)
+                            .store_report(&node, at, (&status, None), &report)
                             .map(|_| ())
                             .map_err(|error| match error {
                                 wconverge_store::StoreError::Invalid(why) => {
@@ -547,6 +547,21 @@ impl wconverge_lang::Exports for Fleet {
 }
 
 /// Puppet's words for a run's outcome.
+/// What a listing of the store shows of a run, from its report.
+fn figures_of(report: &wconverge_engine::report::Report) -> wconverge_store::RunFigures {
+    let summary = &report.summary;
+    let count = |n: usize| u64::try_from(n).unwrap_or(u64::MAX);
+    wconverge_store::RunFigures {
+        mode: report.mode.to_owned(),
+        resources: count(summary.resources),
+        changed: count(summary.changed),
+        would_change: count(summary.would_change),
+        failed: count(summary.failed),
+        skipped: count(summary.skipped),
+        duration_ms: report.duration_ms,
+    }
+}
+
 /// Puppet's status of a run: a noop run changes nothing, so it is `unchanged` unless
 /// something failed (what it would change is in its figures).
 fn status_of(report: &wconverge_engine::report::Report) -> &'static str {

@@ -524,18 +524,27 @@ impl Store {
         })
     }
 
-    /// Stores a report of `node`'s run that ended at `at` (seconds since the epoch);
-    /// returns its id.
+    /// Stores a report of `node`'s run that ended at `at` (seconds since the epoch), with
+    /// its `figures` (read from the report when the caller has none at hand, as for a
+    /// spooled one); returns its id.
     pub fn store_report(
         &self,
         node: &str,
         at: i64,
-        status: &str,
+        (status, figures): (&str, Option<&RunFigures>),
         report: &str,
     ) -> Result<i64, StoreError> {
         check_size("the report", report)?;
-        let figures = RunFigures::of_report(report)
-            .and_then(|figures| serde_json::to_string(&figures).ok())
+        let read;
+        let figures = match figures {
+            Some(figures) => Some(figures),
+            None => {
+                read = RunFigures::of_report(report);
+                read.as_ref()
+            }
+        };
+        let figures = figures
+            .and_then(|figures| serde_json::to_string(figures).ok())
             .unwrap_or_default();
         self.transaction(|db| {
             upsert_node(db, node)?;

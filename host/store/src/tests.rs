@@ -157,13 +157,13 @@ fn reports_and_facts_are_kept_listed_and_pruned() {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = store(&dir);
     let old = store
-        .store_report("web1", 1_000, "changed", "{\"a\":1}")
+        .store_report("web1", 1_000, ("changed", None), "{\"a\":1}")
         .expect("old");
     let new = store
-        .store_report("web1", 2_000, "unchanged", "{\"b\":2}")
+        .store_report("web1", 2_000, ("unchanged", None), "{\"b\":2}")
         .expect("new");
     store
-        .store_report("db1", 1_500, "failed", "{}")
+        .store_report("db1", 1_500, ("failed", None), "{}")
         .expect("db1");
     let listed: Vec<i64> = store
         .reports(None, None)
@@ -265,7 +265,7 @@ fn limits_are_errors_that_name_them() {
     );
     let large = "x".repeat(MAX_DOCUMENT_BYTES + 1);
     let error = store
-        .store_report("web1", 1, "changed", &large)
+        .store_report("web1", 1, ("changed", None), &large)
         .expect_err("too large");
     assert!(error.to_string().contains("64 MiB"), "{error}");
 }
