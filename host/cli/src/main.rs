@@ -19,6 +19,7 @@ mod modules;
 mod output;
 mod plugin_test;
 mod plugins_command;
+mod reports;
 mod resource_command;
 mod scaffold;
 mod setup;
@@ -88,7 +89,7 @@ enum Command {
     /// The runs' reports in the store, newest first; `reports show ID` prints one.
     Reports {
         #[command(subcommand)]
-        command: Option<fleet::ReportsCommand>,
+        command: Option<reports::ReportsCommand>,
         /// Only this node's.
         #[arg(long, value_name = "NAME")]
         node: Option<String>,
@@ -241,7 +242,7 @@ fn run(cli: Cli, trails: &Trails) -> anyhow::Result<u8> {
             since,
             format,
             store,
-        } => fleet::reports_command(
+        } => reports::reports_command(
             command.as_ref(),
             node.as_deref(),
             since.as_deref(),
