@@ -59,6 +59,12 @@ fn path_operations_answer_as_wasi_and_change_nothing_outside_the_grant() {
         "rename to x/=ENOTDIR",
         "unlink file/=ENOTDIR",
         "rmdir new/=EINVAL",
+        "open file/=ENOTDIR",
+        "open dir2/=ok",
+        "symlink at missing/=ENOENT",
+        "symlink at file/=ENOTDIR",
+        "symlink at dir2/=EEXIST",
+        "link-follow outside=invalid",
     ] {
         assert!(said.contains(expected), "missing `{expected}` in: {said}");
     }

@@ -581,27 +581,6 @@ impl View<'_> {
         Ok((dir, found))
     }
 
-    /// A symbolic link to `contents` at `path` beneath the directory `fd`. Unlike
-    /// wasmtime-wasi's, an absolute target is allowed: a link is data here, and nothing
-    /// of wconverge follows it unless `walk::link_trust` and the policy allow (an
-    /// absolute link is an escape for every resolution beneath a grant).
-    fn symlink(
-        &mut self,
-        fd: &Resource<Descriptor>,
-        contents: &str,
-        path: &str,
-        target: &Path,
-    ) -> FsResult<()> {
-        let dir = self.directory(fd)?;
-        if dir.perms.write_not_permitted() {
-            return Err(AsyncErrorCode::NotPermitted.into());
-        }
-        let found = self.beneath("symlink", &dir, fd, (path, target, false))?;
-        rustix::fs::symlinkat(contents, found.parent(&*dir.dir), &found.name)
-            .map_err(std::io::Error::from)?;
-        Ok(())
-    }
-
     fn open(
         &mut self,
         fd: &Resource<Descriptor>,
@@ -637,6 +616,13 @@ impl View<'_> {
         }
         let create = oflags.contains(fs::OpenFlags::CREATE);
         let exclusive = create && oflags.contains(fs::OpenFlags::EXCLUSIVE);
+        // A path that ends in `/` names a directory, as the kernel reads it: a file there
+        // is `not-directory`, and nothing can be created there (`is-directory`, the
+        // kernel's answer to `open("new/", O_CREAT)`).
+        let names_directory = path.len() > 1 && (path.ends_with('/') || path.ends_with("/."));
+        if names_directory && create {
+            return Err(AsyncErrorCode::IsDirectory.into());
+        }
         let truncate = oflags.contains(fs::OpenFlags::TRUNCATE);
         if oflags.contains(fs::OpenFlags::DIRECTORY) && (create || truncate) {
             return Err(AsyncErrorCode::Invalid.into());
@@ -664,7 +650,7 @@ impl View<'_> {
         if exclusive {
             oflags_os |= OFlags::EXCL | OFlags::NOFOLLOW;
         }
-        if oflags.contains(fs::OpenFlags::DIRECTORY) {
+        if oflags.contains(fs::OpenFlags::DIRECTORY) || names_directory {
             oflags_os |= OFlags::DIRECTORY;
         }
         if !path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) {
@@ -680,7 +666,8 @@ impl View<'_> {
         // Resolved here, by descriptor, beneath the directory: a symlink is followed only
         // where `walk::link_trust` allows it (never one another user owns or could have
         // moved there), and never out of the directory.
-        let follow = path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) && !exclusive;
+        let follow =
+            (path_flags.contains(fs::PathFlags::SYMLINK_FOLLOW) || names_directory) && !exclusive;
         let base = self.path_of(fd, "");
         let found = match crate::walk::beneath(&*dir.dir, path, follow, &base) {
             Ok(found) => found,

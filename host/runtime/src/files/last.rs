@@ -5,9 +5,12 @@
 //! - A path that ends in `/` or `/.` names a directory: everything is followed, the last
 //!   link too (never out of the start), and the change acts on `.` in it. A link to a
 //!   directory outside the grant is an escape (`not-permitted`), not the link itself.
-//! - `rename` and `create-directory` ignore trailing slashes first; `rename` then puts
-//!   one back on its old name, so the kernel refuses a link or file there
-//!   (`not-directory`), as it does for wasmtime.
+//! - `rename`, `symlink` and `create-directory` ignore trailing slashes first; `rename`
+//!   then puts one back on its old name, so the kernel refuses a link or file there
+//!   (`not-directory`), as it does for wasmtime, and `symlink` on its new name, so the
+//!   kernel answers `no-entry` where nothing is and `exist` where something is.
+//! - `open-at` of a path that ends in `/` opens only a directory, following the last
+//!   link (never out of the start); it creates nothing there (`is-directory`).
 //! - With `symlink-follow` (`set-times`), the whole path is followed.
 
 use super::*;
@@ -19,13 +22,51 @@ pub(crate) enum Last {
     AsWritten,
     /// Trailing slashes ignored (`create-directory`, `rename`'s new name).
     SlashesIgnored,
-    /// Trailing slashes ignored, then one put back on the name (`rename`'s old name).
+    /// Trailing slashes ignored, then one put back on the name (`rename`'s old name,
+    /// `symlink`'s new one).
     SlashKept,
     /// Every link followed, the last one too (`set-times` with `symlink-follow`).
     Followed,
 }
 
 impl View<'_> {
+    /// A symbolic link to `contents` at `path` beneath the directory `fd`. Unlike
+    /// wasmtime-wasi's, an absolute target is allowed: a link is data here, and nothing
+    /// of wconverge follows it unless `walk::link_trust` and the policy allow (an
+    /// absolute link is an escape for every resolution beneath a grant).
+    pub(super) fn symlink(
+        &mut self,
+        fd: &Resource<Descriptor>,
+        contents: &str,
+        path: &str,
+        target: &Path,
+    ) -> FsResult<()> {
+        let dir = self.directory(fd)?;
+        if dir.perms.write_not_permitted() {
+            return Err(AsyncErrorCode::NotPermitted.into());
+        }
+        // The kernel judges a trailing slash on the new name (`no-entry` where nothing is,
+        // `exist` where something is), after the walk: the name is never followed. But a
+        // file there is `not-directory`, as WASI answers.
+        let found = self.last_component("symlink", &dir, fd, path, target, Last::SlashKept)?;
+        if let Some(name) = found.name.as_encoded_bytes().strip_suffix(b"/")
+            && let Ok(stat) = rustix::fs::statat(
+                found.parent(&*dir.dir),
+                name,
+                rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+            )
+            && !matches!(
+                FileType::from_raw_mode(stat.st_mode),
+                FileType::Directory | FileType::Symlink
+            )
+        {
+            return Err(AsyncErrorCode::NotDirectory.into());
+        }
+        rustix::fs::symlinkat(contents, found.parent(&*dir.dir), &found.name)
+            .map_err(std::io::Error::from)?;
+        Ok(())
+    }
+
     /// The directory that holds the entry a change at `path` acts on, and its name,
     /// read by `rule`.
     pub(super) fn last_component(

@@ -23,8 +23,6 @@ pub(crate) fn run(dir: &str) -> Result<String, String> {
             errno_name(unsafe { *libc::__errno_location() })
         }
     };
-    // (wasi-libc never passes `symlink-follow` to `link-at`, so that case is not asked
-    // here; the host answers it `invalid`, as wasmtime-wasi does.)
     let link = |from: &str, to: &str| {
         // SAFETY: valid C strings and a descriptor this function holds open.
         answer(unsafe { libc::linkat(fd, text(from).as_ptr(), fd, text(to).as_ptr(), 0) })
@@ -54,6 +52,20 @@ pub(crate) fn run(dir: &str) -> Result<String, String> {
     let rmdir = |path: &str| {
         // SAFETY: as above.
         answer(unsafe { libc::unlinkat(fd, text(path).as_ptr(), libc::AT_REMOVEDIR) })
+    };
+    let open = |path: &str| {
+        // SAFETY: as above.
+        let opened = unsafe { libc::openat(fd, text(path).as_ptr(), libc::O_RDONLY) };
+        if opened >= 0 {
+            // SAFETY: the descriptor just opened.
+            unsafe { libc::close(opened) };
+            return "ok".to_owned();
+        }
+        answer(opened)
+    };
+    let symlink = |to: &str| {
+        // SAFETY: as above.
+        answer(unsafe { libc::symlinkat(text("file").as_ptr(), fd, text(to).as_ptr()) })
     };
     let mkdir = |path: &str| {
         // SAFETY: as above.
@@ -87,12 +99,37 @@ pub(crate) fn run(dir: &str) -> Result<String, String> {
         ("rename to x/", rename("file", "x/")),
         ("unlink file/", unlink("file/")),
         ("rmdir new/", rmdir("new/")),
+        // interesting_paths and path_symlink_trailing_slashes: a trailing slash names a
+        // directory.
+        ("open file/", open("file/")),
+        ("open dir2/", open("dir2/")),
+        ("symlink at missing/", symlink("missing/")),
+        ("symlink at file/", symlink("file/")),
+        ("symlink at dir2/", symlink("dir2/")),
+        // wasi-libc never passes `symlink-follow` to `link-at`: asked of the interface.
+        ("link-follow outside", link_following(dir)),
     ];
     Ok(results
         .iter()
         .map(|(operation, answer)| format!("{operation}={answer}"))
         .collect::<Vec<_>>()
         .join("; "))
+}
+
+/// `link-at` with `symlink-follow` of `outside`, a link out of the grant, through
+/// WASI's own interface on the preopen that is `dir`.
+fn link_following(dir: &str) -> String {
+    use wasip2::filesystem::{preopens, types::PathFlags};
+    let Some((descriptor, _)) = preopens::get_directories()
+        .into_iter()
+        .find(|(_, name)| name == dir)
+    else {
+        return format!("no preopen `{dir}`");
+    };
+    match descriptor.link_at(PathFlags::SYMLINK_FOLLOW, "outside", &descriptor, "l8") {
+        Ok(()) => "ok".to_owned(),
+        Err(code) => code.name().to_owned(),
+    }
 }
 
 fn errno_name(errno: i32) -> String {
