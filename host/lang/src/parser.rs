@@ -147,6 +147,20 @@ impl<'p> Parser<'p> {
         }
     }
 
+    /// The token `ahead` past the current one, lexed now if it was not yet (for the
+    /// few forms that look past [`LOOKAHEAD`], up to a bracket that closes).
+    fn peek_far(&mut self, ahead: usize) -> &Tok {
+        if let Some(stream) = &mut self.stream {
+            while self.tokens.len() <= self.pos + ahead
+                && self.tokens.last().is_none_or(|token| token.tok != Tok::Eof)
+            {
+                self.tokens.push(stream.next());
+                self.diagnostics.extend(stream.problems());
+            }
+        }
+        self.peek_at(ahead)
+    }
+
     /// Forgets the tokens before the previous one, between top-level statements: no
     /// parse looks back further than that.
     fn forget_parsed(&mut self) {

@@ -33,6 +33,10 @@ pub(crate) enum ExprKind {
     Neg(Box<Expr>),
     Binary(BinOp, Box<Expr>, Box<Expr>),
     Assign(String, Box<Expr>),
+    /// `[$a, [$b, $c]] = value`: each variable of the list (an `Array` of `Var`s and of
+    /// such lists) from the array's element at its place, or the hash's value under its
+    /// name.
+    AssignList(Vec<Expr>, Box<Expr>),
     If {
         cond: Box<Expr>,
         then: Block,
@@ -154,7 +158,9 @@ pub(crate) struct CaseArm {
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Lambda {
-    pub(crate) params: Vec<(String, Span)>,
+    /// Where its parameter list opens.
+    pub(crate) span: Span,
+    pub(crate) params: Vec<Param>,
     pub(crate) body: Block,
 }
 
@@ -171,6 +177,9 @@ pub(crate) struct ResourceExpr {
     /// `file`, `apache::vhost`, or `class`.
     pub(crate) type_name: String,
     pub(crate) type_span: Span,
+    /// `Resource[$expr] { ... }`: the type, known when this is evaluated (`type_name`
+    /// is empty until then).
+    pub(crate) type_expr: Option<Box<Expr>>,
     pub(crate) bodies: Vec<Body>,
 }
 
@@ -225,6 +234,8 @@ pub(crate) struct Param {
     /// The data type as written, whatever it is (`Array[String]`, `Stdlib::Port`).
     pub(crate) type_expr: Option<Expr>,
     pub(crate) default: Option<Expr>,
+    /// `*$rest`: the arguments past the others, as an array (functions and lambdas).
+    pub(crate) captures_rest: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -284,7 +284,7 @@ fn a_lazy_value_from_a_catalog_is_bounded_and_checked() {
         );
     }
     for (refused, why) in [
-        ("file { '/x': }", "does not parse"),
+        ("file { '/x': }", "contains a resource"),
         (
             "include('x')",
             "a function that changes or reads the catalog",

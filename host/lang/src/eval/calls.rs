@@ -242,7 +242,11 @@ impl Evaluator<'_> {
             );
             return Val::Undef;
         }
-        if args.len() > function.params.len() {
+        let takes_rest = function
+            .params
+            .last()
+            .is_some_and(|param| param.captures_rest);
+        if !takes_rest && args.len() > function.params.len() {
             self.error(
                 DiagnosticCode::BadArgument,
                 span,
@@ -272,6 +276,11 @@ impl Evaluator<'_> {
         let mut args = args.into_iter();
         let mut fits = true;
         for param in &function.params {
+            if param.captures_rest {
+                let rest = Val::Array(args.by_ref().collect());
+                self.set_var(scope, &param.name, rest, param.span);
+                continue;
+            }
             let passed = format!("{}(...)", function.name);
             let (value, fit) = self.parameter_value(param, args.next(), &owner, &passed, span);
             fits &= fit;
@@ -456,7 +465,7 @@ impl Evaluator<'_> {
             let span = lambda
                 .params
                 .first()
-                .map_or(Span::new(0, 0, 0), |(_, span)| *span);
+                .map_or(Span::new(0, 0, 0), |param| param.span);
             if !self.work(LAMBDA_WORK, span) {
                 return Val::Undef;
             }
@@ -465,7 +474,7 @@ impl Evaluator<'_> {
             let span = lambda
                 .params
                 .first()
-                .map_or(Span::new(0, 0, 0), |(_, span)| *span);
+                .map_or(Span::new(0, 0, 0), |param| param.span);
             let cost = 4 + args
                 .iter()
                 .map(|arg| lazy::size_capped(arg, budget))
@@ -475,10 +484,11 @@ impl Evaluator<'_> {
             }
         }
         let scope = self.new_scope(Some(self.ctx.scope));
-        for ((name, span), value) in lambda.params.iter().zip(args) {
-            self.set_var(scope, name, value, *span);
-        }
         let saved_scope = std::mem::replace(&mut self.ctx.scope, scope);
+        if !self.bind_lambda(lambda, args) {
+            self.ctx.scope = saved_scope;
+            return Val::Undef;
+        }
         self.lambda_depth += 1;
         let mut result = self.block(&lambda.body);
         self.lambda_depth -= 1;
@@ -491,5 +501,62 @@ impl Evaluator<'_> {
             result = value;
         }
         result
+    }
+    /// Binds a lambda's parameters in the current scope, as Puppet does: each parameter
+    /// without a default needs an argument (arguments past the parameters are dropped,
+    /// or gathered by `*$rest`), each checked against its data type; a default is
+    /// evaluated where the earlier parameters are bound. False when they do not fit
+    /// (reported).
+    fn bind_lambda(&mut self, lambda: &Lambda, args: Vec<Val>) -> bool {
+        if let Some(missing) = lambda
+            .params
+            .iter()
+            .filter(|param| !param.captures_rest)
+            .skip(args.len())
+            .find(|param| param.default.is_none())
+        {
+            self.error(
+                DiagnosticCode::BadArgument,
+                missing.span,
+                format!(
+                    "lambda parameter `${}` is required, and no value is given for it ({} \
+                     argument{} given)",
+                    missing.name,
+                    args.len(),
+                    if args.len() == 1 { " is" } else { "s are" }
+                ),
+            )
+            .help = Some(
+                "give the lambda as many parameters as the function passes (`each` passes \
+                 `|$value|` or `|$index, $value|`; a hash `|$key, $value|` or `|$pair|`), \
+                 or a default to the ones it may not get"
+                    .to_owned(),
+            );
+            return false;
+        }
+        let mut args = args.into_iter();
+        let mut fits = true;
+        for param in &lambda.params {
+            let value = if param.captures_rest {
+                Val::Array(args.by_ref().collect())
+            } else {
+                match (args.next(), &param.default) {
+                    (Some(value), _) => value,
+                    (None, Some(default)) => self.eval(default),
+                    (None, None) => Val::Undef,
+                }
+            };
+            let value = if param.captures_rest || param.type_expr.is_none() {
+                Some(value)
+            } else {
+                self.check_parameter_type(param, value, param.span)
+            };
+            let Some(value) = value else {
+                fits = false;
+                continue;
+            };
+            self.set_var(self.ctx.scope, &param.name, value, param.span);
+        }
+        fits
     }
 }

@@ -474,7 +474,7 @@ impl Evaluator<'_> {
         if let Some(lambda) = lambda {
             // The lambda initializes the object: `$t[feature] = value` sets a feature,
             // `$t[feature] += value` appends to one; `$t` reads what is set so far.
-            let Some((param, _)) = lambda.params.first() else {
+            let Some(param) = lambda.params.first().map(|param| &param.name) else {
                 self.error(
                     DiagnosticCode::BadArgument,
                     span,

@@ -158,6 +158,11 @@ impl Evaluator<'_> {
                 }
                 value
             }
+            ExprKind::AssignList(targets, value) => {
+                let value = self.eval(value);
+                self.assign_list(targets, value.clone(), span);
+                value
+            }
             ExprKind::If {
                 cond,
                 then,

@@ -109,6 +109,9 @@ pub(crate) fn call(
         );
         return Val::Undef;
     }
+    if !crate::eval::arity::fits(evaluator, name, args.len(), span) {
+        return Val::Undef;
+    }
     if crate::eval::stdlib::has(name) {
         return crate::eval::stdlib::call(evaluator, name, args, lambda, span)
             .unwrap_or(Val::Undef);

@@ -96,6 +96,18 @@ pub(super) fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
             }
         }
         ExprKind::Assign(name, _) => found.assigned.push(name.clone()),
+        ExprKind::AssignList(targets, _) => {
+            fn names(targets: &[Expr], into: &mut Vec<String>) {
+                for target in targets {
+                    match &target.kind {
+                        ExprKind::Var(name) => into.push(name.clone()),
+                        ExprKind::Array(inner) => names(inner, into),
+                        _ => {}
+                    }
+                }
+            }
+            names(targets, &mut found.assigned);
+        }
         ExprKind::Call { name, lambda, .. } => {
             if CATALOG_FUNCTIONS.contains(&name.as_str()) {
                 found
@@ -107,7 +119,7 @@ pub(super) fn walk(expr: &Expr, bound: &mut Vec<String>, found: &mut Found) {
             }
             if let Some(lambda) = lambda {
                 let depth = bound.len();
-                bound.extend(lambda.params.iter().map(|(name, _)| name.clone()));
+                bound.extend(lambda.params.iter().map(|param| param.name.clone()));
                 for statement in &lambda.body {
                     walk(statement, bound, found);
                 }

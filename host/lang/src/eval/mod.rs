@@ -31,6 +31,7 @@ pub(crate) mod stdlib;
 pub mod types;
 pub(crate) mod value;
 
+mod arity;
 mod budget;
 mod calls;
 mod catalog_output;
@@ -729,7 +730,7 @@ fn select(len: usize, keys: &[Val]) -> Option<Selection> {
 
 /// The span of an assignment anywhere in `expr`.
 fn find_assignment(expr: &Expr) -> Option<Span> {
-    if let ExprKind::Assign(..) = expr.kind {
+    if let ExprKind::Assign(..) | ExprKind::AssignList(..) = expr.kind {
         return Some(expr.span);
     }
     children(expr).into_iter().find_map(find_assignment)
@@ -739,7 +740,7 @@ fn find_assignment(expr: &Expr) -> Option<Span> {
 /// resource, default, override, collector or relationship.
 pub(super) fn children(expr: &Expr) -> Vec<&Expr> {
     match &expr.kind {
-        ExprKind::Assign(_, value) => vec![value],
+        ExprKind::Assign(_, value) | ExprKind::AssignList(_, value) => vec![value],
         ExprKind::Lazy(inner) => vec![inner],
         ExprKind::NodeWrite { keys, value, .. } => keys.iter().chain([&**value]).collect(),
         ExprKind::FeatureWrite { key, value, .. } => vec![key, value],

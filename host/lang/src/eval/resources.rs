@@ -279,6 +279,33 @@ impl Evaluator<'_> {
     }
 
     pub(super) fn resource_expr(&mut self, resource: &ResourceExpr, _span: Span) -> Val {
+        if let Some(written) = &resource.type_expr {
+            // `Resource[$type] { ... }`: the type named by a value, then as if written.
+            let named = match self.eval(written) {
+                Val::Str(name) => name,
+                Val::Ref {
+                    type_name,
+                    title: None,
+                } => type_name,
+                Val::Undef => return Val::Undef,
+                other => {
+                    self.error(
+                        DiagnosticCode::BadArgument,
+                        written.span,
+                        format!(
+                            "`Resource[...]` takes a resource type or its name, not {} `{}`",
+                            other.type_name(),
+                            other.to_display()
+                        ),
+                    );
+                    return Val::Undef;
+                }
+            };
+            let mut concrete = resource.clone();
+            concrete.type_name = named.trim_start_matches("::").to_ascii_lowercase();
+            concrete.type_expr = None;
+            return self.resource_expr(&concrete, _span);
+        }
         let kind = if resource.type_name == "class" {
             None
         } else {

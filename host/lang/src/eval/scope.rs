@@ -227,6 +227,73 @@ impl Evaluator<'_> {
         self.set_var(scope, name, value, span);
     }
 
+    /// `[$a, [$b, $c]] = value`, as Puppet assigns it: from an array, each variable its
+    /// element (as many of them as variables); from a hash, each variable the value
+    /// under its name (which must be there).
+    pub(super) fn assign_list(&mut self, targets: &[Expr], value: Val, span: Span) {
+        let values: Vec<Val> = match value {
+            Val::Array(items) if items.len() == targets.len() => items,
+            Val::Array(items) => {
+                self.error(
+                    DiagnosticCode::BadArgument,
+                    span,
+                    format!(
+                        "{} variables are assigned from an array of {} values",
+                        targets.len(),
+                        items.len()
+                    ),
+                )
+                .help = Some("give as many variables as the array has values".into());
+                return;
+            }
+            Val::Hash(entries) => {
+                let mut values = Vec::new();
+                for target in targets {
+                    let ExprKind::Var(name) = &target.kind else {
+                        self.error(
+                            DiagnosticCode::BadArgument,
+                            target.span,
+                            "a hash is assigned to variables, not to a nested list",
+                        );
+                        return;
+                    };
+                    let Some((_, found)) = entries
+                        .iter()
+                        .find(|(key, _)| matches!(key, Val::Str(key) if key == name))
+                    else {
+                        self.error(
+                            DiagnosticCode::BadArgument,
+                            target.span,
+                            format!("the hash assigned has no key '{name}' for `${name}`"),
+                        );
+                        return;
+                    };
+                    values.push(found.clone());
+                }
+                values
+            }
+            other => {
+                self.error(
+                    DiagnosticCode::BadArgument,
+                    span,
+                    format!(
+                        "a list of variables is assigned from an array or a hash, not {} `{}`",
+                        other.type_name(),
+                        other.to_display()
+                    ),
+                );
+                return;
+            }
+        };
+        for (target, value) in targets.iter().zip(values) {
+            match &target.kind {
+                ExprKind::Var(name) => self.assign(name, value, target.span),
+                ExprKind::Array(inner) => self.assign_list(inner, value, target.span),
+                _ => {}
+            }
+        }
+    }
+
     pub(super) fn set_var(&mut self, scope: ScopeId, name: &str, value: Val, span: Span) {
         if name == "node" {
             self.error(

@@ -710,7 +710,12 @@ fn convert(name: &str, args: Vec<Val>) -> Result<Val, String> {
             },
             _ => Err(format!("cannot convert {} to a number", shown())),
         },
-        "new_string" => Ok(Val::Str(value.to_interpolated())),
+        // Puppet's default format quotes the strings inside a collection (`%p`), unlike
+        // interpolation: `String([a, 1])` is `['a', 1]`, `"${[a, 1]}"` is `[a, 1]`.
+        "new_string" => Ok(Val::Str(match value {
+            Val::Array(_) | Val::Hash(_) => value.to_display(),
+            _ => value.to_interpolated(),
+        })),
         "new_boolean" => match &value {
             Val::Bool(_) => Ok(value),
             Val::Int(i) => Ok(Val::Bool(*i != 0)),

@@ -5,12 +5,20 @@ use super::*;
 
 impl Parser<'_> {
     pub(super) fn params(&mut self) -> PResult<Vec<Param>> {
-        let mut params = Vec::new();
         if !self.eat(P::LParen) {
-            return Ok(params);
+            return Ok(Vec::new());
         }
+        let params = self.param_list(P::RParen)?;
+        self.expect(P::RParen, "to close the parameter list")?;
+        Ok(params)
+    }
+
+    /// Parameters up to `close` (not eaten): `Type $name = default`, the type and the
+    /// default optional, and a last `*$rest` that captures the remaining arguments.
+    pub(super) fn param_list(&mut self, close: P) -> PResult<Vec<Param>> {
+        let mut params: Vec<Param> = Vec::new();
         loop {
-            if self.at(P::RParen) {
+            if self.at(close) {
                 break;
             }
             // A data type before the name: a single name is enforced (a basic data type,
@@ -26,7 +34,18 @@ impl Parser<'_> {
             } else {
                 (None, None)
             };
+            let captures_rest = self.eat(P::Star);
             let span = self.span();
+            if let Some(rest) = params.iter().find(|param| param.captures_rest) {
+                return Err(self.error(
+                    span,
+                    format!(
+                        "`*${}` captures the rest: it must be the last parameter",
+                        rest.name
+                    ),
+                    "move the parameter that captures the rest to the end",
+                ));
+            }
             let Tok::Var(name) = self.peek().clone() else {
                 return Err(self.unexpected("a parameter like `$name`"));
             };
@@ -49,12 +68,12 @@ impl Parser<'_> {
                 data_type,
                 type_expr,
                 default,
+                captures_rest,
             });
             if !self.eat(P::Comma) {
                 break;
             }
         }
-        self.expect(P::RParen, "to close the parameter list")?;
         Ok(params)
     }
 

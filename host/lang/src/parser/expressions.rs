@@ -172,6 +172,17 @@ impl Parser<'_> {
                     };
                     continue;
                 }
+                if let ExprKind::Array(targets) = &lhs.kind {
+                    check_targets(self, targets)?;
+                    let targets = targets.clone();
+                    let rhs = self.expr(bp)?;
+                    let span = lhs.span.to(rhs.span);
+                    lhs = Expr {
+                        kind: ExprKind::AssignList(targets, Box::new(rhs)),
+                        span,
+                    };
+                    continue;
+                }
                 let ExprKind::Var(name) = &lhs.kind else {
                     let root = access_root(&lhs);
                     let (message, help) = match root {
@@ -245,6 +256,13 @@ impl Parser<'_> {
     pub(super) fn primary(&mut self) -> PResult<Expr> {
         let span = self.span();
         let simple = |kind| Ok(Expr { kind, span });
+        // `$r = file { '/a': }`: a resource expression as a value (its references).
+        if matches!(self.peek(), Tok::Name(_) | Tok::Keyword(Kw::Class))
+            && *self.peek_at(1) == Tok::Punct(P::LBrace)
+            && self.resource_body_follows()
+        {
+            return self.resource(Form::Regular, span);
+        }
         // Every arm that gets a token holding text moves past it.
         match self.take_text() {
             Tok::Int(value) => {
@@ -316,7 +334,9 @@ impl Parser<'_> {
             }
             Tok::Name(name) => {
                 self.bump();
-                if self.at(P::LParen) && self.adjacent() {
+                // `name(...)`, or `each ($list) |$x| { ... }`: a space before the
+                // arguments, a lambda after them.
+                if self.at(P::LParen) && (self.adjacent() || self.lambda_after_parentheses()) {
                     let args = self.call_args()?;
                     let lambda = self.lambda()?;
                     return Ok(Expr {
@@ -494,41 +514,84 @@ impl Parser<'_> {
             if self.at(P::RParen) {
                 break;
             }
-            args.push(self.expr(BP_ASSIGN)?);
-            if !self.eat(P::Comma) {
-                break;
+            let arg = self.expr(BP_ASSIGN)?;
+            if !self.at(P::FatArrow) {
+                args.push(arg);
+                if !self.eat(P::Comma) {
+                    break;
+                }
+                continue;
             }
+            // `f(1, key => value, ...)`: the last argument, a hash without its braces.
+            let start = arg.span;
+            let mut entries = Vec::new();
+            let mut key = arg;
+            loop {
+                self.expect(P::FatArrow, "between a hash key and its value")?;
+                let value = self.expr(BP_ASSIGN)?;
+                entries.push((key, value));
+                if !self.eat(P::Comma) || self.at(P::RParen) {
+                    break;
+                }
+                key = self.expr(BP_ASSIGN)?;
+            }
+            args.push(Expr {
+                kind: ExprKind::Hash(entries),
+                span: start.to(self.previous_span()),
+            });
+            break;
         }
         self.expect(P::RParen, "to close the arguments")?;
         Ok(args)
+    }
+
+    /// At `name {`: whether a resource body follows, a title and its `:` (where a
+    /// value is expected, `foo {` may also be a bare word and a block: `if $x == foo {`).
+    fn resource_body_follows(&mut self) -> bool {
+        let mut depth = 0usize;
+        for ahead in 2.. {
+            match *self.peek_far(ahead) {
+                Tok::Punct(P::LParen | P::LBrack | P::LBrace) => depth += 1,
+                Tok::Punct(P::RParen | P::RBrack | P::RBrace) if depth == 0 => return false,
+                Tok::Punct(P::RParen | P::RBrack | P::RBrace) => depth -= 1,
+                Tok::Punct(P::Colon) if depth == 0 => return true,
+                Tok::Punct(P::Semi | P::FatArrow) | Tok::Eof if depth == 0 => return false,
+                Tok::Eof => return false,
+                _ => {}
+            }
+        }
+        false
+    }
+
+    /// At a `(`: whether its `)` is followed by a lambda's `|`.
+    fn lambda_after_parentheses(&mut self) -> bool {
+        let mut depth = 0usize;
+        for ahead in 0.. {
+            match *self.peek_far(ahead) {
+                Tok::Punct(P::LParen) => depth += 1,
+                Tok::Punct(P::RParen) => {
+                    depth -= 1;
+                    if depth == 0 {
+                        return *self.peek_far(ahead + 1) == Tok::Punct(P::Pipe);
+                    }
+                }
+                Tok::Eof => return false,
+                _ => {}
+            }
+        }
+        false
     }
 
     pub(super) fn lambda(&mut self) -> PResult<Option<Box<Lambda>>> {
         if !self.at(P::Pipe) {
             return Ok(None);
         }
+        let span = self.span();
         self.bump();
-        let mut params = Vec::new();
-        loop {
-            if self.at(P::Pipe) {
-                break;
-            }
-            if matches!(self.peek(), Tok::TypeRef(_)) {
-                self.expr(BP_UNARY)?;
-            }
-            let span = self.span();
-            let Tok::Var(name) = self.peek().clone() else {
-                return Err(self.unexpected("a lambda parameter like `$item`"));
-            };
-            self.bump();
-            params.push((name, span));
-            if !self.eat(P::Comma) {
-                break;
-            }
-        }
+        let params = self.param_list(P::Pipe)?;
         self.expect(P::Pipe, "to close the lambda parameters")?;
         let body = self.block(Context::Other)?;
-        Ok(Some(Box::new(Lambda { params, body })))
+        Ok(Some(Box::new(Lambda { span, params, body })))
     }
 
     pub(super) fn selector(&mut self, subject: Expr) -> PResult<Expr> {
@@ -752,4 +815,22 @@ impl Parser<'_> {
         }
         Ok(lhs)
     }
+}
+
+/// The variables of `[$a, [$b, $c]] = ...`: simple names, or lists of them.
+fn check_targets(parser: &mut Parser<'_>, targets: &[Expr]) -> PResult<()> {
+    for target in targets {
+        match &target.kind {
+            ExprKind::Var(name) if !name.contains("::") => {}
+            ExprKind::Array(inner) => check_targets(parser, inner)?,
+            _ => {
+                return Err(parser.error(
+                    target.span,
+                    "only variables can be assigned to, in a list as alone",
+                    "write `[$a, $b] = [1, 2]`, each element a variable of this scope",
+                ));
+            }
+        }
+    }
+    Ok(())
 }

@@ -231,19 +231,18 @@ impl Parser<'_> {
                 && target.kind == ExprKind::TypeRef("Resource".to_owned())
                 && let [key] = keys.as_slice()
             {
-                let type_name = match &key.kind {
+                let (type_name, type_expr) = match &key.kind {
                     ExprKind::TypeRef(name) | ExprKind::Str(name) | ExprKind::Bare(name) => {
-                        name.to_ascii_lowercase()
+                        (name.to_ascii_lowercase(), None)
                     }
-                    _ => {
-                        return Err(self.error(
-                            key.span,
-                            "the type in `Resource[...] { ... }` must be written out",
-                            "write the type itself: `Resource[File]` or `Resource['file']`",
-                        ));
-                    }
+                    _ => (String::new(), Some(Box::new(key.clone()))),
                 };
-                return self.resource_bodies(Form::Regular, start, type_name, key.span);
+                let mut resource =
+                    self.resource_bodies(Form::Regular, start, type_name, key.span)?;
+                if let ExprKind::Resource(declared) = &mut resource.kind {
+                    declared.type_expr = type_expr;
+                }
+                return Ok(resource);
             }
         }
         if overridable && self.at(P::LBrace) {
@@ -329,6 +328,7 @@ impl Parser<'_> {
                 form,
                 type_name,
                 type_span,
+                type_expr: None,
                 bodies,
             })),
             span: start.to(self.previous_span()),
