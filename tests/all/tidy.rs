@@ -195,6 +195,9 @@ fn plugins_depend_on_the_sdk_and_never_on_the_host() {
         // wasi-libc's `*at` functions, for the test plugin that makes path calls as a
         // plugin written for WASI makes them (never shipped).
         ("wconverge-testplugin-hostile", "libc"),
+        // WASI's own bindings, for the calls wasi-libc never makes (`link-at` with
+        // `symlink-follow`), asked of the interface by the same test plugin.
+        ("wconverge-testplugin-hostile", "wasip2"),
     ]);
     for name in &plugins {
         let direct = dependencies(&manifest, name, Some("wasm32-wasip2"), Some(1));
