@@ -606,7 +606,21 @@ impl Evaluator<'_> {
             return Some(value);
         }
         let Ok(catalog_value) = value.to_catalog() else {
-            return Some(value);
+            if basic.is_none() {
+                return Some(value);
+            }
+            // A regular expression, a type or a reference is no string, number or boolean.
+            self.error(
+                DiagnosticCode::ParameterType,
+                span,
+                format!(
+                    "parameter `${param}` expects {type_name}, got {} `{}`",
+                    value.type_name(),
+                    value.to_display()
+                ),
+            )
+            .with_related_mut(type_span, "its type is declared here");
+            return None;
         };
         if let Some(basic) = basic {
             if let Err(message) = basic.check(&catalog_value) {

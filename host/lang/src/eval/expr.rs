@@ -78,10 +78,30 @@ impl Evaluator<'_> {
                 self.regex(pattern, span);
                 Val::Regex(pattern.clone())
             }
-            ExprKind::TypeRef(name) => Val::Ref {
-                type_name: name.to_ascii_lowercase(),
-                title: None,
-            },
+            ExprKind::TypeRef(name) => {
+                let type_name = name.to_ascii_lowercase();
+                // A capitalized name that names no type is an error, as in Puppet
+                // ("Resource type not found"), not a value.
+                if !self.names_a_type(&type_name) {
+                    // A defined type of a module may name it: the module path is searched.
+                    self.missing.push(type_name.clone());
+                    self.error(
+                        DiagnosticCode::UnknownType,
+                        span,
+                        format!("`{name}` names no type (Puppet: \"Resource type not found\")"),
+                    )
+                    .help = Some(format!(
+                        "declare it (`type {name} = ...` for a data type, `type {name} {{ ... }}` \
+                         for objects, `define {type_name}` for resources), or, for a value, \
+                         write it in lower case or quoted: `{type_name}`"
+                    ));
+                    return Val::Undef;
+                }
+                Val::Ref {
+                    type_name,
+                    title: None,
+                }
+            }
             ExprKind::Var(name) if name == "node" => self.node_read(&[], span),
             ExprKind::Var(name) => self.lookup(name, span),
             ExprKind::Array(items) => {
@@ -286,8 +306,26 @@ impl Evaluator<'_> {
                 Val::Str(text) => self.regex_match(pattern, text, span),
                 _ => false,
             },
-            // As in Puppet 4: an array option matches an equal array, not any element
-            // (list the values with commas for that).
+            // As in Puppet 4: an array option matches an array of as many elements, each
+            // matching its own (a value, a type, a regular expression), not any element
+            // (list the values with commas for that); a hash option matches a hash that
+            // has each of its keys, with a value matching.
+            Val::Array(options) => match subject {
+                Val::Array(items) if items.len() == options.len() => items
+                    .iter()
+                    .zip(options)
+                    .all(|(item, option)| self.matches_option(item, option, span)),
+                _ => false,
+            },
+            Val::Hash(options) => match subject {
+                Val::Hash(entries) => options.iter().all(|(key, option)| {
+                    entries
+                        .iter()
+                        .find(|(other, _)| other.equals(key))
+                        .is_some_and(|(_, value)| self.matches_option(value, option, span))
+                }),
+                _ => false,
+            },
             other => subject.equals(other),
         }
     }
@@ -385,9 +423,16 @@ impl Evaluator<'_> {
                     return Val::Undef;
                 };
                 match self.index.get(&(type_name.clone(), title.clone())) {
-                    Some(&idx) => self.resources[idx]
-                        .attr(attribute)
-                        .map_or(Val::Undef, |attr| attr.value.clone()),
+                    Some(&idx) => match self.resources[idx].attr(attribute) {
+                        Some(attr) => attr.value.clone(),
+                        // Not set: `undef`, if the type has such an attribute at all.
+                        None => {
+                            if let Some(kind) = self.kind_of(&type_name) {
+                                self.check_attribute(&type_name, kind, attribute, span);
+                            }
+                            Val::Undef
+                        }
+                    },
                     None => {
                         self.error(
                             DiagnosticCode::UnknownResource,
@@ -545,6 +590,18 @@ impl Evaluator<'_> {
         match op {
             Eq => Val::Bool(left.equals(&right)),
             Ne => Val::Bool(!left.equals(&right)),
+            // Types compare by what they hold: `Integer[1, 3] < Integer`, `Any > NotUndef`.
+            Lt | Le | Gt | Ge
+                if let (Some(a), Some(b)) =
+                    (self.type_of_value(&left), self.type_of_value(&right)) =>
+            {
+                Val::Bool(match op {
+                    Lt => b.holds(&a) && a != b,
+                    Le => b.holds(&a),
+                    Gt => a.holds(&b) && a != b,
+                    _ => a.holds(&b),
+                })
+            }
             Lt | Le | Gt | Ge => match left.compare(&right) {
                 Ok(ordering) => Val::Bool(match op {
                     Lt => ordering.is_lt(),
@@ -586,9 +643,25 @@ impl Evaluator<'_> {
                     let pattern = pattern.clone();
                     items.iter().any(|item| matches!(item, Val::Str(text) if self.regex_match(&pattern, text, span)))
                 }
+                // A type on the left: is an element (a hash's key) of that type.
+                (Val::Type(_) | Val::Ref { title: None, .. }, Val::Array(_) | Val::Hash(_)) => {
+                    let candidates: Vec<Val> = match &right {
+                        Val::Array(items) => items.clone(),
+                        Val::Hash(entries) => entries.iter().map(|(key, _)| key.clone()).collect(),
+                        _ => Vec::new(),
+                    };
+                    candidates
+                        .iter()
+                        .any(|item| self.value_matches_type(item, &left, span) == Some(true))
+                }
+                (Val::Regex(pattern), Val::Hash(entries)) => {
+                    let pattern = pattern.clone();
+                    entries.iter().any(|(key, _)| matches!(key, Val::Str(text) if self.regex_match(&pattern, text, span)))
+                }
                 (needle, Val::Array(items)) => items.iter().any(|item| needle.equals(item)),
                 (needle, Val::Hash(entries)) => entries.iter().any(|(key, _)| needle.equals(key)),
-                _ => return mismatch(self, "search with `in` in"),
+                // Puppet: nothing is in a value that is no string or collection.
+                _ => false,
             }),
             Add | Sub | Mul | Div | Rem | LShift | RShift => self.arithmetic(op, left, right, span),
             And | Or => unreachable!("short-circuited in eval"),
@@ -656,8 +729,17 @@ impl Evaluator<'_> {
                     .map(Val::Int)
                     .ok_or_else(|| "integer overflow".to_owned())
             }
+            // Puppet's `%` is of integers only.
+            (Rem, a @ (Val::Int(_) | Val::Float(_)), b @ (Val::Int(_) | Val::Float(_))) => {
+                let _ = (a, b);
+                Err(
+                    "`%` takes integers; Puppet does not apply it to a Float (use \
+                     `Integer($x) % n`, or `$x - $n * floor($x / $n)`)"
+                        .to_owned(),
+                )
+            }
             (
-                op @ (Add | Sub | Mul | Div | Rem),
+                op @ (Add | Sub | Mul | Div),
                 a @ (Val::Int(_) | Val::Float(_)),
                 b @ (Val::Int(_) | Val::Float(_)),
             ) => {
@@ -666,9 +748,7 @@ impl Evaluator<'_> {
                     Add => a + b,
                     Sub => a - b,
                     Mul => a * b,
-                    Div => a / b,
-                    // Floored, as Ruby's: the sign of the divisor.
-                    _ => a - b * (a / b).floor(),
+                    _ => a / b,
                 };
                 if value.is_finite() {
                     Ok(Val::Float(value))
@@ -696,6 +776,16 @@ impl Evaluator<'_> {
             (Sub, Val::Array(a), Val::Array(b)) => Ok(Val::Array(
                 a.into_iter()
                     .filter(|item| !b.iter().any(|other| other.equals(item)))
+                    .collect(),
+            )),
+            // An array minus a hash: minus the hash's `[key, value]` pairs, as Puppet.
+            (Sub, Val::Array(a), Val::Hash(b)) => Ok(Val::Array(
+                a.into_iter()
+                    .filter(|item| {
+                        !b.iter().any(|(key, value)| {
+                            item.equals(&Val::Array(vec![key.clone(), value.clone()]))
+                        })
+                    })
                     .collect(),
             )),
             (Sub, Val::Array(a), other) => Ok(Val::Array(
@@ -838,6 +928,45 @@ impl Evaluator<'_> {
                 }
                 Operand::Refs(refs)
             }
+        }
+    }
+
+    /// Whether a lowercased capitalized name names a type: a data type or alias, a
+    /// resource type or defined type, a type declared in the language, or one of
+    /// Puppet's own (`Class`, `Resource`, `Node`...).
+    fn names_a_type(&self, lower: &str) -> bool {
+        matches!(
+            lower,
+            "class"
+                | "resource"
+                | "node"
+                | "stage"
+                | "binary"
+                | "object"
+                | "typeset"
+                | "error"
+                | "init"
+                | "uri"
+                | "deferred"
+                | "catalogentry"
+        ) || self.is_data_type(lower)
+            || self.kind_of(lower).is_some()
+            || self
+                .program
+                .types
+                .iter()
+                .any(|declared| declared.name.eq_ignore_ascii_case(lower))
+    }
+
+    /// The type a type value stands for, a resource type's name as a resource type.
+    fn type_of_value(&self, value: &Val) -> Option<crate::eval::ptype::PType> {
+        use crate::eval::ptype::PType;
+        match PType::of(value)? {
+            PType::Named(name) if self.kind_of(&name).is_some() => {
+                Some(PType::Resource(Some(name)))
+            }
+            PType::Named(name) if name == "resource" => Some(PType::Resource(None)),
+            other => Some(other),
         }
     }
 }

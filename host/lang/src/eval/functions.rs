@@ -5,6 +5,7 @@
 use crate::diagnostic::DiagnosticCode;
 use crate::diagnostic::{Severity, Span};
 use crate::eval::Evaluator;
+use crate::eval::ptype::PType;
 use crate::eval::value::{Val, flatten_into};
 use crate::syntax::Lambda;
 
@@ -208,6 +209,32 @@ pub(crate) fn call(
             };
             crate::eval::stdlib::call(evaluator, &format!("new_{type_name}"), args, lambda, span)
                 .unwrap_or(Val::Undef)
+        }
+        // `Optional[Integer].new('5')`: the type it makes optional makes the value.
+        "new"
+            if matches!(
+                args.first(),
+                Some(Val::Type(ptype)) if matches!(**ptype, PType::Optional(_) | PType::NotUndef(Some(_)))
+            ) =>
+        {
+            let mut args = args;
+            let Val::Type(ptype) = args.remove(0) else {
+                return Val::Undef;
+            };
+            let (PType::Optional(inner) | PType::NotUndef(Some(inner))) = *ptype else {
+                return Val::Undef;
+            };
+            let written = inner.written();
+            let inner = if written.contains('[') {
+                Val::Type(inner)
+            } else {
+                Val::Ref {
+                    type_name: written.to_ascii_lowercase(),
+                    title: None,
+                }
+            };
+            args.insert(0, inner);
+            call(evaluator, "new", args, lambda, span)
         }
         "new" => evaluator.instantiate(args, lambda, span),
         "lookup" => lookup(evaluator, args, lambda, span),
@@ -469,14 +496,41 @@ fn sort(mut items: Vec<Val>) -> Result<Vec<Val>, String> {
         };
         items.sort_by(|a, b| as_float(a).total_cmp(&as_float(b)));
     } else if items.iter().all(|item| matches!(item, Val::Str(_))) {
-        items.sort_by_cached_key(|item| match item {
-            Val::Str(text) => (text.to_lowercase(), text.clone()),
-            _ => (String::new(), String::new()),
+        // By code point, as Puppet (Ruby) compares strings: `[A, B, a, b]`.
+        items.sort_by(|a, b| match (a, b) {
+            (Val::Str(a), Val::Str(b)) => a.cmp(b),
+            _ => std::cmp::Ordering::Equal,
         });
     } else {
         return Err("takes an array of numbers or of strings, not a mix".to_owned());
     }
     Ok(items)
+}
+
+/// `value` with `change` applied to each string in it (array elements, hash keys and
+/// values, at any depth); other values as they are.
+fn each_string_deep(value: Val, change: &dyn Fn(&str) -> String) -> Val {
+    match value {
+        Val::Str(text) => Val::Str(change(&text)),
+        Val::Array(items) => Val::Array(
+            items
+                .into_iter()
+                .map(|item| each_string_deep(item, change))
+                .collect(),
+        ),
+        Val::Hash(entries) => Val::Hash(
+            entries
+                .into_iter()
+                .map(|(key, value)| {
+                    (
+                        each_string_deep(key, change),
+                        each_string_deep(value, change),
+                    )
+                })
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 fn arity(evaluator: &mut Evaluator<'_>, name: &str, expected: &str, span: Span) -> Val {
@@ -510,8 +564,13 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
                 None => Val::Undef,
             }
         }
-        ("join", Some(Val::Array(items)), separator) => {
+        ("join", Some(Val::Array(nested)), separator) => {
             let separator = separator.map(|s| s.to_interpolated()).unwrap_or_default();
+            // Nested arrays are flattened first: `join([1, [2, [3]]], ',')` is `1,2,3`.
+            let mut items = Vec::new();
+            for item in nested {
+                flatten_into(item, &mut items);
+            }
             // Built piece by piece, and stopped at the longest string a manifest may build
             // (a long separator between many items would otherwise take any memory).
             let mut joined = String::new();
@@ -535,6 +594,23 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
                 joined.push_str(&item.to_interpolated());
             }
             Val::Str(joined)
+        }
+        // On an array or a hash (keys and values), each string in it, at any depth.
+        (
+            "upcase" | "downcase" | "capitalize" | "strip",
+            Some(value @ (Val::Array(_) | Val::Hash(_))),
+            None,
+        ) => each_string_deep(value, &|text| match name {
+            "upcase" => text.to_uppercase(),
+            "downcase" => text.to_lowercase(),
+            "capitalize" => crate::eval::stdlib::capitalized(text),
+            _ => text.trim().to_owned(),
+        }),
+        // A string sorts its characters.
+        ("sort", Some(Val::Str(text)), None) => {
+            let mut chars: Vec<char> = text.chars().collect();
+            chars.sort_unstable();
+            Val::Str(chars.into_iter().collect())
         }
         ("upcase", Some(Val::Str(text)), None) => Val::Str(text.to_uppercase()),
         ("downcase", Some(Val::Str(text)), None) => Val::Str(text.to_lowercase()),
@@ -632,7 +708,20 @@ fn iterate(
         );
     };
     let mut args = args.into_iter();
-    let collection = args.next().unwrap_or(Val::Undef);
+    let collection = match args.next().unwrap_or(Val::Undef) {
+        // `Integer[1, 3].each`: a type of integers with both bounds is iterable.
+        Val::Type(ptype)
+            if matches!(*ptype, PType::Integer(from, to)
+                if from != i64::MIN && to != i64::MAX && from <= to
+                    && to.saturating_sub(from) < MAX_ITERATIONS) =>
+        {
+            let PType::Integer(from, to) = *ptype else {
+                return Val::Undef;
+            };
+            Val::Array((from..=to).map(Val::Int).collect())
+        }
+        other => other,
+    };
     let is_hash = matches!(collection, Val::Hash(_));
     let n_params = lambda.params.len();
     // Every step is made ready before the first runs: the compile's work counts them.

@@ -7,6 +7,8 @@
 use crate::diagnostic::DiagnosticCode;
 use crate::eval::value::Val;
 
+mod assignable;
+
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum PType {
     Any,
@@ -396,7 +398,11 @@ impl PType {
                 bound(*max, i64::MAX)
             ),
             PType::Float(min, max) if min.is_infinite() && max.is_infinite() => "Float".into(),
-            PType::Float(min, max) => format!("Float[{min}, {max}]"),
+            PType::Float(min, max) => format!(
+                "Float[{}, {}]",
+                crate::eval::value::float_text(*min),
+                crate::eval::value::float_text(*max)
+            ),
             PType::Numeric => "Numeric".into(),
             PType::String(0, i64::MAX) => "String".into(),
             PType::String(min, max) => format!("String[{}, {}]", min, bound(*max, i64::MAX)),
@@ -690,7 +696,7 @@ impl crate::eval::Evaluator<'_> {
             }
             (PType::Type(inner), value) => match (PType::of(value), inner) {
                 (Some(_), None) => true,
-                (Some(of), Some(inner)) => of == **inner,
+                (Some(of), Some(inner)) => inner.holds(&of),
                 (None, _) => false,
             },
             (PType::Collection, value) => matches!(value, Val::Array(_) | Val::Hash(_)),

@@ -670,6 +670,20 @@ fn ensure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span)
     }
 }
 
+/// `0b101` (and `-0B1`): the binary form `Integer.new` reads besides the language's
+/// decimal, octal and hexadecimal ones.
+fn binary(text: &str) -> Option<Val> {
+    let (negative, rest) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let digits = rest
+        .strip_prefix("0b")
+        .or_else(|| rest.strip_prefix("0B"))?;
+    let value = i64::from_str_radix(digits, 2).ok()?;
+    Some(Val::Int(if negative { -value } else { value }))
+}
+
 /// `Integer(...)`, `String(...)`...: Puppet's conversions with `new`.
 fn convert(name: &str, args: Vec<Val>) -> Result<Val, String> {
     let mut args = args.into_iter();
@@ -681,13 +695,16 @@ fn convert(name: &str, args: Vec<Val>) -> Result<Val, String> {
             Val::Float(f) if f.is_finite() => Ok(Val::Int(f.trunc() as i64)),
             Val::Bool(b) => Ok(Val::Int(i64::from(*b))),
             Val::Str(text) => match args.next() {
-                Some(Val::Int(radix)) if (2..=36).contains(&radix) => i64::from_str_radix(
+                Some(Val::Int(radix)) if ![2, 8, 10, 16].contains(&radix) => Err(format!(
+                    "the radix {radix} is not one Puppet reads: 2, 8, 10, 16 or `default`"
+                )),
+                Some(Val::Int(radix)) => i64::from_str_radix(
                     text.trim_start_matches("0x").trim_start_matches("0b"),
                     radix as u32,
                 )
                 .map(Val::Int)
                 .map_err(|_| format!("`{text}` is not an integer in base {radix}")),
-                _ => match numeric_string(text) {
+                _ => match numeric_string(text).or_else(|| binary(text)) {
                     Some(Val::Int(i)) => Ok(Val::Int(i)),
                     Some(Val::Float(f)) => Ok(Val::Int(f.trunc() as i64)),
                     _ => Err(format!("`{text}` is not an integer")),

@@ -174,7 +174,19 @@ impl Val {
                 out.push('}');
             }
             Val::Ref { type_name, title } => {
-                out.push_str(&display_type_name(type_name));
+                // A data type of several words is written as Puppet writes it.
+                let camel = match type_name.as_str() {
+                    "notundef" => Some("NotUndef"),
+                    "scalardata" => Some("ScalarData"),
+                    "richdata" => Some("RichData"),
+                    "semver" => Some("SemVer"),
+                    "semverrange" => Some("SemVerRange"),
+                    _ => None,
+                };
+                match camel {
+                    Some(name) if title.is_none() => out.push_str(name),
+                    _ => out.push_str(&display_type_name(type_name)),
+                }
                 if let Some(title) = title {
                     let _ = write!(out, "['{title}']");
                 }
@@ -220,6 +232,11 @@ impl Val {
                     title: b,
                 },
             ) => ta == tb && a == b,
+            // Two ways to write one type: `Integer == Integer[default, default]`.
+            (
+                Val::Type(_) | Val::Ref { title: None, .. },
+                Val::Type(_) | Val::Ref { title: None, .. },
+            ) => crate::eval::ptype::PType::of(self) == crate::eval::ptype::PType::of(other),
             (a, b) => a == b,
         }
     }
