@@ -149,8 +149,19 @@ hierarchy:
     ensure => file,
     source => 'puppet:///modules/ntp/keys',
   }
+  file { "${config}.tickers":
+    ensure  => file,
+    content => template('ntp/step-tickers.erb'),
+  }
 }
 "#,
+    );
+    // An ERB template, as modules written for Puppet 3 have them: the class's variables
+    // as `@name`, another class's through `scope`, and a function.
+    write(
+        &repo,
+        "modules/ntp/templates/step-tickers.erb",
+        "# <%= @module_name %>\n<% @servers.each do |server| -%>\n<%= server %>\n<% end -%>\n<%= scope['ntp::driftfile'] %> <%= scope.call_function('upcase', ['ok']) %>\n",
     );
     write(
         &repo,
@@ -192,6 +203,10 @@ hierarchy:
         "the node's servers, the family's drift file: {run:#?}"
     );
     assert_eq!(read("ntp.conf.keys"), "1 M secret\n");
+    assert_eq!(
+        read("ntp.conf.tickers"),
+        "# ntp\nntp1.example.com\nntp2.example.com\n/var/lib/ntp/drift OK\n"
+    );
     assert_eq!(read("motd"), "Managed by wconverge (web1.example.com)\n");
     assert_eq!(read("packages"), "apt-transport-https\nnginx\nvim\n");
     let mode = std::os::unix::fs::PermissionsExt::mode(

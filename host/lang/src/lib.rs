@@ -10,6 +10,7 @@
 mod code;
 mod diagnostic;
 mod epp;
+mod erb;
 mod eval;
 mod lexer;
 mod modules;

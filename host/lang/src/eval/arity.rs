@@ -98,6 +98,8 @@ const ARITY: &[(&str, usize, usize)] = &[
     ("hiera_hash", 1, 3),
     ("hiera_include", 1, 3),
     ("epp", 1, 2),
+    ("template", 1, MANY),
+    ("inline_template", 1, MANY),
     ("inline_epp", 1, 2),
     // Conversions, reached through `Type.new(...)` with the type taken off.
     ("new_integer", 0, 3),

@@ -65,6 +65,8 @@ pub(crate) const FUNCTIONS: &[&str] = &[
     "hiera_include",
     "epp",
     "inline_epp",
+    "template",
+    "inline_template",
 ];
 
 /// Whether `name` is a function wconverge itself provides.
@@ -283,7 +285,7 @@ pub(crate) fn call(
             evaluator.render_epp(
                 &path,
                 &path,
-                |evaluator| template_source(evaluator, &path, span),
+                |evaluator| template_source(evaluator, "epp", &path, span),
                 params,
                 span,
             )
@@ -294,23 +296,7 @@ pub(crate) fn call(
             }
             Val::Undef
         }
-        "template" | "inline_template" => {
-            evaluator
-                .report(
-                    Severity::Error,
-                    DiagnosticCode::Erb,
-                    span,
-                    format!(
-                        "`{name}()` renders ERB, which is Ruby, and wconverge does not run Ruby"
-                    ),
-                )
-                .help = Some(
-                "convert the template to EPP and call `epp('NAME/file.epp', { ... })` (or \
-                 `inline_epp`), or render it during the run with the `template` type"
-                    .into(),
-            );
-            Val::Undef
-        }
+        "template" | "inline_template" => evaluator.render_erb(name, args, span),
         "hiera" | "hiera_array" | "hiera_hash" | "hiera_include" => {
             let (merge, instead) = match name {
                 "hiera" => ("first", "lookup('key')"),
@@ -356,17 +342,28 @@ pub(crate) fn call(
 
 /// The source of `epp('NAME/path')`: `path` in module NAME's templates, through the
 /// loader; `None` when it cannot be had (reported).
-fn template_source(evaluator: &mut Evaluator<'_>, path: &str, span: Span) -> Option<crate::Source> {
+pub(crate) fn template_source(
+    evaluator: &mut Evaluator<'_>,
+    function: &str,
+    path: &str,
+    span: Span,
+) -> Option<crate::Source> {
+    let code = if function == "epp" {
+        DiagnosticCode::Epp
+    } else {
+        DiagnosticCode::Erb
+    };
     let Some((module, file)) = path.split_once('/') else {
         evaluator
             .report(
                 Severity::Error,
-                DiagnosticCode::Epp,
+                code,
                 span,
-                format!("`epp('{path}')`: the path names no module"),
+                format!("`{function}('{path}')`: the path names no module"),
             )
-            .help =
-            Some("write `epp('NAME/file.epp')` for templates/file.epp of module NAME".into());
+            .help = Some(format!(
+            "write `{function}('NAME/file')` for templates/file of module NAME"
+        ));
         return None;
     };
     match evaluator.loader().template(module, file) {
@@ -374,9 +371,9 @@ fn template_source(evaluator: &mut Evaluator<'_>, path: &str, span: Span) -> Opt
         Some(Err(why)) => {
             evaluator.report(
                 Severity::Error,
-                DiagnosticCode::Epp,
+                code,
                 span,
-                format!("`epp('{path}')`: {why}"),
+                format!("`{function}('{path}')`: {why}"),
             );
             None
         }
@@ -384,9 +381,9 @@ fn template_source(evaluator: &mut Evaluator<'_>, path: &str, span: Span) -> Opt
             evaluator
                 .report(
                     Severity::Error,
-                    DiagnosticCode::Epp,
+                    code,
                     span,
-                    format!("`epp('{path}')`: no module `{module}` in the module path has `templates/{file}`"),
+                    format!("`{function}('{path}')`: no module `{module}` in the module path has `templates/{file}`"),
                 )
                 .help = Some("check the module's name, the file's path in its templates directory, and `--modulepath`".into());
             None

@@ -38,6 +38,7 @@ mod catalog_output;
 mod classes;
 mod collectors;
 mod declared;
+mod erb_host;
 mod exports;
 mod expr;
 mod ids;
