@@ -222,6 +222,28 @@ impl Evaluator<'_> {
         crate::eval::functions::call(self, name, values, lambda, span)
     }
 
+    /// Calls the function `name` with values already evaluated: one the manifests
+    /// define, else a built-in (`call('name', ...)`).
+    pub(crate) fn call_by_name(
+        &mut self,
+        name: &str,
+        args: Vec<Val>,
+        lambda: Option<&Lambda>,
+        span: Span,
+    ) -> Val {
+        let key = name.trim_start_matches("::").to_ascii_lowercase();
+        if let Some(&idx) = self.functions.get(&key) {
+            return self.call_function(idx, args, lambda, span);
+        }
+        crate::eval::functions::call(self, &key, args, lambda, span)
+    }
+
+    /// Whether a resource of this type and title is declared (or has this alias).
+    pub(crate) fn is_declared(&self, type_name: &str, title: &str) -> bool {
+        let key = (type_name.to_owned(), title.to_owned());
+        self.index.contains_key(&key) || self.aliases.contains_key(&key)
+    }
+
     /// Calls a function the manifests define: its parameters bound from the arguments
     /// in order (checked against their data types), its body evaluated in a scope of
     /// its own under top scope; the value of its last expression is the result.

@@ -10,6 +10,7 @@ use crate::eval::value::{Val, flatten_into, numeric_string};
 use crate::syntax::Lambda;
 
 mod core;
+mod more;
 mod text;
 
 use text::*;
@@ -68,12 +69,12 @@ pub(crate) const NAMES: &[&str] = &[
 
 /// Whether this module (or its `core` part) has the function `name`.
 pub(crate) fn has(name: &str) -> bool {
-    NAMES.contains(&name) || core::CORE.contains(&name)
+    NAMES.contains(&name) || core::CORE.contains(&name) || more::MORE.contains(&name)
 }
 
 /// Every function this module has.
 pub(crate) fn names() -> impl Iterator<Item = &'static &'static str> {
-    NAMES.iter().chain(core::CORE)
+    NAMES.iter().chain(core::CORE).chain(more::MORE)
 }
 
 /// Whether a function of [`NAMES`] takes a lambda: the conversions (`Integer($x) |$i|
@@ -82,7 +83,15 @@ pub(crate) fn takes_lambda(name: &str) -> bool {
     name.starts_with("new_")
         || matches!(
             name,
-            "then" | "lest" | "step" | "reverse_each" | "get" | "index"
+            "then"
+                | "lest"
+                | "step"
+                | "reverse_each"
+                | "get"
+                | "index"
+                | "call"
+                | "convert_to"
+                | "tree_each"
         )
 }
 
@@ -122,6 +131,9 @@ pub(crate) fn call(
     }
     if core::CORE.contains(&name) {
         return Some(core::call(evaluator, name, args, lambda, span));
+    }
+    if more::MORE.contains(&name) {
+        return Some(more::call(evaluator, name, args, lambda, span));
     }
     let value = match name {
         "regsubst" => regsubst(evaluator, args, span),

@@ -183,7 +183,8 @@ fn at_path(value: &Val, path: &str) -> Option<Val> {
 }
 
 /// `get(value, 'a.b.0'[, default]) |$error| { ... }`: the value at the dotted path; the
-/// default (or undef) when there is none, or what the lambda returns for it.
+/// default (or undef) when there is none; a step into a value that is no collection is
+/// an error, or what the lambda returns for it.
 fn get(evaluator: &mut Evaluator<'_>, args: Vec<Val>, lambda: Option<&Lambda>, span: Span) -> Val {
     let mut args = args.into_iter();
     let (Some(value), Some(Val::Str(path))) = (args.next(), args.next()) else {
@@ -195,12 +196,39 @@ fn get(evaluator: &mut Evaluator<'_>, args: Vec<Val>, lambda: Option<&Lambda>, s
         );
     };
     let default = args.next().unwrap_or(Val::Undef);
-    match at_path(&value, &path) {
-        Some(Val::Undef) | None => match lambda {
-            Some(lambda) => evaluator.run_lambda(lambda, vec![Val::Str(path)]),
-            None => default,
-        },
-        Some(found) => found,
+    // As Puppet: what is not there is the default; a step into a value that is no
+    // collection is an error, which the lambda is given (as its message) if there is one.
+    let mut current = value;
+    let mut walked: Vec<String> = Vec::new();
+    for key in path.split('.').filter(|_| !path.is_empty()) {
+        let next = match &current {
+            Val::Hash(entries) => Val::hash_get(entries, &Val::Str(key.to_owned())).cloned(),
+            Val::Array(items) => key
+                .parse()
+                .ok()
+                .and_then(|index| crate::eval::element(items, index).cloned()),
+            Val::Undef => None,
+            other => {
+                let message = format!(
+                    "the given data does not contain a collection at [{}], got {}",
+                    walked.join(", "),
+                    other.type_name()
+                );
+                return match lambda {
+                    Some(lambda) => evaluator.run_lambda(lambda, vec![Val::Str(message)]),
+                    None => error(evaluator, span, "get", message),
+                };
+            }
+        };
+        let Some(next) = next else {
+            return default;
+        };
+        walked.push(key.to_owned());
+        current = next;
+    }
+    match current {
+        Val::Undef => default,
+        found => found,
     }
 }
 
@@ -352,7 +380,7 @@ fn inferred(value: &Val, detail: Detail) -> PType {
             PType::Tuple(items.iter().map(|item| inferred(item, detail)).collect())
         }
         Val::Array(items) => {
-            let inner = common(items.iter().map(|item| inferred(item, Detail::Generalized)));
+            let inner = common_of(items, detail);
             let size = items.len() as i64;
             if exact {
                 PType::Array(Box::new(inner), size, size)
@@ -372,16 +400,10 @@ fn inferred(value: &Val, detail: Detail) -> PType {
             )
         }
         Val::Hash(entries) => {
-            let key = common(
-                entries
-                    .iter()
-                    .map(|(key, _)| inferred(key, Detail::Generalized)),
-            );
-            let value = common(
-                entries
-                    .iter()
-                    .map(|(_, value)| inferred(value, Detail::Generalized)),
-            );
+            let keys: Vec<Val> = entries.iter().map(|(key, _)| key.clone()).collect();
+            let values: Vec<Val> = entries.iter().map(|(_, value)| value.clone()).collect();
+            let key = common_of(&keys, detail);
+            let value = common_of(&values, detail);
             let size = entries.len() as i64;
             if exact {
                 PType::Hash(Box::new(key), Box::new(value), size, size)
@@ -391,6 +413,48 @@ fn inferred(value: &Val, detail: Detail) -> PType {
         }
         _ => PType::Any,
     }
+}
+
+/// The common type of the elements of a collection, as Puppet infers it: strings are a
+/// range of lengths (`String[1, 2]`; one string alone is `String`), or an `Enum` of them
+/// when reduced; integers a range, which generalizing drops; else what their generalized
+/// types have in common.
+fn common_of(items: &[Val], detail: Detail) -> PType {
+    if items.len() > 1 && items.iter().all(|item| matches!(item, Val::Str(_))) {
+        let texts: Vec<&str> = items
+            .iter()
+            .filter_map(|item| match item {
+                Val::Str(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if detail == Detail::Reduced {
+            let mut names: Vec<String> = Vec::new();
+            for text in texts {
+                if !names.iter().any(|name| name == text) {
+                    names.push(text.to_owned());
+                }
+            }
+            return PType::Enum(names);
+        }
+        let lengths = texts.iter().map(|text| text.chars().count() as i64);
+        let (min, max) = lengths.fold((i64::MAX, 0), |(min, max), n| (min.min(n), max.max(n)));
+        return PType::String(min, max);
+    }
+    if detail == Detail::Reduced
+        && !items.is_empty()
+        && items.iter().all(|item| matches!(item, Val::Int(_)))
+    {
+        let ints = items.iter().filter_map(|item| match item {
+            Val::Int(i) => Some(*i),
+            _ => None,
+        });
+        let (min, max) = ints.fold((i64::MAX, i64::MIN), |(min, max), i| {
+            (min.min(i), max.max(i))
+        });
+        return PType::Integer(min, max);
+    }
+    common(items.iter().map(|item| inferred(item, Detail::Generalized)))
 }
 
 /// What generalized types have in common: the type itself when they are all one,
