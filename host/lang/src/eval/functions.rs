@@ -9,6 +9,9 @@ use crate::eval::ptype::PType;
 use crate::eval::value::{Val, flatten_into};
 use crate::syntax::Lambda;
 
+mod ordering;
+use ordering::{each_string_deep, sort, sort_with};
+
 pub(crate) const FUNCTIONS: &[&str] = &[
     "include",
     "contain",
@@ -98,6 +101,7 @@ pub(crate) fn call(
             | "with"
             | "new"
             | "lookup"
+            | "sort"
     );
     let iteration = iteration || crate::eval::stdlib::takes_lambda(name);
     if lambda.is_some()
@@ -189,6 +193,8 @@ pub(crate) fn call(
         "each" | "map" | "filter" | "reduce" | "reject" | "any" | "all" | "group_by"
         | "partition" => iterate(evaluator, name, args, lambda, span),
         "slice" => slice(evaluator, args, lambda, span),
+        // With a lambda, its answer orders two elements (`compare($b, $a)`).
+        "sort" if lambda.is_some() => sort_with(evaluator, args, lambda.expect("just seen"), span),
         // Puppet's types ARM's names for `filter` and `map`, and `filter`'s complement.
         "select" => iterate(evaluator, "filter", args, lambda, span),
         "collect" => iterate(evaluator, "map", args, lambda, span),
@@ -473,62 +479,6 @@ fn lookup(
 
 /// Counting iterations (`5.each |$i| { }`) stop at this many steps.
 const MAX_ITERATIONS: i64 = 1_000_000;
-
-/// Sorts numbers by value and strings without regard to case; anything else, or a mix,
-/// is an error (the order would not be total).
-fn sort(mut items: Vec<Val>) -> Result<Vec<Val>, String> {
-    if items.iter().all(|item| matches!(item, Val::Int(_))) {
-        items.sort_by_key(|item| match item {
-            Val::Int(i) => *i,
-            _ => 0,
-        });
-    } else if items
-        .iter()
-        .all(|item| matches!(item, Val::Int(_) | Val::Float(_)))
-    {
-        let as_float = |item: &Val| match item {
-            Val::Int(i) => *i as f64,
-            Val::Float(f) => *f,
-            _ => 0.0,
-        };
-        items.sort_by(|a, b| as_float(a).total_cmp(&as_float(b)));
-    } else if items.iter().all(|item| matches!(item, Val::Str(_))) {
-        // By code point, as Puppet (Ruby) compares strings: `[A, B, a, b]`.
-        items.sort_by(|a, b| match (a, b) {
-            (Val::Str(a), Val::Str(b)) => a.cmp(b),
-            _ => std::cmp::Ordering::Equal,
-        });
-    } else {
-        return Err("takes an array of numbers or of strings, not a mix".to_owned());
-    }
-    Ok(items)
-}
-
-/// `value` with `change` applied to each string in it (array elements, hash keys and
-/// values, at any depth); other values as they are.
-fn each_string_deep(value: Val, change: &dyn Fn(&str) -> String) -> Val {
-    match value {
-        Val::Str(text) => Val::Str(change(&text)),
-        Val::Array(items) => Val::Array(
-            items
-                .into_iter()
-                .map(|item| each_string_deep(item, change))
-                .collect(),
-        ),
-        Val::Hash(entries) => Val::Hash(
-            entries
-                .into_iter()
-                .map(|(key, value)| {
-                    (
-                        each_string_deep(key, change),
-                        each_string_deep(value, change),
-                    )
-                })
-                .collect(),
-        ),
-        other => other,
-    }
-}
 
 fn arity(evaluator: &mut Evaluator<'_>, name: &str, expected: &str, span: Span) -> Val {
     evaluator.report(

@@ -92,6 +92,8 @@ pub(crate) fn takes_lambda(name: &str) -> bool {
                 | "call"
                 | "convert_to"
                 | "tree_each"
+                | "min"
+                | "max"
         )
 }
 
@@ -186,11 +188,28 @@ pub(crate) fn call(
                 let item = number(Some(&item)).unwrap_or(item);
                 best = Some(match best {
                     None => item,
-                    Some(current) => match item.compare(&current) {
-                        Ok(order) if (name == "min") == order.is_lt() && order.is_ne() => item,
-                        Ok(_) => current,
-                        Err(message) => return Some(error(evaluator, span, name, message)),
-                    },
+                    Some(current) => {
+                        // With a lambda, its answer orders them (`compare($a, $b)`).
+                        let order = match lambda {
+                            Some(lambda) => {
+                                match evaluator
+                                    .run_lambda(lambda, vec![item.clone(), current.clone()])
+                                {
+                                    Val::Int(order) => Ok(order.cmp(&0)),
+                                    other => Err(format!(
+                                        "the lambda orders two values with an integer, not {}",
+                                        other.type_name()
+                                    )),
+                                }
+                            }
+                            None => item.compare(&current),
+                        };
+                        match order {
+                            Ok(order) if (name == "min") == order.is_lt() && order.is_ne() => item,
+                            Ok(_) => current,
+                            Err(message) => return Some(error(evaluator, span, name, message)),
+                        }
+                    }
                 });
             }
             best.unwrap_or(Val::Undef)
