@@ -63,6 +63,7 @@ fn to_ruby(value: &Val) -> RVal {
                 .map(|(key, value)| (to_ruby(key), to_ruby(value)))
                 .collect(),
         ),
+        Val::Rich(rich) => RVal::Other(rich.type_name(), rich.text()),
         Val::Sensitive(_) => RVal::Other(
             "Puppet::Pops::Types::PSensitiveType::Sensitive",
             value.to_display(),

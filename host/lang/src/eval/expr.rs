@@ -670,6 +670,18 @@ impl Evaluator<'_> {
 
     pub(super) fn arithmetic(&mut self, op: BinOp, left: Val, right: Val, span: Span) -> Val {
         use BinOp::*;
+        // Times: a timestamp and a span, two spans, the distance of two timestamps.
+        if matches!(op, Add | Sub)
+            && let Some(result) = crate::eval::rich::arithmetic(op == Add, &left, &right)
+        {
+            return match result {
+                Ok(value) => value,
+                Err(message) => {
+                    self.error(DiagnosticCode::Arithmetic, span, message);
+                    Val::Undef
+                }
+            };
+        }
         // Merging compares every key of one hash with every key of the other.
         if let (Add, Val::Hash(a), Val::Hash(b)) = (op, &left, &right)
             && self.budget.is_none()

@@ -208,7 +208,7 @@ pub(crate) fn call(
             if matches!(
                 args.first(),
                 Some(Val::Ref { type_name, title: None })
-                    if matches!(type_name.as_str(), "integer" | "float" | "numeric" | "string" | "boolean" | "array" | "hash")
+                    if matches!(type_name.as_str(), "integer" | "float" | "numeric" | "string" | "boolean" | "array" | "hash" | "binary" | "semver" | "timespan" | "timestamp")
             ) =>
         {
             let mut args = args;
@@ -567,6 +567,12 @@ fn pure(evaluator: &mut Evaluator<'_>, name: &str, args: Vec<Val>, span: Span) -
         ("strip", Some(Val::Str(text)), None) => Val::Str(text.trim().to_owned()),
         ("length" | "size", Some(value), None) => match value {
             Val::Str(text) => Val::Int(text.chars().count() as i64),
+            Val::Rich(rich) if matches!(*rich, crate::eval::rich::Rich::Binary(_)) => {
+                let crate::eval::rich::Rich::Binary(bytes) = *rich else {
+                    return Val::Undef;
+                };
+                Val::Int(bytes.len() as i64)
+            }
             Val::Array(items) => Val::Int(items.len() as i64),
             Val::Hash(entries) => Val::Int(entries.len() as i64),
             _ => arity(evaluator, name, "a string, an array or a hash", span),

@@ -45,6 +45,7 @@ mod ids;
 mod lazy;
 mod node;
 mod resources;
+pub(crate) mod rich;
 mod run;
 mod scope;
 

@@ -41,6 +41,8 @@ pub(crate) enum PType {
     Resource(Option<String>),
     /// A type alias or a declared type, by its lowercased name.
     Named(String),
+    /// Puppet's rich data: `Binary`, `SemVer`, `Timespan`, `Timestamp`.
+    Rich(&'static str),
 }
 
 /// The data types built in, lowercased (a resource type is a type too).
@@ -77,6 +79,7 @@ pub(crate) const CORE: &[&str] = &[
     "semverrange",
     "timestamp",
     "timespan",
+    "binary",
 ];
 
 /// Stdlib's type aliases modules use, written here (`Stdlib::Port`...): lowercased name,
@@ -357,6 +360,10 @@ impl PType {
             "collection" => PType::Collection,
             "iterable" | "iterator" => PType::Iterable,
             "callable" => PType::Callable,
+            "binary" if args.is_empty() => PType::Rich("Binary"),
+            "semver" if args.is_empty() => PType::Rich("SemVer"),
+            "timespan" if args.is_empty() => PType::Rich("Timespan"),
+            "timestamp" if args.is_empty() => PType::Rich("Timestamp"),
             "resource" | "class" => PType::Resource(None),
             other => {
                 if args.is_empty() {
@@ -385,6 +392,7 @@ impl PType {
             }
         };
         match self {
+            PType::Rich(name) => (*name).to_owned(),
             PType::Any => "Any".into(),
             PType::Undef => "Undef".into(),
             PType::Default => "Default".into(),
@@ -699,6 +707,7 @@ impl crate::eval::Evaluator<'_> {
                 (Some(of), Some(inner)) => inner.holds(&of),
                 (None, _) => false,
             },
+            (PType::Rich(name), Val::Rich(rich)) => rich.type_name() == *name,
             (PType::Collection, value) => matches!(value, Val::Array(_) | Val::Hash(_)),
             (PType::Iterable, value) => matches!(
                 value,

@@ -14,6 +14,7 @@ mod more;
 mod text;
 
 use text::*;
+pub(crate) use text::{base64_decode, base64_encode};
 
 /// The functions this module provides; `call` answers for these only.
 pub(crate) const NAMES: &[&str] = &[
@@ -39,6 +40,10 @@ pub(crate) const NAMES: &[&str] = &[
     "new_boolean",
     "new_array",
     "new_hash",
+    "new_binary",
+    "new_semver",
+    "new_timespan",
+    "new_timestamp",
     "pick",
     "pick_default",
     "str2bool",
@@ -355,8 +360,14 @@ pub(crate) fn call(
             }
         }
         "new_integer" | "new_float" | "new_numeric" | "new_string" | "new_boolean"
-        | "new_array" | "new_hash" => {
-            let converted = convert(name, args);
+        | "new_array" | "new_hash" | "new_binary" | "new_semver" | "new_timespan"
+        | "new_timestamp" => {
+            let converted = match name {
+                "new_binary" | "new_semver" | "new_timespan" | "new_timestamp" => {
+                    crate::eval::rich::construct(name, args)
+                }
+                _ => convert(name, args),
+            };
             match converted {
                 Ok(value) => match lambda {
                     Some(lambda) => evaluator.run_lambda(lambda, vec![value]),

@@ -29,6 +29,8 @@ pub(crate) enum Val {
     Type(Box<crate::eval::ptype::PType>),
     /// `lazy { expr }`: evaluated during the run, not now.
     Lazy(Box<LazyVal>),
+    /// `Binary`, `SemVer`, `Timespan` or `Timestamp`.
+    Rich(Box<crate::eval::rich::Rich>),
 }
 
 /// A lazy value during compilation: the expression's text, the variables it reads with
@@ -63,6 +65,7 @@ impl Val {
             Val::Sensitive(_) => "Sensitive",
             Val::Lazy(_) => "Lazy",
             Val::Type(_) => "Type",
+            Val::Rich(rich) => rich.type_name(),
         }
     }
 
@@ -196,6 +199,7 @@ impl Val {
                 let _ = write!(out, "lazy {{ {} }}", lazy.expression.trim());
             }
             Val::Type(ptype) => out.push_str(&ptype.written()),
+            Val::Rich(rich) => out.push_str(&rich.text()),
         }
     }
 
@@ -251,6 +255,9 @@ impl Val {
                     .ok_or_else(|| "cannot compare NaN".to_owned())
             }
             (Val::Str(a), Val::Str(b)) => Ok(a.to_lowercase().cmp(&b.to_lowercase())),
+            (Val::Rich(a), Val::Rich(b)) if a.compare(b).is_some() => {
+                Ok(a.compare(b).unwrap_or(Ordering::Equal))
+            }
             (a, b) => Err(format!(
                 "cannot compare {} `{}` with {} `{}`",
                 a.type_name(),
@@ -337,6 +344,9 @@ impl Val {
             Val::Int(i) => Value::Integer(*i),
             Val::Float(f) => Value::Float(*f),
             Val::Str(s) => Value::String(s.clone()),
+            // Rich data goes into a catalog as its text, as Puppet's does without
+            // `rich_data`.
+            Val::Rich(rich) => Value::String(rich.text()),
             Val::Array(items) => Value::Array(items.iter().map(nested).collect::<Result<_, _>>()?),
             Val::Hash(entries)
                 if entries.len() == 1

@@ -356,7 +356,18 @@ impl Parser<'_> {
                 // the type.
                 let conversion = matches!(
                     name.as_str(),
-                    "Integer" | "Float" | "Numeric" | "String" | "Boolean" | "Array" | "Hash"
+                    "Integer"
+                        | "Float"
+                        | "Numeric"
+                        | "String"
+                        | "Boolean"
+                        | "Array"
+                        | "Hash"
+                        | "Binary"
+                        | "SemVer"
+                        | "Semver"
+                        | "Timespan"
+                        | "Timestamp"
                 );
                 if (name == "Sensitive" || conversion) && self.at(P::LParen) && self.adjacent() {
                     let args = self.call_args()?;

@@ -141,6 +141,7 @@ mod ok {
         types_as_values_as_puppet_compares_them,
         expression_details_as_puppet_has_them,
         erb_templates_as_ruby_renders_them,
+        data_types_called_as_functions,
         class_inherits,
         class_nested_definition_is_prefixed,
         class_contain_and_require,

@@ -19,6 +19,7 @@ pub(crate) const MORE: &[&str] = &[
     "shellquote",
     "tree_each",
     "fqdn_rand",
+    "strftime",
 ];
 
 /// Calls `name`, one of [`MORE`].
@@ -67,6 +68,10 @@ pub(super) fn call(
             Val::Str(shellquote(&words))
         }
         "tree_each" => tree_each(evaluator, args, lambda, span),
+        "strftime" => match crate::eval::rich::strftime(args) {
+            Ok(text) => Val::Str(text),
+            Err(message) => error(evaluator, span, "strftime", message),
+        },
         _ => fqdn_rand(evaluator, args),
     }
 }

@@ -284,7 +284,7 @@ pub(crate) fn versioncmp(a: &str, b: &str) -> std::cmp::Ordering {
 pub(super) const BASE64: &[u8; 64] =
     b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-pub(super) fn base64_encode(bytes: &[u8]) -> String {
+pub(crate) fn base64_encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
     for chunk in bytes.chunks(3) {
         let n = (u32::from(chunk[0]) << 16)
@@ -301,7 +301,7 @@ pub(super) fn base64_encode(bytes: &[u8]) -> String {
     out
 }
 
-pub(super) fn base64_decode(text: &str) -> Option<Vec<u8>> {
+pub(crate) fn base64_decode(text: &str) -> Option<Vec<u8>> {
     let mut out = Vec::new();
     let mut buffer = 0u32;
     let mut bits = 0;
