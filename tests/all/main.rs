@@ -36,5 +36,6 @@ mod store;
 mod support;
 mod testhost;
 mod tidy;
+mod timings;
 mod types;
 mod wasi_paths;

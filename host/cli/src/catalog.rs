@@ -73,6 +73,8 @@ pub(crate) enum Publish {
 pub(crate) struct Loaded {
     pub(crate) catalog: Catalog,
     pub(crate) sources: Vec<wconverge_lang::Source>,
+    /// How long gathering the facts took, in milliseconds (none gathered: 0).
+    pub(crate) facts_ms: f64,
 }
 
 /// A catalog in JSON being read and parsed on a thread of its own, started before the
@@ -135,6 +137,7 @@ pub(crate) fn load(
             Some(Loaded {
                 catalog,
                 sources: Vec::new(),
+                facts_ms: 0.0,
             })
         });
     }
@@ -190,6 +193,7 @@ pub(crate) fn load(
             .iter()
             .any(|path| path.extension().is_some_and(|e| e == "pp"))
         || sources.iter().any(|source| names_facts(&source.text));
+    let facts_started = std::time::Instant::now();
     let facts = if publish == Publish::FactsFromStore {
         let (groups, _) = fleet.stored_facts(&node)?;
         wconverge_engine::facts_value(&groups)
@@ -207,6 +211,7 @@ pub(crate) fn load(
     } else {
         wconverge_catalog::Value::Hash(Vec::new())
     };
+    let facts_ms = facts_started.elapsed().as_secs_f64() * 1000.0;
     let compiled = wconverge_lang::compile(
         &sources,
         &wconverge_lang::CompileOptions::new(&node, &types)
@@ -235,6 +240,7 @@ pub(crate) fn load(
     Ok(compiled.catalog.map(|catalog| Loaded {
         catalog,
         sources: shown,
+        facts_ms,
     }))
 }
 

@@ -26,6 +26,11 @@ pub(crate) struct ApplyArgs {
     /// otherwise counts without a line (the JSON report always has it).
     #[arg(long, short = 'v')]
     pub(crate) verbose: bool,
+    /// After the report, where the time went: the phases (facts, compile, prepare,
+    /// run, report) and the slowest resources, each with the time of its guards, its
+    /// check, its change and its refresh.
+    #[arg(long)]
+    pub(crate) timings: bool,
     #[arg(long, value_enum, default_value_t = ReportFormat::Human)]
     pub(crate) format: ReportFormat,
     /// How many resources to apply at once (default: the number of cores). A
@@ -103,6 +108,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         noop,
         show_diff,
         verbose,
+        timings,
         format,
         jobs,
         keep_reports,
@@ -117,17 +123,22 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     if let Some(days) = keep_reports {
         fleet.keep_reports = days;
     }
+    let milliseconds = |since: std::time::Instant| since.elapsed().as_secs_f64() * 1000.0;
+    let load_started = std::time::Instant::now();
     let Some((mut loaded, problems)) =
         load_with_sources(&input, &runtime, &fleet, (Publish::Yes, early))?
     else {
         return Ok(1);
     };
+    let loaded_ms = milliseconds(load_started);
     let _lock = dirs::RunLock::acquire(&state_dir)?;
     // Asked before the values are moved out of the catalog.
     let lazy = has_lazy(&loaded.catalog);
+    let prepare_started = std::time::Instant::now();
     let Some(prepared) = prepare_for_run(&mut loaded, &runtime, problems)? else {
         return Ok(1);
     };
+    let prepare_ms = milliseconds(prepare_started);
     let catalog = &loaded.catalog;
     // Components compiled before the run (an empty cache) took time the run's own
     // duration does not count: the summary adds it.
@@ -147,6 +158,14 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     } else {
         wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
     };
+    let mut report = report;
+    report.phases = Some(wconverge_engine::report::Phases {
+        facts_ms: loaded.facts_ms,
+        compile_ms: (loaded_ms - loaded.facts_ms).max(0.0),
+        prepare_ms,
+        run_ms: report.duration_ms,
+    });
+    let report_started = std::time::Instant::now();
     // One sync per directory the run changed, rather than one per file.
     let unsynced = runtime.sync_directories();
     match format {
@@ -178,6 +197,13 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         fleet.store_facts(&node, &groups);
     }
     fleet.send_report(&node, &report);
+    if timings {
+        crate::timings::print(
+            &report,
+            milliseconds(report_started),
+            matches!(format, ReportFormat::Json),
+        );
+    }
     // The process ends next, and its memory with it: a catalog of many
     // resources is not freed one value at a time first.
     std::mem::forget((loaded, prepared, report));

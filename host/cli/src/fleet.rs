@@ -575,8 +575,9 @@ fn status_of(report: &wconverge_engine::report::Report) -> &'static str {
 }
 
 /// A report as the store keeps it: the summary and every resource that did not stay
-/// unchanged (the summary counts those), as PuppetDB keeps a run's events. Sensitive
-/// values are redacted in the report already.
+/// unchanged (the summary counts those), as PuppetDB keeps a run's events, and where
+/// the time went (the phases, and the slowest resources whatever their status).
+/// Sensitive values are redacted in the report already.
 #[derive(serde::Serialize)]
 struct StoredForm<'a> {
     format_version: u32,
@@ -584,9 +585,23 @@ struct StoredForm<'a> {
     node: Option<&'a str>,
     mode: &'static str,
     duration_ms: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    phases: Option<&'a wconverge_engine::report::Phases>,
     summary: &'a wconverge_engine::report::Summary,
     resources: Vec<&'a wconverge_engine::report::ResourceReport>,
+    /// The slowest resources, unchanged ones too: `reports show ID --slow N`.
+    slowest: Vec<Slow<'a>>,
     exit_code: i32,
+}
+
+/// How many of a run's slowest resources the store keeps.
+const SLOWEST_KEPT: usize = 20;
+
+#[derive(serde::Serialize)]
+struct Slow<'a> {
+    resource: &'a str,
+    duration_ms: f64,
+    timings: &'a wconverge_engine::report::Timings,
 }
 
 impl<'a> StoredForm<'a> {
@@ -596,12 +611,26 @@ impl<'a> StoredForm<'a> {
             node: report.node.as_deref(),
             mode: report.mode,
             duration_ms: report.duration_ms,
+            phases: report.phases.as_ref(),
             summary: &report.summary,
             resources: report
                 .resources
                 .iter()
                 .filter(|resource| resource.status != wconverge_engine::report::Status::Unchanged)
                 .collect(),
+            slowest: {
+                let mut all: Vec<&wconverge_engine::report::ResourceReport> =
+                    report.resources.iter().collect();
+                all.sort_by(|a, b| b.duration_ms.total_cmp(&a.duration_ms));
+                all.truncate(SLOWEST_KEPT);
+                all.into_iter()
+                    .map(|resource| Slow {
+                        resource: &resource.resource,
+                        duration_ms: resource.duration_ms,
+                        timings: &resource.timings,
+                    })
+                    .collect()
+            },
             exit_code: report.exit_code,
         }
     }

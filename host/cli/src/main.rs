@@ -24,6 +24,7 @@ mod resource_command;
 mod scaffold;
 mod setup;
 mod signals;
+mod timings;
 mod types_command;
 
 // mimalloc (its version 2: its version 3 keeps more memory) rather than the C library's

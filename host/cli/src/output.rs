@@ -174,6 +174,13 @@ pub(crate) fn text(text: &str) {
     out(text);
 }
 
+/// Text that ends its own lines, on standard error (made inert; a closed stderr loses
+/// it).
+pub(crate) fn text_to_stderr(text: &str) {
+    let mut stderr = std::io::stderr().lock();
+    let _ = write!(stderr, "{}", inert(text));
+}
+
 /// Standard error for `tracing`'s messages, made inert like everything else the CLI
 /// writes (they quote paths and plugin names).
 pub(crate) struct InertStderr;

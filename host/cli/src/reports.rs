@@ -15,7 +15,7 @@ pub(crate) fn reports_command(
 ) -> anyhow::Result<u8> {
     let fleet = Fleet::of(args)?;
     let store = fleet.existing_store()?;
-    if let Some(ReportsCommand::Show { id }) = show {
+    if let Some(ReportsCommand::Show { id, slow }) = show {
         let Some(stored) = store.report(*id)? else {
             bail!(
                 "the store {} has no report {id}; `wconverge reports` lists them",
@@ -24,7 +24,10 @@ pub(crate) fn reports_command(
         };
         let report: serde_json::Value = serde_json::from_str(&stored.report)
             .with_context(|| format!("report {id} in the store is not JSON"))?;
-        output::json(&report);
+        match slow {
+            Some(count) => output::text(&crate::timings::text(&report, None, *count)),
+            None => output::json(&report),
+        }
         return Ok(0);
     }
     let since = since.map(parse_since).transpose()?;
@@ -133,5 +136,9 @@ pub(crate) enum ReportsCommand {
     Show {
         #[arg(value_name = "ID")]
         id: i64,
+        /// Instead, where the run's time went: its phases and its N slowest resources,
+        /// each with the time of its guards, check, change and refresh.
+        #[arg(long, value_name = "N")]
+        slow: Option<usize>,
     },
 }

@@ -66,6 +66,7 @@ pub(crate) fn resource(args: ResourceArgs, trails: &Trails) -> anyhow::Result<u8
     let loaded = Loaded {
         catalog,
         sources: Vec::new(),
+        facts_ms: 0.0,
     };
     let Some(prepared) = prepare(&loaded, &runtime, Vec::new())? else {
         return Ok(1);

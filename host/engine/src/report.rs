@@ -16,11 +16,35 @@ pub struct Report {
     /// `apply` or `noop`.
     pub mode: &'static str,
     pub duration_ms: f64,
+    /// Where the time of the whole command went, when the command says (`apply`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub phases: Option<Phases>,
     pub summary: Summary,
     /// In application order.
     pub resources: Vec<ResourceReport>,
     /// Puppet's `--detailed-exitcodes`: 0 no change, 2 changes, 4 failures, 6 both.
     pub exit_code: i32,
+}
+
+/// The phases of a command that applies, in milliseconds: gathering facts, compiling
+/// the manifests, preparing the run (plugins compiled and loaded, the graph), and the
+/// run itself.
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
+pub struct Phases {
+    pub facts_ms: f64,
+    pub compile_ms: f64,
+    pub prepare_ms: f64,
+    pub run_ms: f64,
+}
+
+/// Where a resource's time went, in milliseconds: its guards, the check (its state read
+/// and its changes planned), the change, and its refresh.
+#[derive(Debug, Clone, Copy, Default, Serialize, serde::Deserialize)]
+pub struct Timings {
+    pub guards_ms: f64,
+    pub check_ms: f64,
+    pub change_ms: f64,
+    pub refresh_ms: f64,
 }
 
 #[derive(Debug, Clone, Default, Serialize)]
@@ -103,6 +127,7 @@ pub struct ResourceReport {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub logs: Vec<LogReport>,
     pub duration_ms: f64,
+    pub timings: Timings,
 }
 
 /// One guard as it was evaluated.

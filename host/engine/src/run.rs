@@ -80,6 +80,7 @@ pub fn run_with_jobs(
             Mode::Noop => "noop",
         },
         duration_ms: started.elapsed().as_secs_f64() * 1000.0,
+        phases: None,
         summary,
         resources: reports,
         exit_code,
@@ -197,6 +198,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         guards: Vec::new(),
         logs: Vec::new(),
         duration_ms: 0.0,
+        timings: crate::report::Timings::default(),
     };
     let Inputs {
         failed_dependencies,
@@ -220,6 +222,8 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         } else {
             Ok(Value::Hash(Vec::new()))
         };
+        let milliseconds = |since: Instant| since.elapsed().as_secs_f64() * 1000.0;
+        let guards_started = Instant::now();
         // Only a resource with guards may have had them evaluated ahead: no lock for the
         // others (most resources of a run).
         let ahead = (!resource.guards.is_empty())
@@ -251,6 +255,8 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             ),
             (Err(failure), None) => Guarded::Fail(failure.clone()),
         };
+        report.timings.guards_ms = milliseconds(guards_started);
+        let check_started = Instant::now();
         let facts_value = facts_value.unwrap_or(Value::Undef);
         // The resource as its provider sees it: lazy values resolved.
         let mut target = std::borrow::Cow::Borrowed(resource);
@@ -325,6 +331,8 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                 Ok(Planned::Changes(changes))
             }),
         };
+        report.timings.check_ms = milliseconds(check_started);
+        let change_started = Instant::now();
         let outcome = match planned {
             Err(failure) => Err(failure),
             Ok(Planned::SkippedByGuard) => Ok((Status::SkippedByGuard, Vec::new())),
@@ -346,6 +354,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                     .map_err(Failure::Plugin)
             }
         };
+        report.timings.change_ms = milliseconds(change_started);
         let sensitive_attributes = target.sensitive_attributes();
         // Most resources have no sensitive attribute: their secrets are used as they are.
         let with_observed;
@@ -368,6 +377,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
                 report.error = Some(secrets.scrub(&failure.to_string()));
             }
         }
+        let refresh_started = Instant::now();
         refreshed = refresh_if_notified(
             shared,
             &target,
@@ -377,6 +387,7 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             &mut report,
             &mut record,
         );
+        report.timings.refresh_ms = milliseconds(refresh_started);
         report.logs = raw
             .into_iter()
             .map(|log| LogReport {
