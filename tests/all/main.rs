@@ -6,6 +6,7 @@
 //! from the `wconverge-tests` artifacts crate.
 
 mod accounts;
+mod agent;
 mod attacker;
 mod audit;
 mod authors;

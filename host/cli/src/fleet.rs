@@ -58,6 +58,10 @@ pub(crate) struct Config {
     store: Option<String>,
     store_password_file: Option<PathBuf>,
     keep_reports: Option<u32>,
+    /// How often `wconverge agent` runs (`30m`), as Puppet's `runinterval`.
+    runinterval: Option<String>,
+    /// The most `wconverge agent` waits at random before a run, as Puppet's `splaylimit`.
+    splaylimit: Option<String>,
 }
 
 impl Config {
@@ -65,6 +69,11 @@ impl Config {
     /// if it exists. It decides where reports and facts go, so it must be a regular
     /// file no one but its owner (this user or root) can change.
     pub(crate) fn load(args: &StoreArgs) -> anyhow::Result<Config> {
+        Config::load_with_text(args).map(|(config, _)| config)
+    }
+
+    /// As [`Config::load`], with the file's text when there is a file.
+    pub(crate) fn load_with_text(args: &StoreArgs) -> anyhow::Result<(Config, Option<String>)> {
         let named = args
             .config
             .clone()
@@ -75,7 +84,7 @@ impl Config {
                 let path = PathBuf::from(DEFAULT_CONFIG);
                 match read_config(&path) {
                     Err(error) if error.kind() == std::io::ErrorKind::NotFound => {
-                        return Ok(Config::default());
+                        return Ok((Config::default(), None));
                     }
                     read => return parse_config(&path, read),
                 }
@@ -84,12 +93,23 @@ impl Config {
         parse_config(&path, read_config(&path))
     }
 
+    pub(crate) fn runinterval(&self) -> Option<&str> {
+        self.runinterval.as_deref()
+    }
+
+    pub(crate) fn splaylimit(&self) -> Option<&str> {
+        self.splaylimit.as_deref()
+    }
+
     pub(crate) fn keep_reports(&self) -> u32 {
         self.keep_reports.unwrap_or(KEEP_REPORTS_DAYS)
     }
 }
 
-fn parse_config(path: &Path, read: std::io::Result<String>) -> anyhow::Result<Config> {
+fn parse_config(
+    path: &Path,
+    read: std::io::Result<String>,
+) -> anyhow::Result<(Config, Option<String>)> {
     let text = read.with_context(|| format!("cannot read the config file `{}`", path.display()))?;
     let config: Config = toml::from_str(&text).map_err(|error| {
         anyhow::anyhow!(
@@ -107,7 +127,7 @@ fn parse_config(path: &Path, read: std::io::Result<String>) -> anyhow::Result<Co
             path.display()
         );
     }
-    Ok(config)
+    Ok((config, Some(text)))
 }
 
 /// The config file's text: settings root acts on, so owned by root or this user and

@@ -5,6 +5,7 @@
 //! 2 changes, 4 failures, 6 both. Anything that stops a command before it runs (a bad
 //! catalog, a bad policy, a held lock) exits 1.
 
+mod agent;
 mod catalog;
 mod commands;
 mod data;
@@ -103,6 +104,9 @@ enum Command {
         #[command(flatten)]
         store: fleet::StoreArgs,
     },
+    /// Keep this machine converged: apply every `--interval` (the arguments are
+    /// `apply`'s), or `--once`; `agent status` says how it goes.
+    Agent(agent::AgentArgs),
     /// Manage the store nodes share.
     Store {
         #[command(subcommand)]
@@ -225,6 +229,7 @@ fn main() -> ExitCode {
 fn run(cli: Cli, trails: &Trails) -> anyhow::Result<u8> {
     match cli.command {
         Command::Apply(args) => commands::apply(args, trails),
+        Command::Agent(args) => agent::agent(args),
         Command::Compile(args) => commands::compile(args, trails),
         Command::Validate(args) => commands::validate(args, trails),
         Command::Graph(args) => commands::graph(args, trails),

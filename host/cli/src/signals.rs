@@ -1,4 +1,6 @@
-//! Interruption of `apply`: `SIGINT`, `SIGTERM` or `SIGHUP` stops the run cleanly. The
+//! Interruption of `apply`: `SIGINT`, `SIGTERM` or `SIGHUP` stops the run cleanly;
+//! `SIGUSR1` (what `wconverge agent` sends its run when it stops) lets the resources in
+//! progress finish and applies nothing more, killing nothing. The
 //! programs running are killed with everything they started, plugins stop at their
 //! next epoch tick, the resources not yet applied fail as "not applied", and the report
 //! is printed as usual. A second signal exits at once (after the same kill), and so does
@@ -16,7 +18,12 @@ const GRACE: Duration = Duration::from_secs(10);
 /// Call before any other thread starts.
 pub(crate) fn watch() {
     let mut signals = SigSet::empty();
-    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+    for signal in [
+        Signal::SIGINT,
+        Signal::SIGTERM,
+        Signal::SIGHUP,
+        Signal::SIGUSR1,
+    ] {
         signals.add(signal);
     }
     if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals), None).is_err() {
@@ -25,6 +32,15 @@ pub(crate) fn watch() {
     std::thread::spawn(move || {
         let mut seen = 0;
         while let Ok(signal) = signals.wait() {
+            // `wconverge agent` stopping: the resources in progress finish, nothing more
+            // is applied, nothing is killed.
+            if signal == Signal::SIGUSR1 {
+                wconverge_runtime::stop_after_current(signal as i32);
+                crate::output::warning(
+                    "SIGUSR1: finishing the resources in progress; nothing more is applied",
+                );
+                continue;
+            }
             seen += 1;
             wconverge_runtime::interrupt(signal as i32);
             if seen == 1 {

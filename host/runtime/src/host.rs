@@ -52,7 +52,7 @@ impl PluginHost for Runtime {
     /// A requirement is evaluated only on complete facts: a plugin that failed could
     /// have published the group it reads.
     fn interrupted(&self) -> Option<String> {
-        interrupted()
+        interrupted().or_else(crate::stopping)
     }
 
     fn expect_calls(&self, plugin: &str) {

@@ -19,6 +19,7 @@ mod grants;
 mod host;
 mod imports;
 mod input;
+mod interruption;
 mod plugin;
 mod previous;
 mod process;
@@ -56,6 +57,7 @@ pub use bindings::{PREVIOUS_WIT_VERSION, WIT_VERSION};
 pub use cache::{Compiled, PrivateDirError, open_private_dir};
 pub use digest::sha256_hex;
 pub use input::{ReadError, read_regular};
+pub use interruption::{interrupt, interrupted, stop_after_current, stopping};
 pub use plugin::read_component;
 pub use wconverge_launch::walk::WalkError;
 pub use wconverge_launch::watchdog;
@@ -65,23 +67,6 @@ type PolicyRoots = Vec<(PathBuf, Access)>;
 
 /// How often the CPU limit is checked while a plugin runs.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
-
-/// Stops everything this process's runtimes run: the programs running now are killed
-/// with all their descendants, plugins running now are stopped at their next epoch
-/// tick, nothing more is launched, and the engine applies no further resource. For a
-/// signal handler thread (`signal` is the signal's number, for messages).
-pub fn interrupt(signal: i32) {
-    wconverge_launch::interrupt(signal);
-}
-
-/// Why this process must stop, once [`interrupt`] was called.
-pub fn interrupted() -> Option<String> {
-    wconverge_launch::interrupted_by().map(|signal| {
-        let name = nix::sys::signal::Signal::try_from(signal)
-            .map_or_else(|_| format!("signal {signal}"), |signal| signal.to_string());
-        format!("wconverge was interrupted ({name})")
-    })
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {

@@ -1,0 +1,508 @@
+//! `wconverge agent`: keeps the machine converged on its own, as Puppet's agent does.
+//! Every `--interval` (after a random `--splay`) it runs `wconverge apply` with the
+//! arguments it was given, one run at a time, each in a process of its own (a run's
+//! memory and any crash end with it). Each run takes the run lock and sends its report
+//! and facts to the store, spooling them while the store is down, as `apply` does.
+//!
+//! Signals: SIGTERM or SIGINT stop the agent; a run in progress is asked to finish the
+//! resources it is applying and apply nothing more (SIGUSR1 to the run), then the agent
+//! exits. SIGHUP reloads the config file: a valid one is used from the next run on, a
+//! broken one is refused with why, and the runs go on with the last good one (the runs
+//! read a copy of it the agent keeps in the state directory). Every wait has a deadline:
+//! a run longer than `--run-timeout` is asked to stop, then killed.
+//!
+//! The agent's state is `agent.json` in the state directory: `wconverge agent status`
+//! prints it (last run, its result, next run, the changes its runs made since it
+//! started: drift it corrected).
+
+use crate::fleet::{Config, StoreArgs, time_text};
+use crate::output;
+use anyhow::{Context, bail};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// How long a run asked to stop (SIGUSR1, then SIGTERM) may take before the next step.
+const STOP_GRACE: Duration = Duration::from_secs(30);
+/// The name of the agent's state file in the state directory.
+const STATE_FILE: &str = "agent.json";
+/// The copy of the config file the runs read.
+const CONFIG_COPY: &str = "agent.conf";
+
+/// What `wconverge agent` is given.
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub(crate) struct AgentArgs {
+    #[command(subcommand)]
+    pub(crate) command: Option<AgentCommand>,
+    /// How often to run: `30m` (the default, or the config file's `runinterval`),
+    /// `90s`, `2h`.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) interval: Option<String>,
+    /// Wait a random time up to this before each run (default: the config file's
+    /// `splaylimit`, else none), so that a fleet's nodes do not all run at once.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) splay: Option<String>,
+    /// Run once and exit with the run's exit code (for a systemd timer or cron).
+    #[arg(long)]
+    pub(crate) once: bool,
+    /// The longest a run may take before it is asked to stop (default `1h`).
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub(crate) run_timeout: String,
+    #[command(flatten)]
+    pub(crate) store: StoreArgs,
+    /// What each run applies: the arguments of `wconverge apply` (manifests or a
+    /// catalog, `--policy`, `--node`, `--jobs`...).
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "APPLY ARGS"
+    )]
+    pub(crate) apply: Vec<String>,
+}
+
+#[derive(clap::Subcommand)]
+pub(crate) enum AgentCommand {
+    /// The agent's state: its last run and result, its next run, the drift it corrected.
+    Status {
+        #[command(flatten)]
+        store: StoreArgs,
+    },
+}
+
+/// A duration as written on the command line or in the config file: `90s`, `30m`, `2h`,
+/// `1d`, or seconds.
+fn parse_duration(text: &str, what: &str) -> anyhow::Result<Duration> {
+    let bad = || anyhow::anyhow!("`{what} {text}`: give a duration such as `90s`, `30m`, `2h`");
+    let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(at) => text.split_at(at),
+        None => (text, "s"),
+    };
+    let count: u64 = number.parse().map_err(|_| bad())?;
+    let seconds = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    let duration = Duration::from_secs(count.checked_mul(seconds).ok_or_else(bad)?);
+    if duration > Duration::from_secs(366 * 86_400) {
+        bail!("`{what} {text}`: at most a year");
+    }
+    Ok(duration)
+}
+
+/// The agent's state, as `agent.json` keeps it.
+#[derive(serde::Serialize, serde::Deserialize, Default, Clone)]
+struct State {
+    pid: u32,
+    started: i64,
+    interval_seconds: u64,
+    runs: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    last_run: Option<LastRun>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_run: Option<i64>,
+    /// Changes made by the runs after the first: drift corrected.
+    drift_changes: u64,
+    /// Whether the agent is still running (false once it has stopped cleanly).
+    running: bool,
+}
+
+#[derive(serde::Serialize, serde::Deserialize, Default, Clone)]
+struct LastRun {
+    at: i64,
+    exit_code: i32,
+    status: String,
+    changed: u64,
+    failed: u64,
+    seconds: f64,
+}
+
+/// What the agent's main loop hears about.
+enum Event {
+    Signal(Signal),
+    RunEnded(std::io::Result<std::process::Output>),
+}
+
+/// `wconverge agent ...` and `wconverge agent status`.
+pub(crate) fn agent(args: AgentArgs) -> anyhow::Result<u8> {
+    if let Some(AgentCommand::Status { store }) = &args.command {
+        return status(store);
+    }
+    if args.apply.is_empty() {
+        bail!(
+            "`wconverge agent` needs what to apply: `wconverge agent site.pp --policy policy.toml`"
+        );
+    }
+    let state_dir = crate::dirs::state_dir(args.store.state_dir.clone())?;
+    let run_timeout = parse_duration(&args.run_timeout, "--run-timeout")?;
+    let (tx, rx) = mpsc::channel();
+    watch_signals(tx.clone());
+    let mut settings = Settings::load(&args, &state_dir)?;
+    let mut state = State {
+        pid: std::process::id(),
+        started: wconverge_store::now(),
+        interval_seconds: settings.interval.as_secs(),
+        running: true,
+        ..State::default()
+    };
+    let mut first_wait = settings.splay_now();
+    loop {
+        if !args.once {
+            state.next_run =
+                Some(wconverge_store::now() + i64::try_from(first_wait.as_secs()).unwrap_or(0));
+            write_state(&state_dir, &state);
+            if let Some(signal) = wait(&rx, first_wait, &mut settings, &args, &state_dir) {
+                output::line(&format!("agent: {signal}: stopping"));
+                break;
+            }
+        }
+        let (code, stopped) = run(
+            &args,
+            &settings,
+            &state_dir,
+            run_timeout,
+            (&tx, &rx),
+            &mut state,
+        );
+        if args.once {
+            state.running = false;
+            write_state(&state_dir, &state);
+            return Ok(code);
+        }
+        if let Some(signal) = stopped {
+            output::line(&format!("agent: {signal}: the run stopped; stopping"));
+            break;
+        }
+        state.interval_seconds = settings.interval.as_secs();
+        first_wait = settings.interval + settings.splay_now();
+    }
+    state.running = false;
+    state.next_run = None;
+    write_state(&state_dir, &state);
+    Ok(0)
+}
+
+/// The settings the agent runs with: from the command line, else the config file.
+struct Settings {
+    interval: Duration,
+    splay: Duration,
+    /// The copy of the config file the runs read, when there is a config file.
+    config_copy: Option<PathBuf>,
+}
+
+impl Settings {
+    fn load(args: &AgentArgs, state_dir: &Path) -> anyhow::Result<Settings> {
+        let (config, text) = Config::load_with_text(&args.store)?;
+        let interval = match (&args.interval, config.runinterval()) {
+            (Some(text), _) => parse_duration(text, "--interval")?,
+            (None, Some(text)) => parse_duration(text, "runinterval")?,
+            (None, None) => Duration::from_secs(30 * 60),
+        };
+        if interval < Duration::from_secs(1) {
+            bail!("`--interval`: at least one second");
+        }
+        let splay = match (&args.splay, config.splaylimit()) {
+            (Some(text), _) => parse_duration(text, "--splay")?,
+            (None, Some(text)) => parse_duration(text, "splaylimit")?,
+            (None, None) => Duration::ZERO,
+        };
+        let config_copy = match text {
+            Some(text) => {
+                let path = state_dir.join(CONFIG_COPY);
+                write_private(state_dir, CONFIG_COPY, text.as_bytes()).with_context(|| {
+                    format!(
+                        "cannot keep a copy of the config file in `{}`",
+                        path.display()
+                    )
+                })?;
+                Some(path)
+            }
+            None => None,
+        };
+        Ok(Settings {
+            interval,
+            splay,
+            config_copy,
+        })
+    }
+
+    /// A random wait up to the splay.
+    fn splay_now(&self) -> Duration {
+        if self.splay.is_zero() {
+            return Duration::ZERO;
+        }
+        let mut bytes = [0u8; 8];
+        let random = std::fs::File::open("/dev/urandom")
+            .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut bytes))
+            .map(|()| u64::from_le_bytes(bytes))
+            .unwrap_or(0);
+        Duration::from_millis(random % (self.splay.as_millis().max(1) as u64))
+    }
+}
+
+/// Waits `duration`, reloading the config on SIGHUP; the signal that stops the agent,
+/// if one comes.
+fn wait(
+    rx: &mpsc::Receiver<Event>,
+    duration: Duration,
+    settings: &mut Settings,
+    args: &AgentArgs,
+    state_dir: &Path,
+) -> Option<Signal> {
+    let until = Instant::now() + duration;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Err(mpsc::RecvTimeoutError::Timeout) => return None,
+            Err(mpsc::RecvTimeoutError::Disconnected) => return None,
+            Ok(Event::Signal(Signal::SIGHUP)) => reload(settings, args, state_dir),
+            Ok(Event::Signal(signal)) => return Some(signal),
+            Ok(Event::RunEnded(_)) => {}
+        }
+    }
+}
+
+fn reload(settings: &mut Settings, args: &AgentArgs, state_dir: &Path) {
+    match Settings::load(args, state_dir) {
+        Ok(loaded) => {
+            *settings = loaded;
+            output::line("agent: SIGHUP: the configuration is reloaded");
+        }
+        Err(error) => output::warning(&format!(
+            "agent: SIGHUP: the configuration is not reloaded, the runs go on with the last \
+             good one: {error:#}"
+        )),
+    }
+}
+
+/// One run of `wconverge apply`: its exit code, and the signal that stopped the agent
+/// during it, if one did.
+fn run(
+    args: &AgentArgs,
+    settings: &Settings,
+    state_dir: &Path,
+    run_timeout: Duration,
+    (tx, rx): (&mpsc::Sender<Event>, &mpsc::Receiver<Event>),
+    state: &mut State,
+) -> (u8, Option<Signal>) {
+    let started = Instant::now();
+    let at = wconverge_store::now();
+    let mut command = std::process::Command::new(
+        std::env::current_exe().unwrap_or_else(|_| PathBuf::from("wconverge")),
+    );
+    command
+        .arg("apply")
+        .args(&args.apply)
+        .arg("--format")
+        .arg("json");
+    command.arg("--state-dir").arg(state_dir);
+    if let Some(store) = &args.store.store {
+        command.arg("--store").arg(store);
+    }
+    if let Some(copy) = &settings.config_copy {
+        command.arg("--config").arg(copy);
+    }
+    command
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit());
+    let child = match command.spawn() {
+        Ok(child) => child,
+        Err(error) => {
+            output::warning(&format!("agent: the run could not start: {error}"));
+            return (1, None);
+        }
+    };
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
+    let tx = tx.clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(Event::RunEnded(child.wait_with_output()));
+    });
+    let mut stopping: Option<Signal> = None;
+    let mut asked: Option<Instant> = None;
+    let mut escalation = 0;
+    let output = loop {
+        let deadline = match asked {
+            Some(asked) => asked + STOP_GRACE,
+            None => started + run_timeout,
+        };
+        match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
+            Ok(Event::RunEnded(output)) => break output,
+            Ok(Event::Signal(Signal::SIGHUP)) => {
+                let mut reloaded = Settings {
+                    interval: settings.interval,
+                    splay: settings.splay,
+                    config_copy: settings.config_copy.clone(),
+                };
+                reload(&mut reloaded, args, state_dir);
+            }
+            Ok(Event::Signal(signal)) => {
+                if stopping.is_none() {
+                    output::line(&format!(
+                        "agent: {signal}: the run finishes the resources in progress and applies nothing more"
+                    ));
+                    let _ = nix::sys::signal::kill(pid, Signal::SIGUSR1);
+                    asked = Some(Instant::now());
+                }
+                stopping = Some(signal);
+            }
+            Err(_) => {
+                // Past the deadline: asked to stop, then stopped, then killed.
+                let next = [Signal::SIGUSR1, Signal::SIGTERM, Signal::SIGKILL][escalation.min(2)];
+                output::warning(&format!("agent: the run takes too long: {next} to it"));
+                let _ = nix::sys::signal::kill(pid, next);
+                escalation += 1;
+                asked = Some(Instant::now());
+            }
+        }
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let (code, report) = match output {
+        Ok(output) => (
+            output.status.code().unwrap_or(1),
+            serde_json::from_slice::<serde_json::Value>(&output.stdout).ok(),
+        ),
+        Err(_) => (1, None),
+    };
+    let count = |key: &str| {
+        report
+            .as_ref()
+            .and_then(|report| report["summary"][key].as_u64())
+            .unwrap_or(0)
+    };
+    let (changed, failed) = (count("changed"), count("failed"));
+    let status = match code {
+        0 => "unchanged",
+        2 => "changed",
+        1 => "not run",
+        _ => "failed",
+    };
+    state.runs += 1;
+    if state.runs > 1 {
+        state.drift_changes += changed;
+    }
+    state.last_run = Some(LastRun {
+        at,
+        exit_code: code,
+        status: status.to_owned(),
+        changed,
+        failed,
+        seconds,
+    });
+    write_state(state_dir, state);
+    output::line(&format!(
+        "agent: run {} at {}: {status} (exit {code}), {changed} changed, {failed} failed, {seconds:.2} s",
+        state.runs,
+        time_text(at)
+    ));
+    (u8::try_from(code).unwrap_or(1), stopping)
+}
+
+/// Blocks the signals the agent handles (SIGUSR1 too, which it sends its runs, which
+/// unblock it) and sends each as an event.
+fn watch_signals(tx: mpsc::Sender<Event>) {
+    let mut signals = SigSet::empty();
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        signals.add(signal);
+    }
+    if pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&signals), None).is_err() {
+        return;
+    }
+    std::thread::spawn(move || {
+        while let Ok(signal) = signals.wait() {
+            if tx.send(Event::Signal(signal)).is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Writes `bytes` to `name` in the private directory `dir`, replacing it whole (a new
+/// file renamed over the old one).
+fn write_private(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let directory = wconverge_runtime::open_private_dir(dir).map_err(std::io::Error::other)?;
+    let temporary = format!(".{name}.{}", std::process::id());
+    let fd = rustix::fs::openat(
+        &directory,
+        temporary.as_str(),
+        rustix::fs::OFlags::WRONLY
+            | rustix::fs::OFlags::CREATE
+            | rustix::fs::OFlags::TRUNC
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    rustix::fs::renameat(&directory, temporary.as_str(), &directory, name)?;
+    Ok(())
+}
+
+fn write_state(state_dir: &Path, state: &State) {
+    let Ok(text) = serde_json::to_string_pretty(state) else {
+        return;
+    };
+    if let Err(error) = write_private(state_dir, STATE_FILE, text.as_bytes()) {
+        output::warning(&format!("agent: its state could not be written: {error}"));
+    }
+}
+
+/// `wconverge agent status`.
+fn status(store: &StoreArgs) -> anyhow::Result<u8> {
+    let state_dir = crate::dirs::state_dir(store.state_dir.clone())?;
+    let path = state_dir.join(STATE_FILE);
+    let bytes = match wconverge_runtime::read_regular(&path, 1 << 20) {
+        Ok(bytes) => bytes,
+        Err(_) => {
+            output::line(&format!(
+                "no agent has run with the state directory `{}`",
+                state_dir.display()
+            ));
+            return Ok(3);
+        }
+    };
+    let state: State = serde_json::from_slice(&bytes)
+        .with_context(|| format!("`{}` is not the agent's state", path.display()))?;
+    let alive = state.running
+        && nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(i32::try_from(state.pid).unwrap_or(0)),
+            None,
+        )
+        .is_ok();
+    let mut text = format!(
+        "agent: {} (pid {}, started {}), a run every {} s\n",
+        if alive { "running" } else { "not running" },
+        state.pid,
+        time_text(state.started),
+        state.interval_seconds
+    );
+    match &state.last_run {
+        Some(last) => text.push_str(&format!(
+            "last run: {}: {} (exit {}), {} changed, {} failed, {:.2} s\n",
+            time_text(last.at),
+            last.status,
+            last.exit_code,
+            last.changed,
+            last.failed,
+            last.seconds
+        )),
+        None => text.push_str("last run: none yet\n"),
+    }
+    if let (true, Some(next)) = (alive, state.next_run) {
+        text.push_str(&format!("next run: {}\n", time_text(next)));
+    }
+    text.push_str(&format!(
+        "runs: {}; drift corrected since it started: {} change{}\n",
+        state.runs,
+        state.drift_changes,
+        if state.drift_changes == 1 { "" } else { "s" }
+    ));
+    output::text(&text);
+    Ok(if alive { 0 } else { 3 })
+}

@@ -1,0 +1,276 @@
+//! `wconverge agent`: runs `apply` every interval, corrects drift at its next run, says
+//! how it goes (`agent status`), stops cleanly on SIGTERM (a run in progress finishes the
+//! resources it is applying and applies nothing more), keeps its last good
+//! configuration when SIGHUP finds a broken one, and goes on after a failed run.
+
+use crate::support::{Machine, WCONVERGE};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::time::{Duration, Instant};
+
+/// An agent running in the background, killed when dropped (a failed test leaves none).
+struct Agent {
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Agent {
+    fn start(machine: &Machine, args: &[&str]) -> Agent {
+        let log = machine
+            .root()
+            .join(format!("agent-{}.log", std::process::id()));
+        let file = std::fs::File::create(&log).expect("log");
+        let child = machine
+            .command(WCONVERGE)
+            .arg("agent")
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file)
+            .spawn()
+            .expect("agent started");
+        Agent {
+            child: Some(child),
+            log,
+        }
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits (at most `within`) until the log has `text`.
+    fn wait_for(&self, text: &str, within: Duration) {
+        let until = Instant::now() + within;
+        while !self.log().contains(text) {
+            assert!(
+                Instant::now() < until,
+                "no `{text}` in the agent's log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = self.child.as_ref().expect("running").id();
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal");
+    }
+
+    /// Waits (at most `within`) for the agent to exit; its exit code.
+    fn exit(&mut self, within: Duration) -> i32 {
+        let mut child = self.child.take().expect("running");
+        let until = Instant::now() + within;
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status.code().unwrap_or(-1);
+            }
+            if Instant::now() > until {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the agent did not exit within {within:?}:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn status(machine: &Machine) -> (i32, String) {
+    let run = machine.run(&["agent", "status"]);
+    (run.code, run.stdout)
+}
+
+fn text(path: &Path) -> &str {
+    path.to_str().expect("utf-8")
+}
+
+/// Waits (at most `within`) until `check` holds.
+fn eventually(within: Duration, what: &str, check: impl Fn() -> bool) {
+    let until = Instant::now() + within;
+    while !check() {
+        assert!(Instant::now() < until, "not within {within:?}: {what}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn an_agent_keeps_the_machine_converged_and_stops_on_sigterm() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.pp",
+        "file { '@FILES@/managed': ensure => file, content => \"managed\\n\", mode => '0644' }\n",
+    );
+    let policy = machine.policy("");
+    let managed = PathBuf::from(machine.file("managed"));
+    let once = machine.run(&[
+        "agent",
+        "--once",
+        text(&manifest),
+        "--policy",
+        text(&policy),
+    ]);
+    assert_eq!(once.code, 2, "one run, with changes: {once:#?}");
+    assert_eq!(
+        std::fs::read_to_string(&managed).expect("managed"),
+        "managed\n"
+    );
+    let (code, said) = status(&machine);
+    assert_eq!(code, 3, "not running: {said}");
+    assert!(
+        said.contains("last run: ") && said.contains(": changed (exit 2), 1 changed"),
+        "{said}"
+    );
+    let mut agent = Agent::start(
+        &machine,
+        &[
+            "--interval",
+            "1s",
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    agent.wait_for("agent: run 1 ", Duration::from_secs(30));
+    // Drift: the file removed, then its mode changed; each corrected at a next run.
+    std::fs::remove_file(&managed).expect("drift");
+    eventually(Duration::from_secs(30), "the file back", || {
+        managed.exists()
+    });
+    std::fs::set_permissions(
+        &managed,
+        std::os::unix::fs::PermissionsExt::from_mode(0o666),
+    )
+    .expect("chmod");
+    eventually(Duration::from_secs(30), "the mode back", || {
+        std::fs::metadata(&managed).is_ok_and(|meta| {
+            std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777 == 0o644
+        })
+    });
+    // The agent writes its state once a run has ended: counted at most a run later.
+    let drift = || {
+        let (code, said) = status(&machine);
+        let count: u64 = said
+            .split("drift corrected since it started: ")
+            .nth(1)
+            .and_then(|rest| rest.split(' ').next())
+            .and_then(|count| count.parse().ok())
+            .unwrap_or(0);
+        (code, said, count)
+    };
+    eventually(Duration::from_secs(30), "two corrections counted", || {
+        drift().2 >= 2
+    });
+    let (code, said, _) = drift();
+    assert_eq!(code, 0, "running: {said}");
+    assert!(said.contains("next run: "), "{said}");
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(20)), 0, "{}", agent.log());
+    let (code, said) = status(&machine);
+    assert_eq!(code, 3, "{said}");
+    assert!(said.starts_with("agent: not running"), "{said}");
+    // The runs' reports are in the store.
+    let reports = machine.run(&["reports"]);
+    assert!(reports.stdout.lines().count() >= 4, "{reports:#?}");
+}
+
+#[test]
+fn sigterm_during_a_run_lets_the_resource_in_progress_finish_and_applies_nothing_more() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.pp",
+        r#"exec { 'slow': command => "/bin/sh -c 'touch @FILES@/started; sleep 2; touch @FILES@/finished'", creates => '@FILES@/finished' }
+-> file { '@FILES@/after': ensure => file }
+"#,
+    );
+    let policy = machine.policy("");
+    let mut agent = Agent::start(
+        &machine,
+        &[
+            "--interval",
+            "1h",
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    let started = PathBuf::from(machine.file("started"));
+    eventually(Duration::from_secs(60), "the exec started", || {
+        started.exists()
+    });
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(60)), 0, "{}", agent.log());
+    assert!(
+        Path::new(&machine.file("finished")).exists(),
+        "the exec in progress finished: {}",
+        agent.log()
+    );
+    assert!(
+        !Path::new(&machine.file("after")).exists(),
+        "nothing applied after it: {}",
+        agent.log()
+    );
+    let log = agent.log();
+    assert!(
+        log.contains("finishes the resources in progress and applies nothing more"),
+        "{log}"
+    );
+    assert!(
+        log.contains("failed"),
+        "the resource not applied counts as failed: {log}"
+    );
+}
+
+#[test]
+fn sighup_with_a_broken_config_keeps_the_last_good_one_and_a_failed_run_is_tried_again() {
+    let machine = Machine::new();
+    let config = machine.root().join("wconverge.conf");
+    std::fs::write(&config, "keep_reports = 5\n").expect("config");
+    let manifest = machine.manifest("site.pp", "file { '@FILES@/a': ensure => file \n");
+    let policy = machine.policy("");
+    let mut agent = Agent::start(
+        &machine,
+        &[
+            "--interval",
+            "1s",
+            "--config",
+            text(&config),
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    // A manifest that does not compile: the run fails, nothing is changed, and the next
+    // run tries again.
+    agent.wait_for("agent: run 2 ", Duration::from_secs(30));
+    assert!(agent.log().contains("not run (exit 1)"), "{}", agent.log());
+    assert!(!Path::new(&machine.file("a")).exists());
+    std::fs::write(&config, "keep_reports = 'many'\n").expect("broken config");
+    agent.signal(nix::sys::signal::Signal::SIGHUP);
+    agent.wait_for("the configuration is not reloaded", Duration::from_secs(10));
+    std::fs::write(
+        &manifest,
+        format!("file {{ '{}': ensure => file }}\n", machine.file("a")),
+    )
+    .expect("fixed");
+    eventually(
+        Duration::from_secs(30),
+        "the fixed manifest applied",
+        || Path::new(&machine.file("a")).exists(),
+    );
+    let log = agent.log();
+    assert!(
+        log.contains("changed (exit 2), 1 changed"),
+        "the runs go on with the last good config: {log}"
+    );
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(20)), 0, "{}", agent.log());
+}
