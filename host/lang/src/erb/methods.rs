@@ -332,14 +332,20 @@ fn numeric(
         ("ceil", [], _) => Ok(RVal::Int(value.ceil() as i64)),
         ("round", [], _) => Ok(RVal::Int(value.round() as i64)),
         ("to_f", [], _) => Ok(RVal::Float(value)),
-        ("abs", [], RVal::Int(i)) => Ok(RVal::Int(i.abs())),
+        ("abs", [], RVal::Int(i)) => i
+            .checked_abs()
+            .map(RVal::Int)
+            .ok_or_else(|| Error::new("integer overflow", line)),
         ("abs", [], _) => Ok(RVal::Float(value.abs())),
         ("zero?", [], _) => Ok(RVal::Bool(value == 0.0)),
         ("positive?", [], _) => Ok(RVal::Bool(value > 0.0)),
         ("negative?", [], _) => Ok(RVal::Bool(value < 0.0)),
         ("even?", [], RVal::Int(i)) => Ok(RVal::Bool(i % 2 == 0)),
         ("odd?", [], RVal::Int(i)) => Ok(RVal::Bool(i % 2 != 0)),
-        ("succ" | "next", [], RVal::Int(i)) => Ok(RVal::Int(i + 1)),
+        ("succ" | "next", [], RVal::Int(i)) => i
+            .checked_add(1)
+            .map(RVal::Int)
+            .ok_or_else(|| Error::new("integer overflow", line)),
         ("times", [], RVal::Int(count)) => {
             let Some(block) = block else {
                 return Err(Error::new("`times` takes a block", line));
@@ -590,7 +596,7 @@ fn string(
             if start < 0 || start > len || *count < 0 {
                 RVal::Nil
             } else {
-                let end = (start + count).min(len);
+                let end = start.saturating_add(*count).min(len);
                 RVal::Str(chars[start as usize..end as usize].iter().collect())
             }
         }

@@ -19,17 +19,23 @@ fn need_block<'b>(block: Option<&'b Block>, name: &str, line: u32) -> Result<&'b
 }
 
 fn sort_values(items: &mut [RVal], line: u32) -> Result<(), Error> {
+    sort_keyed(items, |item| item, line)
+}
+
+/// Sorts `items` by Ruby's `<=>` of their keys; values it cannot order are Ruby's
+/// error ("comparison of String with 1 failed").
+fn sort_keyed<T>(items: &mut [T], key: impl Fn(&T) -> &RVal, line: u32) -> Result<(), Error> {
     let mut failed = None;
-    items.sort_by(|a, b| match a.compare(b) {
-        Some(ordering) => ordering,
-        None => {
+    items.sort_by(|a, b| {
+        let (a, b) = (key(a), key(b));
+        a.compare(b).unwrap_or_else(|| {
             failed = Some(format!(
                 "comparison of {} with {} failed",
                 a.class(),
                 b.inspect()
             ));
             Ordering::Equal
-        }
+        })
     });
     match failed {
         Some(message) => Err(Error::new(message, line)),
@@ -49,21 +55,7 @@ fn sort_by_keys(
         let key = run.call_block(block, vec![item.clone()], line)?;
         keyed.push((key, item));
     }
-    let mut failed = None;
-    keyed.sort_by(|(a, _), (b, _)| match a.compare(b) {
-        Some(ordering) => ordering,
-        None => {
-            failed = Some(format!(
-                "comparison of {} with {} failed",
-                a.class(),
-                b.inspect()
-            ));
-            Ordering::Equal
-        }
-    });
-    if let Some(message) = failed {
-        return Err(Error::new(message, line));
-    }
+    sort_keyed(&mut keyed, |(key, _)| key, line)?;
     Ok(keyed.into_iter().map(|(_, item)| item).collect())
 }
 
@@ -384,7 +376,7 @@ pub(super) fn array(
         ("[]", [RVal::Range(from, to)]) => match index_of(items.len() + 1, *from) {
             Some(start) => {
                 let end = if *to < 0 {
-                    items.len() as i64 + to
+                    (items.len() as i64).saturating_add(*to)
                 } else {
                     *to
                 };
@@ -392,7 +384,10 @@ pub(super) fn array(
                     items
                         .iter()
                         .skip(start)
-                        .take((end - start as i64 + 1).max(0) as usize)
+                        .take(
+                            usize::try_from(end.saturating_sub(start as i64).saturating_add(1))
+                                .unwrap_or(0),
+                        )
                         .cloned()
                         .collect(),
                 )

@@ -707,7 +707,7 @@ impl Run<'_> {
             }
             Expr::Range(from, to, exclusive) => match (self.eval(from)?, self.eval(to)?) {
                 (RVal::Int(from), RVal::Int(to)) => {
-                    RVal::Range(from, if *exclusive { to - 1 } else { to })
+                    RVal::Range(from, if *exclusive { to.saturating_sub(1) } else { to })
                 }
                 _ => return Err(Error::new("ranges of integers only", 0)),
             },

@@ -175,3 +175,26 @@ fn a_template_that_loops_or_prints_without_end_stops_at_its_limits() {
         .expect_err("too much output");
     assert!(error.message.contains("16 MiB"), "{}", error.message);
 }
+
+#[test]
+fn a_template_cut_anywhere_is_rendered_or_refused_and_never_panics() {
+    for (template, _) in AS_RUBY_RENDERS_THEM {
+        for end in (0..=template.len()).filter(|end| template.is_char_boundary(*end)) {
+            let _ = rendered(&template[..end]);
+        }
+    }
+    for hostile in [
+        "<%= 9223372036854775807 + 1 %>",
+        "<%= -9223372036854775807 - 2 %>",
+        "<%= (-9223372036854775807 - 1).abs %>",
+        "<%= 9223372036854775807.succ %>",
+        "<%= 'abc'[1, 9223372036854775807] %>",
+        "<%= [1, 2][0..9223372036854775807] %>",
+        "<%= (1...-9223372036854775807).to_a %>",
+        "<%= (-9223372036854775807 - 1) / -1 %>",
+        "<%= 5 % 0 %>",
+        "<%= '%*s' % [-9223372036854775807, 'x'] %>",
+    ] {
+        let _ = rendered(hostile);
+    }
+}
