@@ -24,6 +24,7 @@ mod manifest;
 mod module_graph;
 mod node;
 mod ordering;
+mod package;
 mod packages;
 mod pg;
 mod providers;

@@ -21,7 +21,11 @@ fn main() -> ExitCode {
     let result = match task.as_deref() {
         Some("demo") => demo(),
         Some("webserver") => webserver(std::env::args().nth(2).as_deref() == Some("--remove")),
-        _ => Err("usage: cargo xtask demo | cargo xtask webserver [--remove]".to_owned()),
+        Some("deb") => deb(),
+        _ => Err(
+            "usage: cargo xtask demo | cargo xtask webserver [--remove] | cargo xtask deb"
+                .to_owned(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -29,6 +33,33 @@ fn main() -> ExitCode {
             eprintln!("xtask: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `cargo xtask deb`: the release binary, then its Debian package in target/deb.
+fn deb() -> Result<(), String> {
+    let root = repository();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = std::process::Command::new(cargo)
+        .args(["build", "--release", "--package", "wconverge-cli"])
+        .current_dir(&root)
+        .status()
+        .map_err(|error| format!("cannot run cargo: {error}"))?;
+    if !status.success() {
+        return Err("the release build failed".to_owned());
+    }
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let binary = target.join("release/wconverge");
+    let status = std::process::Command::new(&binary)
+        .args(["__package-deb", "--out"])
+        .arg(target.join("deb"))
+        .status()
+        .map_err(|error| format!("cannot run {}: {error}", binary.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err("the package could not be built".to_owned())
     }
 }
 

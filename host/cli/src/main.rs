@@ -18,6 +18,7 @@ mod literal;
 mod lock;
 mod modules;
 mod output;
+mod package;
 mod plugin_test;
 mod plugins_command;
 mod reports;
@@ -107,6 +108,12 @@ enum Command {
     /// Keep this machine converged: apply every `--interval` (the arguments are
     /// `apply`'s), or `--once`; `agent status` says how it goes.
     Agent(agent::AgentArgs),
+    /// Build the Debian package of this binary into DIR (what `cargo xtask deb` runs).
+    #[command(name = "__package-deb", hide = true)]
+    PackageDeb {
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
     /// Manage the store nodes share.
     Store {
         #[command(subcommand)]
@@ -230,6 +237,11 @@ fn run(cli: Cli, trails: &Trails) -> anyhow::Result<u8> {
     match cli.command {
         Command::Apply(args) => commands::apply(args, trails),
         Command::Agent(args) => agent::agent(args),
+        Command::PackageDeb { out } => {
+            let package = package::build(&out, <Cli as clap::CommandFactory>::command())?;
+            output::line(&package.display().to_string());
+            Ok(0)
+        }
         Command::Compile(args) => commands::compile(args, trails),
         Command::Validate(args) => commands::validate(args, trails),
         Command::Graph(args) => commands::graph(args, trails),
