@@ -48,6 +48,8 @@ fn the_package_installs_converges_a_pristine_host_keeps_it_so_and_uninstalls_cle
         "./lib/systemd/system/wconverge-agent.timer",
         "./lib/systemd/system/wconverge-agent-once.service",
         "./usr/share/man/man1/wconverge.1.gz",
+        "./usr/share/man/man1/wconverge-apply.1.gz",
+        "./usr/share/man/man1/wconverge-agent.1.gz",
         "./usr/share/bash-completion/completions/wconverge",
         "./usr/share/zsh/vendor-completions/_wconverge",
         "./usr/share/fish/vendor_completions.d/wconverge.fish",

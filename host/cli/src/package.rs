@@ -2,8 +2,8 @@
 //! and asks it, through the hidden `wconverge __package-deb --out DIR`): the binary
 //! (stripped of debug information when `strip` is there), a commented config file and
 //! site manifest (conffiles), the agent's systemd units (a service that runs the agent,
-//! a timer that runs it `--once`), a man page and shell completions generated from the
-//! command line's definition. Built with `dpkg-deb`. Installing starts nothing; removing
+//! a timer that runs it `--once`), man pages (one per command) and shell completions
+//! generated from the command line's definition. Built with `dpkg-deb`. Installing starts nothing; removing
 //! stops and disables the units first.
 
 use anyhow::{Context, bail};
@@ -127,19 +127,21 @@ pub(crate) fn build(out: &Path, mut command: clap::Command) -> anyhow::Result<Pa
             0o644,
         )?;
     }
-    // The man page, compressed as Debian wants it, and the completions.
-    let mut page = Vec::new();
-    clap_mangen::Man::new(command.clone())
-        .render(&mut page)
-        .context("cannot render the man page")?;
-    file("usr/share/man/man1/wconverge.1", &page, 0o644)?;
+    // The man pages (`wconverge.1` and one per command: `wconverge-apply.1`...),
+    // compressed as Debian wants them, and the completions.
+    let man = root.join("usr/share/man/man1");
+    std::fs::create_dir_all(&man)?;
+    clap_mangen::generate_to(command.clone(), &man).context("cannot render the man pages")?;
+    let pages: Vec<PathBuf> = std::fs::read_dir(&man)?
+        .filter_map(|entry| entry.ok().map(|entry| entry.path()))
+        .collect();
     let status = Command::new("gzip")
         .args(["-9n", "-f"])
-        .arg(root.join("usr/share/man/man1/wconverge.1"))
+        .args(&pages)
         .status()
         .context("gzip")?;
     if !status.success() {
-        bail!("gzip could not compress the man page");
+        bail!("gzip could not compress the man pages");
     }
     for (shell, path) in [
         (
