@@ -7,6 +7,10 @@ use crate::diagnostic::{DiagnosticCode, Severity, Span};
 use crate::erb::{Host, RVal};
 use crate::eval::value::Val;
 
+/// What a template's call of a function gives when the function failed: the function
+/// reported it, and the template stops without reporting it again.
+const SAID: &str = "\u{0}reported";
+
 /// A template's view of the compile: the calling scope's variables, and the functions.
 struct Calls<'e, 'a> {
     evaluator: &'e mut Evaluator<'a>,
@@ -29,7 +33,7 @@ impl Host for Calls<'_, '_> {
             let args = args.iter().map(from_ruby).collect();
             let value = self.evaluator.render_erb("template", args, self.span);
             if self.evaluator.errors > before {
-                return Err("the template it renders failed (said above)".to_owned());
+                return Err(SAID.to_owned());
             }
             return Ok(to_ruby(&value));
         }
@@ -40,7 +44,7 @@ impl Host for Calls<'_, '_> {
         let args = args.iter().map(from_ruby).collect();
         let value = crate::eval::functions::call(self.evaluator, name, args, None, self.span);
         if self.evaluator.errors > before {
-            return Err(format!("the function `{name}` failed (said above)"));
+            return Err(SAID.to_owned());
         }
         Ok(to_ruby(&value))
     }
@@ -99,6 +103,25 @@ impl Evaluator<'_> {
     /// `template('NAME/file.erb', ...)` (each template's text, joined) or
     /// `inline_template(text, ...)`.
     pub(crate) fn render_erb(&mut self, name: &str, args: Vec<Val>, span: Span) -> Val {
+        if self.erb_depth >= crate::MAX_NESTING {
+            self.report(
+                Severity::Error,
+                DiagnosticCode::Erb,
+                span,
+                format!(
+                    "templates render templates more than {} deep (the limit)",
+                    crate::MAX_NESTING
+                ),
+            );
+            return Val::Undef;
+        }
+        self.erb_depth += 1;
+        let rendered = self.render_erb_texts(name, args, span);
+        self.erb_depth -= 1;
+        rendered
+    }
+
+    fn render_erb_texts(&mut self, name: &str, args: Vec<Val>, span: Span) -> Val {
         let mut out = String::new();
         for arg in args {
             let Val::Str(first) = arg else {
@@ -131,6 +154,8 @@ impl Evaluator<'_> {
             });
             match rendered {
                 Ok(text) => out.push_str(&text),
+                // A function it called failed, and said why: nothing more to say.
+                Err(error) if error.message == SAID => return Val::Undef,
                 Err(error) => {
                     self.report(
                         Severity::Error,

@@ -297,6 +297,9 @@ pub(crate) struct Evaluator<'a> {
     templates: HashMap<String, Option<(u32, Rc<crate::syntax::DefineDef>)>>,
     /// What the templates being rendered have printed so far, innermost last.
     epp_output: Vec<String>,
+    /// ERB templates being rendered, one inside another (`scope.call_function('template',
+    /// ...)`), at most `MAX_NESTING`.
+    erb_depth: usize,
     /// How many of `diagnostics` are errors, plus each read of a variable whose value
     /// failed (`Scope::failed`): an expression whose operand reported one does not
     /// report its consequences too.
@@ -399,6 +402,7 @@ impl<'a> Evaluator<'a> {
             extra_sources: Vec::new(),
             templates: HashMap::new(),
             epp_output: Vec::new(),
+            erb_depth: 0,
             errors: 0,
             classes: HashMap::new(),
             defines: HashMap::new(),
