@@ -268,3 +268,40 @@ fn sighup_with_a_broken_config_keeps_the_last_good_one_and_a_failed_run_is_tried
     agent.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(agent.exit(Duration::from_secs(20)), 0, "{}", agent.log());
 }
+
+#[test]
+fn sighup_during_a_run_takes_the_new_configuration_for_the_next_runs() {
+    let machine = Machine::new();
+    let config = machine.root().join("wconverge.conf");
+    std::fs::write(&config, "runinterval = \"1h\"\n").expect("config");
+    let manifest = machine.manifest(
+        "site.pp",
+        "exec { 'slow': command => \"/bin/sh -c 'touch @FILES@/started; sleep 1'\" }\n",
+    );
+    let policy = machine.policy("");
+    let mut agent = Agent::start(
+        &machine,
+        &[
+            "--config",
+            text(&config),
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    let started = PathBuf::from(machine.file("started"));
+    eventually(Duration::from_secs(60), "the first run going", || {
+        started.exists()
+    });
+    std::fs::write(&config, "runinterval = \"1s\"\n").expect("new config");
+    agent.signal(nix::sys::signal::Signal::SIGHUP);
+    // Every hour, as the agent started; every second once it took the new configuration.
+    agent.wait_for("agent: run 2 ", Duration::from_secs(30));
+    assert!(
+        agent.log().contains("the configuration is reloaded"),
+        "{}",
+        agent.log()
+    );
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(30)), 0, "{}", agent.log());
+}

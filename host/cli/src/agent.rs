@@ -163,7 +163,7 @@ pub(crate) fn agent(args: AgentArgs) -> anyhow::Result<u8> {
         }
         let (code, stopped) = run(
             &args,
-            &settings,
+            &mut settings,
             &state_dir,
             run_timeout,
             (&tx, &rx),
@@ -236,11 +236,12 @@ impl Settings {
         if self.splay.is_zero() {
             return Duration::ZERO;
         }
-        let mut bytes = [0u8; 8];
-        let random = std::fs::File::open("/dev/urandom")
-            .and_then(|mut file| std::io::Read::read_exact(&mut file, &mut bytes))
-            .map(|()| u64::from_le_bytes(bytes))
-            .unwrap_or(0);
+        // The standard library's hasher keys come from the system's random source (no
+        // path to open): enough to spread a fleet's runs.
+        let random = std::hash::BuildHasher::hash_one(
+            &std::collections::hash_map::RandomState::new(),
+            std::time::SystemTime::now(),
+        );
         Duration::from_millis(random % (self.splay.as_millis().max(1) as u64))
     }
 }
@@ -284,7 +285,7 @@ fn reload(settings: &mut Settings, args: &AgentArgs, state_dir: &Path) {
 /// during it, if one did.
 fn run(
     args: &AgentArgs,
-    settings: &Settings,
+    settings: &mut Settings,
     state_dir: &Path,
     run_timeout: Duration,
     (tx, rx): (&mpsc::Sender<Event>, &mpsc::Receiver<Event>),
@@ -333,14 +334,8 @@ fn run(
         };
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
             Ok(Event::RunEnded(output)) => break output,
-            Ok(Event::Signal(Signal::SIGHUP)) => {
-                let mut reloaded = Settings {
-                    interval: settings.interval,
-                    splay: settings.splay,
-                    config_copy: settings.config_copy.clone(),
-                };
-                reload(&mut reloaded, args, state_dir);
-            }
+            // Reloaded for the next runs; this one goes on with what it started with.
+            Ok(Event::Signal(Signal::SIGHUP)) => reload(settings, args, state_dir),
             Ok(Event::Signal(signal)) => {
                 if stopping.is_none() {
                     output::line(&format!(
