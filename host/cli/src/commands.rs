@@ -158,16 +158,18 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     } else {
         wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
     };
+    // One sync per directory the run changed, rather than one per file: part of the
+    // run's phase.
+    let sync_started = std::time::Instant::now();
+    let unsynced = runtime.sync_directories();
     let mut report = report;
     report.phases = Some(wconverge_engine::report::Phases {
         facts_ms: loaded.facts_ms,
         compile_ms: (loaded_ms - loaded.facts_ms).max(0.0),
         prepare_ms,
-        run_ms: report.duration_ms,
+        run_ms: report.duration_ms + milliseconds(sync_started),
     });
     let report_started = std::time::Instant::now();
-    // One sync per directory the run changed, rather than one per file.
-    let unsynced = runtime.sync_directories();
     match format {
         ReportFormat::Human => output::report_human(
             &report,
