@@ -13,9 +13,9 @@ use std::path::Path;
 const CYCLES: &[(&str, &[&str], &str)] = &[
     (
         "engine",
-        &["ahead", "run", "schedule"],
-        "the run applies a resource, the scheduler runs many at once through it, and the \
-         guards evaluated ahead are those the run would evaluate: one run in three files",
+        &["ahead", "run"],
+        "the guards evaluated ahead are those the run would evaluate for a resource, and \
+         the run takes them when its turn comes: one step in two files",
     ),
     (
         "runtime",

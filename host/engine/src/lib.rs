@@ -22,14 +22,16 @@ pub use failure::{FactsError, Failure};
 mod run;
 mod schedule;
 mod schemas;
+mod scope;
 mod validate;
 
 pub use graph::Graph;
 pub use guard::{Guard, GuardBody};
 pub use prepared::{ENGINE, Prepared, PreparedResource};
 pub use redact::Secrets;
-pub use run::{Mode, run, run_with_jobs};
+pub use run::Mode;
 pub use schemas::Schemas;
+pub use scope::{Scope, run, run_scoped, run_with_jobs};
 pub use validate::{node_block_schema, prepare, prepare_taking_values};
 
 use std::fmt;

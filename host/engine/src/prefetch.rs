@@ -82,6 +82,9 @@ pub(crate) struct Prefetched {
     /// Whether resources read their own states (`Inner::next` is 0), as a flag that a
     /// resource found in sync asks without taking the lock: set and cleared under it.
     own_reads: AtomicBool,
+    /// For a run of some resources: those it applies, by catalog index (no other is
+    /// read in a batch).
+    selected: Option<Box<[bool]>>,
 }
 
 struct Inner {
@@ -124,7 +127,11 @@ struct Claimed {
 /// whose turn has not come, unread and not being read (before it in the run order too:
 /// another worker may have started one and not asked yet), as many as `next` allows;
 /// `None` when none is to be read in a batch now.
-fn claim(inner: &mut Inner, prepared: &Prepared, position: usize) -> Option<Claimed> {
+fn claim(
+    inner: &mut Inner,
+    (prepared, selected): (&Prepared, Option<&[bool]>),
+    position: usize,
+) -> Option<Claimed> {
     if inner.next == 0 {
         return None;
     }
@@ -137,7 +144,7 @@ fn claim(inner: &mut Inner, prepared: &Prepared, position: usize) -> Option<Clai
         taken,
         ..
     } = inner;
-    let batches = batches.get_or_insert_with(|| batches_of(prepared, order));
+    let batches = batches.get_or_insert_with(|| batches_of(prepared, order, selected));
     let batch = batches.at.get(position).copied().flatten()?;
     let asking = order[position];
     let members = &batches.members[batch];
@@ -200,6 +207,14 @@ impl Drop for Reading<'_> {
 }
 
 impl Prefetched {
+    /// For a run of the resources `selected` names (all when `None`).
+    pub(crate) fn for_selection(selected: Option<&[bool]>) -> Prefetched {
+        Prefetched {
+            selected: selected.map(Box::from),
+            ..Prefetched::default()
+        }
+    }
+
     /// The state read (and the changes planned) for the resource at `position` of the
     /// run order, reading it (with those to come of its batch) if it was not; `None`
     /// when its type reads one at a time, when it reads its own this time, or when the
@@ -214,7 +229,12 @@ impl Prefetched {
         let order = prepared.graph.order();
         let idx = order[position];
         let resource = &prepared.resources[idx];
-        if !batched(prepared, resource) {
+        if !batched(prepared, resource)
+            || self
+                .selected
+                .as_ref()
+                .is_some_and(|selected| !selected[idx])
+        {
             return None;
         }
         let mut read_ahead = true;
@@ -239,7 +259,7 @@ impl Prefetched {
         if let Some(state) = inner.states.remove(&idx) {
             return Some(state);
         }
-        let claimed = claim(&mut inner, prepared, position)?;
+        let claimed = claim(&mut inner, (prepared, self.selected.as_deref()), position)?;
         drop(inner);
         self.read(prepared, host, claimed, logs);
         self.inner
@@ -266,7 +286,7 @@ impl Prefetched {
                     && !inner.in_flight.contains(&order[other])
                     && !inner.states.contains_key(&order[other])
             })?;
-        claim(inner, prepared, ahead)
+        claim(inner, (prepared, self.selected.as_deref()), ahead)
     }
 
     /// Reads what `claimed` claimed and keeps it, unless the machine changed meanwhile.
@@ -344,13 +364,13 @@ fn batched(prepared: &Prepared, resource: &PreparedResource) -> bool {
 }
 
 /// The batches of the run: run positions grouped by [`BatchKey`], each in run order.
-fn batches_of(prepared: &Prepared, order: &[usize]) -> Batches {
+fn batches_of(prepared: &Prepared, order: &[usize], selected: Option<&[bool]>) -> Batches {
     let mut index: HashMap<BatchKey<'_>, usize> = HashMap::new();
     let mut batches: Vec<Vec<usize>> = Vec::new();
     let mut at = vec![None; order.len()];
     for (position, &idx) in order.iter().enumerate() {
         let resource = &prepared.resources[idx];
-        if !batched(prepared, resource) {
+        if !batched(prepared, resource) || selected.is_some_and(|selected| !selected[idx]) {
             continue;
         }
         let key = batch_key(prepared, resource);

@@ -24,6 +24,22 @@ pub struct Report {
     pub resources: Vec<ResourceReport>,
     /// Puppet's `--detailed-exitcodes`: 0 no change, 2 changes, 4 failures, 6 both.
     pub exit_code: i32,
+    /// Puppet's `corrective_change`: some change of this run put back what a run before
+    /// had made so and the machine had since drifted from, rather than what a new
+    /// catalog asked for.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub corrective_change: bool,
+    /// For a run that corrects drift it watched for: what it saw change.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub drift: Vec<Drift>,
+}
+
+/// A change on the machine that a watching agent saw, which led to a run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Drift {
+    pub path: String,
+    /// `written`, `attributes` (mode, owner, times), `removed`, `created` or `moved`.
+    pub event: String,
 }
 
 /// The phases of a command that applies, in milliseconds: gathering facts, compiling
@@ -128,6 +144,10 @@ pub struct ResourceReport {
     pub logs: Vec<LogReport>,
     pub duration_ms: f64,
     pub timings: Timings,
+    /// Its change corrected drift: the run before had left it in sync with the same
+    /// catalog (Puppet's `corrective_change`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub corrective_change: bool,
 }
 
 /// One guard as it was evaluated.

@@ -4,8 +4,7 @@
 use crate::prepared::{ENGINE, Prepared, PreparedResource};
 use crate::redact::{REDACTED, Secrets};
 use crate::report::{
-    ChangeReport, DiffReport, GuardReport, LogReport, RefreshReport, Report, ResourceReport,
-    Status, Summary,
+    ChangeReport, DiffReport, GuardReport, LogReport, RefreshReport, ResourceReport, Status,
 };
 use crate::{Call, Change, Failure, GuardBody, LogRecord, PluginHost, ScriptStatus};
 use std::collections::HashMap;
@@ -22,87 +21,30 @@ pub enum Mode {
     Apply,
 }
 
-/// Runs a prepared catalog, one resource at a time in graph order. Failures of single
-/// resources are outcomes in the report; this function itself does not fail.
-pub fn run(prepared: &Prepared, host: &(dyn PluginHost + Sync), mode: Mode) -> Report {
-    run_with_jobs(prepared, host, mode, 1)
-}
-
-/// Runs a prepared catalog, applying up to `jobs` resources at once without changing
-/// what it means (see `schedule`): a resource starts once every resource it depends on
-/// has finished and every earlier one it could reach or be reached by; each resource
-/// sees what it would see with `jobs` at 1, and the report lists resources in graph
-/// order whatever finished first.
-pub fn run_with_jobs(
-    prepared: &Prepared,
-    host: &(dyn PluginHost + Sync),
-    mode: Mode,
-    jobs: usize,
-) -> Report {
-    let started = Instant::now();
-    let shared = Shared {
-        prepared,
-        host,
-        mode,
-        node: RwLock::new(prepared.node_attributes.clone()),
-        facts: OnceLock::new(),
-        prefetched: crate::prefetch::Prefetched::default(),
-        ahead: Mutex::new(HashMap::new()),
-    };
-    let finished = crate::schedule::concurrently(&shared, jobs);
-    let mut summary = Summary {
-        resources: prepared.resources.len(),
-        ..Summary::default()
-    };
-    for outcome in &finished {
-        match outcome.report.status {
-            Status::Changed => summary.changed += 1,
-            Status::Unchanged => summary.unchanged += 1,
-            Status::WouldChange => summary.would_change += 1,
-            Status::Failed => summary.failed += 1,
-            Status::SkippedFailedDependency => summary.skipped += 1,
-            Status::SkippedByGuard => summary.skipped_by_guard += 1,
-            Status::SkippedByRequirement => summary.skipped_by_requirement += 1,
-        }
-        if outcome.refreshed {
-            summary.refreshed += 1;
-        }
-    }
-    // Into the outcomes' own memory (a report is most of an outcome): a copy of every
-    // report into fresh memory would be a catalog's worth of pages to zero.
-    let reports: Vec<ResourceReport> = finished.into_iter().map(|outcome| outcome.report).collect();
-    let exit_code = Report::detailed_exit_code(&summary);
-    Report {
-        format_version: crate::report::FORMAT_VERSION,
-        node: prepared.node.clone(),
-        mode: match mode {
-            Mode::Apply => "apply",
-            Mode::Noop => "noop",
-        },
-        duration_ms: started.elapsed().as_secs_f64() * 1000.0,
-        phases: None,
-        summary,
-        resources: reports,
-        exit_code,
-    }
-}
-
 /// What the resources of a run share.
 pub(crate) struct Shared<'a> {
     pub(crate) prepared: &'a Prepared,
     pub(crate) host: &'a (dyn PluginHost + Sync),
-    mode: Mode,
+    pub(crate) mode: Mode,
     /// The node attributes: as compiled, then as `node_block`s write them.
     pub(crate) node: RwLock<NodeAttributes>,
     /// Gathered at the first resource that needs them, once.
-    facts: OnceLock<Result<wconverge_requires::Facts, crate::FactsError>>,
+    pub(crate) facts: OnceLock<Result<wconverge_requires::Facts, crate::FactsError>>,
     pub(crate) prefetched: crate::prefetch::Prefetched,
     /// Guards evaluated ahead of their resource's turn, by run position (see
     /// [`crate::ahead`]).
     pub(crate) ahead: Mutex<HashMap<usize, crate::ahead::Ahead>>,
+    /// The resources to apply, by catalog index (the scope of a run of some resources).
+    pub(crate) selected: Option<&'a [bool]>,
 }
 
 impl Shared<'_> {
+    /// Whether the resource at catalog index `idx` is one the run applies unless
+    /// notified.
+    pub(crate) fn is_selected(&self, idx: usize) -> bool {
+        self.selected.is_none_or(|selected| selected[idx])
+    }
+
     fn facts(&self) -> &Result<wconverge_requires::Facts, crate::FactsError> {
         self.facts.get_or_init(|| self.host.facts())
     }
@@ -162,6 +104,8 @@ pub(crate) struct Outcome {
     pub(crate) report: ResourceReport,
     /// It was refreshed.
     pub(crate) refreshed: bool,
+    /// It ran: false for a resource a scoped run leaves as it was.
+    pub(crate) ran: bool,
 }
 
 impl Outcome {
@@ -199,12 +143,21 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         logs: Vec::new(),
         duration_ms: 0.0,
         timings: crate::report::Timings::default(),
+        corrective_change: false,
     };
     let Inputs {
         failed_dependencies,
         unmet,
         notified_by,
     } = inputs;
+    if notified_by.is_empty() && !shared.is_selected(idx) {
+        // Not in this scoped run: as the whole run before left it.
+        return Outcome {
+            report,
+            refreshed: false,
+            ran: false,
+        };
+    }
     if !held_back(shared, resource, failed_dependencies, unmet, &mut report) {
         let noop = mode == Mode::Noop || resource.noop;
         // Logs are scrubbed at the end, with the secrets of lazy values too.
@@ -397,7 +350,11 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
             .collect();
     }
     report.duration_ms = resource_started.elapsed().as_secs_f64() * 1000.0;
-    Outcome { report, refreshed }
+    Outcome {
+        report,
+        refreshed,
+        ran: true,
+    }
 }
 
 /// Whether the resource does not get as far as its guards: wconverge was interrupted,

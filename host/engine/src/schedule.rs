@@ -414,6 +414,7 @@ pub(crate) fn concurrently(shared: &Shared<'_>, jobs: usize) -> Vec<Outcome> {
             .zip(&footprints)
             .map(|(&idx, footprint)| {
                 *footprint == Footprint::Unbounded
+                    && shared.is_selected(idx)
                     && crate::ahead::may_guard_ahead(&prepared.resources[idx])
             })
             .collect(),

@@ -978,3 +978,4 @@ fn the_host_is_told_once_of_each_plugin_the_run_will_call() {
 
 mod checks_at_once;
 mod ordering;
+mod scoped;
