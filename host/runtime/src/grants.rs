@@ -178,6 +178,11 @@ pub(crate) fn nearest_existing(path: &str) -> String {
 }
 
 impl GrantCache {
+    /// Forgets the directories opened: the next run opens them anew.
+    pub(crate) fn clear(&self) {
+        self.opened.lock().expect("grant cache lock").clear();
+    }
+
     /// The grant for `dir` with `access`, checked against the policy and opened.
     pub(crate) fn grant(
         &self,

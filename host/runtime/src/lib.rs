@@ -560,6 +560,25 @@ impl Runtime {
         suitability
     }
 
+    /// Starts another run with this runtime (a watching agent's correction): what the
+    /// last run opened and walked by descriptor (the directories of its grants, the idle
+    /// instances that hold them, the paths it resolved) is forgotten, so that a directory
+    /// removed and made again since is opened anew rather than through the old one.
+    pub fn begin_run(&self) {
+        self.grants.clear();
+        self.resolved.lock().expect("resolved paths lock").clear();
+        let plugins: Vec<Arc<Plugin>> = self
+            .plugins
+            .lock()
+            .expect("plugins lock")
+            .values()
+            .filter_map(|plugin| plugin.as_ref().ok().cloned())
+            .collect();
+        for plugin in plugins {
+            plugin.drop_idle();
+        }
+    }
+
     /// Whether the plugin named `name` suits this machine, for `wconverge types`.
     pub fn plugin_suitability(&self, name: &str) -> Result<Suitability, PluginError> {
         Ok(self.suitability(&*self.plugin(name)?))
