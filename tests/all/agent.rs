@@ -9,13 +9,13 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 /// An agent running in the background, killed when dropped (a failed test leaves none).
-struct Agent {
+pub(crate) struct Agent {
     child: Option<Child>,
     log: PathBuf,
 }
 
 impl Agent {
-    fn start(machine: &Machine, args: &[&str]) -> Agent {
+    pub(crate) fn start(machine: &Machine, args: &[&str]) -> Agent {
         let log = machine
             .root()
             .join(format!("agent-{}.log", std::process::id()));
@@ -35,12 +35,12 @@ impl Agent {
         }
     }
 
-    fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// Waits (at most `within`) until the log has `text`.
-    fn wait_for(&self, text: &str, within: Duration) {
+    pub(crate) fn wait_for(&self, text: &str, within: Duration) {
         let until = Instant::now() + within;
         while !self.log().contains(text) {
             assert!(
@@ -52,13 +52,13 @@ impl Agent {
         }
     }
 
-    fn signal(&self, signal: nix::sys::signal::Signal) {
+    pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) {
         let pid = self.child.as_ref().expect("running").id();
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal");
     }
 
     /// Waits (at most `within`) for the agent to exit; its exit code.
-    fn exit(&mut self, within: Duration) -> i32 {
+    pub(crate) fn exit(&mut self, within: Duration) -> i32 {
         let mut child = self.child.take().expect("running");
         let until = Instant::now() + within;
         loop {
@@ -84,17 +84,17 @@ impl Drop for Agent {
     }
 }
 
-fn status(machine: &Machine) -> (i32, String) {
+pub(crate) fn status(machine: &Machine) -> (i32, String) {
     let run = machine.run(&["agent", "status"]);
     (run.code, run.stdout)
 }
 
-fn text(path: &Path) -> &str {
+pub(crate) fn text(path: &Path) -> &str {
     path.to_str().expect("utf-8")
 }
 
 /// Waits (at most `within`) until `check` holds.
-fn eventually(within: Duration, what: &str, check: impl Fn() -> bool) {
+pub(crate) fn eventually(within: Duration, what: &str, check: impl Fn() -> bool) {
     let until = Instant::now() + within;
     while !check() {
         assert!(Instant::now() < until, "not within {within:?}: {what}");
@@ -304,4 +304,68 @@ fn sighup_during_a_run_takes_the_new_configuration_for_the_next_runs() {
     );
     agent.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(agent.exit(Duration::from_secs(30)), 0, "{}", agent.log());
+}
+
+#[test]
+fn with_the_store_down_the_runs_go_on_and_their_reports_are_sent_once_it_is_back() {
+    let machine = Machine::new();
+    let postgres = crate::pg::Postgres::start();
+    let manifest = machine.manifest(
+        "site.pp",
+        "file { '@FILES@/managed': ensure => file, content => \"managed\\n\" }\n",
+    );
+    let policy = machine.policy("");
+    let url = postgres.url();
+    let mut agent = Agent::start(
+        &machine,
+        &[
+            "--interval",
+            "1s",
+            "--store",
+            &url,
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    let stored = || -> u64 {
+        postgres
+            .psql("SELECT count(*) FROM reports")
+            .trim()
+            .parse()
+            .unwrap_or(0)
+    };
+    eventually(Duration::from_secs(30), "the first report stored", || {
+        stored() >= 1
+    });
+    // Down: the runs go on (a removed file is still corrected) and keep their reports.
+    postgres.stop();
+    let managed = PathBuf::from(machine.file("managed"));
+    std::fs::remove_file(&managed).expect("drift");
+    let spool = machine.root().join("state/spool");
+    let spooled = || std::fs::read_dir(&spool).map_or(0, |entries| entries.count());
+    eventually(Duration::from_secs(60), "two reports spooled", || {
+        spooled() >= 2
+    });
+    assert!(managed.exists(), "corrected with the store down");
+    assert!(agent.log().contains("was not stored"), "{}", agent.log());
+    // Back: the next run sends what waited, in order, then its own.
+    postgres.start_again();
+    eventually(Duration::from_secs(60), "the spool sent", || spooled() == 0);
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(30)), 0, "{}", agent.log());
+    let (_, said) = status(&machine);
+    let runs: u64 = said
+        .split("runs: ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .and_then(|count| count.parse().ok())
+        .expect("runs counted");
+    assert_eq!(stored(), runs, "every run's report is stored: {said}");
+    let statuses = postgres.psql("SELECT string_agg(status, ',' ORDER BY at, id) FROM reports");
+    assert!(
+        statuses.starts_with("changed,") && statuses.contains(",changed,"),
+        "the first run, and the correction while the store was down: {statuses}"
+    );
 }

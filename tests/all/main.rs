@@ -13,6 +13,7 @@ mod authors;
 mod control_repo;
 mod converge;
 mod deployment;
+mod drift;
 mod entries;
 mod files;
 mod golden;

@@ -339,6 +339,30 @@ fn openssl(dir: &Path, args: &str) {
     );
 }
 
+impl Postgres {
+    /// Stops the server (a store that is down), keeping its data.
+    pub(crate) fn stop(&self) {
+        let output = self
+            .command("pg_ctl")
+            .arg("-D")
+            .arg(self.data())
+            .args(["-m", "fast", "-w", "-t", DEADLINE_SECONDS, "stop"])
+            .output()
+            .expect("pg_ctl runs");
+        assert!(
+            output.status.success(),
+            "the PostgreSQL server did not stop: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+
+    /// Starts the server again after [`Postgres::stop`] (on a Unix socket only).
+    pub(crate) fn start_again(&self) {
+        assert!(self.port.is_none(), "a server on a Unix socket only");
+        self.run_server(&[]);
+    }
+}
+
 impl Drop for Postgres {
     fn drop(&mut self) {
         let _ = self

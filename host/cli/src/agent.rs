@@ -46,8 +46,21 @@ pub(crate) struct AgentArgs {
     #[arg(long, value_name = "DURATION")]
     pub(crate) splay: Option<String>,
     /// Run once and exit with the run's exit code (for a systemd timer or cron).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "watch")]
     pub(crate) once: bool,
+    /// Between the whole runs, watch what the resources manage and correct drift as it
+    /// happens: just the resources concerned and what they notify, each correction a
+    /// report of its own marked `corrective_change`.
+    #[arg(long)]
+    pub(crate) watch: bool,
+    /// With `--watch`: how long changes must be quiet before they are corrected.
+    #[arg(
+        long,
+        value_name = "DURATION",
+        default_value = "10ms",
+        requires = "watch"
+    )]
+    pub(crate) debounce: String,
     /// The longest a run may take before it is asked to stop (default `1h`).
     #[arg(long, value_name = "DURATION", default_value = "1h")]
     pub(crate) run_timeout: String,
@@ -73,22 +86,23 @@ pub(crate) enum AgentCommand {
 }
 
 /// A duration as written on the command line or in the config file: `90s`, `30m`, `2h`,
-/// `1d`, or seconds.
-fn parse_duration(text: &str, what: &str) -> anyhow::Result<Duration> {
+/// `1d`, `20ms`, or seconds.
+pub(crate) fn parse_duration(text: &str, what: &str) -> anyhow::Result<Duration> {
     let bad = || anyhow::anyhow!("`{what} {text}`: give a duration such as `90s`, `30m`, `2h`");
     let (number, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
         Some(at) => text.split_at(at),
         None => (text, "s"),
     };
     let count: u64 = number.parse().map_err(|_| bad())?;
-    let seconds = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3_600,
-        "d" => 86_400,
+    let milliseconds = match unit {
+        "ms" => 1,
+        "s" => 1_000,
+        "m" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
         _ => return Err(bad()),
     };
-    let duration = Duration::from_secs(count.checked_mul(seconds).ok_or_else(bad)?);
+    let duration = Duration::from_millis(count.checked_mul(milliseconds).ok_or_else(bad)?);
     if duration > Duration::from_secs(366 * 86_400) {
         bail!("`{what} {text}`: at most a year");
     }
@@ -108,6 +122,14 @@ struct State {
     next_run: Option<i64>,
     /// Changes made by the runs after the first: drift corrected.
     drift_changes: u64,
+    /// Whether it watches for drift between the whole runs.
+    #[serde(default)]
+    watching: bool,
+    /// The corrections of drift it watched for.
+    #[serde(default)]
+    corrections: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    last_correction: Option<Correction>,
     /// Whether the agent is still running (false once it has stopped cleanly).
     running: bool,
 }
@@ -122,11 +144,26 @@ struct LastRun {
     seconds: f64,
 }
 
+/// The last correction of drift the agent watched for.
+#[derive(serde::Serialize, serde::Deserialize, Default, Clone)]
+struct Correction {
+    at: i64,
+    changed: u64,
+    failed: u64,
+    /// What it saw change: `PATH EVENT`.
+    drift: Vec<String>,
+}
+
 /// What the agent's main loop hears about.
 enum Event {
     Signal(Signal),
-    RunEnded(std::io::Result<std::process::Output>),
+    /// A report the run printed (a watching run prints one per correction).
+    Report(Vec<u8>),
+    RunEnded(std::io::Result<std::process::ExitStatus>),
 }
+
+/// The largest report the agent reads of a run.
+const REPORT_CAP: u64 = 256 << 20;
 
 /// `wconverge agent ...` and `wconverge agent status`.
 pub(crate) fn agent(args: AgentArgs) -> anyhow::Result<u8> {
@@ -148,6 +185,7 @@ pub(crate) fn agent(args: AgentArgs) -> anyhow::Result<u8> {
         started: wconverge_store::now(),
         interval_seconds: settings.interval.as_secs(),
         running: true,
+        watching: args.watch,
         ..State::default()
     };
     let mut first_wait = settings.splay_now();
@@ -263,7 +301,7 @@ fn wait(
             Err(mpsc::RecvTimeoutError::Disconnected) => return None,
             Ok(Event::Signal(Signal::SIGHUP)) => reload(settings, args, state_dir),
             Ok(Event::Signal(signal)) => return Some(signal),
-            Ok(Event::RunEnded(_)) => {}
+            Ok(Event::RunEnded(_) | Event::Report(_)) => {}
         }
     }
 }
@@ -302,6 +340,14 @@ fn run(
         .arg("--format")
         .arg("json");
     command.arg("--state-dir").arg(state_dir);
+    if args.watch {
+        // The run watches until the next whole run is due.
+        command
+            .arg("--watch-for")
+            .arg(format!("{}ms", settings.interval.as_millis()))
+            .arg("--debounce")
+            .arg(&args.debounce);
+    }
     if let Some(store) = &args.store.store {
         command.arg("--store").arg(store);
     }
@@ -321,19 +367,51 @@ fn run(
     };
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
     let tx = tx.clone();
+    let lines = args.watch;
+    let mut child = child;
     std::thread::spawn(move || {
-        let _ = tx.send(Event::RunEnded(child.wait_with_output()));
+        if let Some(stdout) = child.stdout.take() {
+            read_reports(stdout, lines, &tx);
+        }
+        let _ = tx.send(Event::RunEnded(child.wait()));
     });
+    // A watching run lasts the interval, then its whole run's time.
+    let run_timeout = if args.watch {
+        run_timeout + settings.interval
+    } else {
+        run_timeout
+    };
+    let code: Option<i32>;
+    let mut first: Option<serde_json::Value> = None;
     let mut stopping: Option<Signal> = None;
     let mut asked: Option<Instant> = None;
     let mut escalation = 0;
-    let output = loop {
+    loop {
         let deadline = match asked {
             Some(asked) => asked + STOP_GRACE,
             None => started + run_timeout,
         };
         match rx.recv_timeout(deadline.saturating_duration_since(Instant::now())) {
-            Ok(Event::RunEnded(output)) => break output,
+            Ok(Event::RunEnded(status)) => {
+                code = status.ok().and_then(|status| status.code());
+                break;
+            }
+            Ok(Event::Report(bytes)) => {
+                let report = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
+                if first.is_none() {
+                    let report = report.unwrap_or_default();
+                    if args.watch {
+                        let code = report["exit_code"]
+                            .as_i64()
+                            .and_then(|code| i32::try_from(code).ok())
+                            .unwrap_or(4);
+                        whole_run(state, state_dir, (at, started), Some(&report), code);
+                    }
+                    first = Some(report);
+                } else if let Some(report) = report {
+                    corrected(state, &report, state_dir);
+                }
+            }
             // Reloaded for the next runs; this one goes on with what it started with.
             Ok(Event::Signal(Signal::SIGHUP)) => reload(settings, args, state_dir),
             Ok(Event::Signal(signal)) => {
@@ -355,18 +433,28 @@ fn run(
                 asked = Some(Instant::now());
             }
         }
-    };
+    }
+    let code = code.unwrap_or(1);
+    // A watching run's whole run was counted when its report came; its process ends
+    // with the interval.
+    if !(args.watch && first.is_some()) {
+        whole_run(state, state_dir, (at, started), first.as_ref(), code);
+    }
+    (u8::try_from(code).unwrap_or(1), stopping)
+}
+
+/// A whole run ended (for a watching run: its report came): counted, said, and kept in
+/// the agent's state.
+fn whole_run(
+    state: &mut State,
+    state_dir: &Path,
+    (at, started): (i64, Instant),
+    report: Option<&serde_json::Value>,
+    code: i32,
+) {
     let seconds = started.elapsed().as_secs_f64();
-    let (code, report) = match output {
-        Ok(output) => (
-            output.status.code().unwrap_or(1),
-            serde_json::from_slice::<serde_json::Value>(&output.stdout).ok(),
-        ),
-        Err(_) => (1, None),
-    };
     let count = |key: &str| {
         report
-            .as_ref()
             .and_then(|report| report["summary"][key].as_u64())
             .unwrap_or(0)
     };
@@ -395,7 +483,76 @@ fn run(
         state.runs,
         time_text(at)
     ));
-    (u8::try_from(code).unwrap_or(1), stopping)
+}
+
+/// Sends the reports a run prints: each line (a watching run's JSON Lines), or the
+/// whole output as one.
+fn read_reports(stdout: std::process::ChildStdout, lines: bool, tx: &mpsc::Sender<Event>) {
+    use std::io::{BufRead, Read};
+    let mut reader = std::io::BufReader::new(stdout);
+    loop {
+        let mut bytes = Vec::new();
+        let read = if lines {
+            (&mut reader).take(REPORT_CAP).read_until(b'\n', &mut bytes)
+        } else {
+            (&mut reader).take(REPORT_CAP).read_to_end(&mut bytes)
+        };
+        match read {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+        if bytes.len() as u64 >= REPORT_CAP && !bytes.ends_with(b"\n") {
+            output::warning(&format!(
+                "agent: a report of the run is over {} MiB: not read",
+                REPORT_CAP >> 20
+            ));
+            // The rest of it, to the end of its line, is skipped.
+            let mut rest = Vec::new();
+            let _ = reader.read_until(b'\n', &mut rest);
+            continue;
+        }
+        if tx.send(Event::Report(bytes)).is_err() {
+            return;
+        }
+    }
+    // What remains unread (after an error) is drained so that the run never blocks.
+    let _ = std::io::copy(&mut reader, &mut std::io::sink());
+}
+
+/// A correction the watching run reported.
+fn corrected(state: &mut State, report: &serde_json::Value, state_dir: &Path) {
+    let count = |key: &str| report["summary"][key].as_u64().unwrap_or(0);
+    let drift: Vec<String> = report["drift"]
+        .as_array()
+        .map(|seen| {
+            seen.iter()
+                .map(|drift| {
+                    format!(
+                        "{} {}",
+                        drift["path"].as_str().unwrap_or("?"),
+                        drift["event"].as_str().unwrap_or("?")
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    state.corrections += 1;
+    state.drift_changes += count("changed");
+    let at = wconverge_store::now();
+    output::line(&format!(
+        "agent: drift corrected at {}: {} ({} changed, {} failed)",
+        time_text(at),
+        drift.join(", "),
+        count("changed"),
+        count("failed")
+    ));
+    state.last_correction = Some(Correction {
+        at,
+        changed: count("changed"),
+        failed: count("failed"),
+        drift,
+    });
+    write_state(state_dir, state);
 }
 
 /// Blocks the signals the agent handles (SIGUSR1 too, which it sends its runs, which
@@ -498,6 +655,23 @@ fn status(store: &StoreArgs) -> anyhow::Result<u8> {
         state.drift_changes,
         if state.drift_changes == 1 { "" } else { "s" }
     ));
+    if state.watching {
+        text.push_str(&format!(
+            "watching for drift: {} correction{}",
+            state.corrections,
+            if state.corrections == 1 { "" } else { "s" }
+        ));
+        match &state.last_correction {
+            Some(last) => text.push_str(&format!(
+                ", the last at {}: {} ({} changed, {} failed)\n",
+                time_text(last.at),
+                last.drift.join(", "),
+                last.changed,
+                last.failed
+            )),
+            None => text.push('\n'),
+        }
+    }
     output::text(&text);
     Ok(if alive { 0 } else { 3 })
 }

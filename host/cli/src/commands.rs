@@ -42,6 +42,14 @@ pub(crate) struct ApplyArgs {
     /// `keep_reports`, else 14); older ones go when this run's report is stored.
     #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u32).range(1..=36_500))]
     pub(crate) keep_reports: Option<u32>,
+    /// After the run, watch what the resources manage this long and correct drift as
+    /// it happens, each correction a report of its own (what `wconverge agent --watch`
+    /// runs; the reports as JSON Lines with `--format json`).
+    #[arg(long, value_name = "DURATION", hide = true)]
+    pub(crate) watch_for: Option<String>,
+    /// With `--watch-for`: how long changes must be quiet before they are corrected.
+    #[arg(long, value_name = "DURATION", hide = true, default_value = "10ms")]
+    pub(crate) debounce: String,
     #[command(flatten)]
     pub(crate) runtime: RuntimeArgs,
     #[command(flatten)]
@@ -112,9 +120,18 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         format,
         jobs,
         keep_reports,
+        watch_for,
+        debounce,
         runtime,
         store,
     } = args;
+    let watching = match &watch_for {
+        Some(duration) => Some(crate::watch::Watching {
+            duration: crate::agent::parse_duration(duration, "--watch-for")?,
+            debounce: crate::agent::parse_duration(&debounce, "--debounce")?,
+        }),
+        None => None,
+    };
     signals::watch();
     let early = EarlyCatalog::start(&input);
     let runtime = runtime_for(&runtime, trails)?;
@@ -131,7 +148,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         return Ok(1);
     };
     let loaded_ms = milliseconds(load_started);
-    let _lock = dirs::RunLock::acquire(&state_dir)?;
+    let lock = dirs::RunLock::acquire(&state_dir)?;
     // Asked before the values are moved out of the catalog.
     let lazy = has_lazy(&loaded.catalog);
     let prepare_started = std::time::Instant::now();
@@ -151,12 +168,23 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     // With lazy values, on the compiler's stack once, so that they evaluate
     // without a thread each (and only then: that thread is a little slower).
     // Concurrent runs give each worker such a stack.
-    let report = if lazy && jobs == 1 {
-        wconverge_lang::run_on_big_stack(|| {
-            wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
-        })
+    let watcher = match watching.filter(|_| mode == Mode::Apply) {
+        Some(watching) => Some(crate::watch::Watcher::start(&prepared, &runtime, watching)?),
+        None => None,
+    };
+    let whole = || {
+        wconverge_engine::run_scoped(
+            &prepared,
+            &runtime,
+            mode,
+            jobs,
+            wconverge_engine::Scope::default(),
+        )
+    };
+    let (report, node_attributes) = if lazy && jobs == 1 {
+        wconverge_lang::run_on_big_stack(whole)
     } else {
-        wconverge_engine::run_with_jobs(&prepared, &runtime, mode, jobs)
+        whole()
     };
     // One sync per directory the run changed, rather than one per file: part of the
     // run's phase.
@@ -176,6 +204,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
             (show_diff, verbose),
             (compiled_before.time, runtime.compiled()),
         ),
+        ReportFormat::Json if watching.is_some() => output::json_line(&report),
         ReportFormat::Json => output::json(&report),
     }
     output::held_refusals(Some(&report));
@@ -205,6 +234,20 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
             milliseconds(report_started),
             matches!(format, ReportFormat::Json),
         );
+    }
+    drop(lock);
+    if let Some(watcher) = watcher {
+        let context = crate::watch::Context {
+            prepared: &prepared,
+            runtime: &runtime,
+            fleet: &fleet,
+            state_dir: &state_dir,
+            node: &node,
+            format,
+            jobs,
+            lazy,
+        };
+        code |= crate::watch::watch_and_correct(&context, &report, node_attributes, watcher)?;
     }
     // The process ends next, and its memory with it: a catalog of many
     // resources is not freed one value at a time first.

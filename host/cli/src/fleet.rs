@@ -587,6 +587,9 @@ fn figures_of(report: &wconverge_engine::report::Report) -> wconverge_store::Run
 fn status_of(report: &wconverge_engine::report::Report) -> &'static str {
     if report.exit_code & 4 != 0 {
         "failed"
+    } else if report.corrective_change && report.mode != "noop" {
+        // Drift a watching agent corrected, rather than a change the catalog asked for.
+        "corrected"
     } else if report.exit_code & 2 != 0 && report.mode != "noop" {
         "changed"
     } else {
@@ -612,6 +615,10 @@ struct StoredForm<'a> {
     /// The slowest resources, unchanged ones too: `reports show ID --slow N`.
     slowest: Vec<Slow<'a>>,
     exit_code: i32,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    corrective_change: bool,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    drift: &'a [wconverge_engine::report::Drift],
 }
 
 /// How many of a run's slowest resources the store keeps.
@@ -652,6 +659,8 @@ impl<'a> StoredForm<'a> {
                     .collect()
             },
             exit_code: report.exit_code,
+            corrective_change: report.corrective_change,
+            drift: &report.drift,
         }
     }
 }

@@ -28,6 +28,7 @@ mod setup;
 mod signals;
 mod timings;
 mod types_command;
+mod watch;
 
 // mimalloc (its version 2: its version 3 keeps more memory) rather than the C library's
 // allocator: a no-op of 5,000 files takes a fifth less time, and a compile of 50,000

@@ -307,7 +307,16 @@ pub(crate) fn shown_problems(
 
 /// `value` as pretty JSON and a newline, written as it is serialized: a catalog of many
 /// resources is never whole in memory as text.
+/// `value` as JSON on one line of standard output (JSON Lines: a stream of reports).
+pub(crate) fn json_line(value: &impl Serialize) {
+    json_as(value, false);
+}
+
 pub(crate) fn json(value: &impl Serialize) {
+    json_as(value, true);
+}
+
+fn json_as(value: &impl Serialize, pretty: bool) {
     if stdout_lost().is_some() {
         return;
     }
@@ -319,7 +328,12 @@ pub(crate) fn json(value: &impl Serialize) {
             pending: Vec::new(),
         },
     );
-    let written = serde_json::to_writer_pretty(&mut writer, value)
+    let written = if pretty {
+        serde_json::to_writer_pretty(&mut writer, value)
+    } else {
+        serde_json::to_writer(&mut writer, value)
+    };
+    let written = written
         .map_err(std::io::Error::from)
         .and_then(|()| writer.write_all(b"\n"))
         .and_then(|()| writer.flush());

@@ -36,6 +36,7 @@ pub(crate) fn watch() {
             // is applied, nothing is killed.
             if signal == Signal::SIGUSR1 {
                 wconverge_runtime::stop_after_current(signal as i32);
+                crate::watch::wake();
                 crate::output::warning(
                     "SIGUSR1: finishing the resources in progress; nothing more is applied",
                 );
@@ -43,6 +44,7 @@ pub(crate) fn watch() {
             }
             seen += 1;
             wconverge_runtime::interrupt(signal as i32);
+            crate::watch::wake();
             if seen == 1 {
                 crate::output::warning(&format!(
                     "{signal}: stopping; what runs now is being killed, and nothing more is \

@@ -1,0 +1,170 @@
+//! `wconverge agent --watch`: drift corrected as it happens, between whole runs an hour
+//! apart, with the meaning of a whole run (what a corrected resource notifies is
+//! refreshed; nothing else runs), each correction a report of its own marked
+//! corrective; a resource something else keeps changing is left to the whole runs.
+
+use crate::agent::{Agent, eventually, status, text};
+use crate::support::Machine;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).map_or(0, |text| text.lines().count())
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path).map_or(0, |meta| meta.permissions().mode() & 0o777)
+}
+
+/// How many corrections `agent status` counts.
+fn corrections(machine: &Machine) -> u64 {
+    let (_, said) = status(machine);
+    said.split("watching for drift: ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_watching_agent_corrects_drift_as_it_happens_with_the_meaning_of_a_whole_run() {
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.pp",
+        r#"file { '@FILES@/a': content => "a\n", mode => '0644' }
+file { '@FILES@/b': content => "b\n", notify => Exec['refresh'] }
+exec { 'refresh': command => "/bin/sh -c 'echo refreshed >> @FILES@/refreshes'", refreshonly => true }
+exec { 'every run': command => "/bin/sh -c 'echo ran >> @FILES@/runs'" }
+file { '@FILES@/d': ensure => directory }
+file { '@FILES@/d/inner': content => "inner\n" }
+"#,
+    );
+    let policy = machine.policy("");
+    let file = |name: &str| PathBuf::from(machine.file(name));
+    let (a, b, inner) = (file("a"), file("b"), file("d/inner"));
+    let mut agent = Agent::start(
+        &machine,
+        &[
+            "--watch",
+            "--interval",
+            "1h",
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    assert_eq!(lines(&file("runs")), 1, "{}", agent.log());
+    assert_eq!(lines(&file("refreshes")), 1, "{}", agent.log());
+    let within = Duration::from_secs(20);
+
+    // A write: the content back.
+    std::fs::write(&a, "drift\n").expect("drift");
+    eventually(within, "the content back", || {
+        std::fs::read_to_string(&a).is_ok_and(|content| content == "a\n")
+    });
+    // A chmod: the mode back.
+    std::fs::set_permissions(&a, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    eventually(within, "the mode back", || mode(&a) == 0o644);
+    // A removal: the file back, and what it notifies refreshed, as in a whole run.
+    std::fs::remove_file(&b).expect("rm");
+    eventually(within, "the notified exec refreshed", || {
+        lines(&file("refreshes")) == 2
+    });
+    assert_eq!(std::fs::read_to_string(&b).expect("b back"), "b\n");
+    // A directory removed with what is in it: both back.
+    std::fs::remove_dir_all(file("d")).expect("rm -r");
+    eventually(within, "the directory and its file back", || {
+        std::fs::read_to_string(&inner).is_ok_and(|content| content == "inner\n")
+    });
+    eventually(within, "the corrections counted", || {
+        corrections(&machine) >= 4
+    });
+    // Nothing the drift did not concern ran again; the corrections' own changes led to
+    // no correction of their own.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(lines(&file("runs")), 1, "{}", agent.log());
+    assert_eq!(lines(&file("refreshes")), 2, "{}", agent.log());
+    let (code, said) = status(&machine);
+    assert_eq!(code, 0, "{said}");
+    assert!(
+        said.contains("runs: 1;") && said.contains("watching for drift: "),
+        "one whole run, then corrections: {said}"
+    );
+    let counted = corrections(&machine);
+    assert!((4..=6).contains(&counted), "{said}\n{}", agent.log());
+
+    // Each correction is a report of its own, marked corrective, with what changed.
+    let reports = machine.run(&["reports", "--format", "json"]);
+    assert_eq!(reports.code, 0, "{reports:#?}");
+    let listed = reports.json();
+    let listed = listed.as_array().expect("a list");
+    let corrected: Vec<&serde_json::Value> = listed
+        .iter()
+        .filter(|report| report["status"] == "corrected")
+        .collect();
+    assert_eq!(corrected.len() as u64, counted, "{reports:#?}");
+    let id = corrected[0]["id"].to_string();
+    let shown = machine.run(&["reports", "show", &id]);
+    let shown = shown.json();
+    assert_eq!(shown["corrective_change"], true, "{shown:#}");
+    assert!(
+        shown["drift"][0]["path"]
+            .as_str()
+            .is_some_and(|path| path.starts_with(machine.files_dir().as_str())),
+        "{shown:#}"
+    );
+    assert!(
+        shown["resources"]
+            .as_array()
+            .expect("resources")
+            .iter()
+            .any(|resource| resource["corrective_change"] == true),
+        "{shown:#}"
+    );
+
+    // SIGTERM: the watching run wakes and stops at once.
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(20)), 0, "{}", agent.log());
+    let (code, said) = status(&machine);
+    assert_eq!(code, 3, "{said}");
+}
+
+#[test]
+fn a_resource_something_else_keeps_changing_is_left_to_the_whole_runs() {
+    // What the file notifies undoes the file: each correction leads to the next.
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.pp",
+        r#"file { '@FILES@/fought': content => "ours\n", notify => Exec['theirs'] }
+exec { 'theirs': command => "/bin/sh -c 'echo theirs > @FILES@/fought'", refreshonly => true }
+"#,
+    );
+    let policy = machine.policy("");
+    let agent = Agent::start(
+        &machine,
+        &[
+            "--watch",
+            "--interval",
+            "1h",
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    std::fs::write(machine.file("fought"), "drift\n").expect("drift");
+    agent.wait_for(
+        "drifted again each time it was corrected",
+        Duration::from_secs(120),
+    );
+    let settled = corrections(&machine);
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(corrections(&machine), settled, "{}", agent.log());
+    assert!(
+        (20..=22).contains(&settled),
+        "at most the limit: {settled}\n{}",
+        agent.log()
+    );
+}
