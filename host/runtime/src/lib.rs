@@ -27,6 +27,7 @@ mod replay;
 mod schema;
 mod state;
 mod summaries;
+mod ticker;
 pub mod trail;
 
 /// The descriptor walk lives with the launcher, which pins programs by it; the runtime
@@ -44,7 +45,6 @@ use crate::state::{Phase, PluginState, Shared};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, Once, Weak};
-use std::time::Duration;
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine};
 use wconverge_catalog::TypeSchema;
@@ -64,9 +64,6 @@ pub use wconverge_launch::watchdog;
 
 /// A plugin's granted directories as they really are, with their access.
 type PolicyRoots = Vec<(PathBuf, Access)>;
-
-/// How often the CPU limit is checked while a plugin runs.
-const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -193,6 +190,7 @@ impl Drop for Runtime {
             let _ = thread.join();
         }
         let _ = self.shared.sync_directories();
+        self.shared.ticker.close();
         wconverge_launch::release_cgroups();
     }
 }
@@ -361,14 +359,7 @@ impl Runtime {
     /// Starts the thread that advances the engine's epoch, which the CPU limit counts.
     fn start_ticker(&self) {
         self.ticker.call_once(|| {
-            let engine = self.engine.weak();
-            std::thread::spawn(move || {
-                while let Some(engine) = engine.upgrade() {
-                    engine.increment_epoch();
-                    drop(engine);
-                    std::thread::sleep(EPOCH_TICK);
-                }
-            });
+            ticker::start(&self.engine, Arc::clone(&self.shared.ticker));
         });
     }
 

@@ -673,6 +673,7 @@ impl Plugin {
                 describe_trap(&error, stop, &self.policy, &stdout, &stderr),
             )
         };
+        let _running = shared.ticker.enter();
         let instance = match code.pre.instantiate(&mut store) {
             Ok(instance) => instance,
             Err(error) => return Err(fault(error, &store)),
@@ -793,7 +794,9 @@ impl Plugin {
         let stderr_before = instance.stderr.contents().len();
         instance.store.data_mut().begin_call();
         instance.store.set_epoch_deadline(1);
+        let running = instance.store.data().shared.ticker.enter();
         let result = call(&instance.exports, &mut instance.store);
+        drop(running);
         instance.calls = instance.calls.saturating_add(1);
         let state = instance.store.data_mut();
         let mut logs = std::mem::take(&mut state.logs);

@@ -73,6 +73,8 @@ pub(crate) struct Shared {
     /// Directories whose entries plugins changed (renamed, removed, made) and that are
     /// not synced yet: `Runtime::sync_directories` makes them durable once each.
     unsynced: Mutex<HashMap<(u64, u64), (OwnedFd, std::path::PathBuf)>>,
+    /// Counts the plugin code running, for the epoch ticker.
+    pub(crate) ticker: Arc<crate::ticker::Gate>,
 }
 
 /// The most directories waiting for their sync; past it, those waiting are synced.
