@@ -1,6 +1,6 @@
 //! The Debian package (`wconverge __package-deb`, what `cargo xtask deb` runs): built
 //! from the binary under test, installed into a pristine test host with systemd, its
-//! agent started converges the host and keeps it converged across a drift, and removing
+//! agent started converges the host and corrects a drift as it happens, and removing
 //! the package leaves no unit and no process.
 
 use crate::support::WCONVERGE;
@@ -67,7 +67,8 @@ fn the_package_installs_converges_a_pristine_host_keeps_it_so_and_uninstalls_cle
         "/etc/wconverge/manifests/site.pp",
         "file { '/srv/managed': ensure => file, content => \"managed\\n\", mode => '0644' }\n",
     );
-    host.write("/etc/wconverge/wconverge.conf", "runinterval = \"1s\"\n");
+    // An hour between whole runs: drift is corrected by the watching agent.
+    host.write("/etc/wconverge/wconverge.conf", "runinterval = \"1h\"\n");
     let started = host.run("systemctl start wconverge-agent.service");
     assert_eq!(started.code, 0, "{started:#?}");
     until(
@@ -80,17 +81,25 @@ fn the_package_installs_converges_a_pristine_host_keeps_it_so_and_uninstalls_cle
         std::fs::read_to_string(host.path("/srv/managed")).expect("managed"),
         "managed\n"
     );
-    // Drift, corrected by the agent's next run.
-    std::fs::remove_file(host.path("/srv/managed")).expect("drift");
+    // Drift, corrected as it happens.
+    let removed = host.run("rm /srv/managed");
+    assert_eq!(removed.code, 0, "{removed:#?}");
     until(
         &host,
         Duration::from_secs(60),
         "the drift corrected",
         "test -f /srv/managed",
     );
+    until(
+        &host,
+        Duration::from_secs(30),
+        "the correction counted",
+        "/usr/bin/wconverge agent status | grep -q 'watching for drift: 1 correction'",
+    );
     let status = host.run("/usr/bin/wconverge agent status");
     assert_eq!(status.code, 0, "{status:#?}");
     assert!(status.stdout.starts_with("agent: running"), "{status:#?}");
+    assert!(status.stdout.contains("runs: 1;"), "{status:#?}");
     let running = host.run("pgrep -f '^/usr/bin/wconverge agent'");
     assert_eq!(running.code, 0, "the agent's process is seen: {running:#?}");
     // Removed: the units stopped and gone, no agent left running.

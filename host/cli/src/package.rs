@@ -21,7 +21,8 @@ const CONFIG: &str = r#"# wconverge's config file (TOML). Every key is optional.
 # keep_reports = 14
 #
 # How often `wconverge agent` (wconverge-agent.service) applies the site manifest, and
-# the most it waits at random before a run:
+# the most it waits at random before a run (between the runs, the service corrects
+# drift as it happens: `--watch`):
 # runinterval = "30m"
 # splaylimit = "5m"
 "#;
@@ -43,7 +44,7 @@ Wants=network-online.target
 
 [Service]
 Type=simple
-ExecStart=/usr/bin/wconverge agent /etc/wconverge/manifests/site.pp
+ExecStart=/usr/bin/wconverge agent --watch /etc/wconverge/manifests/site.pp
 ExecReload=/bin/kill -HUP $MAINPID
 KillMode=mixed
 TimeoutStopSec=30min
