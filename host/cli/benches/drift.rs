@@ -165,12 +165,12 @@ fn main() {
 
     let mut by_kind: [Vec<Duration>; 3] = [Vec::new(), Vec::new(), Vec::new()];
     let mut all = Vec::with_capacity(DRIFTS);
-    let mut seed: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut state: u64 = 0x2545_f491_4f6c_dd1d;
     for drift in 0..DRIFTS {
-        seed ^= seed << 13;
-        seed ^= seed >> 7;
-        seed ^= seed << 17;
-        let (path, content): &(PathBuf, String) = &files[(seed % FILES as u64) as usize];
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let (path, content): &(PathBuf, String) = &files[(state % FILES as u64) as usize];
         let kind = drift % 3;
         let before = Instant::now();
         match kind {
