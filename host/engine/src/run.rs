@@ -36,6 +36,8 @@ pub(crate) struct Shared<'a> {
     pub(crate) ahead: Mutex<HashMap<usize, crate::ahead::Ahead>>,
     /// The resources to apply, by catalog index (the scope of a run of some resources).
     pub(crate) selected: Option<&'a [bool]>,
+    /// How the runs before left the others, by catalog index.
+    pub(crate) left: Option<&'a [Status]>,
 }
 
 impl Shared<'_> {
@@ -112,7 +114,7 @@ impl Outcome {
     /// Whether it notifies those it has `notify` edges to: Puppet propagates events
     /// from noop changes too, as "would refresh".
     pub(crate) fn notifies(&self) -> bool {
-        matches!(self.report.status, Status::Changed | Status::WouldChange)
+        self.ran && matches!(self.report.status, Status::Changed | Status::WouldChange)
     }
 }
 
@@ -151,7 +153,12 @@ pub(crate) fn apply_one(shared: &Shared<'_>, position: usize, inputs: Inputs) ->
         notified_by,
     } = inputs;
     if notified_by.is_empty() && !shared.is_selected(idx) {
-        // Not in this scoped run: as the whole run before left it.
+        // Not in this scoped run: as the runs before left it (in sync, or failed and
+        // holding back what depends on it).
+        report.status = match shared.left.map(|left| left[idx]) {
+            Some(Status::Changed | Status::WouldChange) | None => Status::Unchanged,
+            Some(status) => status,
+        };
         return Outcome {
             report,
             refreshed: false,

@@ -39,6 +39,10 @@ pub struct Scope<'a> {
     /// else it is taken as the whole run before left it (in sync: what depends on it
     /// goes on) and is not in the report. `None`: every resource.
     pub selected: Option<&'a [bool]>,
+    /// By catalog index: how the runs before left each resource the run does not apply
+    /// (`Failed`, `SkippedFailedDependency`...), so that what depends on it is held back
+    /// as it was; `None`: in sync.
+    pub left: Option<&'a [Status]>,
     /// The node attributes the run starts from (as a whole run's `node_block`s left
     /// them, for a run of some resources after it); `None`: as compiled.
     pub node: Option<NodeAttributes>,
@@ -69,6 +73,7 @@ pub fn run_scoped(
         prefetched: crate::prefetch::Prefetched::for_selection(scope.selected),
         ahead: Mutex::new(HashMap::new()),
         selected: scope.selected,
+        left: scope.left,
     };
     let mut finished = crate::schedule::concurrently(&shared, jobs);
     if scope.selected.is_some() {

@@ -39,7 +39,7 @@ fn a_scoped_run_applies_the_selected_and_refreshes_what_they_notify_only() {
             jobs,
             Scope {
                 selected: Some(&selected),
-                node: None,
+                ..Scope::default()
             },
         );
         let ran: Vec<(&str, Status)> = report
@@ -95,10 +95,54 @@ fn a_scoped_run_applies_the_selected_and_refreshes_what_they_notify_only() {
         1,
         Scope {
             selected: Some(&[true, false]),
-            node: None,
+            ..Scope::default()
         },
     );
     assert_eq!(report.resources.len(), 1);
     assert_eq!(report.exit_code, 0);
     assert_eq!(*host.calls.lock().expect("calls"), vec!["plan source"]);
+}
+
+#[test]
+fn a_scoped_run_holds_back_what_depends_on_a_resource_the_runs_before_left_failed() {
+    // The whole run: `package` failed, `config` was skipped for it. Drift on `config`
+    // alone: it stays skipped, as a whole run would skip it; drift on both: `package` is
+    // tried again first.
+    let resources = r#"{"type": "test", "title": "package"},
+           {"type": "test", "title": "config", "metaparams": {"require": "Test[package]"}}"#;
+    let host = MemoryHost::default();
+    let prepared = prepare(&catalog(resources), &host).expect("valid");
+    let left = [Status::Failed, Status::SkippedFailedDependency];
+    let (report, _) = run_scoped(
+        &prepared,
+        &host,
+        Mode::Apply,
+        1,
+        Scope {
+            selected: Some(&[false, true]),
+            left: Some(&left),
+            node: None,
+        },
+    );
+    assert_eq!(report.resources.len(), 1);
+    assert_eq!(report.resources[0].status, Status::SkippedFailedDependency);
+    assert_eq!(
+        report.resources[0].failed_dependencies,
+        vec!["Test[package]"]
+    );
+    assert!(host.calls.lock().expect("calls").is_empty());
+    let host = MemoryHost::default();
+    let (report, _) = run_scoped(
+        &prepared,
+        &host,
+        Mode::Apply,
+        1,
+        Scope {
+            selected: Some(&[true, true]),
+            left: Some(&left),
+            node: None,
+        },
+    );
+    let statuses: Vec<Status> = report.resources.iter().map(|r| r.status).collect();
+    assert_eq!(statuses, vec![Status::Changed, Status::Changed]);
 }
