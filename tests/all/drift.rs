@@ -168,3 +168,44 @@ exec { 'theirs': command => "/bin/sh -c 'echo theirs > @FILES@/fought'", refresh
         agent.log()
     );
 }
+
+#[test]
+fn sighup_ends_the_watch_and_the_next_whole_run_takes_the_new_manifest_at_once() {
+    let machine = Machine::new();
+    let config = machine.root().join("wconverge.conf");
+    std::fs::write(&config, "runinterval = \"1h\"\n").expect("config");
+    let manifest = machine.manifest("site.pp", "file { '@FILES@/a': content => \"a\\n\" }\n");
+    let policy = machine.policy("");
+    let mut agent = Agent::start(
+        &machine,
+        &[
+            "--watch",
+            "--config",
+            text(&config),
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    std::fs::write(
+        &manifest,
+        format!(
+            "file {{ '{}': content => \"a\\n\" }}\nfile {{ '{}': content => \"b\\n\" }}\n",
+            machine.file("a"),
+            machine.file("b")
+        ),
+    )
+    .expect("manifest");
+    agent.signal(nix::sys::signal::Signal::SIGHUP);
+    // An hour between whole runs, but the reload ends the watching run: the next whole
+    // run compiles the manifest again now, and watches what it declares.
+    agent.wait_for("agent: run 2 ", Duration::from_secs(30));
+    let b = PathBuf::from(machine.file("b"));
+    assert_eq!(std::fs::read_to_string(&b).expect("b"), "b\n");
+    std::fs::remove_file(&b).expect("drift");
+    eventually(Duration::from_secs(20), "b back", || b.exists());
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(20)), 0, "{}", agent.log());
+    assert!(!agent.log().contains("agent: run 3 "), "{}", agent.log());
+}

@@ -199,7 +199,8 @@ pub(crate) fn agent(args: AgentArgs) -> anyhow::Result<u8> {
                 break;
             }
         }
-        let (code, stopped) = run(
+        let run_started = Instant::now();
+        let (code, stopped, reloaded) = run(
             &args,
             &mut settings,
             &state_dir,
@@ -217,7 +218,16 @@ pub(crate) fn agent(args: AgentArgs) -> anyhow::Result<u8> {
             break;
         }
         state.interval_seconds = settings.interval.as_secs();
-        first_wait = settings.interval + settings.splay_now();
+        first_wait = if !args.watch {
+            settings.interval + settings.splay_now()
+        } else if reloaded {
+            // Ended for a reload: the next whole run, with the new configuration, now.
+            settings.splay_now()
+        } else {
+            // The watching run lasted the interval, unless it could not start (a
+            // manifest that does not compile): then the rest of the interval.
+            settings.interval.saturating_sub(run_started.elapsed()) + settings.splay_now()
+        };
     }
     state.running = false;
     state.next_run = None;
@@ -299,28 +309,35 @@ fn wait(
         match rx.recv_timeout(left) {
             Err(mpsc::RecvTimeoutError::Timeout) => return None,
             Err(mpsc::RecvTimeoutError::Disconnected) => return None,
-            Ok(Event::Signal(Signal::SIGHUP)) => reload(settings, args, state_dir),
+            Ok(Event::Signal(Signal::SIGHUP)) => {
+                reload(settings, args, state_dir);
+            }
             Ok(Event::Signal(signal)) => return Some(signal),
             Ok(Event::RunEnded(_) | Event::Report(_)) => {}
         }
     }
 }
 
-fn reload(settings: &mut Settings, args: &AgentArgs, state_dir: &Path) {
+/// Reloads the configuration on SIGHUP; whether it was.
+fn reload(settings: &mut Settings, args: &AgentArgs, state_dir: &Path) -> bool {
     match Settings::load(args, state_dir) {
         Ok(loaded) => {
             *settings = loaded;
             output::line("agent: SIGHUP: the configuration is reloaded");
+            true
         }
-        Err(error) => output::warning(&format!(
-            "agent: SIGHUP: the configuration is not reloaded, the runs go on with the last \
-             good one: {error:#}"
-        )),
+        Err(error) => {
+            output::warning(&format!(
+                "agent: SIGHUP: the configuration is not reloaded, the runs go on with the \
+                 last good one: {error:#}"
+            ));
+            false
+        }
     }
 }
 
-/// One run of `wconverge apply`: its exit code, and the signal that stopped the agent
-/// during it, if one did.
+/// One run of `wconverge apply`: its exit code, the signal that stopped the agent
+/// during it if one did, and whether a watching run was ended for a reload.
 fn run(
     args: &AgentArgs,
     settings: &mut Settings,
@@ -328,7 +345,7 @@ fn run(
     run_timeout: Duration,
     (tx, rx): (&mpsc::Sender<Event>, &mpsc::Receiver<Event>),
     state: &mut State,
-) -> (u8, Option<Signal>) {
+) -> (u8, Option<Signal>, bool) {
     let started = Instant::now();
     let at = wconverge_store::now();
     let mut command = std::process::Command::new(
@@ -362,7 +379,7 @@ fn run(
         Ok(child) => child,
         Err(error) => {
             output::warning(&format!("agent: the run could not start: {error}"));
-            return (1, None);
+            return (1, None, false);
         }
     };
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap_or(0));
@@ -382,6 +399,7 @@ fn run(
         run_timeout
     };
     let code: Option<i32>;
+    let mut reloaded = false;
     let mut first: Option<serde_json::Value> = None;
     let mut stopping: Option<Signal> = None;
     let mut asked: Option<Instant> = None;
@@ -400,6 +418,10 @@ fn run(
                 let report = serde_json::from_slice::<serde_json::Value>(&bytes).ok();
                 if first.is_none() {
                     let report = report.unwrap_or_default();
+                    if reloaded && stopping.is_none() {
+                        // A reload came during the whole run: the watch ends now.
+                        let _ = nix::sys::signal::kill(pid, Signal::SIGUSR1);
+                    }
                     if args.watch {
                         let code = report["exit_code"]
                             .as_i64()
@@ -412,8 +434,17 @@ fn run(
                     corrected(state, &report, state_dir);
                 }
             }
-            // Reloaded for the next runs; this one goes on with what it started with.
-            Ok(Event::Signal(Signal::SIGHUP)) => reload(settings, args, state_dir),
+            // Reloaded for the next runs; this one goes on with what it started with,
+            // but for a watching run: once its whole run is done, it ends, so that the
+            // next whole run (the manifests compiled again) takes the reload.
+            Ok(Event::Signal(Signal::SIGHUP)) => {
+                if reload(settings, args, state_dir) && args.watch && stopping.is_none() {
+                    if first.is_some() && !reloaded {
+                        let _ = nix::sys::signal::kill(pid, Signal::SIGUSR1);
+                    }
+                    reloaded = true;
+                }
+            }
             Ok(Event::Signal(signal)) => {
                 if stopping.is_none() {
                     output::line(&format!(
@@ -440,7 +471,7 @@ fn run(
     if !(args.watch && first.is_some()) {
         whole_run(state, state_dir, (at, started), first.as_ref(), code);
     }
-    (u8::try_from(code).unwrap_or(1), stopping)
+    (u8::try_from(code).unwrap_or(1), stopping, reloaded)
 }
 
 /// A whole run ended (for a watching run: its report came): counted, said, and kept in

@@ -45,7 +45,7 @@ pub(crate) struct ApplyArgs {
     /// After the run, watch what the resources manage this long and correct drift as
     /// it happens, each correction a report of its own (what `wconverge agent --watch`
     /// runs; the reports as JSON Lines with `--format json`).
-    #[arg(long, value_name = "DURATION", hide = true)]
+    #[arg(long, value_name = "DURATION", hide = true, conflicts_with = "noop")]
     pub(crate) watch_for: Option<String>,
     /// With `--watch-for`: how long changes must be quiet before they are corrected.
     #[arg(long, value_name = "DURATION", hide = true, default_value = "10ms")]

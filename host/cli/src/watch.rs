@@ -39,6 +39,8 @@ const SETTLE_LIMIT: Duration = Duration::from_secs(1);
 /// The most corrections of one resource in [`FLAP_WINDOW`].
 pub(crate) const FLAP_LIMIT: usize = 20;
 const FLAP_WINDOW: Duration = Duration::from_secs(60);
+/// How often lost events (the kernel's queue overflowed) may have everything checked.
+const OVERFLOW_EVERY: Duration = Duration::from_secs(60);
 /// The most paths one drift lists in its report (the run applies them all).
 const DRIFT_LISTED: usize = 100;
 
@@ -83,6 +85,8 @@ struct Watches {
     paths: BTreeMap<String, Vec<usize>>,
     /// The kernel's limit of watches was reached (said once).
     limit_said: bool,
+    /// When lost events last had everything checked.
+    overflowed: Option<Instant>,
 }
 
 fn mask() -> AddWatchFlags {
@@ -156,6 +160,7 @@ impl Watches {
             by_wd: HashMap::new(),
             paths,
             limit_said: false,
+            overflowed: None,
         };
         let all: Vec<String> = watches.paths.keys().cloned().collect();
         for path in &all {
@@ -226,10 +231,18 @@ impl Watches {
             };
             for event in events {
                 if event.mask.contains(AddWatchFlags::IN_Q_OVERFLOW) {
-                    // Events were lost: everything watched is checked.
-                    let all: Vec<String> = self.paths.keys().cloned().collect();
-                    for path in all {
-                        self.concerned(&path, &mut pending.resources);
+                    // Events were lost: everything watched is checked, at most once in
+                    // [`OVERFLOW_EVERY`] (a flood of events in a directory others can
+                    // write costs at most that); else left to the next whole run.
+                    if self
+                        .overflowed
+                        .is_none_or(|at| at.elapsed() >= OVERFLOW_EVERY)
+                    {
+                        self.overflowed = Some(Instant::now());
+                        let all: Vec<String> = self.paths.keys().cloned().collect();
+                        for path in all {
+                            self.concerned(&path, &mut pending.resources);
+                        }
                     }
                     continue;
                 }
@@ -359,23 +372,23 @@ pub(crate) fn watch_and_correct(
         WAKE.get()
     });
     let prepared = context.prepared;
-    // What the last run left in sync, by catalog index: a later change of it corrects
-    // drift.
-    let mut in_sync = vec![false; prepared.resources.len()];
+    // How the last run of each resource left it, by catalog index: a later change of one
+    // left in sync corrects drift; what depends on one left failed is held back.
+    let mut left = vec![Status::Unchanged; prepared.resources.len()];
     let by_reference: HashMap<String, usize> = prepared
         .resources
         .iter()
         .enumerate()
         .map(|(idx, resource)| (resource.reference.to_string(), idx))
         .collect();
-    let note = |report: &Report, in_sync: &mut Vec<bool>| {
+    let note = |report: &Report, left: &mut Vec<Status>| {
         for resource in &report.resources {
             if let Some(&idx) = by_reference.get(&resource.resource) {
-                in_sync[idx] = matches!(resource.status, Status::Changed | Status::Unchanged);
+                left[idx] = resource.status;
             }
         }
     };
-    note(first, &mut in_sync);
+    note(first, &mut left);
     let mut corrections: HashMap<usize, VecDeque<Instant>> = HashMap::new();
     let mut code = 0u8;
     let mut pending = Pending::default();
@@ -410,8 +423,8 @@ pub(crate) fn watch_and_correct(
             selected[idx] = true;
         }
         context.runtime.begin_run();
-        let (mut report, left) = run(context, &selected, node.clone());
-        node = left;
+        let (mut report, after) = run(context, (&selected, &left), node.clone());
+        node = after;
         let unsynced = context.runtime.sync_directories();
         for problem in &unsynced {
             output::error(problem);
@@ -423,7 +436,8 @@ pub(crate) fn watch_and_correct(
                 continue;
             };
             if resource.status == Status::Changed {
-                resource.corrective_change = in_sync[idx];
+                resource.corrective_change =
+                    matches!(left[idx], Status::Changed | Status::Unchanged);
                 let times = corrections.entry(idx).or_default();
                 times.push_back(now);
                 while times
@@ -443,7 +457,7 @@ pub(crate) fn watch_and_correct(
                 }
             }
         }
-        note(&report, &mut in_sync);
+        note(&report, &mut left);
         // What the run changed may have moved what is watched (a directory created, a
         // file replaced by another): watched again.
         for &idx in &taken.resources {
@@ -505,14 +519,16 @@ fn run_lock(state_dir: &std::path::Path, until: Instant) -> Option<crate::dirs::
     }
 }
 
-/// The scoped run of the `selected` resources, from the node attributes `node`.
+/// The scoped run of the `selected` resources, the others as the runs before `left`
+/// them, from the node attributes `node`.
 fn run(
     context: &Context<'_>,
-    selected: &[bool],
+    (selected, left): (&[bool], &[Status]),
     node: wconverge_catalog::NodeAttributes,
 ) -> (Report, wconverge_catalog::NodeAttributes) {
     let scope = Scope {
         selected: Some(selected),
+        left: Some(left),
         node: Some(node),
     };
     let go = || {
