@@ -41,7 +41,7 @@ pub(crate) struct StoreArgs {
     pub(crate) store: Option<String>,
     /// The config file (default: $WCONVERGE_CONFIG, else /etc/wconverge/wconverge.conf
     /// if it exists): `store = "..."`, `store_password_file = "..."`,
-    /// `keep_reports = DAYS`.
+    /// `keep_reports = DAYS`, and the agent's `runinterval` and `splaylimit`.
     #[arg(long, value_name = "FILE", global = true)]
     pub(crate) config: Option<PathBuf>,
     /// The state directory: the run lock, the default store, the report spool
@@ -598,7 +598,8 @@ fn status_of(report: &wconverge_engine::report::Report) -> &'static str {
 }
 
 /// A report as the store keeps it: the summary and every resource that did not stay
-/// unchanged (the summary counts those), as PuppetDB keeps a run's events, and where
+/// unchanged or was refreshed (the summary counts the others), as PuppetDB keeps a run's
+/// events, and where
 /// the time went (the phases, and the slowest resources whatever their status).
 /// Sensitive values are redacted in the report already.
 #[derive(serde::Serialize)]
@@ -643,7 +644,10 @@ impl<'a> StoredForm<'a> {
             resources: report
                 .resources
                 .iter()
-                .filter(|resource| resource.status != wconverge_engine::report::Status::Unchanged)
+                .filter(|resource| {
+                    resource.status != wconverge_engine::report::Status::Unchanged
+                        || resource.refresh.is_some()
+                })
                 .collect(),
             slowest: {
                 let mut all: Vec<&wconverge_engine::report::ResourceReport> =

@@ -34,7 +34,7 @@ use wconverge_engine::{Mode, Prepared, Scope};
 use wconverge_runtime::Runtime;
 
 /// The longest the changes of one drift may go on before the resources concerned are
-/// corrected anyway.
+/// corrected anyway (or four debounce windows, when that is longer).
 const SETTLE_LIMIT: Duration = Duration::from_secs(1);
 /// The most corrections of one resource in [`FLAP_WINDOW`].
 pub(crate) const FLAP_LIMIT: usize = 20;
@@ -121,9 +121,11 @@ fn event_name(mask: AddWatchFlags) -> &'static str {
 
 /// How much an event says, for the one a path's drift is listed with.
 fn rank(event: &str) -> u8 {
+    // A file replaced by a rename (an editor's save, `sed -i`) is also unlinked: moved
+    // says more than removed.
     match event {
-        "removed" => 4,
-        "moved" => 3,
+        "moved" => 4,
+        "removed" => 3,
         "created" => 2,
         "written" => 1,
         _ => 0,
@@ -316,6 +318,8 @@ fn wait_readable(inotify: &Inotify, wake: Option<&OwnedFd>, until: Instant) -> b
         fds.push(PollFd::new(wake, PollFlags::IN));
     }
     if rustix::event::poll(&mut fds, Some(&timeout)).is_err() {
+        // Not expected (no signal reaches this thread); never a loop that spins.
+        std::thread::sleep(Duration::from_millis(100));
         return false;
     }
     let readable = !fds[0].revents().is_empty();
@@ -404,8 +408,9 @@ pub(crate) fn watch_and_correct(
         }
         // Settles: more changes may follow the first (a file written in parts).
         let first_event = Instant::now();
+        let settle_limit = SETTLE_LIMIT.max(watching.debounce * 4);
         loop {
-            let quiet_until = (Instant::now() + watching.debounce).min(first_event + SETTLE_LIMIT);
+            let quiet_until = (Instant::now() + watching.debounce).min(first_event + settle_limit);
             if stopping() || !wait_readable(&watches.inotify, None, quiet_until) {
                 break;
             }
@@ -438,6 +443,10 @@ pub(crate) fn watch_and_correct(
             if resource.status == Status::Changed {
                 resource.corrective_change =
                     matches!(left[idx], Status::Changed | Status::Unchanged);
+            }
+            // Each change or failure counts towards the limit: a resource that cannot be
+            // corrected is not tried again at every event either.
+            if matches!(resource.status, Status::Changed | Status::Failed) {
                 let times = corrections.entry(idx).or_default();
                 times.push_back(now);
                 while times
@@ -446,14 +455,15 @@ pub(crate) fn watch_and_correct(
                 {
                     times.pop_front();
                 }
-                if times.len() > FLAP_LIMIT {
+                if times.len() >= FLAP_LIMIT {
                     output::warning(&format!(
-                        "agent: {} drifted again each time it was corrected ({FLAP_LIMIT} \
-                         times in a minute): something else on the machine changes it too; it \
-                         is left to the whole runs",
+                        "agent: {} drifted again each time it was corrected, or could not \
+                         be ({FLAP_LIMIT} times in a minute): something else on the machine \
+                         changes it too; it is left to the whole runs",
                         resource.resource
                     ));
                     watches.forget(idx);
+                    corrections.remove(&idx);
                 }
             }
         }
