@@ -52,6 +52,11 @@ impl Agent {
         }
     }
 
+    /// The agent's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     pub(crate) fn signal(&self, signal: nix::sys::signal::Signal) {
         let pid = self.child.as_ref().expect("running").id();
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), signal).expect("signal");

@@ -17,6 +17,21 @@ fn mode(path: &Path) -> u32 {
     std::fs::metadata(path).map_or(0, |meta| meta.permissions().mode() & 0o777)
 }
 
+/// An agent watching for drift, with an hour between its whole runs.
+fn watching(machine: &Machine, manifest: &Path, policy: &Path) -> Agent {
+    Agent::start(
+        machine,
+        &[
+            "--watch",
+            "--interval",
+            "1h",
+            text(manifest),
+            "--policy",
+            text(policy),
+        ],
+    )
+}
+
 /// How many corrections `agent status` counts.
 fn corrections(machine: &Machine) -> u64 {
     let (_, said) = status(machine);
@@ -43,17 +58,7 @@ file { '@FILES@/d/inner': content => "inner\n" }
     let policy = machine.policy("");
     let file = |name: &str| PathBuf::from(machine.file(name));
     let (a, b, inner) = (file("a"), file("b"), file("d/inner"));
-    let mut agent = Agent::start(
-        &machine,
-        &[
-            "--watch",
-            "--interval",
-            "1h",
-            text(&manifest),
-            "--policy",
-            text(&policy),
-        ],
-    );
+    let mut agent = watching(&machine, &manifest, &policy);
     agent.wait_for("agent: run 1 ", Duration::from_secs(60));
     assert_eq!(lines(&file("runs")), 1, "{}", agent.log());
     assert_eq!(lines(&file("refreshes")), 1, "{}", agent.log());
@@ -142,17 +147,7 @@ exec { 'theirs': command => "/bin/sh -c 'echo theirs > @FILES@/fought'", refresh
 "#,
     );
     let policy = machine.policy("");
-    let agent = Agent::start(
-        &machine,
-        &[
-            "--watch",
-            "--interval",
-            "1h",
-            text(&manifest),
-            "--policy",
-            text(&policy),
-        ],
-    );
+    let agent = watching(&machine, &manifest, &policy);
     agent.wait_for("agent: run 1 ", Duration::from_secs(60));
     std::fs::write(machine.file("fought"), "drift\n").expect("drift");
     agent.wait_for(
@@ -208,4 +203,34 @@ fn sighup_ends_the_watch_and_the_next_whole_run_takes_the_new_manifest_at_once()
     agent.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(agent.exit(Duration::from_secs(20)), 0, "{}", agent.log());
     assert!(!agent.log().contains("agent: run 3 "), "{}", agent.log());
+}
+
+#[test]
+fn a_killed_agent_leaves_no_watching_run_behind() {
+    let machine = Machine::new();
+    let manifest = machine.manifest("site.pp", "file { '@FILES@/a': content => \"a\\n\" }\n");
+    let policy = machine.policy("");
+    let mut agent = watching(&machine, &manifest, &policy);
+    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    let pid = agent.pid();
+    let children: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("tasks")
+        .flat_map(|task| {
+            let path = task.expect("task").path().join("children");
+            std::fs::read_to_string(path)
+                .unwrap_or_default()
+                .split_whitespace()
+                .map(|child| child.parse().expect("a pid"))
+                .collect::<Vec<u32>>()
+        })
+        .collect();
+    assert_eq!(children.len(), 1, "the watching run: {children:?}");
+    agent.signal(nix::sys::signal::Signal::SIGKILL);
+    assert_eq!(agent.exit(Duration::from_secs(10)), -1);
+    let run = format!("/proc/{}", children[0]);
+    eventually(Duration::from_secs(10), "the watching run gone", || {
+        // Gone, or a zombie its new parent has not reaped yet.
+        std::fs::read_to_string(format!("{run}/stat"))
+            .map_or(true, |stat| stat.split_whitespace().nth(2) == Some("Z"))
+    });
 }

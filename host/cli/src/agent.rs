@@ -53,14 +53,10 @@ pub(crate) struct AgentArgs {
     /// report of its own marked `corrective_change`.
     #[arg(long)]
     pub(crate) watch: bool,
-    /// With `--watch`: how long changes must be quiet before they are corrected.
-    #[arg(
-        long,
-        value_name = "DURATION",
-        default_value = "10ms",
-        requires = "watch"
-    )]
-    pub(crate) debounce: String,
+    /// With `--watch`: how long changes must be quiet before they are corrected
+    /// (default `10ms`; at most a minute).
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub(crate) debounce: Option<String>,
     /// The longest a run may take before it is asked to stop (default `1h`).
     #[arg(long, value_name = "DURATION", default_value = "1h")]
     pub(crate) run_timeout: String,
@@ -83,6 +79,15 @@ pub(crate) enum AgentCommand {
         #[command(flatten)]
         store: StoreArgs,
     },
+}
+
+/// `--debounce`: a duration of at most a minute.
+pub(crate) fn debounce(text: &str) -> anyhow::Result<Duration> {
+    let duration = parse_duration(text, "--debounce")?;
+    if duration > Duration::from_secs(60) {
+        bail!("`--debounce {text}`: at most a minute (`10ms`, the default, suits most)");
+    }
+    Ok(duration)
 }
 
 /// A duration as written on the command line or in the config file: `90s`, `30m`, `2h`,
@@ -177,6 +182,16 @@ pub(crate) fn agent(args: AgentArgs) -> anyhow::Result<u8> {
     }
     let state_dir = crate::dirs::state_dir(args.store.state_dir.clone())?;
     let run_timeout = parse_duration(&args.run_timeout, "--run-timeout")?;
+    // Checked here, not by the first run: a mistake stops the agent before it starts.
+    match (&args.debounce, args.watch) {
+        (Some(_), false) => {
+            bail!("`--debounce` is for `--watch`: add `--watch`, or leave it out")
+        }
+        (Some(text), true) => {
+            debounce(text)?;
+        }
+        (None, _) => {}
+    }
     let (tx, rx) = mpsc::channel();
     watch_signals(tx.clone());
     let mut settings = Settings::load(&args, &state_dir)?;
@@ -294,8 +309,8 @@ impl Settings {
     }
 }
 
-/// Waits `duration`, reloading the config on SIGHUP; the signal that stops the agent,
-/// if one comes.
+/// Waits `duration`, or until SIGHUP reloads the config; the signal that stops the
+/// agent, if one comes.
 fn wait(
     rx: &mpsc::Receiver<Event>,
     duration: Duration,
@@ -310,7 +325,11 @@ fn wait(
             Err(mpsc::RecvTimeoutError::Timeout) => return None,
             Err(mpsc::RecvTimeoutError::Disconnected) => return None,
             Ok(Event::Signal(Signal::SIGHUP)) => {
-                reload(settings, args, state_dir);
+                // Reloaded: the next run, with what was reloaded and the manifests
+                // compiled again, now (as Puppet's agent restarts on SIGHUP).
+                if reload(settings, args, state_dir) {
+                    return None;
+                }
             }
             Ok(Event::Signal(signal)) => return Some(signal),
             Ok(Event::RunEnded(_) | Event::Report(_)) => {}
@@ -357,13 +376,17 @@ fn run(
         .arg("--format")
         .arg("json");
     command.arg("--state-dir").arg(state_dir);
+    // An agent that dies (SIGKILL, a crash) leaves no run behind.
+    command.arg(format!("--agent-pid={}", std::process::id()));
     if args.watch {
         // The run watches until the next whole run is due.
         command
             .arg("--watch-for")
             .arg(format!("{}ms", settings.interval.as_millis()))
-            .arg("--debounce")
-            .arg(&args.debounce);
+            .arg(format!(
+                "--debounce={}",
+                args.debounce.as_deref().unwrap_or("10ms")
+            ));
     }
     if let Some(store) = &args.store.store {
         command.arg("--store").arg(store);
@@ -439,6 +462,10 @@ fn run(
             // next whole run (the manifests compiled again) takes the reload.
             Ok(Event::Signal(Signal::SIGHUP)) => {
                 if reload(settings, args, state_dir) && args.watch && stopping.is_none() {
+                    output::line(
+                        "agent: SIGHUP: the watching run ends (once its whole run is done); \
+                         the next whole run compiles the manifests again now",
+                    );
                     if first.is_some() && !reloaded {
                         let _ = nix::sys::signal::kill(pid, Signal::SIGUSR1);
                     }
@@ -497,7 +524,13 @@ fn whole_run(
         _ => "failed",
     };
     state.runs += 1;
-    if state.runs > 1 {
+    if state.watching {
+        // The next whole run follows the watch, an interval from now.
+        state.next_run =
+            Some(wconverge_store::now() + i64::try_from(state.interval_seconds).unwrap_or(0));
+    } else if state.runs > 1 {
+        // Without a watch, a later run's changes are the drift it corrected (with a watch,
+        // the corrections count theirs, and a whole run's are the catalog's).
         state.drift_changes += changed;
     }
     state.last_run = Some(LastRun {
@@ -514,6 +547,38 @@ fn whole_run(
         state.runs,
         time_text(at)
     ));
+    if let Some(report) = report {
+        say_failures(report);
+    }
+}
+
+/// The most failed resources the agent's log names for one report.
+const FAILURES_SAID: usize = 10;
+
+/// Says in the agent's log which resources failed and why (the report has the rest).
+fn say_failures(report: &serde_json::Value) {
+    let failed: Vec<&serde_json::Value> = report["resources"]
+        .as_array()
+        .map(|resources| {
+            resources
+                .iter()
+                .filter(|resource| resource["status"] == "failed")
+                .collect()
+        })
+        .unwrap_or_default();
+    for resource in failed.iter().take(FAILURES_SAID) {
+        output::line(&format!(
+            "agent:   {}: {}",
+            resource["resource"].as_str().unwrap_or("?"),
+            resource["error"].as_str().unwrap_or("failed")
+        ));
+    }
+    if failed.len() > FAILURES_SAID {
+        output::line(&format!(
+            "agent:   and {} more failed (`wconverge reports show ID` has them all)",
+            failed.len() - FAILURES_SAID
+        ));
+    }
 }
 
 /// Sends the reports a run prints: each line (a watching run's JSON Lines), or the
@@ -567,16 +632,23 @@ fn corrected(state: &mut State, report: &serde_json::Value, state_dir: &Path) {
                 .collect()
         })
         .unwrap_or_default();
+    let corrective = report["resources"].as_array().map_or(0, |resources| {
+        resources
+            .iter()
+            .filter(|resource| resource["corrective_change"] == true)
+            .count() as u64
+    });
     state.corrections += 1;
-    state.drift_changes += count("changed");
+    state.drift_changes += corrective;
     let at = wconverge_store::now();
     output::line(&format!(
-        "agent: drift corrected at {}: {} ({} changed, {} failed)",
+        "agent: drift at {}: {}: {} changed, {} failed",
         time_text(at),
         drift.join(", "),
         count("changed"),
         count("failed")
     ));
+    say_failures(report);
     state.last_correction = Some(Correction {
         at,
         changed: count("changed"),

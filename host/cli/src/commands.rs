@@ -47,6 +47,10 @@ pub(crate) struct ApplyArgs {
     /// runs; the reports as JSON Lines with `--format json`).
     #[arg(long, value_name = "DURATION", hide = true, conflicts_with = "noop")]
     pub(crate) watch_for: Option<String>,
+    /// The agent that started this run: when it dies, the run finishes the resources it
+    /// is applying and stops, as on SIGTERM (its parent's death signal).
+    #[arg(long, value_name = "PID", hide = true)]
+    pub(crate) agent_pid: Option<u32>,
     /// With `--watch-for`: how long changes must be quiet before they are corrected.
     #[arg(long, value_name = "DURATION", hide = true, default_value = "10ms")]
     pub(crate) debounce: String,
@@ -121,6 +125,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         jobs,
         keep_reports,
         watch_for,
+        agent_pid,
         debounce,
         runtime,
         store,
@@ -128,11 +133,19 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     let watching = match &watch_for {
         Some(duration) => Some(crate::watch::Watching {
             duration: crate::agent::parse_duration(duration, "--watch-for")?,
-            debounce: crate::agent::parse_duration(&debounce, "--debounce")?,
+            debounce: crate::agent::debounce(&debounce)?,
         }),
         None => None,
     };
     signals::watch();
+    if let Some(agent) = agent_pid {
+        // SIGUSR1, which `signals` handles as the agent's own stop.
+        if nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGUSR1).is_err()
+            || nix::unistd::getppid().as_raw() != i32::try_from(agent).unwrap_or(-1)
+        {
+            anyhow::bail!("the agent (process {agent}) that started this run is gone");
+        }
+    }
     let early = EarlyCatalog::start(&input);
     let runtime = runtime_for(&runtime, trails)?;
     let state_dir = dirs::state_dir(store.state_dir.clone())?;

@@ -113,17 +113,12 @@ fn a_scoped_run_holds_back_what_depends_on_a_resource_the_runs_before_left_faile
     let host = MemoryHost::default();
     let prepared = prepare(&catalog(resources), &host).expect("valid");
     let left = [Status::Failed, Status::SkippedFailedDependency];
-    let (report, _) = run_scoped(
-        &prepared,
-        &host,
-        Mode::Apply,
-        1,
-        Scope {
-            selected: Some(&[false, true]),
-            left: Some(&left),
-            node: None,
-        },
-    );
+    let scope = |selected| Scope {
+        selected: Some(selected),
+        left: Some(&left),
+        node: None,
+    };
+    let (report, _) = run_scoped(&prepared, &host, Mode::Apply, 1, scope(&[false, true]));
     assert_eq!(report.resources.len(), 1);
     assert_eq!(report.resources[0].status, Status::SkippedFailedDependency);
     assert_eq!(
@@ -132,17 +127,7 @@ fn a_scoped_run_holds_back_what_depends_on_a_resource_the_runs_before_left_faile
     );
     assert!(host.calls.lock().expect("calls").is_empty());
     let host = MemoryHost::default();
-    let (report, _) = run_scoped(
-        &prepared,
-        &host,
-        Mode::Apply,
-        1,
-        Scope {
-            selected: Some(&[true, true]),
-            left: Some(&left),
-            node: None,
-        },
-    );
+    let (report, _) = run_scoped(&prepared, &host, Mode::Apply, 1, scope(&[true, true]));
     let statuses: Vec<Status> = report.resources.iter().map(|r| r.status).collect();
     assert_eq!(statuses, vec![Status::Changed, Status::Changed]);
 }
