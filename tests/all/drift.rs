@@ -234,3 +234,68 @@ fn a_killed_agent_leaves_no_watching_run_behind() {
             .map_or(true, |stat| stat.split_whitespace().nth(2) == Some("Z"))
     });
 }
+
+#[test]
+fn a_manifest_that_stops_compiling_leaves_the_last_catalog_applied_and_watched() {
+    let machine = Machine::new();
+    let config = machine.root().join("wconverge.conf");
+    std::fs::write(&config, "runinterval = \"1h\"\n").expect("config");
+    let good = "file { '@FILES@/a': content => \"a\\n\" }\n";
+    let manifest = machine.manifest("site.pp", good);
+    let good = std::fs::read_to_string(&manifest).expect("manifest");
+    let policy = machine.policy("");
+    let mut agent = Agent::start(
+        &machine,
+        &[
+            "--watch",
+            "--config",
+            text(&config),
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    // A typo, then a reload: the run applies the last catalog that compiled, says the
+    // manifests failed, and goes on watching.
+    std::fs::write(&manifest, "file { 'oops' \n").expect("broken");
+    agent.signal(nix::sys::signal::Signal::SIGHUP);
+    agent.wait_for("agent: run 2 ", Duration::from_secs(30));
+    let log = agent.log();
+    assert!(
+        log.contains("applying the catalog of the last run whose manifests did"),
+        "{log}"
+    );
+    assert!(
+        log.contains("agent: run 2 ") && log.contains("(exit 4)"),
+        "{log}"
+    );
+    let a = PathBuf::from(machine.file("a"));
+    std::fs::write(&a, "drift\n").expect("drift");
+    eventually(Duration::from_secs(20), "a corrected", || {
+        std::fs::read_to_string(&a).is_ok_and(|content| content == "a\n")
+    });
+    let reports = machine.run(&["reports", "--format", "json"]);
+    let listed = reports.json();
+    let id = listed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|report| report["status"] == "failed")
+        .map(|report| report["id"].to_string())
+        .expect("the run of the kept catalog is stored as failed");
+    let shown = machine.run(&["reports", "show", &id]).json();
+    assert_eq!(shown["cached_catalog_status"], "on_failure", "{shown:#}");
+    // Fixed: the next run compiles it again.
+    std::fs::write(&manifest, good).expect("fixed");
+    agent.signal(nix::sys::signal::Signal::SIGHUP);
+    agent.wait_for("agent: run 3 ", Duration::from_secs(30));
+    let log = agent.log();
+    let third = log
+        .lines()
+        .find(|line| line.starts_with("agent: run 3 "))
+        .expect("run 3");
+    assert!(third.contains("(exit 0)"), "compiled again, in sync: {log}");
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(20)), 0, "{}", agent.log());
+}

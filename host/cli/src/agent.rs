@@ -19,7 +19,6 @@ use crate::fleet::{Config, StoreArgs, time_text};
 use crate::output;
 use anyhow::{Context, bail};
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -277,12 +276,14 @@ impl Settings {
         let config_copy = match text {
             Some(text) => {
                 let path = state_dir.join(CONFIG_COPY);
-                write_private(state_dir, CONFIG_COPY, text.as_bytes()).with_context(|| {
-                    format!(
-                        "cannot keep a copy of the config file in `{}`",
-                        path.display()
-                    )
-                })?;
+                crate::dirs::write_private(state_dir, CONFIG_COPY, text.as_bytes()).with_context(
+                    || {
+                        format!(
+                            "cannot keep a copy of the config file in `{}`",
+                            path.display()
+                        )
+                    },
+                )?;
                 Some(path)
             }
             None => None,
@@ -376,6 +377,8 @@ fn run(
         .arg("--format")
         .arg("json");
     command.arg("--state-dir").arg(state_dir);
+    // A run whose manifests fail applies the last catalog that compiled.
+    command.arg("--keep-catalog");
     // An agent that dies (SIGKILL, a crash) leaves no run behind.
     command.arg(format!("--agent-pid={}", std::process::id()));
     if args.watch {
@@ -677,33 +680,11 @@ fn watch_signals(tx: mpsc::Sender<Event>) {
     });
 }
 
-/// Writes `bytes` to `name` in the private directory `dir`, replacing it whole (a new
-/// file renamed over the old one).
-fn write_private(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let directory = wconverge_runtime::open_private_dir(dir).map_err(std::io::Error::other)?;
-    let temporary = format!(".{name}.{}", std::process::id());
-    let fd = rustix::fs::openat(
-        &directory,
-        temporary.as_str(),
-        rustix::fs::OFlags::WRONLY
-            | rustix::fs::OFlags::CREATE
-            | rustix::fs::OFlags::TRUNC
-            | rustix::fs::OFlags::NOFOLLOW
-            | rustix::fs::OFlags::CLOEXEC,
-        rustix::fs::Mode::from_raw_mode(0o600),
-    )?;
-    let mut file = std::fs::File::from(fd);
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    rustix::fs::renameat(&directory, temporary.as_str(), &directory, name)?;
-    Ok(())
-}
-
 fn write_state(state_dir: &Path, state: &State) {
     let Ok(text) = serde_json::to_string_pretty(state) else {
         return;
     };
-    if let Err(error) = write_private(state_dir, STATE_FILE, text.as_bytes()) {
+    if let Err(error) = crate::dirs::write_private(state_dir, STATE_FILE, text.as_bytes()) {
         output::warning(&format!("agent: its state could not be written: {error}"));
     }
 }

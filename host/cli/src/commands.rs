@@ -47,6 +47,10 @@ pub(crate) struct ApplyArgs {
     /// runs; the reports as JSON Lines with `--format json`).
     #[arg(long, value_name = "DURATION", hide = true, conflicts_with = "noop")]
     pub(crate) watch_for: Option<String>,
+    /// Keep the catalog in the state directory when the manifests compile, and apply the
+    /// one kept when they do not (what `wconverge agent` asks of its runs).
+    #[arg(long, hide = true)]
+    pub(crate) keep_catalog: bool,
     /// The agent that started this run: when it dies, the run finishes the resources it
     /// is applying and stops, as on SIGTERM (its parent's death signal).
     #[arg(long, value_name = "PID", hide = true)]
@@ -125,6 +129,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         jobs,
         keep_reports,
         watch_for,
+        keep_catalog,
         agent_pid,
         debounce,
         runtime,
@@ -155,19 +160,38 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     }
     let milliseconds = |since: std::time::Instant| since.elapsed().as_secs_f64() * 1000.0;
     let load_started = std::time::Instant::now();
-    let Some((mut loaded, problems)) =
-        load_with_sources(&input, &runtime, &fleet, (Publish::Yes, early))?
-    else {
-        return Ok(1);
-    };
+    let mut cached = false;
+    let (mut loaded, problems) =
+        match load_with_sources(&input, &runtime, &fleet, (Publish::Yes, early))? {
+            Some(found) => found,
+            None => {
+                let instead = keep_catalog
+                    .then(|| crate::cached_catalog::instead(&state_dir))
+                    .flatten();
+                let Some(instead) = instead else {
+                    return Ok(1);
+                };
+                cached = true;
+                match load_with_sources(&instead, &runtime, &fleet, (Publish::No, None))? {
+                    Some(found) => found,
+                    None => return Ok(1),
+                }
+            }
+        };
     let loaded_ms = milliseconds(load_started);
     let lock = dirs::RunLock::acquire(&state_dir)?;
     // Asked before the values are moved out of the catalog.
     let lazy = has_lazy(&loaded.catalog);
+    // Kept whole before its values are moved out for the run, once it is valid.
+    let keep = (keep_catalog && !cached).then(|| loaded.catalog.clone());
     let prepare_started = std::time::Instant::now();
     let Some(prepared) = prepare_for_run(&mut loaded, &runtime, problems)? else {
         return Ok(1);
     };
+    if let Some(catalog) = &keep {
+        crate::cached_catalog::keep(&state_dir, catalog);
+    }
+    drop(keep);
     let prepare_ms = milliseconds(prepare_started);
     let catalog = &loaded.catalog;
     // Components compiled before the run (an empty cache) took time the run's own
@@ -204,6 +228,10 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     let sync_started = std::time::Instant::now();
     let unsynced = runtime.sync_directories();
     let mut report = report;
+    if cached {
+        report.cached_catalog_status = Some("on_failure");
+        report.exit_code |= 4;
+    }
     report.phases = Some(wconverge_engine::report::Phases {
         facts_ms: loaded.facts_ms,
         compile_ms: (loaded_ms - loaded.facts_ms).max(0.0),

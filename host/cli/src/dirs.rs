@@ -131,3 +131,25 @@ pub(crate) fn host_name() -> String {
         .filter(|name| !name.is_empty())
         .unwrap_or_else(|| "localhost".to_owned())
 }
+
+/// Writes `bytes` to `name` in the private directory `dir`, replacing it whole (a new
+/// file renamed over the old one).
+pub(crate) fn write_private(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let directory = wconverge_runtime::open_private_dir(dir).map_err(std::io::Error::other)?;
+    let temporary = format!(".{name}.{}", std::process::id());
+    let fd = rustix::fs::openat(
+        &directory,
+        temporary.as_str(),
+        rustix::fs::OFlags::WRONLY
+            | rustix::fs::OFlags::CREATE
+            | rustix::fs::OFlags::TRUNC
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC,
+        rustix::fs::Mode::from_raw_mode(0o600),
+    )?;
+    let mut file = std::fs::File::from(fd);
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    rustix::fs::renameat(&directory, temporary.as_str(), &directory, name)?;
+    Ok(())
+}

@@ -620,6 +620,8 @@ struct StoredForm<'a> {
     corrective_change: bool,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     drift: &'a [wconverge_engine::report::Drift],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cached_catalog_status: Option<&'static str>,
 }
 
 /// How many of a run's slowest resources the store keeps.
@@ -665,6 +667,7 @@ impl<'a> StoredForm<'a> {
             exit_code: report.exit_code,
             corrective_change: report.corrective_change,
             drift: &report.drift,
+            cached_catalog_status: report.cached_catalog_status,
         }
     }
 }

@@ -6,6 +6,7 @@
 //! catalog, a bad policy, a held lock) exits 1.
 
 mod agent;
+mod cached_catalog;
 mod catalog;
 mod commands;
 mod data;

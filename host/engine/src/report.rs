@@ -32,6 +32,10 @@ pub struct Report {
     /// For a run that corrects drift it watched for: what it saw change.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub drift: Vec<Drift>,
+    /// Puppet's `cached_catalog_status`: `on_failure` when the manifests did not compile
+    /// and the run applied the catalog of the last run whose manifests did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_catalog_status: Option<&'static str>,
 }
 
 /// A change on the machine that a watching agent saw, which led to a run.

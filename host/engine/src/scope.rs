@@ -119,6 +119,7 @@ pub fn run_scoped(
         exit_code,
         corrective_change: false,
         drift: Vec::new(),
+        cached_catalog_status: None,
     };
     (report, node)
 }
