@@ -86,6 +86,9 @@ class WitWorld(wit_world.WitWorld):
                     batch_state=False,
                     # git locks the configuration file: one at a time.
                     concurrency=Concurrency.ONE_AT_A_TIME,
+                    # The `file` attribute is a plain string, not a path attribute:
+                    # a watching agent is told to watch it.
+                    watches=["{file}"],
                 )
             ],
         )

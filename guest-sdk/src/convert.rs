@@ -186,6 +186,7 @@ fn type_schema_to_wit(schema: &TypeSchema) -> wit::TypeSchema {
             .collect(),
         refreshable: schema.refreshable,
         batch_state: schema.batch_state,
+        watches: schema.watches.clone(),
         concurrency: match schema.concurrency {
             crate::schema::Concurrency::OneAtATime => wit::Concurrency::OneAtATime,
             crate::schema::Concurrency::PerPath => wit::Concurrency::PerPath,

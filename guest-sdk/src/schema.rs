@@ -240,6 +240,7 @@ pub struct TypeSchema {
     pub(crate) context: Vec<RunContext>,
     pub(crate) batch_state: bool,
     pub(crate) concurrency: Concurrency,
+    pub(crate) watches: Vec<String>,
 }
 
 /// Which of a type's resources the host may apply while others run (`apply --jobs`).
@@ -284,7 +285,17 @@ impl TypeSchema {
             context: Vec::new(),
             batch_state: false,
             concurrency: Concurrency::OneAtATime,
+            watches: Vec::new(),
         }
+    }
+
+    /// A file whose changes may mean that resources of this type drifted, beyond their
+    /// path attributes (always watched): a watching agent (`wconverge agent --watch`)
+    /// checks the type's resources when it changes. An absolute path; `{name}` stands for
+    /// each resource's value of its attribute `name`. Watching grants the plugin nothing.
+    pub fn watches(mut self, path: &str) -> Self {
+        self.watches.push(path.to_owned());
+        self
     }
 
     /// Which of its resources the host may apply at the same time as others; one at a

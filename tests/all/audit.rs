@@ -147,8 +147,8 @@ fn inspect_shows_a_plugins_world_imports_and_schemas() {
     for expected in [
         "plugin sh\n",
         "  world: wconverge:plugin/interpreter",
-        "  wit: 0.7.0 (this wconverge speaks 0.7.0)\n",
-        "    wconverge:plugin/process@0.7.0\n",
+        "  wit: 0.8.0 (this wconverge speaks 0.8.0)\n",
+        "    wconverge:plugin/process@0.8.0\n",
         "  guards inherit: ",
         "\ntype Exec\n",
         "  command  ",

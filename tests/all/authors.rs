@@ -580,10 +580,10 @@ fn the_host_reports_a_write_outside_the_grant_with_the_path_and_the_grant() {
     );
 }
 
-/// The committed plugin built against WIT 0.6.0: its digest, so it cannot change
-/// unnoticed (`tests/fixtures/wit-0.6.0/README.md` says how it was built).
-const WIT_06_PLUGIN_SHA256: &str =
-    "38413186aa8390f8fc27729c4eb85f730a5b7c8f8cfa205cb14d2f28f781f534";
+/// The committed plugin built against WIT 0.7.0: its digest, so it cannot change
+/// unnoticed (`tests/fixtures/wit-0.7.0/README.md` says how it was built).
+const WIT_07_PLUGIN_SHA256: &str =
+    "cf794ea739c105f0d62c40f6427fd7ad4ddd169b8c1e12774dcb686c390fe063";
 
 /// A provider built against the previous WIT version (a committed binary) loads through
 /// the adapter and runs with the same sandbox as a current one: its changes are planned
@@ -594,11 +594,11 @@ const WIT_06_PLUGIN_SHA256: &str =
 fn a_provider_built_against_the_previous_wit_loads_through_the_adapter() {
     let machine = Machine::new();
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/fixtures/wit-0.6.0/hostile.wasm")
+        .join("../../tests/fixtures/wit-0.7.0/hostile.wasm")
         .canonicalize()
         .expect("the fixture is in the repository");
     let digest = crate::support::sha256_of(fixture.to_str().expect("utf-8"));
-    assert_eq!(digest, WIT_06_PLUGIN_SHA256, "the fixture changed");
+    assert_eq!(digest, WIT_07_PLUGIN_SHA256, "the fixture changed");
     let policy = machine.root().join("previous.toml");
     std::fs::write(
         &policy,
@@ -634,15 +634,15 @@ fn a_provider_built_against_the_previous_wit_loads_through_the_adapter() {
     assert_eq!(run.code, 6, "three changed and two failed: {run:#?}");
     let resource = |name: &str| format!("Hostile[{}]", machine.file(name));
     for line in [
-        // plan's change, converted from 0.6.0's record, and apply's log message.
+        // plan's change and apply's log message.
         format!("{}: write_file done", resource("write")),
         format!("{}: notice: wrote `{written}`", resource("write")),
-        // file-metadata@0.6.0.
+        // file-metadata@0.7.0.
         format!(
             "{}: notice: stat of `{written}`: Some(FileStat {{ kind: File",
             resource("stat")
         ),
-        // process@0.6.0, checked against the policy as any launch.
+        // process@0.7.0, checked against the policy as any launch.
         format!(
             "{}: failed: program `/usr/bin/id` is not on the allowlist of plugin `hostile`",
             resource("launch")
@@ -667,7 +667,7 @@ fn a_provider_built_against_the_previous_wit_loads_through_the_adapter() {
             .iter()
             .any(|event| event["operation"] == "open-for-writing"
                 && event["decision"] == "allowed"
-                && event["digest"] == WIT_06_PLUGIN_SHA256),
+                && event["digest"] == WIT_07_PLUGIN_SHA256),
         "{events:#?}"
     );
 
@@ -681,7 +681,7 @@ fn a_provider_built_against_the_previous_wit_loads_through_the_adapter() {
     assert_eq!(inspect.code, 0, "{inspect:#?}");
     assert!(
         inspect.stdout.contains(
-            "  wit: 0.6.0 (this wconverge speaks 0.7.0, and loads this version's providers \
+            "  wit: 0.7.0 (this wconverge speaks 0.8.0, and loads this version's providers \
              through an adapter)\n"
         ),
         "{inspect:#?}"

@@ -560,7 +560,7 @@ limits = { memory_mib = 64, process_timeout_seconds = 600 }
         "{imports:#?}"
     );
     assert!(
-        imports.contains(&"wconverge:plugin/process@0.7.0".to_owned()),
+        imports.contains(&"wconverge:plugin/process@0.8.0".to_owned()),
         "{imports:#?}"
     );
 }
@@ -690,8 +690,8 @@ programs = [
     let audit = audit_with_dir(&machine, &policy, &dir);
     assert!(
         audit.stdout.contains(
-            "  imports:\n    wconverge:plugin/file-metadata@0.7.0\n    wconverge:plugin/log@0.7.0\n    \
-             wconverge:plugin/process@0.7.0\n    wconverge:plugin/types@0.7.0\n  directories: none\n"
+            "  imports:\n    wconverge:plugin/file-metadata@0.8.0\n    wconverge:plugin/log@0.8.0\n    \
+             wconverge:plugin/process@0.8.0\n    wconverge:plugin/types@0.8.0\n  directories: none\n"
         ),
         "{audit:#?}"
     );

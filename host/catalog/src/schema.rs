@@ -302,6 +302,11 @@ pub struct TypeSchema {
     /// Which of its resources may be applied while others run (`apply --jobs`).
     #[serde(default, skip_serializing_if = "Concurrency::is_one_at_a_time")]
     pub concurrency: Concurrency,
+    /// Files whose changes may mean its resources drifted, beyond their path attributes
+    /// (`{name}` is a resource's value of its attribute `name`): what a watching agent
+    /// also watches.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub watches: Vec<String>,
     /// The type it inherits from (declared types only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
@@ -371,6 +376,7 @@ impl TypeSchema {
             refreshable: false,
             context: Vec::new(),
             batch_state: false,
+            watches: Vec::new(),
             concurrency: Concurrency::OneAtATime,
             parent: None,
             is_abstract: false,

@@ -68,16 +68,16 @@ pub mod fact_source {
 
 /// The WIT package version this host implements.
 pub(crate) const WIT_PACKAGE: &str = "wconverge:plugin";
-pub const WIT_VERSION: &str = "0.7.0";
+pub const WIT_VERSION: &str = "0.8.0";
 
 /// The WIT version before this host's, whose providers still load (`previous`).
-pub const PREVIOUS_WIT_VERSION: &str = "0.6.0";
+pub const PREVIOUS_WIT_VERSION: &str = "0.7.0";
 
 /// Export names that tell the worlds apart (`{WIT_PACKAGE}/NAME@{WIT_VERSION}`: a unit
 /// test checks they agree).
-pub const FACTS_EXPORT: &str = "wconverge:plugin/facts@0.7.0";
-pub const SCRIPTS_EXPORT: &str = "wconverge:plugin/scripts@0.7.0";
-pub const LAUNCHING_EXPORT: &str = "wconverge:plugin/launching@0.7.0";
+pub const FACTS_EXPORT: &str = "wconverge:plugin/facts@0.8.0";
+pub const SCRIPTS_EXPORT: &str = "wconverge:plugin/scripts@0.8.0";
+pub const LAUNCHING_EXPORT: &str = "wconverge:plugin/launching@0.8.0";
 
 #[cfg(test)]
 #[test]

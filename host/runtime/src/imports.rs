@@ -130,7 +130,7 @@ mod tests {
         let ok = [
             "wasi:io/poll@0.2.6",
             "wasi:filesystem/types@0.2.6",
-            "wconverge:plugin/log@0.7.0",
+            "wconverge:plugin/log@0.8.0",
         ]
         .map(str::to_owned);
         assert_eq!(check_imports(&ok), Ok(()));
@@ -155,8 +155,8 @@ mod tests {
             said(check_imports(&older)),
             Err(
                 "it was built against wconverge:plugin@0.2.0, and this wconverge implements \
-                 wconverge:plugin@0.7.0 (and loads providers built against 0.6.0); rebuild \
-                 it against 0.7.0"
+                 wconverge:plugin@0.8.0 (and loads providers built against 0.7.0); rebuild \
+                 it against 0.8.0"
                     .to_owned()
             )
         );
@@ -166,29 +166,29 @@ mod tests {
         );
         assert_eq!(
             said(check_previous_exports(&[
-                "wconverge:plugin/scripts@0.6.0".to_owned()
+                "wconverge:plugin/scripts@0.7.0".to_owned()
             ])),
             Err(
-                "it exports `wconverge:plugin/scripts@0.6.0`: it was built against \
-                 wconverge:plugin@0.6.0, whose interpreters, launchers and fact sources this \
-                 wconverge does not load (only its providers); rebuild it against 0.7.0"
+                "it exports `wconverge:plugin/scripts@0.7.0`: it was built against \
+                 wconverge:plugin@0.7.0, whose interpreters, launchers and fact sources this \
+                 wconverge does not load (only its providers); rebuild it against 0.8.0"
                     .to_owned()
             )
         );
         let previous = [
-            "wconverge:plugin/log@0.6.0".to_owned(),
-            "wconverge:plugin/types@0.6.0".to_owned(),
+            "wconverge:plugin/log@0.7.0".to_owned(),
+            "wconverge:plugin/types@0.7.0".to_owned(),
         ];
         assert_eq!(check_imports(&previous), Ok(()));
         let mixed = [
-            "wconverge:plugin/log@0.6.0".to_owned(),
-            "wconverge:plugin/process@0.7.0".to_owned(),
+            "wconverge:plugin/log@0.7.0".to_owned(),
+            "wconverge:plugin/process@0.8.0".to_owned(),
         ];
         assert_eq!(
             said(check_imports(&mixed)),
             Err(
-                "it imports wconverge:plugin interfaces of two versions, 0.6.0 and 0.7.0; \
-                 rebuild it against 0.7.0"
+                "it imports wconverge:plugin interfaces of two versions, 0.7.0 and 0.8.0; \
+                 rebuild it against 0.8.0"
                     .to_owned()
             )
         );

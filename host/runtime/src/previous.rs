@@ -1,19 +1,22 @@
 //! Providers built against the previous WIT version, [`PREVIOUS_WIT_VERSION`], loaded
 //! through an adapter (the promise is in `docs/plugin-compatibility.md`).
 //!
-//! 0.6.0 and 0.7.0 differ in one record: 0.7.0's `change` has a `diff`. Every other type
-//! has the same shape, and the component model checks types by shape (field and case
-//! names and their types, not the records' own names), so the adapter calls a 0.6.0
-//! component's exports with this host's types, and with [`Change06`] and [`Checked06`]
-//! where a change crosses: a change from a 0.6.0 plugin has no diff, and a diff is
-//! dropped on the way back into its `apply`. Its imports are this host's own
-//! implementations, registered again under the 0.6.0 names, so a 0.6.0 plugin gets
-//! exactly the grants, limits and audit trail a 0.7.0 one does.
+//! 0.7.0 and 0.8.0 differ in one record: 0.8.0's `type-schema` has `watches`. Every other
+//! type has the same shape, and the component model checks types by shape (field and
+//! case names and their types, not the records' own names), so the adapter calls a
+//! 0.7.0 component's exports with this host's types, and its `describe` with
+//! [`ProviderInfo07`], whose types are [`TypeSchema07`]: a 0.7.0 provider's types watch
+//! nothing beyond their path attributes. Its imports are this host's own
+//! implementations, registered again under the 0.7.0 names, so a 0.7.0 plugin gets
+//! exactly the grants, limits and audit trail a 0.8.0 one does.
 //!
-//! Only the `provider` world is adapted: a 0.6.0 interpreter, launcher or fact source
+//! Only the `provider` world is adapted: a 0.7.0 interpreter, launcher or fact source
 //! is refused with the version it needs.
 
-use crate::bindings::types::{Attribute, Change, Checked, ProviderInfo, Resource, Value};
+use crate::bindings::types::{
+    Attribute, AttributeSchema, Change, Checked, Concurrency, Invariant, ProviderInfo, Resource,
+    RunContext, TypeSchema,
+};
 use crate::bindings::{Provider, ProviderIndices, file_metadata, log, process};
 use crate::state::PluginState;
 use wasmtime::component::{
@@ -23,49 +26,58 @@ use wasmtime::{AsContextMut, Store};
 
 use crate::bindings::PREVIOUS_WIT_VERSION;
 
-/// 0.6.0's `change`: 0.7.0's without its diff.
+/// 0.7.0's `type-schema`: 0.8.0's without `watches`.
 #[derive(ComponentType, Lift, Lower, Clone, Debug)]
 #[component(record)]
-pub(crate) struct Change06 {
-    attribute: String,
-    current: Option<Value>,
-    desired: Option<Value>,
-    message: String,
+pub(crate) struct TypeSchema07 {
+    name: String,
+    doc: String,
+    attributes: Vec<AttributeSchema>,
+    invariants: Vec<Invariant>,
+    refreshable: bool,
+    context: Vec<RunContext>,
+    #[component(name = "batch-state")]
+    batch_state: bool,
+    concurrency: Concurrency,
 }
 
-/// 0.6.0's `checked`, whose changes are [`Change06`].
+/// 0.7.0's `provider-info`, whose types are [`TypeSchema07`].
 #[derive(ComponentType, Lift, Lower, Clone, Debug)]
 #[component(record)]
-pub(crate) struct Checked06 {
-    current: Vec<Attribute>,
-    changes: Vec<Change06>,
+pub(crate) struct ProviderInfo07 {
+    name: String,
+    version: String,
+    types: Vec<TypeSchema07>,
+    requires: Option<String>,
 }
 
-impl From<Change06> for Change {
-    fn from(change: Change06) -> Change {
-        Change {
-            attribute: change.attribute,
-            current: change.current,
-            desired: change.desired,
-            message: change.message,
-            diff: None,
+impl From<ProviderInfo07> for ProviderInfo {
+    fn from(info: ProviderInfo07) -> ProviderInfo {
+        ProviderInfo {
+            name: info.name,
+            version: info.version,
+            types: info
+                .types
+                .into_iter()
+                .map(|schema| TypeSchema {
+                    name: schema.name,
+                    doc: schema.doc,
+                    attributes: schema.attributes,
+                    invariants: schema.invariants,
+                    refreshable: schema.refreshable,
+                    context: schema.context,
+                    batch_state: schema.batch_state,
+                    concurrency: schema.concurrency,
+                    watches: Vec::new(),
+                })
+                .collect(),
+            requires: info.requires,
         }
     }
 }
 
-impl From<&Change> for Change06 {
-    fn from(change: &Change) -> Change06 {
-        Change06 {
-            attribute: change.attribute.clone(),
-            current: change.current.clone(),
-            desired: change.desired.clone(),
-            message: change.message.clone(),
-        }
-    }
-}
-
-/// Where a 0.6.0 provider's exports are, found and type-checked once when it loads.
-pub(crate) struct Indices06 {
+/// Where a 0.7.0 provider's exports are, found and type-checked once when it loads.
+pub(crate) struct Indices07 {
     describe: ComponentExportIndex,
     validate: ComponentExportIndex,
     current_state: ComponentExportIndex,
@@ -75,9 +87,9 @@ pub(crate) struct Indices06 {
     refresh: ComponentExportIndex,
 }
 
-impl Indices06 {
-    /// The exports of `pre`'s component, checked against 0.6.0's `provider` world.
-    pub(crate) fn new(pre: &InstancePre<PluginState>) -> wasmtime::Result<Indices06> {
+impl Indices07 {
+    /// The exports of `pre`'s component, checked against 0.7.0's `provider` world.
+    pub(crate) fn new(pre: &InstancePre<PluginState>) -> wasmtime::Result<Indices07> {
         let component = pre.component();
         let instance_type = pre.instance_type();
         let index = |name: &str| {
@@ -90,22 +102,22 @@ impl Indices06 {
             }
         };
         let (func, describe) = index("describe")?;
-        func.typecheck::<(), (ProviderInfo,)>(&instance_type)?;
+        func.typecheck::<(), (ProviderInfo07,)>(&instance_type)?;
         let (func, validate) = index("validate")?;
         func.typecheck::<(Vec<Resource>,), (Vec<Vec<String>>,)>(&instance_type)?;
         let (func, current_state) = index("current-state")?;
         func.typecheck::<(Resource,), (Result<Vec<Attribute>, String>,)>(&instance_type)?;
         let (func, check) = index("check")?;
-        func.typecheck::<(Vec<Resource>,), (Vec<Result<Checked06, String>>,)>(&instance_type)?;
+        func.typecheck::<(Vec<Resource>,), (Vec<Result<Checked, String>>,)>(&instance_type)?;
         let (func, plan) = index("plan")?;
-        func.typecheck::<(Resource, Vec<Attribute>), (Result<Vec<Change06>, String>,)>(
+        func.typecheck::<(Resource, Vec<Attribute>), (Result<Vec<Change>, String>,)>(
             &instance_type,
         )?;
         let (func, apply) = index("apply")?;
-        func.typecheck::<(Resource, Vec<Change06>), (Result<(), String>,)>(&instance_type)?;
+        func.typecheck::<(Resource, Vec<Change>), (Result<(), String>,)>(&instance_type)?;
         let (func, refresh) = index("refresh")?;
         func.typecheck::<(Resource,), (Result<(), String>,)>(&instance_type)?;
-        Ok(Indices06 {
+        Ok(Indices07 {
             describe,
             validate,
             current_state,
@@ -121,13 +133,13 @@ impl Indices06 {
         &self,
         mut store: impl AsContextMut<Data = PluginState>,
         instance: &wasmtime::component::Instance,
-    ) -> wasmtime::Result<Provider06> {
+    ) -> wasmtime::Result<Provider07> {
         let mut func = |index: &ComponentExportIndex| {
             instance
                 .get_func(&mut store, index)
                 .ok_or_else(|| wasmtime::format_err!("an export is missing from the instance"))
         };
-        Ok(Provider06 {
+        Ok(Provider07 {
             describe: func(&self.describe)?,
             validate: func(&self.validate)?,
             current_state: func(&self.current_state)?,
@@ -139,8 +151,8 @@ impl Indices06 {
     }
 }
 
-/// One instance's exports of a 0.6.0 provider.
-pub(crate) struct Provider06 {
+/// One instance's exports of a 0.7.0 provider.
+pub(crate) struct Provider07 {
     describe: Func,
     validate: Func,
     current_state: Func,
@@ -153,7 +165,7 @@ pub(crate) struct Provider06 {
 /// Which `provider` world a plugin was built against, found when it loads.
 pub(crate) enum ProviderKind {
     Current(ProviderIndices),
-    Previous(Indices06),
+    Previous(Indices07),
 }
 
 impl ProviderKind {
@@ -162,7 +174,7 @@ impl ProviderKind {
     pub(crate) fn new(pre: &InstancePre<PluginState>) -> wasmtime::Result<ProviderKind> {
         match ProviderIndices::new(pre) {
             Ok(indices) => Ok(ProviderKind::Current(indices)),
-            Err(error) => Indices06::new(pre)
+            Err(error) => Indices07::new(pre)
                 .map(ProviderKind::Previous)
                 .map_err(|_| error),
         }
@@ -196,7 +208,7 @@ impl ProviderKind {
 /// host's types.
 pub(crate) enum ProviderExports {
     Current(Provider),
-    Previous(Provider06),
+    Previous(Provider07),
 }
 
 type Plugin<'a> = &'a mut Store<PluginState>;
@@ -206,9 +218,9 @@ impl ProviderExports {
         match self {
             ProviderExports::Current(provider) => provider.call_describe(store),
             ProviderExports::Previous(provider) => {
-                let typed = provider.describe.typed::<(), (ProviderInfo,)>(&*store)?;
+                let typed = provider.describe.typed::<(), (ProviderInfo07,)>(&*store)?;
                 let (info,) = typed.call(store, ())?;
-                Ok(info)
+                Ok(info.into())
             }
         }
     }
@@ -257,17 +269,9 @@ impl ProviderExports {
             ProviderExports::Previous(provider) => {
                 let typed = provider
                     .check
-                    .typed::<(&[Resource],), (Vec<Result<Checked06, String>>,)>(&*store)?;
+                    .typed::<(&[Resource],), (Vec<Result<Checked, String>>,)>(&*store)?;
                 let (checked,) = typed.call(store, (resources,))?;
-                Ok(checked
-                    .into_iter()
-                    .map(|one| {
-                        one.map(|checked| Checked {
-                            current: checked.current,
-                            changes: checked.changes.into_iter().map(Change::from).collect(),
-                        })
-                    })
-                    .collect())
+                Ok(checked)
             }
         }
     }
@@ -283,11 +287,9 @@ impl ProviderExports {
             ProviderExports::Previous(provider) => {
                 let typed = provider
                     .plan
-                    .typed::<(&Resource, &[Attribute]), (Result<Vec<Change06>, String>,)>(
-                        &*store,
-                    )?;
+                    .typed::<(&Resource, &[Attribute]), (Result<Vec<Change>, String>,)>(&*store)?;
                 let (planned,) = typed.call(store, (resource, current))?;
-                Ok(planned.map(|changes| changes.into_iter().map(Change::from).collect()))
+                Ok(planned)
             }
         }
     }
@@ -301,11 +303,10 @@ impl ProviderExports {
         match self {
             ProviderExports::Current(provider) => provider.call_apply(store, resource, changes),
             ProviderExports::Previous(provider) => {
-                let changes: Vec<Change06> = changes.iter().map(Change06::from).collect();
                 let typed = provider
                     .apply
-                    .typed::<(&Resource, &[Change06]), (Result<(), String>,)>(&*store)?;
-                let (applied,) = typed.call(store, (resource, &changes))?;
+                    .typed::<(&Resource, &[Change]), (Result<(), String>,)>(&*store)?;
+                let (applied,) = typed.call(store, (resource, changes))?;
                 Ok(applied)
             }
         }
@@ -329,8 +330,8 @@ impl ProviderExports {
     }
 }
 
-/// Registers this host's imports again under the 0.6.0 names, each calling the same
-/// implementation as its 0.7.0 twin.
+/// Registers this host's imports again under the 0.7.0 names, each calling the same
+/// implementation as its 0.8.0 twin.
 pub(crate) fn add_to_linker(linker: &mut Linker<PluginState>) -> wasmtime::Result<()> {
     let name = |interface: &str| format!("wconverge:plugin/{interface}@{PREVIOUS_WIT_VERSION}");
     // A types-only interface: nothing to define, but the instance must exist.

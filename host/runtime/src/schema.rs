@@ -26,6 +26,12 @@ pub(crate) enum SchemaError {
     ManagedBeneath(String),
     /// It applies its resources at once per path without a read-write namevar.
     PerPath(String),
+    /// A file it asks to be watched is not one (`why`).
+    Watch {
+        type_name: String,
+        watch: String,
+        why: String,
+    },
 }
 
 /// Why an attribute of a schema is refused.
@@ -82,6 +88,11 @@ impl std::fmt::Display for SchemaError {
                 "type `{type_name}` may apply its resources at once per path, but its namevar \
                  is not a `read-write` path"
             ),
+            SchemaError::Watch {
+                type_name,
+                watch,
+                why,
+            } => write!(f, "type `{type_name}` asks to watch `{watch}`: {why}"),
         }
     }
 }
@@ -191,6 +202,50 @@ fn is_identifier(name: &str) -> bool {
 }
 
 /// A type schema from `describe`, checked.
+/// The most files a type may ask to be watched.
+const MAX_WATCHES: usize = 16;
+/// The longest such file, before its `{attribute}`s are replaced.
+const MAX_WATCH_BYTES: usize = 1024;
+
+/// Whether `watch` is a file a type may ask to be watched: an absolute path (or one that
+/// starts with an attribute's value) without `.` or `..`, whose `{name}`s are attributes
+/// of the type. Why not, if it is not.
+fn check_watch(watch: &str, attributes: &[AttributeSchema]) -> Result<(), String> {
+    if watch.len() > MAX_WATCH_BYTES {
+        return Err(format!("longer than {MAX_WATCH_BYTES} bytes"));
+    }
+    if !watch.starts_with('/') && !watch.starts_with('{') {
+        return Err("not an absolute path".to_owned());
+    }
+    let mut literal = String::with_capacity(watch.len());
+    let mut rest = watch;
+    while let Some(open) = rest.find(['{', '}']) {
+        if rest.as_bytes()[open] == b'}' {
+            return Err("a `}` without its `{`".to_owned());
+        }
+        literal.push_str(&rest[..open]);
+        let Some(close) = rest[open..].find('}') else {
+            return Err("a `{` without its `}`".to_owned());
+        };
+        let name = &rest[open + 1..open + close];
+        if !attributes.iter().any(|attribute| attribute.name == name) {
+            return Err(format!("`{{{name}}}` names no attribute of the type"));
+        }
+        literal.push('x');
+        rest = &rest[open + close + 1..];
+    }
+    literal.push_str(rest);
+    if literal
+        .split('/')
+        .skip(1)
+        .any(|part| part.is_empty() || part == "." || part == "..")
+        || literal.contains('\0')
+    {
+        return Err("not a path without `.`, `..`, empty parts or NUL".to_owned());
+    }
+    Ok(())
+}
+
 pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, SchemaError> {
     let type_name = &schema.name;
     if !type_name.split("::").all(is_identifier) {
@@ -314,6 +369,20 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, Sc
             context.push(wanted);
         }
     }
+    if schema.watches.len() > MAX_WATCHES {
+        return Err(SchemaError::Watch {
+            type_name: type_name.clone(),
+            watch: schema.watches[MAX_WATCHES].clone(),
+            why: format!("a type watches at most {MAX_WATCHES} files"),
+        });
+    }
+    for watch in &schema.watches {
+        check_watch(watch, &attributes).map_err(|why| SchemaError::Watch {
+            type_name: type_name.clone(),
+            watch: crate::convert::truncate(watch),
+            why,
+        })?;
+    }
     if schema.concurrency == wit::Concurrency::PerPath
         && !attributes.iter().any(|attribute| {
             attribute.behaviour == Behaviour::Namevar
@@ -341,6 +410,7 @@ pub(crate) fn schema_from_wit(schema: &wit::TypeSchema) -> Result<TypeSchema, Sc
             wit::Concurrency::PerPath => wconverge_catalog::Concurrency::PerPath,
             wit::Concurrency::Any => wconverge_catalog::Concurrency::Any,
         },
+        watches: schema.watches.clone(),
         context,
         parent: None,
         is_abstract: false,
@@ -380,6 +450,7 @@ mod tests {
             context: Vec::new(),
             batch_state: false,
             concurrency: wit::Concurrency::Any,
+            watches: Vec::new(),
         };
         let name = || attribute("name", wit::Behaviour::Namevar);
         assert!(schema_from_wit(&schema(vec![name()])).is_ok());
@@ -439,5 +510,38 @@ mod tests {
             assert_eq!(refused, error);
             assert_eq!(refused.to_string(), said);
         }
+    }
+
+    #[test]
+    fn a_type_watches_only_absolute_normal_paths_naming_its_own_attributes() {
+        let attributes = [
+            AttributeSchema::new("name", wconverge_catalog::DataType::String),
+            AttributeSchema::new("user", wconverge_catalog::DataType::String),
+        ];
+        for good in [
+            "/var/lib/dpkg/status",
+            "/var/spool/cron/crontabs/{user}",
+            "{name}",
+            "/etc/{name}.d/{user}.conf",
+        ] {
+            assert_eq!(check_watch(good, &attributes), Ok(()), "{good}");
+        }
+        for (bad, why) in [
+            ("etc/passwd", "not an absolute path"),
+            (
+                "/etc/../shadow",
+                "not a path without `.`, `..`, empty parts or NUL",
+            ),
+            (
+                "/etc//passwd",
+                "not a path without `.`, `..`, empty parts or NUL",
+            ),
+            ("/etc/{home}", "`{home}` names no attribute of the type"),
+            ("/etc/{user", "a `{` without its `}`"),
+            ("/etc/user}", "a `}` without its `{`"),
+        ] {
+            assert_eq!(check_watch(bad, &attributes), Err(why.to_owned()), "{bad}");
+        }
+        assert!(check_watch(&format!("/{}", "a".repeat(2000)), &attributes).is_err());
     }
 }

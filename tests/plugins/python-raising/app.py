@@ -41,6 +41,7 @@ class WitWorld(wit_world.WitWorld):
                     context=[],
                     batch_state=False,
                     concurrency=Concurrency.ONE_AT_A_TIME,
+                    watches=[],
                 )
             ],
         )

@@ -127,6 +127,17 @@ pub(crate) fn type_detail(shown: &TypeProvider, providers: &[TypeProvider]) {
             "  concurrency: any number at once under `apply --jobs`\n"
         }
     });
+    if !schema.watches.is_empty() {
+        text.push_str(&format!(
+            "  watched besides its paths (`agent --watch`): {}\n",
+            schema
+                .watches
+                .iter()
+                .map(|watch| format!("`{watch}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
     if !schema.context.is_empty() {
         let received: Vec<String> = schema
             .context

@@ -67,6 +67,9 @@ class WitWorld(wit_world.WitWorld):
                     context=[],
                     batch_state=False,
                     concurrency=Concurrency.PER_PATH,
+                    # Files whose changes mean drift beyond the path attributes (a
+                    # watching agent watches `path` already): `["/etc/app/{name}"]`.
+                    watches=[],
                 )
             ],
         )

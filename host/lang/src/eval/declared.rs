@@ -206,6 +206,7 @@ impl Evaluator<'_> {
             context: Vec::new(),
             batch_state: false,
             concurrency: wconverge_catalog::Concurrency::OneAtATime,
+            watches: Vec::new(),
             parent: def.parent.as_ref().map(|(parent, _)| {
                 by_name
                     .get(&parent.to_ascii_lowercase())
