@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-/// An agent running in the background, killed when dropped (a failed test leaves none).
+/// An agent running in the background, stopped when dropped (a failed test leaves none).
 pub(crate) struct Agent {
     child: Option<Child>,
     log: PathBuf,
@@ -81,8 +81,16 @@ impl Agent {
 }
 
 impl Drop for Agent {
+    /// SIGTERM, so that its run stops too (the agent waits for it), then SIGKILL after
+    /// ten seconds.
     fn drop(&mut self) {
         if let Some(mut child) = self.child.take() {
+            let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let until = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < until && matches!(child.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
             let _ = child.kill();
             let _ = child.wait();
         }

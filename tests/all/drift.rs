@@ -299,3 +299,39 @@ fn a_manifest_that_stops_compiling_leaves_the_last_catalog_applied_and_watched()
     agent.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(agent.exit(Duration::from_secs(20)), 0, "{}", agent.log());
 }
+
+#[test]
+fn what_a_type_declares_is_watched_too_a_removed_user_comes_back() {
+    // Declared before the agent: removed after it has stopped.
+    let mut accounts = crate::accounts::Accounts::new();
+    let name = accounts.user("watched");
+    let machine = Machine::new();
+    let manifest = machine.manifest(
+        "site.wcv",
+        &format!("user {{ '{name}': ensure => present, shell => '/bin/sh' }}\n"),
+    );
+    // The built-in policy: `user` (the useradd plugin) declares /etc/passwd and the other
+    // account files, which are not path attributes of any user.
+    let mut agent = Agent::start(&machine, &["--watch", "--interval", "1h", text(&manifest)]);
+    agent.wait_for("agent: run 1 ", Duration::from_secs(120));
+    let exists = || {
+        std::process::Command::new("getent")
+            .args(["passwd", &name])
+            .output()
+            .is_ok_and(|output| output.status.success())
+    };
+    assert!(exists(), "{}", agent.log());
+    let removed = std::process::Command::new("userdel")
+        .arg(&name)
+        .output()
+        .expect("userdel");
+    assert!(removed.status.success(), "{removed:?}");
+    eventually(Duration::from_secs(30), "the user back", exists);
+    assert!(
+        agent.log().contains("/etc/passwd"),
+        "the drift names the file: {}",
+        agent.log()
+    );
+    agent.signal(nix::sys::signal::Signal::SIGTERM);
+    assert_eq!(agent.exit(Duration::from_secs(30)), 0, "{}", agent.log());
+}

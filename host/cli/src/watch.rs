@@ -1,7 +1,8 @@
 //! Drift corrected as it happens (`wconverge agent --watch`): after a whole run, the run
 //! stays, with its catalog prepared and its plugins loaded, and watches with inotify what
 //! the resources name (every path attribute: the files they manage and those they read,
-//! such as a template's source) for as long as `--watch-for` says. When something
+//! such as a template's source; and the files their types declare, `watches`: the package
+//! database, `/etc/passwd`) for as long as `--watch-for` says. When something
 //! changes, it waits for the changes to settle (`--debounce`), takes the run lock and
 //! applies just the resources concerned and whatever they notify (`run_scoped`: the same
 //! order, dependencies and notifications as a whole run), then reports the run as a run
@@ -119,6 +120,52 @@ fn event_name(mask: AddWatchFlags) -> &'static str {
     }
 }
 
+/// What a resource's changes show in: its path attributes, and the files its type
+/// declares (`watches`, each `{name}` replaced by the resource's value of `name`).
+fn watched(prepared: &Prepared, resource: &wconverge_engine::PreparedResource) -> Vec<String> {
+    let Some(schema) = prepared.schema(resource) else {
+        return Vec::new();
+    };
+    let mut found: Vec<String> = resource
+        .paths(schema)
+        .into_iter()
+        .map(|(_, path)| path.trim_end_matches('/').to_owned())
+        .filter(|path| path.starts_with('/'))
+        .collect();
+    found.extend(
+        schema
+            .watches
+            .iter()
+            .filter_map(|watch| declared(watch, resource)),
+    );
+    found
+}
+
+/// A file a type declares, for `resource`: each `{name}` replaced by its value of the
+/// attribute `name` (a string without `/`); none when one is missing or the path is not
+/// absolute and normal.
+fn declared(watch: &str, resource: &wconverge_engine::PreparedResource) -> Option<String> {
+    let mut path = String::with_capacity(watch.len());
+    let mut rest = watch;
+    while let Some(open) = rest.find('{') {
+        let close = open + rest[open..].find('}')?;
+        path.push_str(&rest[..open]);
+        let value = resource.get(&rest[open + 1..close])?.as_str()?;
+        if value.is_empty() || value.contains(['/', '\0']) {
+            return None;
+        }
+        path.push_str(value);
+        rest = &rest[close + 1..];
+    }
+    path.push_str(rest);
+    let normal = path.starts_with('/')
+        && path
+            .split('/')
+            .skip(1)
+            .all(|part| !part.is_empty() && part != "." && part != "..");
+    normal.then_some(path)
+}
+
 /// How much an event says, for the one a path's drift is listed with.
 fn rank(event: &str) -> u8 {
     // A file replaced by a rename (an editor's save, `sed -i`) is also unlinked: moved
@@ -144,17 +191,11 @@ impl Watches {
             .collect();
         let mut paths: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for (idx, resource) in prepared.resources.iter().enumerate() {
-            let Some(schema) = prepared.schema(resource) else {
-                continue;
-            };
             if refused.contains(&std::ptr::from_ref(resource)) {
                 continue;
             }
-            for (_, path) in resource.paths(schema) {
-                let path = path.trim_end_matches('/');
-                if path.starts_with('/') && !path.is_empty() {
-                    paths.entry(path.to_owned()).or_default().push(idx);
-                }
+            for path in watched(prepared, resource) {
+                paths.entry(path).or_default().push(idx);
             }
         }
         let mut watches = Watches {
@@ -471,11 +512,8 @@ pub(crate) fn watch_and_correct(
         // What the run changed may have moved what is watched (a directory created, a
         // file replaced by another): watched again.
         for &idx in &taken.resources {
-            let resource = &prepared.resources[idx];
-            if let Some(schema) = prepared.schema(resource) {
-                for (_, path) in resource.paths(schema) {
-                    watches.watch(path.trim_end_matches('/'));
-                }
+            for path in watched(prepared, &prepared.resources[idx]) {
+                watches.watch(&path);
             }
         }
         let changed = report.summary.changed + report.summary.refreshed > 0;

@@ -25,6 +25,8 @@ fn schema() -> TypeSchema {
          cron's 998 bytes, no bare `%`, no command starting with `*`), and `crontab` itself \
          checks the whole.",
     )
+    // Debian's crontabs, which `crontab` rewrites.
+    .watches("/var/spool/cron/crontabs/{user}")
     .attribute(Attribute::new("name", DataType::String, "The job's name.").namevar())
     .attribute(Attribute::ensure_present(
         "Whether the job is in the crontab.",

@@ -18,6 +18,8 @@ pub(crate) fn schema() -> TypeSchema {
         "A group of users: whether it exists, its gid and members.",
     )
     .batch_state()
+    .watches("/etc/group")
+    .watches("/etc/gshadow")
     .attribute(Attribute::new("name", DataType::String, "The group's name.").namevar())
     .attribute(Attribute::ensure_present("Whether the group exists."))
     .attribute(Attribute::new(

@@ -21,6 +21,10 @@ pub(crate) fn schema() -> TypeSchema {
          password hash and expiry.",
     )
     .batch_state()
+    // What useradd, usermod and userdel (and `passwd`, `chsh`...) rewrite.
+    .watches("/etc/passwd")
+    .watches("/etc/shadow")
+    .watches("/etc/group")
     .attribute(Attribute::new("name", DataType::String, "The user's name.").namevar())
     .attribute(Attribute::ensure_present("Whether the user exists."))
     .attribute(Attribute::new(

@@ -35,6 +35,8 @@ pub fn schema(provider_doc: &str, local_files: bool) -> TypeSchema {
              {provider_doc}"
         ),
     );
+    // dpkg's database: any package installed, removed or changed rewrites it.
+    let schema = schema.watches("/var/lib/dpkg/status");
     let schema = if local_files {
         schema
     } else {
