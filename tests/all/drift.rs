@@ -32,6 +32,28 @@ fn watching(machine: &Machine, manifest: &Path, policy: &Path) -> Agent {
     )
 }
 
+/// An agent watching `site.pp` (one file, `a`) with an hour between whole runs set in
+/// its config file (so that SIGHUP has something to reload), after its first run.
+fn reloadable(machine: &Machine) -> (Agent, PathBuf) {
+    let config = machine.root().join("wconverge.conf");
+    std::fs::write(&config, "runinterval = \"1h\"\n").expect("config");
+    let manifest = machine.manifest("site.pp", "file { '@FILES@/a': content => \"a\\n\" }\n");
+    let policy = machine.policy("");
+    let agent = Agent::start(
+        machine,
+        &[
+            "--watch",
+            "--config",
+            text(&config),
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    (agent, manifest)
+}
+
 /// How many corrections `agent status` counts.
 fn corrections(machine: &Machine) -> u64 {
     let (_, said) = status(machine);
@@ -167,22 +189,7 @@ exec { 'theirs': command => "/bin/sh -c 'echo theirs > @FILES@/fought'", refresh
 #[test]
 fn sighup_ends_the_watch_and_the_next_whole_run_takes_the_new_manifest_at_once() {
     let machine = Machine::new();
-    let config = machine.root().join("wconverge.conf");
-    std::fs::write(&config, "runinterval = \"1h\"\n").expect("config");
-    let manifest = machine.manifest("site.pp", "file { '@FILES@/a': content => \"a\\n\" }\n");
-    let policy = machine.policy("");
-    let mut agent = Agent::start(
-        &machine,
-        &[
-            "--watch",
-            "--config",
-            text(&config),
-            text(&manifest),
-            "--policy",
-            text(&policy),
-        ],
-    );
-    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    let (mut agent, manifest) = reloadable(&machine);
     std::fs::write(
         &manifest,
         format!(
@@ -238,24 +245,8 @@ fn a_killed_agent_leaves_no_watching_run_behind() {
 #[test]
 fn a_manifest_that_stops_compiling_leaves_the_last_catalog_applied_and_watched() {
     let machine = Machine::new();
-    let config = machine.root().join("wconverge.conf");
-    std::fs::write(&config, "runinterval = \"1h\"\n").expect("config");
-    let good = "file { '@FILES@/a': content => \"a\\n\" }\n";
-    let manifest = machine.manifest("site.pp", good);
+    let (mut agent, manifest) = reloadable(&machine);
     let good = std::fs::read_to_string(&manifest).expect("manifest");
-    let policy = machine.policy("");
-    let mut agent = Agent::start(
-        &machine,
-        &[
-            "--watch",
-            "--config",
-            text(&config),
-            text(&manifest),
-            "--policy",
-            text(&policy),
-        ],
-    );
-    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
     // A typo, then a reload: the run applies the last catalog that compiled, says the
     // manifests failed, and goes on watching.
     std::fs::write(&manifest, "file { 'oops' \n").expect("broken");
