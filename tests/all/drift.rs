@@ -122,16 +122,24 @@ file { '@FILES@/d/inner': content => "inner\n" }
     let counted = corrections(&machine);
     assert!((4..=6).contains(&counted), "{said}\n{}", agent.log());
 
-    // Each correction is a report of its own, marked corrective, with what changed.
-    let reports = machine.run(&["reports", "--format", "json"]);
-    assert_eq!(reports.code, 0, "{reports:#?}");
-    let listed = reports.json();
-    let listed = listed.as_array().expect("a list");
-    let corrected: Vec<&serde_json::Value> = listed
-        .iter()
-        .filter(|report| report["status"] == "corrected")
-        .collect();
-    assert_eq!(corrected.len() as u64, counted, "{reports:#?}");
+    // Each correction is a report of its own, marked corrective, with what changed (a
+    // report is stored just after the agent hears of it).
+    let corrected = || -> Vec<serde_json::Value> {
+        let reports = machine.run(&["reports", "--format", "json"]);
+        assert_eq!(reports.code, 0, "{reports:#?}");
+        reports
+            .json()
+            .as_array()
+            .expect("a list")
+            .iter()
+            .filter(|report| report["status"] == "corrected")
+            .cloned()
+            .collect()
+    };
+    eventually(Duration::from_secs(10), "every correction stored", || {
+        corrected().len() as u64 == counted
+    });
+    let corrected = corrected();
     let id = corrected[0]["id"].to_string();
     let shown = machine.run(&["reports", "show", &id]);
     let shown = shown.json();
@@ -176,6 +184,8 @@ exec { 'theirs': command => "/bin/sh -c 'echo theirs > @FILES@/fought'", refresh
         "drifted again each time it was corrected",
         Duration::from_secs(120),
     );
+    // The agent counts the last reports a little after the run's warning.
+    std::thread::sleep(Duration::from_millis(500));
     let settled = corrections(&machine);
     std::thread::sleep(Duration::from_secs(1));
     assert_eq!(corrections(&machine), settled, "{}", agent.log());
@@ -318,11 +328,57 @@ fn what_a_type_declares_is_watched_too_a_removed_user_comes_back() {
         .expect("userdel");
     assert!(removed.status.success(), "{removed:?}");
     eventually(Duration::from_secs(30), "the user back", exists);
-    assert!(
-        agent.log().contains("/etc/passwd"),
-        "the drift names the file: {}",
-        agent.log()
+    // The agent logs the correction once the run has reported it.
+    eventually(
+        Duration::from_secs(10),
+        "the drift names /etc/passwd",
+        || {
+            agent
+                .log()
+                .lines()
+                .any(|line| line.starts_with("agent: drift at ") && line.contains("/etc/passwd"))
+        },
     );
     agent.signal(nix::sys::signal::Signal::SIGTERM);
     assert_eq!(agent.exit(Duration::from_secs(30)), 0, "{}", agent.log());
+}
+
+#[test]
+fn a_correction_lists_the_drift_seen_not_the_previous_corrections_own_changes() {
+    // A second write soon after a correction, within the debounce window of the check
+    // that the correction's own rename leads to: listed as written, not moved.
+    let machine = Machine::new();
+    let manifest = machine.manifest("site.pp", "file { '@FILES@/a': content => \"a\\n\" }\n");
+    let policy = machine.policy("");
+    let agent = Agent::start(
+        &machine,
+        &[
+            "--watch",
+            "--debounce",
+            "1s",
+            "--interval",
+            "1h",
+            text(&manifest),
+            "--policy",
+            text(&policy),
+        ],
+    );
+    agent.wait_for("agent: run 1 ", Duration::from_secs(60));
+    let a = PathBuf::from(machine.file("a"));
+    let corrections = || agent.log().matches("agent: drift at ").count();
+    for round in 1..=2 {
+        std::fs::write(&a, "drift\n").expect("drift");
+        eventually(Duration::from_secs(20), "corrected", || {
+            corrections() >= round
+        });
+    }
+    let log = agent.log();
+    let drift: Vec<&str> = log
+        .lines()
+        .filter(|line| line.starts_with("agent: drift at "))
+        .collect();
+    assert_eq!(drift.len(), 2, "{log}");
+    for line in drift {
+        assert!(line.contains("/a written: 1 changed"), "{line}\n{log}");
+    }
 }

@@ -82,6 +82,9 @@ pub(crate) enum AgentCommand {
 
 /// `--debounce`: a duration of at most a minute.
 pub(crate) fn debounce(text: &str) -> anyhow::Result<Duration> {
+    if text.bytes().all(|byte| byte.is_ascii_digit()) {
+        bail!("`--debounce {text}`: give a unit, `{text}ms` or `{text}s`");
+    }
     let duration = parse_duration(text, "--debounce")?;
     if duration > Duration::from_secs(60) {
         bail!("`--debounce {text}`: at most a minute (`10ms`, the default, suits most)");
@@ -519,7 +522,7 @@ fn whole_run(
             .and_then(|report| report["summary"][key].as_u64())
             .unwrap_or(0)
     };
-    let (changed, failed) = (count("changed"), count("failed"));
+    let (changed, failed, skipped) = (count("changed"), count("failed"), count("skipped"));
     let status = match code {
         0 => "unchanged",
         2 => "changed",
@@ -545,8 +548,13 @@ fn whole_run(
         seconds,
     });
     write_state(state_dir, state);
+    let skipped = if skipped > 0 {
+        format!(", {skipped} skipped (a dependency failed)")
+    } else {
+        String::new()
+    };
     output::line(&format!(
-        "agent: run {} at {}: {status} (exit {code}), {changed} changed, {failed} failed, {seconds:.2} s",
+        "agent: run {} at {}: {status} (exit {code}), {changed} changed, {failed} failed{skipped}, {seconds:.2} s",
         state.runs,
         time_text(at)
     ));
@@ -644,8 +652,12 @@ fn corrected(state: &mut State, report: &serde_json::Value, state_dir: &Path) {
     state.corrections += 1;
     state.drift_changes += corrective;
     let at = wconverge_store::now();
+    let skipped = match count("skipped") {
+        0 => String::new(),
+        skipped => format!(", {skipped} skipped (a dependency failed)"),
+    };
     output::line(&format!(
-        "agent: drift at {}: {}: {} changed, {} failed",
+        "agent: drift at {}: {}: {} changed, {} failed{skipped}",
         time_text(at),
         drift.join(", "),
         count("changed"),

@@ -205,7 +205,7 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     // With lazy values, on the compiler's stack once, so that they evaluate
     // without a thread each (and only then: that thread is a little slower).
     // Concurrent runs give each worker such a stack.
-    let watcher = match watching.filter(|_| mode == Mode::Apply) {
+    let mut watcher = match watching.filter(|_| mode == Mode::Apply) {
         Some(watching) => Some(crate::watch::Watcher::start(&prepared, &runtime, watching)?),
         None => None,
     };
@@ -223,6 +223,9 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
     } else {
         whole()
     };
+    if let Some(watcher) = &mut watcher {
+        watcher.after_whole_run();
+    }
     // One sync per directory the run changed, rather than one per file: part of the
     // run's phase.
     let sync_started = std::time::Instant::now();

@@ -38,7 +38,8 @@ pub(crate) fn watch() {
                 wconverge_runtime::stop_after_current(signal as i32);
                 crate::watch::wake();
                 crate::output::warning(
-                    "SIGUSR1: finishing the resources in progress; nothing more is applied",
+                    "SIGUSR1 (the agent stops this run, or the run's watch): finishing the \
+                     resources in progress; nothing more is applied",
                 );
                 continue;
             }

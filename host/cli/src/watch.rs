@@ -171,10 +171,11 @@ fn rank(event: &str) -> u8 {
     // A file replaced by a rename (an editor's save, `sed -i`) is also unlinked: moved
     // says more than removed.
     match event {
-        "moved" => 4,
-        "removed" => 3,
-        "created" => 2,
-        "written" => 1,
+        "moved" => 5,
+        "removed" => 4,
+        "created" => 3,
+        "written" => 2,
+        "attributes" => 1,
         _ => 0,
     }
 }
@@ -341,6 +342,17 @@ struct Pending {
     drift: BTreeMap<String, &'static str>,
 }
 
+impl Pending {
+    /// The events read just after a run are mostly its own (a file it replaced is
+    /// `moved`), perhaps with a change made meanwhile: each path is then listed as
+    /// `changed` (what happened is not known), unless a later event says more.
+    fn own_changes(&mut self) {
+        for event in self.drift.values_mut() {
+            *event = "changed";
+        }
+    }
+}
+
 /// Whether to stop watching: a signal asked for it.
 fn stopping() -> bool {
     wconverge_runtime::stopping().is_some() || wconverge_runtime::interrupted().is_some()
@@ -378,6 +390,7 @@ fn wait_readable(inotify: &Inotify, wake: Option<&OwnedFd>, until: Instant) -> b
 pub(crate) struct Watcher {
     watches: Watches,
     watching: Watching,
+    pending: Pending,
 }
 
 impl Watcher {
@@ -389,7 +402,15 @@ impl Watcher {
         Ok(Watcher {
             watches: Watches::new(prepared, runtime)?,
             watching,
+            pending: Pending::default(),
         })
+    }
+
+    /// Right after the whole run: its own changes are queued by now (the kernel queues
+    /// an event in the call that causes it). What they concern is checked once more.
+    pub(crate) fn after_whole_run(&mut self) {
+        self.watches.read(&mut self.pending);
+        self.pending.own_changes();
     }
 }
 
@@ -405,6 +426,7 @@ pub(crate) fn watch_and_correct(
     let Watcher {
         mut watches,
         watching,
+        mut pending,
     } = watcher;
     let until = Instant::now() + watching.duration;
     let wake = rustix::event::eventfd(
@@ -436,7 +458,6 @@ pub(crate) fn watch_and_correct(
     note(first, &mut left);
     let mut corrections: HashMap<usize, VecDeque<Instant>> = HashMap::new();
     let mut code = 0u8;
-    let mut pending = Pending::default();
     while !stopping() && Instant::now() < until {
         if pending.resources.is_empty() {
             if !wait_readable(&watches.inotify, wake, until) {
@@ -476,6 +497,10 @@ pub(crate) fn watch_and_correct(
             output::error(problem);
         }
         drop(_lock);
+        // The run's own changes are queued by now (the kernel queues an event in the call
+        // that causes it): what they concern is checked once more.
+        watches.read(&mut pending);
+        pending.own_changes();
         let now = Instant::now();
         for resource in &mut report.resources {
             let Some(&idx) = by_reference.get(&resource.resource) else {
@@ -529,6 +554,10 @@ pub(crate) fn watch_and_correct(
             .resources
             .iter()
             .any(|resource| resource.corrective_change);
+        report.phases = Some(wconverge_engine::report::Phases {
+            run_ms: report.duration_ms,
+            ..wconverge_engine::report::Phases::default()
+        });
         report.drift = taken
             .drift
             .into_iter()
