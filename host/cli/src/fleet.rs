@@ -848,7 +848,12 @@ pub(crate) fn parse_since(text: &str) -> anyhow::Result<i64> {
     {
         return Err(bad());
     }
-    let mut seconds = days_from_civil(*year, *month, *day) * 86_400;
+    // In range: checked above.
+    let (month, day) = (
+        u32::try_from(*month).map_err(|_| bad())?,
+        u32::try_from(*day).map_err(|_| bad())?,
+    );
+    let mut seconds = wconverge_lang::calendar::days_from_civil(*year, month, day) * 86_400;
     if let Some(time) = time {
         let fields: Vec<i64> = time
             .split(':')
@@ -865,36 +870,11 @@ pub(crate) fn parse_since(text: &str) -> anyhow::Result<i64> {
     Ok(seconds)
 }
 
-/// Days since 1970-01-01 of a date of the proleptic Gregorian calendar.
-fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
-    let year = if month <= 2 { year - 1 } else { year };
-    let era = year.div_euclid(400);
-    let year_of_era = year - era * 400;
-    let month_index = (month + 9) % 12;
-    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
-    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
-    era * 146_097 + day_of_era - 719_468
-}
-
 /// A time as `2026-11-25T08:00:00Z`.
 pub(crate) fn time_text(at: i64) -> String {
     let days = at.div_euclid(86_400);
     let seconds = at.rem_euclid(86_400);
-    // The inverse of `days_from_civil`.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let day_of_era = z - era * 146_097;
-    let year_of_era =
-        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
-    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
-    let month_index = (5 * day_of_year + 2) / 153;
-    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
-    let month = if month_index < 10 {
-        month_index + 3
-    } else {
-        month_index - 9
-    };
-    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    let (year, month, day) = wconverge_lang::calendar::civil_from_days(days);
     format!(
         "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
         seconds / 3_600,

@@ -7,6 +7,7 @@
 //! are no errors.
 #![warn(clippy::disallowed_methods)]
 
+pub mod calendar;
 mod code;
 mod diagnostic;
 mod epp;
