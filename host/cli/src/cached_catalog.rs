@@ -25,8 +25,10 @@ pub(crate) fn keep(state_dir: &Path, catalog: &wconverge_catalog::Catalog) {
 }
 
 /// What a run whose manifests failed applies instead: the kept catalog, if there is one
-/// (a regular file of this user: the state directory is private).
+/// in a private state directory (no one else can swap it; it is then read as any
+/// catalog, with the input's caps).
 pub(crate) fn instead(state_dir: &Path) -> Option<InputArgs> {
+    wconverge_runtime::open_private_dir(state_dir).ok()?;
     let path = state_dir.join(NAME);
     let meta = std::fs::symlink_metadata(&path).ok()?;
     if !meta.file_type().is_file() {
