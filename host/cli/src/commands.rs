@@ -202,27 +202,15 @@ pub(crate) fn apply(args: ApplyArgs, trails: &Trails) -> anyhow::Result<u8> {
         || std::thread::available_parallelism().map_or(1, usize::from),
         usize::from,
     );
-    // With lazy values, on the compiler's stack once, so that they evaluate
-    // without a thread each (and only then: that thread is a little slower).
-    // Concurrent runs give each worker such a stack.
     let mut watcher = match watching.filter(|_| mode == Mode::Apply) {
         Some(watching) => Some(crate::watch::Watcher::start(&prepared, &runtime, watching)?),
         None => None,
     };
-    let whole = || {
-        wconverge_engine::run_scoped(
-            &prepared,
-            &runtime,
-            mode,
-            jobs,
-            wconverge_engine::Scope::default(),
-        )
-    };
-    let (report, node_attributes) = if lazy && jobs == 1 {
-        wconverge_lang::run_on_big_stack(whole)
-    } else {
-        whole()
-    };
+    let (report, node_attributes) = crate::run::run_prepared(
+        (&prepared, &runtime),
+        (mode, jobs, lazy),
+        wconverge_engine::Scope::default(),
+    );
     if let Some(watcher) = &mut watcher {
         watcher.after_whole_run();
     }

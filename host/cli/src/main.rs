@@ -24,6 +24,7 @@ mod plugin_test;
 mod plugins_command;
 mod reports;
 mod resource_command;
+mod run;
 mod scaffold;
 mod setup;
 mod signals;

@@ -603,25 +603,15 @@ fn run(
     (selected, left): (&[bool], &[Status]),
     node: wconverge_catalog::NodeAttributes,
 ) -> (Report, wconverge_catalog::NodeAttributes) {
-    let scope = Scope {
-        selected: Some(selected),
-        left: Some(left),
-        node: Some(node),
-    };
-    let go = || {
-        wconverge_engine::run_scoped(
-            context.prepared,
-            context.runtime,
-            Mode::Apply,
-            context.jobs,
-            scope,
-        )
-    };
-    if context.lazy && context.jobs == 1 {
-        wconverge_lang::run_on_big_stack(go)
-    } else {
-        go()
-    }
+    crate::run::run_prepared(
+        (context.prepared, context.runtime),
+        (Mode::Apply, context.jobs, context.lazy),
+        Scope {
+            selected: Some(selected),
+            left: Some(left),
+            node: Some(node),
+        },
+    )
 }
 
 fn print(context: &Context<'_>, report: &Report) {
